@@ -1,0 +1,89 @@
+"""Trajectory metadata (``meta.json``) and the run manifest (``run.json``).
+
+``meta.json`` holds the ground truth of one trajectory (profile, task, seed, perturbation). It sits beside
+``events.json`` in ``trajectories/<profile_id>/<task_id>/`` and is never given to a memory method
+(ARCHITECTURE.md rule 6).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Dimension = Literal["A", "B", "C", "D", "E", "F"]
+Tier = Literal["L", "M", "R"]
+
+
+class Perturbation(BaseModel):
+    """One dimension shifted by one tier on one trajectory (reference §5.7; E in the curation meaning)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    dimension: Dimension
+    from_: Tier = Field(alias="from")
+    to: Tier
+
+    def model_dump_json_compat(self) -> dict[str, str]:
+        return {"dimension": self.dimension, "from": self.from_, "to": self.to}
+
+
+class TrajectoryMeta(BaseModel):
+    """``meta.json`` of one trajectory."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    trajectory_id: str = Field(description="'<profile_id>/<task_id>'")
+    profile_id: str
+    task_id: str
+    seed: int
+    agent_kind: str = Field("persona-simulator", description="persona-simulator | llm-agent")
+    agent_version: str = ""
+    perturbation: Perturbation | None = None
+    completed: bool = True
+    started_at_ms: float = Field(0.0, description="simulated epoch ms of session_start")
+    duration_ms: float = Field(0.0, description="simulated duration (ms)")
+    wall_time_s: float = Field(0.0, description="real seconds spent generating")
+    event_counts: dict[str, int] = Field(default_factory=dict, description="raw / kept / per type")
+    versions: dict[str, str] = Field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class RunManifest(BaseModel):
+    """``run.json``: what produced a run directory (config snapshot, versions, seeds, per-stage records)."""
+
+    model_config = ConfigDict(extra="allow")
+    config: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+    versions: dict[str, str] = Field(default_factory=dict)
+    stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def package_versions(names: tuple[str, ...] = ("ray", "polars", "pyarrow", "pydantic", "numpy", "faiss-cpu",
+                                                "sentence-transformers", "scikit-learn")) -> dict[str, str]:
+    """Installed versions of the packages that shape results, plus Python and filegram-ray."""
+    from importlib import metadata
+
+    from filegram_ray import __version__
+
+    out = {"filegram-ray": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def record_stage(run, stage: str, record: dict[str, Any], config: dict[str, Any] | None = None) -> None:
+    """Merge a stage's record (options, timings, counts) into ``run.json`` of a :class:`RunDir`."""
+    data = run.read_json("run.json") if run.exists("run.json") else {}
+    man = RunManifest.model_validate(data)
+    if config is not None:
+        man.config = config
+        man.seed = int(config.get("seed", man.seed))
+    man.versions = package_versions()
+    man.stages[stage] = record
+    run.write_json("run.json", man.model_dump(mode="json"))

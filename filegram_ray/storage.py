@@ -1,0 +1,275 @@
+"""The storage seam: every stage reads and writes its run directory through :class:`RunDir`.
+
+A run directory is a local path (``runs/default``), a ``file://`` URI, or any fsspec URI (``s3://bucket/run``,
+``gs://…``, ``memory://run`` in tests). Design rules (ARCHITECTURE.md §1):
+
+* a unit of work is written atomically: bytes go to a temporary name beside the target, then are renamed
+  (on object stores, where a single ``put`` is already atomic, the object is written under its final key once);
+* a finished unit leaves a completion record ``_done/<stage>/<unit>.json`` so reruns skip it;
+* index tables are Parquet files written with polars.
+
+Paths handed to and returned from :class:`RunDir` are always *relative* POSIX paths inside the run directory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import posixpath
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import fsspec
+
+__all__ = ["RunDir", "StorageError", "atomic_write_local", "safe_unit_name"]
+
+# Object stores without a cheap rename: write the final key directly (a single PUT is atomic there).
+_PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
+
+
+class StorageError(RuntimeError):
+    """Raised when a run-directory operation fails; the message names the URI and the relative path."""
+
+
+def safe_unit_name(unit_id: str) -> str:
+    """Turn a unit id such as ``p1_methodical/T-01`` into a flat file-name-safe token (``p1_methodical__T-01``)."""
+    return unit_id.replace("/", "__").replace("\\", "__")
+
+
+def atomic_write_local(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to a local ``path`` via a temporary sibling and ``os.replace`` (atomic on POSIX)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """A run directory on any fsspec filesystem.
+
+    Args:
+        uri: local path or fsspec URI of the run directory root. Created if missing.
+        storage_options: keyword arguments for the fsspec filesystem (e.g. ``endpoint_url`` for an S3-compatible
+            server, ``key``/``secret``).
+
+    Raises:
+        StorageError: if the filesystem cannot be created for ``uri``.
+    """
+
+    def __init__(self, uri: str | os.PathLike, storage_options: dict[str, Any] | None = None):
+        uri = os.fspath(uri)
+        self.storage_options = dict(storage_options or {})
+        try:
+            fs, root = fsspec.core.url_to_fs(uri, **self.storage_options)
+        except Exception as exc:  # pragma: no cover - depends on installed backends
+            raise StorageError(f"cannot open run directory {uri!r}: {exc}") from exc
+        self.fs = fs
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        self.protocol = protocol
+        self.is_local = protocol in ("file", "local")
+        if self.is_local:
+            root = os.path.abspath(root)
+        self.root = root.rstrip("/") or "/"
+        self.uri = uri if not self.is_local else self.root
+        if self.is_local:
+            os.makedirs(self.root, exist_ok=True)
+
+    # ------------------------------------------------------------------ paths
+    def __repr__(self) -> str:
+        return f"RunDir({self.uri!r})"
+
+    def __reduce__(self):  # picklable for Ray tasks and actors
+        return (RunDir, (self.uri, self.storage_options))
+
+    def full(self, rel: str = "") -> str:
+        """Absolute filesystem path (inside ``fs``) of a relative run-directory path."""
+        rel = rel.strip("/")
+        if rel.startswith("..") or "/../" in f"/{rel}/":
+            raise StorageError(f"{self.uri}: relative path {rel!r} escapes the run directory")
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def url(self, rel: str = "") -> str:
+        """URI of a relative path, usable by other fsspec/pyarrow clients."""
+        if self.is_local:
+            return self.full(rel)
+        return f"{self.protocol}://{self.full(rel).lstrip('/')}" if self.protocol != "memory" else (
+            "memory://" + self.full(rel))
+
+    # ------------------------------------------------------------------ reads
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self.full(rel))
+
+    def read_bytes(self, rel: str) -> bytes:
+        try:
+            with self.fs.open(self.full(rel), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError as exc:
+            raise StorageError(f"{self.uri}: missing file {rel!r}") from exc
+
+    def read_text(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8")
+
+    def read_json(self, rel: str) -> Any:
+        data = self.read_bytes(rel)
+        try:
+            return json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise StorageError(f"{self.uri}: {rel}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") \
+                from exc
+
+    def listdir(self, rel: str = "") -> list[str]:
+        """Names (not paths) of the entries directly under ``rel``; empty if it does not exist."""
+        full = self.full(rel)
+        if not self.fs.exists(full):
+            return []
+        names = []
+        for entry in self.fs.ls(full, detail=False):
+            names.append(posixpath.basename(str(entry).rstrip("/")))
+        return sorted(n for n in names if n)
+
+    def walk_files(self, rel: str = "") -> list[str]:
+        """All file paths under ``rel``, relative to the run directory root, sorted."""
+        full = self.full(rel)
+        if not self.fs.exists(full):
+            return []
+        out = [posixpath.relpath(str(path), self.root) for path in self.fs.find(full)]
+        return sorted(out)
+
+    # ------------------------------------------------------------------ writes
+    def write_bytes(self, rel: str, data: bytes) -> str:
+        """Write ``data`` atomically at ``rel``; returns ``rel``."""
+        full = self.full(rel)
+        if self.is_local:
+            atomic_write_local(full, data)
+            return rel
+        parent = posixpath.dirname(full)
+        if parent:
+            self.fs.makedirs(parent, exist_ok=True)
+        if self.protocol in _PUT_IS_ATOMIC:
+            self.fs.pipe_file(full, data)
+        else:
+            tmp = posixpath.join(parent, f".{posixpath.basename(full)}.tmp-{uuid.uuid4().hex[:8]}")
+            self.fs.pipe_file(tmp, data)
+            self.fs.mv(tmp, full)
+        return rel
+
+    def write_text(self, rel: str, text: str) -> str:
+        return self.write_bytes(rel, text.encode("utf-8"))
+
+    def write_json(self, rel: str, obj: Any, *, indent: int | None = 2) -> str:
+        """Write JSON deterministically (sorted keys, UTF-8, no ASCII escaping)."""
+        return self.write_text(rel, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=True,
+                                               default=_json_default) + "\n")
+
+    def remove(self, rel: str, recursive: bool = True) -> None:
+        full = self.full(rel)
+        if self.fs.exists(full):
+            self.fs.rm(full, recursive=recursive)
+
+    def put_tree(self, local_dir: str | os.PathLike, rel: str) -> list[str]:
+        """Copy a local directory tree into the run directory under ``rel`` (each file atomically).
+
+        Returns the relative paths written, sorted.
+        """
+        local_dir = Path(local_dir)
+        written = []
+        for path in sorted(p for p in local_dir.rglob("*") if p.is_file()):
+            sub = path.relative_to(local_dir).as_posix()
+            target = posixpath.join(rel, sub)
+            self.write_bytes(target, path.read_bytes())
+            written.append(target)
+        return written
+
+    def get_tree(self, rel: str, local_dir: str | os.PathLike) -> list[Path]:
+        """Copy every file under ``rel`` into ``local_dir`` (created); returns the local paths."""
+        local_dir = Path(local_dir)
+        out = []
+        prefix = rel.strip("/")
+        for sub in self.walk_files(rel):
+            inner = posixpath.relpath(sub, prefix) if prefix else sub
+            dest = local_dir / inner
+            atomic_write_local(dest, self.read_bytes(sub))
+            out.append(dest)
+        return out
+
+    # ------------------------------------------------------------------ completion records
+    def _done_path(self, stage: str, unit_id: str) -> str:
+        return f"_done/{stage}/{safe_unit_name(unit_id)}.json"
+
+    def mark_done(self, stage: str, unit_id: str, record: dict[str, Any] | None = None) -> None:
+        """Record that ``unit_id`` of ``stage`` finished (written last, after the unit's own files)."""
+        self.write_json(self._done_path(stage, unit_id), {"unit": unit_id, "stage": stage, **(record or {})})
+
+    def is_done(self, stage: str, unit_id: str) -> bool:
+        return self.exists(self._done_path(stage, unit_id))
+
+    def done_records(self, stage: str) -> list[dict[str, Any]]:
+        """All completion records of ``stage``, sorted by unit id."""
+        recs = []
+        for name in self.listdir(f"_done/{stage}"):
+            if name.endswith(".json") and not name.startswith("."):
+                recs.append(self.read_json(f"_done/{stage}/{name}"))
+        return sorted(recs, key=lambda r: str(r.get("unit")))
+
+    def clear_done(self, stage: str) -> None:
+        self.remove(f"_done/{stage}")
+
+    # ------------------------------------------------------------------ tables
+    def write_table(self, rel: str, df) -> str:
+        """Write a polars DataFrame (or anything ``polars.DataFrame(...)`` accepts) as Parquet, atomically."""
+        import polars as pl
+
+        if not isinstance(df, pl.DataFrame):
+            df = pl.DataFrame(df)
+        buf = io.BytesIO()
+        df.write_parquet(buf, compression="zstd", statistics=False)
+        return self.write_bytes(rel, buf.getvalue())
+
+    def read_table(self, rel: str):
+        """Read a Parquet table as a polars DataFrame.
+
+        Raises:
+            StorageError: if the table does not exist.
+        """
+        import polars as pl
+
+        return pl.read_parquet(io.BytesIO(self.read_bytes(rel)))
+
+    def pyarrow_filesystem(self):
+        """A ``pyarrow.fs.FileSystem`` view of this run directory's filesystem (for Ray Data I/O)."""
+        import pyarrow.fs as pafs
+
+        if self.is_local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+
+def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Yield consecutive lists of at most ``size`` items."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _json_default(obj: Any):
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return obj.as_posix()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
