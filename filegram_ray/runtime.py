@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 __all__ = ["init_ray", "map_units", "error_row", "Progress"]
 
 
-def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
+def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True,
+             runtime_env: dict[str, Any] | None = None) -> None:
     """Connect to Ray once per process.
 
     Args:
@@ -34,6 +35,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
             from the environment (set by ``ray job submit``) or, if unset, a new local Ray in this process.
         num_cpus: CPUs for a new local Ray (ignored when connecting to a cluster).
         quiet: lower Ray's log level to warnings.
+        runtime_env: Ray runtime environment for this driver's workers (e.g. extra ``PYTHONPATH``).
     """
     import ray
 
@@ -44,6 +46,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if quiet:
         kwargs["logging_level"] = logging.WARNING
         kwargs["log_to_driver"] = True
+    if runtime_env:
+        kwargs["runtime_env"] = runtime_env
     if address:
         kwargs["address"] = address
     else:
