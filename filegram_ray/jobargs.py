@@ -1,0 +1,52 @@
+"""Argument parsing shared by the thin job scripts in ``jobs/``.
+
+Every job takes the same core options so it runs unchanged on a laptop (``python jobs/X.py``) and on a cluster
+(``ray job submit --working-dir . -- python jobs/X.py``): ``--config``, ``--run-dir``, ``--seed``,
+``--address``, ``--serial`` and repeated ``--set key.sub=value`` overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from filegram_ray.config import PipelineConfig, load_config
+
+
+def common_parser(description: str, *, serial: bool = True) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` with the options every stage job accepts."""
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--config", default=None, help="pipeline YAML (default: conf/default.yaml)")
+    p.add_argument("--run-dir", default=None, help="run directory: local path or fsspec URI (s3://…)")
+    p.add_argument("--seed", type=int, default=None, help="master seed")
+    p.add_argument("--address", default=None,
+                   help="Ray address (default: RAY_ADDRESS, set by `ray job submit`, else a local Ray)")
+    if serial:
+        p.add_argument("--serial", action="store_true",
+                       help="run the stage in this process without Ray (debugging; what local_mode was for)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set generate.num_actors=4 (repeatable)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> PipelineConfig:
+    """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address`` and ``--set``."""
+    overrides = list(args.overrides or [])
+    cfg = load_config(args.config, overrides)
+    upd: dict[str, Any] = {}
+    if args.run_dir:
+        upd["run_dir"] = args.run_dir
+    if args.seed is not None:
+        upd["seed"] = args.seed
+    if args.address:
+        upd["ray"] = {**cfg.ray.model_dump(), "address": args.address}
+    for k, v in (extra or {}).items():
+        if v is not None:
+            upd[k] = v
+    if upd:
+        data = cfg.model_dump()
+        for k, v in upd.items():
+            data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
+        cfg = PipelineConfig.model_validate(data)
+    return cfg
