@@ -1,0 +1,32 @@
+"""Run the whole FileGram pipeline: seed → generate → encode → bench → render → evaluate.
+
+Usage:
+    python jobs/pipeline.py                                  # laptop: local Ray, conf/default.yaml
+    python jobs/pipeline.py --only seed generate --serial    # debug two stages without Ray
+    ray job submit --working-dir . -- python jobs/pipeline.py --config conf/cluster.yaml
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
+
+from filegram_ray.jobargs import common_parser, config_from_args  # noqa: E402
+from filegram_ray.pipeline import STAGES, run_pipeline  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = common_parser(__doc__.splitlines()[0])
+    names = [n for n, _ in STAGES]
+    p.add_argument("--only", nargs="+", choices=names, help="run only these stages")
+    p.add_argument("--skip", nargs="+", choices=names, help="skip these stages")
+    args = p.parse_args(argv)
+    cfg = config_from_args(args)
+    run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
+    report = cfg.run().url("results/report.md")
+    print(f"\nReport: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
