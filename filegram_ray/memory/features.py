@@ -1,0 +1,291 @@
+"""Procedural features (FILEGRAM_REFERENCE §7.2), the ordered 17-D fingerprint (§7.3) and the importance score
+(§7.7). All deterministic; "creates" are ``file_write`` events with ``operation == "create"``.
+
+Text-structure counts (headings, tables, lists, sentences) run over the resolved content of created files.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from filegram_ray.memory.constants import (
+    FINGERPRINT_FEATURES,
+    IMAGE_TYPES,
+    MAX_DIVERSITY_ATTRIBUTES,
+    PRIMARY_ATTRIBUTES,
+    PRIMARY_TYPES,
+    SIMULATION_TYPES,
+    SMALL_EDIT_LINE_THRESHOLD,
+    STRUCTURED_DATA_TYPES,
+    STRUCTURED_TYPES,
+)
+from filegram_ray.memory.normalize import NormalizedEvent
+
+__all__ = ["extract_auxiliary", "extract_procedural", "fingerprint", "importance_score", "text_structure"]
+
+_HEADING_RE = re.compile(r"^(#{1,6})\s")
+_LIST_RE = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+_SENTENCE_SPLIT_RE = re.compile(r"[.!?。！？]\s+")
+_DATE_PREFIX_RE = re.compile(r"^\d{4}[-_]?\d{2}[-_]?\d{2}")
+_NUMERIC_PREFIX_RE = re.compile(r"^\d{1,3}[-_]")
+_WORD_SPLIT_RE = re.compile(r"[-_.\s]+")
+
+
+def _r(x: float, nd: int) -> float:
+    return round(float(x), nd)
+
+
+def _is_table_row(stripped: str) -> bool:
+    """A line that starts with ``|`` and contains a later ``|`` (§7.2 markdown_table_rows)."""
+    return stripped.startswith("|") and "|" in stripped[1:]
+
+
+def text_structure(texts: list[str]) -> dict[str, Any]:
+    """Structure counts over texts (§7.2 tone row; table rows as markdown_table_rows).
+
+    Lines are stripped of surrounding whitespace before matching headings and table rows; list items may be
+    indented. Sentence pieces = non-empty pieces after splitting on ``. ! ? 。！？`` followed by whitespace.
+
+    Returns:
+        dict with heading_count, heading_max_depth, table_row_count, list_item_count, avg_sentence_length_words,
+        total_words, prose_to_structure_ratio.
+    """
+    headings = max_level = tables = lists = prose = words = pieces = 0
+    for text in texts:
+        if not text:
+            continue
+        words += len(text.split())
+        pieces += sum(1 for p in _SENTENCE_SPLIT_RE.split(text) if p.strip())
+        for line in text.splitlines():
+            s = line.strip()
+            if not s:
+                continue
+            m = _HEADING_RE.match(s)
+            if m:
+                headings += 1
+                max_level = max(max_level, len(m.group(1)))
+                continue
+            if _is_table_row(s):
+                tables += 1
+                continue
+            if _LIST_RE.match(line):
+                lists += 1
+                continue
+            if len(s) > 20:
+                prose += 1
+    return {
+        "heading_count": headings,
+        "heading_max_depth": max_level,
+        "table_row_count": tables,
+        "list_item_count": lists,
+        "avg_sentence_length_words": _r(words / max(pieces, 1), 1),
+        "total_words": words,
+        "prose_to_structure_ratio": _r(prose / max(lists + tables, 1), 3),
+    }
+
+
+def _stem(path: str) -> str:
+    return PurePosixPath(path).stem if path else ""
+
+
+def extract_procedural(events: list[NormalizedEvent]) -> dict[str, dict[str, Any]]:
+    """The nine primary procedural attributes of one trajectory (§7.2), keyed attribute → feature → value.
+
+    Args:
+        events: normalised events (simulation types are ignored, except the last ``fs_snapshot`` for
+            ``final_fs_max_depth``).
+
+    Returns:
+        ``{reading_strategy: {...}, output_detail: {...}, ..., cross_modal_behavior: {...}}`` (the 9 attributes of
+        :data:`~filegram_ray.memory.constants.PRIMARY_ATTRIBUTES`).
+    """
+    beh = [e for e in events if e.event_type not in SIMULATION_TYPES]
+    by: dict[str, list[NormalizedEvent]] = {}
+    for e in beh:
+        by.setdefault(e.event_type, []).append(e)
+    reads = by.get("file_read", [])
+    n_reads, n_browse, n_search = len(reads), len(by.get("file_browse", [])), len(by.get("file_search", []))
+    explore = max(n_reads + n_browse + n_search, 1)
+    read_lengths = [e.content_length for e in reads]
+    reading = {
+        "total_reads": n_reads,
+        "total_browses": n_browse,
+        "total_searches": n_search,
+        "browse_ratio": _r(n_browse / explore, 3),
+        "search_ratio": _r(n_search / explore, 3),
+        "read_ratio": _r(n_reads / explore, 3),
+        "revisit_ratio": _r(sum(1 for e in reads if e.view_count > 1) / max(n_reads, 1), 3),
+        "avg_content_length": _r(statistics.fmean(read_lengths), 1) if read_lengths else 0.0,
+        "unique_files_read": len({e.file_path for e in reads}),
+        "context_switch_rate": _r(len(by.get("context_switch", [])) / max(n_reads, 1), 3),
+    }
+
+    writes = by.get("file_write", [])
+    creates = [e for e in writes if e.operation == "create"]
+    n_cr = len(creates)
+    lengths = [e.content_length for e in creates]
+    output_detail = {
+        "files_created": n_cr,
+        "total_output_chars": int(sum(lengths)),
+        "avg_output_length": _r(statistics.fmean(lengths), 1) if lengths else 0.0,
+        "max_output_length": int(max(lengths)) if lengths else 0,
+        "output_length_std": _r(statistics.stdev(lengths), 1) if n_cr >= 2 else 0.0,
+    }
+
+    created_texts = [e.resolved_content for e in creates]
+    struct = text_structure(created_texts)
+    table_rows = struct["table_row_count"]
+    types = Counter((e.file_type or "unknown") for e in creates)
+    output_structure = {
+        "file_types_created": dict(sorted(types.items())),
+        "has_markdown": "md" in types,
+        "markdown_table_rows": table_rows,
+        "has_markdown_tables": table_rows > 0,
+        "has_structured_data": bool(set(types) & STRUCTURED_DATA_TYPES) or table_rows > 0,
+        "distinct_file_types": len(types),
+    }
+
+    dirs = by.get("dir_create", [])
+    depths = [e.depth for e in dirs]
+    snaps = [e for e in events if e.event_type == "fs_snapshot"]
+    directory_style = {
+        "dirs_created": len(dirs),
+        "max_dir_depth": int(max(depths)) if depths else 0,
+        "avg_dir_depth": _r(statistics.fmean(depths), 2) if depths else 0.0,
+        "final_fs_max_depth": snaps[-1].max_depth if snaps else 0,
+        "files_moved": len(by.get("file_move", [])),
+    }
+
+    stems = [_stem(e.file_path) for e in creates]
+    n_renames = len(by.get("file_rename", []))
+    if stems:
+        naming = {
+            "avg_filename_length": _r(statistics.fmean(len(s) for s in stems), 1),
+            "has_date_prefix": any(_DATE_PREFIX_RE.match(s) for s in stems),
+            "has_numeric_prefix": any(_NUMERIC_PREFIX_RE.match(s) for s in stems),
+            "has_underscores": any("_" in s for s in stems),
+            "has_hyphens": any("-" in s for s in stems),
+            "avg_word_count": _r(statistics.fmean(len([w for w in _WORD_SPLIT_RE.split(s) if w]) for s in stems),
+                                 1),
+            "total_renames": n_renames,
+        }
+    else:
+        naming = {"avg_filename_length": 0.0, "has_date_prefix": False, "has_numeric_prefix": False,
+                  "has_underscores": False, "has_hyphens": False, "avg_word_count": 0.0,
+                  "total_renames": n_renames}
+
+    edits = by.get("file_edit", [])
+    changed = [e.lines_added + e.lines_deleted for e in edits]
+    n_ed = len(edits)
+    edited_paths = {e.file_path for e in edits}
+    edit_strategy = {
+        "total_edits": n_ed,
+        "avg_lines_changed": _r(statistics.fmean(changed), 1) if changed else 0.0,
+        "max_lines_changed": int(max(changed)) if changed else 0,
+        "edits_per_file": _r(n_ed / len(edited_paths), 2) if edited_paths else 0.0,
+        "small_edit_ratio": _r(sum(1 for c in changed if c < SMALL_EDIT_LINE_THRESHOLD) / n_ed, 3) if n_ed else 0.0,
+    }
+
+    copies = by.get("file_copy", [])
+    backups = sum(1 for e in copies if e.is_backup)
+    n_del = len(by.get("file_delete", []))
+    version_strategy = {
+        "total_copies": len(copies),
+        "backup_copies": backups,
+        "total_deletes": n_del,
+        "total_overwrites": sum(1 for e in writes if e.operation == "overwrite"),
+        "has_backup_behavior": backups > 0,
+        "delete_to_create_ratio": _r(n_del / max(n_cr, 1), 3),
+    }
+
+    tone = dict(struct)
+    tone["has_content_analysis"] = any(bool(t) for t in created_texts)
+
+    n_struct = sum(c for t, c in types.items() if t in STRUCTURED_TYPES)
+    n_primary = sum(c for t, c in types.items() if t in PRIMARY_TYPES)
+    n_image = sum(c for t, c in types.items() if t in IMAGE_TYPES)
+    cross_modal = {
+        "structured_files_created": n_struct,
+        "primary_files_created": n_primary,
+        "image_files_created": n_image,
+        "supplementary_ratio": _r(n_struct / max(n_cr, 1), 3),
+        "total_files_created": n_cr,
+        "markdown_table_rows": table_rows,
+        "has_tables_or_data": n_struct > 0 or table_rows > 0,
+        "has_images": n_image > 0,
+    }
+    return {
+        "reading_strategy": reading,
+        "output_detail": output_detail,
+        "output_structure": output_structure,
+        "directory_style": directory_style,
+        "naming": naming,
+        "edit_strategy": edit_strategy,
+        "version_strategy": version_strategy,
+        "tone": tone,
+        "cross_modal_behavior": cross_modal,
+    }
+
+
+def extract_auxiliary(events: list[NormalizedEvent], procedural: dict[str, dict[str, Any]]) -> dict[str, dict]:
+    """Auxiliary verbosity and work-rhythm features (§7.2 last two rows).
+
+    Work rhythm reads ``iteration_end`` events, which the filter strips, so it is all zeros on filtered
+    trajectories (as upstream).
+    """
+    od = procedural["output_detail"]
+    its = [e for e in events if e.event_type == "iteration_end"]
+    n_it = len(its)
+    return {
+        "verbosity": {
+            "total_output_chars": od["total_output_chars"],
+            "files_created": od["files_created"],
+            "avg_chars_per_file": _r(od["total_output_chars"] / max(od["files_created"], 1), 1),
+        },
+        "work_rhythm": {
+            "total_iterations": n_it,
+            "avg_tools_per_iteration": _r(sum(e.tools_called for e in its) / n_it, 1) if n_it else 0.0,
+            "iteration_error_rate": _r(sum(1 for e in its if e.has_tool_error) / n_it, 3) if n_it else 0.0,
+            "total_context_switches": sum(1 for e in events if e.event_type == "context_switch"),
+        },
+    }
+
+
+def _num(v: Any) -> float:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    return 0.0
+
+
+def fingerprint(procedural: dict[str, dict[str, Any]]) -> list[float]:
+    """The ordered 17-D fingerprint (§7.3): floats, booleans → 0/1, missing or non-numeric → 0.0."""
+    return [_num(procedural.get(attr, {}).get(key)) for _, attr, key in FINGERPRINT_FEATURES]
+
+
+def fingerprint_matrix(procedurals: list[dict[str, dict[str, Any]]]) -> np.ndarray:
+    """Fingerprints of several trajectories as a float64 array of shape (N, 17)."""
+    return np.asarray([fingerprint(p) for p in procedurals], dtype=np.float64).reshape(len(procedurals), 17)
+
+
+def diversity(procedural: dict[str, dict[str, Any]]) -> int:
+    """Number of primary attributes with at least one positive number or true flag (§7.7)."""
+    n = 0
+    for attr in PRIMARY_ATTRIBUTES:
+        vals = procedural.get(attr, {}).values()
+        if any((v is True) or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0) for v in vals):
+            n += 1
+    return n
+
+
+def importance_score(n_behavioral: int, n_events: int, procedural: dict[str, dict[str, Any]]) -> float:
+    """Importance = density × (1 + diversity/9), rounded 4 (§7.7); density = behavioural ÷ normalised events."""
+    density = n_behavioral / n_events if n_events else 0.0
+    return round(density * (1 + diversity(procedural) / MAX_DIVERSITY_ATTRIBUTES), 4)
