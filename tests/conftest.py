@@ -35,3 +35,24 @@ def shared_dir() -> Path:
     if not SHARED.exists():
         pytest.skip(f"shared reference folder not found at {SHARED}")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3-compatible server (moto's standalone server) on loopback, with one bucket ``filegram``.
+
+    Yields the fsspec ``storage_options`` that reach it. Skips when moto's server or s3fs is not installed.
+    """
+    pytest.importorskip("s3fs")
+    server_mod = pytest.importorskip("moto.server")
+    import boto3
+
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                 region_name="us-east-1").create_bucket(Bucket="filegram")
+    yield {"endpoint_url": endpoint, "key": "test", "secret": "test",
+           "client_kwargs": {"region_name": "us-east-1"}}
+    server.stop()

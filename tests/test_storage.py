@@ -10,10 +10,13 @@ import pytest
 from filegram_ray.storage import RunDir, StorageError
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3"])
 def run(request, tmp_path):
     if request.param == "local":
         return RunDir(tmp_path / "run")
+    if request.param == "s3":  # a real S3-compatible server on loopback (moto), reached through s3fs
+        opts = request.getfixturevalue("s3_endpoint")
+        return RunDir(f"s3://filegram/test-{uuid.uuid4().hex[:8]}", opts)
     return RunDir(f"memory://filegram-test-{uuid.uuid4().hex[:8]}")
 
 
@@ -81,6 +84,6 @@ def test_pickles_for_ray(run):
 
     run.write_text("p.txt", "x")
     clone = pickle.loads(pickle.dumps(run))
-    if run.is_local:
+    if run.protocol != "memory":  # memory:// is per process by design
         assert clone.read_text("p.txt") == "x"
     assert clone.uri == run.uri
