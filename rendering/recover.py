@@ -1,0 +1,136 @@
+"""Text recovery from derivatives: what a memory method sees in the Multimodal setting instead of source Markdown.
+
+``recover_text(path)`` reads a derivative with its format's standard reader:
+
+* ``.pdf``  → pypdf ``extract_text`` of every page;
+* ``.docx`` → python-docx paragraphs, then table rows (cells joined by `` | ``);
+* ``.pptx`` → python-pptx text frames of every slide, one ``[Slide]`` block per slide (§10's ground-truth form);
+* ``.xlsx`` → openpyxl cell values, tab-separated rows, one block per sheet;
+* ``.png``  → the caption / alt text the renderer stored in the PNG ``iTXt``/``tEXt`` chunk ``Description`` (the
+  same text as the ``caption`` column of ``derivatives/index.parquet``). No OCR: rapidocr is not installed;
+* ``.wav``  → the narration script stored in the RIFF ``LIST/INFO/ICMT`` chunk (the ``transcript`` column);
+* ``.md`` / ``.txt`` → the file's text.
+
+Raises ``ValueError`` naming the file for an unknown extension or an image/audio file without stored text (pass
+``caption=`` / ``transcript=`` from the index then).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from pathlib import Path
+
+__all__ = ["recover_bytes", "recover_text"]
+
+
+def _pdf(data: bytes) -> str:
+    from pypdf import PdfReader
+
+    return "\n".join((p.extract_text() or "") for p in PdfReader(io.BytesIO(data)).pages).strip()
+
+
+def _docx(data: bytes) -> str:
+    import docx
+
+    d = docx.Document(io.BytesIO(data))
+    lines = [p.text for p in d.paragraphs if p.text.strip()]
+    for t in d.tables:
+        for row in t.rows:
+            lines.append(" | ".join(c.text for c in row.cells))
+    return "\n".join(lines)
+
+
+def _pptx(data: bytes) -> str:
+    from pptx import Presentation
+
+    blocks = []
+    for slide in Presentation(io.BytesIO(data)).slides:
+        texts = [sh.text_frame.text for sh in slide.shapes if sh.has_text_frame and sh.text_frame.text.strip()]
+        blocks.append("[Slide] " + "\n".join(texts))
+    return "\n".join(blocks)
+
+
+def _xlsx(data: bytes) -> str:
+    from openpyxl import load_workbook
+
+    wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    blocks = []
+    for ws in wb.worksheets:
+        rows = ["\t".join("" if v is None else str(v) for v in row) for row in ws.iter_rows(values_only=True)]
+        blocks.append(f"[Sheet] {ws.title}\n" + "\n".join(rows))
+    wb.close()
+    return "\n\n".join(blocks)
+
+
+def _png(data: bytes) -> str | None:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        text = im.text.get("Description") if hasattr(im, "text") else None
+    return str(text) if text else None
+
+
+def _wav(data: bytes) -> str | None:
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise ValueError("not a RIFF WAVE file")
+    pos = 12
+    while pos + 8 <= len(data):
+        cid, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
+        body = data[pos + 8:pos + 8 + size]
+        if cid == b"LIST" and body[:4] == b"INFO":
+            sub = 4
+            while sub + 8 <= len(body):
+                sid, ssize = body[sub:sub + 4], struct.unpack("<I", body[sub + 4:sub + 8])[0]
+                if sid == b"ICMT":
+                    return body[sub + 8:sub + 8 + ssize].rstrip(b"\x00").decode("utf-8")
+                sub += 8 + ssize + (ssize % 2)
+        pos += 8 + size + (size % 2)
+    return None
+
+
+def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | None = None,
+                  transcript: str | None = None) -> str:
+    """:func:`recover_text` on bytes already in memory; ``ext`` without the dot (``pdf``, ``png`` …)."""
+    ext = ext.lower().lstrip(".")
+    try:
+        if ext == "pdf":
+            return _pdf(data)
+        if ext == "docx":
+            return _docx(data)
+        if ext == "pptx":
+            return _pptx(data)
+        if ext == "xlsx":
+            return _xlsx(data)
+        if ext in ("md", "markdown", "txt"):
+            return data.decode("utf-8-sig")
+        if ext == "png":
+            text = caption or _png(data)
+            if text is None:
+                raise ValueError("no stored caption (iTXt 'Description'); pass caption= from the index")
+            return text
+        if ext == "wav":
+            text = transcript or _wav(data)
+            if text is None:
+                raise ValueError("no stored transcript (LIST/INFO/ICMT); pass transcript= from the index")
+            return text
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
+    raise ValueError(f"{name}: cannot recover text from a .{ext} file")
+
+
+def recover_text(path: str | os.PathLike, caption: str | None = None, transcript: str | None = None) -> str:
+    """The text a derivative carries, read back with its format's reader (see the module doc).
+
+    Args:
+        path: a local derivative file.
+        caption: alt text for an image (overrides the stored chunk), e.g. the index's ``caption`` column.
+        transcript: narration for audio (overrides the stored chunk), e.g. the index's ``transcript`` column.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist. ValueError: unsupported extension, or no stored text.
+    """
+    p = Path(path)
+    return recover_bytes(p.read_bytes(), p.suffix, str(p), caption, transcript)
