@@ -31,8 +31,10 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     """Connect to Ray once per process.
 
     Args:
-        address: cluster address (``auto``, ``ray://host:10001``, ``127.0.0.1:6379``). Default: ``RAY_ADDRESS``
-            from the environment (set by ``ray job submit``) or, if unset, a new local Ray in this process.
+        address: cluster address (``auto`` for a cluster started on this machine with ``ray start``,
+            ``ray://host:10001``, ``127.0.0.1:6379``). Default: ``RAY_ADDRESS`` from the environment (set by
+            ``ray job submit``) or, if unset, a new local Ray in this process — never silently a ``ray start``
+            cluster that happens to run on the machine.
         num_cpus: CPUs for a new local Ray (ignored when connecting to a cluster).
         quiet: lower Ray's log level to warnings.
         runtime_env: Ray runtime environment for this driver's workers (e.g. extra ``PYTHONPATH``).
@@ -51,6 +53,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if address:
         kwargs["address"] = address
     else:
+        kwargs["address"] = "local"
         # A laptop run: keep everything on loopback and skip token auth (ENVIRONMENT_FACTS §1).
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
