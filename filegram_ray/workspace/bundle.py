@@ -1,0 +1,299 @@
+"""Build, load and import task workspaces ("bundles").
+
+On disk a bundle is ``<dir>/files/**`` (the visible workspace the agent sees) and ``<dir>/bundle.json`` (never
+visible to the agent)::
+
+    {"task_id", "seed", "scenario", "language", "source": "generated" | "imported",
+     "files": [{"path", "kind", "bytes", "sha256", "annotation": {"modality", "content"} | null}],
+     "facts": [...planted facts, e.g. T-11 inconsistencies...], "errors": [{"path", "error"}],
+     "tts_engine": "piper:joe-us" | "synthetic-tone" | null}
+
+Media files carry an annotation (caption, transcript or scene list) — the content the engine's ``read`` tool
+returns for them (ref §1.1). Imported bundles leave annotations null and add ``text_chars`` per file; the
+extracted text is written to ``<dir>/extracted/<path>.txt``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from filegram_ray.workspace import writers as W
+from filegram_ray.workspace.extract import ExtractionError, extract_text, is_media, kind_of, media_class
+from filegram_ray.workspace.scenarios import FileSpec, build_plan
+from filegram_ray.workspace.specs import default_workspace
+from filegram_ray.workspace.world import World, sub_seed
+
+__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "import_bundle", "load_bundle", "task_workspace"]
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    path: str
+    kind: str
+    bytes: int
+    sha256: str
+    annotation: dict[str, str] | None = None
+
+
+@dataclass
+class BundleInfo:
+    """What :func:`build_bundle` / :func:`import_bundle` wrote. ``by_kind``: kind -> count."""
+
+    task_id: str
+    seed: int | None
+    out_dir: Path
+    n_files: int
+    total_bytes: int
+    by_kind: dict[str, int]
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Bundle:
+    dir: Path
+    task_id: str
+    seed: int | None
+    scenario: str
+    files: list[BundleFile]
+    facts: list[dict[str, Any]]
+    errors: list[dict[str, str]]
+    meta: dict[str, Any]
+
+    @property
+    def files_dir(self) -> Path:
+        return self.dir / "files"
+
+    def annotations(self) -> dict[str, dict[str, str]]:
+        """{relpath: {"modality", "content"}} for every file with an annotation (media files)."""
+        return {f.path: dict(f.annotation) for f in self.files if f.annotation}
+
+
+def task_workspace(task: Any) -> tuple[str, dict[str, Any]]:
+    """(task_id, workspace dict) from a Task model, a dict, or a bare task id (built-in spec, ref §6.3).
+
+    The Task model's ``workspace`` (WorkspaceSpec: scenario, empty, inputs, subdirs, plants, language) wins; fields
+    it lacks are taken from the built-in spec of that task id.
+    """
+    if isinstance(task, str):
+        return task, default_workspace(task)
+    if hasattr(task, "model_dump"):
+        task = task.model_dump(mode="python")
+    if not isinstance(task, dict) or "task_id" not in task:
+        raise ValueError(f"task must be a Task, a dict with task_id, or a task id string; got {type(task).__name__}")
+    tid = str(task["task_id"])
+    ws = task.get("workspace")
+    try:
+        base = default_workspace(tid)
+    except KeyError:
+        base = {"scenario": "business_docs", "empty": False, "inputs": {}, "subdirs": [], "plants": [],
+                "language": "en"}
+    if isinstance(ws, dict):
+        merged = dict(base)
+        merged.update({k: v for k, v in ws.items() if v is not None})
+        if not ws.get("plants") and base.get("plants"):
+            merged["plants"] = base["plants"]
+        return tid, merged
+    return tid, base
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path, state: dict) -> dict | None:
+    """Write one planned file; returns its annotation (media) or None."""
+    kind, p = spec.kind, spec.payload
+    author = world.owner_en
+    frng = np.random.default_rng(sub_seed(world.task_id, seed, "render", spec.relpath))
+    if isinstance(p, dict) and "copy_of" in p:
+        shutil.copyfile(files_dir / p["copy_of"], path)
+        return state["annotations"].get(p["copy_of"])
+    if isinstance(p, dict) and "text" in p:
+        path.write_text(p["text"], encoding="utf-8")
+        return None
+    if kind == "md":
+        W.write_md(p, path)
+    elif kind == "txt":
+        W.write_txt(p, path)
+    elif kind == "pdf":
+        W.write_pdf(p, path, author)
+    elif kind == "docx":
+        W.write_docx(p, path, author)
+    elif kind == "pptx":
+        W.write_pptx(p, path, author)
+    elif kind == "eml":
+        W.write_eml(p, path, message_id=hashlib.sha256(f"{world.task_id}|{seed}|{spec.relpath}".encode())
+                    .hexdigest()[:24])
+    elif kind == "ics":
+        W.write_ics(p, path, uid_prefix=f"{world.task_id}-{seed}-{path.stem}")
+    elif kind == "csv":
+        W.write_csv(p, path)
+    elif kind == "xlsx":
+        W.write_xlsx(p, path, author, title=path.stem)
+    elif kind == "json":
+        W.write_json(p, path)
+    elif kind in ("png", "jpg"):
+        if "chart" in p:
+            title, labels, series, style = p["chart"]
+            return {"modality": "image", "content": W.write_chart_png(path, title, labels, series, style)}
+        return {"modality": "image", "content": W.write_photo(path, p["photo"], frng, p.get("label", ""))}
+    elif kind == "gif":
+        return {"modality": "image", "content": W.write_gif(path, p["scene"], frng, label=p.get("label", ""))}
+    elif kind in ("mp3", "wav"):
+        if "music" in p:
+            data, content = W.music_wav_bytes(int(frng.integers(2**31))), f"Music: {p['music']} (no speech)."
+        else:
+            data, engine = W.speech_wav_bytes(p["speech"], int(frng.integers(2**31)))
+            state["tts_engine"] = engine
+            content = f"Transcript: {p['speech']}"
+        if kind == "wav":
+            path.write_bytes(data)
+        else:
+            W.wav_to_mp3(data, path)
+        return {"modality": "audio", "content": content}
+    elif kind == "mp4":
+        return {"modality": "video", "content": W.write_video(path, p["scenes"], frng)}
+    else:
+        raise ValueError(f"{spec.relpath}: no writer for kind {kind!r}")
+    return None
+
+
+def build_bundle(task: Any, seed: int, out_dir: Path | str) -> BundleInfo:
+    """Generate the workspace bundle of ``task`` for ``seed`` into ``out_dir`` (files/ + bundle.json).
+
+    Args:
+        task: a Task model, a dict with ``task_id`` (and optional ``workspace``), or a task id ("T-07").
+        seed: master seed; the bundle is a pure function of (task_id, seed).
+        out_dir: target directory; an existing ``files/`` there is replaced.
+    Returns: :class:`BundleInfo`.
+    Raises: ValueError for an unknown task / unsupported kind (message names the task and file).
+    """
+    task_id, ws = task_workspace(task)
+    out_dir = Path(out_dir)
+    files_dir = out_dir / "files"
+    if files_dir.exists():
+        shutil.rmtree(files_dir)
+    files_dir.mkdir(parents=True)
+    world = World(task_id, seed, ws.get("language", "en"))
+    plan, facts = build_plan(task_id, world, ws, seed)
+    for d in ws.get("subdirs") or []:
+        if ws.get("empty"):
+            break
+        (files_dir / d).mkdir(parents=True, exist_ok=True)
+    state: dict[str, Any] = {"annotations": {}, "tts_engine": None}
+    random.seed(0)  # libraries that use the global RNG (none known) stay reproducible
+    for spec in plan:
+        path = files_dir / spec.relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            ann = _render(spec, path, world, seed, files_dir, state)
+        except Exception as exc:
+            raise ValueError(f"{task_id}: cannot write {spec.relpath} ({spec.kind}): {exc}") from exc
+        if ann:
+            state["annotations"][spec.relpath] = ann
+    return _finish(out_dir, task_id, seed, ws, facts, [], source="generated", tts=state["tts_engine"],
+                   annotations=state["annotations"])
+
+
+def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list, errors: list, source: str,
+            tts: str | None, annotations: dict, extra: dict[str, dict] | None = None) -> BundleInfo:
+    files_dir = out_dir / "files"
+    rows = []
+    for path in sorted(p for p in files_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(files_dir).as_posix()
+        row = {"path": rel, "kind": kind_of(path), "bytes": path.stat().st_size, "sha256": _sha256(path),
+               "annotation": annotations.get(rel)}
+        row.update((extra or {}).get(rel, {}))
+        rows.append(row)
+    meta = {"task_id": task_id, "seed": seed, "scenario": ws.get("scenario", ""), "language": ws.get("language", "en"),
+            "source": source, "files": rows, "facts": facts, "errors": errors, "tts_engine": tts}
+    tmp = out_dir / "bundle.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, out_dir / "bundle.json")
+    by_kind: dict[str, int] = {}
+    for r in rows:
+        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
+    return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
+                      errors)
+
+
+def load_bundle(dir: Path | str) -> Bundle:
+    """Read ``<dir>/bundle.json``.
+
+    Raises: FileNotFoundError when it is missing; ValueError naming the file and field when malformed.
+    """
+    d = Path(dir)
+    meta_path = d / "bundle.json"
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{meta_path}: bundle.json not found")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        files = [BundleFile(f["path"], f["kind"], int(f["bytes"]), f["sha256"], f.get("annotation"))
+                 for f in meta["files"]]
+    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{meta_path}: malformed bundle metadata ({type(exc).__name__}: {exc})") from exc
+    return Bundle(d, meta.get("task_id", ""), meta.get("seed"), meta.get("scenario", ""), files,
+                  meta.get("facts", []), meta.get("errors", []), meta)
+
+
+def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> BundleInfo:
+    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it and extract its text.
+
+    Annotations stay null (nobody has described the media). A file that cannot be read (corrupt container,
+    unreadable) is listed in ``errors`` [{"path", "error"}] and the import completes for the rest; the extracted text
+    of each readable document goes to ``out_dir/extracted/<path>.txt``.
+    Raises: FileNotFoundError when ``src_dir`` is not a directory.
+    """
+    src = Path(src_dir)
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: import source is not a directory")
+    out_dir = Path(out_dir)
+    files_dir, ext_dir = out_dir / "files", out_dir / "extracted"
+    for d in (files_dir, ext_dir):
+        if d.exists():
+            shutil.rmtree(d)
+    files_dir.mkdir(parents=True)
+    errors: list[dict[str, str]] = []
+    extra: dict[str, dict] = {}
+    for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(src).as_posix()
+        dest = files_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(path, dest)
+        except OSError as exc:
+            errors.append({"path": rel, "error": f"cannot copy: {exc}"})
+            continue
+        kind = kind_of(dest)
+        if is_media(kind):
+            extra[rel] = {"text_chars": None, "modality": media_class(kind)}
+            continue
+        try:
+            text = extract_text(dest)
+        except ExtractionError as exc:
+            errors.append({"path": rel, "error": exc.reason})
+            extra[rel] = {"text_chars": None}
+            continue
+        out = ext_dir / (rel + ".txt")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        extra[rel] = {"text_chars": len(text)}
+    try:
+        ws = default_workspace(task_id)
+    except KeyError:
+        ws = {"scenario": "imported"}
+    ws = {**ws, "scenario": f"imported:{src.name}"}
+    return _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations={}, extra=extra)
