@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,21 @@ def test_duplicate_task_id_rejected(tmp_path):
 def test_empty_workspace_cannot_list_inputs():
     with pytest.raises(ValueError, match="empty workspace"):
         WorkspaceSpec(empty=True, inputs={"md": 1})
+
+
+def test_cli_tasks_list(capsys):
+    from filegram_ray.cli import main
+
+    assert main(["tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^T-16\s+understand\s+multimodal\s+A,E,B,F\s+10\s+22\s", out, re.MULTILINE)
+    assert "32 tasks (16 multimodal, 16 text)" in out
+
+
+@needs_upstream
+def test_cli_tasks_list_upstream(capsys):
+    from filegram_ray.cli import main
+
+    assert main(["tasks", "list", "--dir", str(UPSTREAM)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^T-20\s+create\s+text\s+B,C,E\s+10\s+empty\s", out, re.MULTILINE)
