@@ -1,0 +1,66 @@
+"""Run the persona simulator for one (profile, task) pair on a task bundle and return the finished session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from filegram_ray.engine.simulator.agent import PersonaAgent
+from filegram_ray.engine.simulator.persona import Persona, derive_seed
+
+#: Simulated epoch of the first session: 2026-01-05T09:00:00Z (our own choice; any fixed instant works).
+EPOCH_MS = 1_767_603_600_000.0
+DAY_MS = 86_400_000.0
+
+
+def session_start_ms(seed: int, profile_id: str, task_id: str) -> float:
+    """Simulated start of a trajectory: day = task number (tasks are done on consecutive days), plus a seeded
+    offset of 0–8 h inside the working day (whole seconds)."""
+    digits = "".join(ch for ch in task_id if ch.isdigit())
+    day = int(digits) if digits else 0
+    offset_s = derive_seed(seed, profile_id, task_id, "start") % (8 * 3600)
+    return EPOCH_MS + day * DAY_MS + offset_s * 1000.0
+
+
+def _annotations(bundle_dir: Path | None) -> dict[str, dict[str, str]]:
+    if bundle_dir is None or not (Path(bundle_dir) / "bundle.json").exists():
+        return {}
+    meta = json.loads((Path(bundle_dir) / "bundle.json").read_text(encoding="utf-8"))
+    return {f["path"]: dict(f["annotation"]) for f in meta.get("files", []) if f.get("annotation")}
+
+
+def simulate_trajectory(profile: Any, task: Any, bundle_dir: Path | str | None, work_root: Path | str, *,
+                        seed: int, perturbation: Any = None, chart_format: str = "svg",
+                        upstream_quirks: bool = False) -> Any:
+    """Simulate one trajectory and return the finished ``EngineSession`` (call ``write_trajectory``/``close``).
+
+    Args:
+        profile: a ``Profile`` (or anything :meth:`Persona.from_profile` accepts).
+        task: a ``Task``.
+        bundle_dir: the task's bundle folder (``files/`` + ``bundle.json``), or None for an empty workspace.
+        work_root: real folder under which the sandbox is created.
+        seed: master seed (same seed → same bytes).
+        perturbation: None or an object/dict with ``dimension``, ``from``/``from_``, ``to`` (ref §5.7).
+
+    Raises:
+        ValueError: malformed profile tiers or perturbation (names the field).
+    """
+    from filegram_ray.engine import EngineSession
+
+    persona = Persona.from_profile(profile, perturbation)
+    files_dir = None
+    if bundle_dir is not None:
+        fd = Path(bundle_dir) / "files"
+        files_dir = fd if fd.is_dir() else None
+    sess_seed = derive_seed(seed, persona.profile_id, task.task_id, "engine") % (2**31)
+    sess = EngineSession(files_dir, Path(work_root), persona.profile_id, task.task_id, seed=sess_seed,
+                         start_ms=session_start_ms(seed, persona.profile_id, task.task_id),
+                         annotations=_annotations(Path(bundle_dir) if bundle_dir else None),
+                         upstream_quirks=upstream_quirks)
+    try:
+        PersonaAgent(sess, task, persona, seed, chart_format=chart_format).run()
+    except BaseException:
+        sess.close()
+        raise
+    return sess
