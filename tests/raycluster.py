@@ -1,0 +1,103 @@
+"""A real local Ray head for job-submission tests: ``ray start --head`` kept on loopback.
+
+Ray binds the machine's external address by default; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` together with
+``--node-ip-address=127.0.0.1`` keeps every listener on 127.0.0.1 (ENVIRONMENT_FACTS §1). The head gets its own
+temp dir and is stopped by killing exactly the processes that belong to it (``ray stop`` would stop every Ray
+on the machine, including the test session's own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def head_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+                "RAY_AUTH_MODE": "disabled"})
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def _pids_with(marker: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and int(d.name) != os.getpid():
+            pids.append(int(d.name))
+    return pids
+
+
+@contextlib.contextmanager
+def local_head(num_cpus: int = 2, timeout_s: float = 90.0):
+    """Start a Ray head on loopback; yields ``(dashboard_url, env)``; stops it afterwards."""
+    temp_dir = tempfile.mkdtemp(prefix="fgray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    gcs, dash = free_port(), free_port()
+    env = head_env()
+    cmd = ["ray", "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+           "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--num-cpus={num_cpus}",
+           f"--temp-dir={temp_dir}", "--disable-usage-stats", "--include-dashboard=true"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    url = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.time() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/version", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError(f"Ray dashboard at {url} did not come up") from None
+                time.sleep(1.0)
+        yield url, env
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            pids = _pids_with(temp_dir) + _pids_with(f"--gcs-address=127.0.0.1:{gcs}")
+            for pid in set(pids):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            if not pids:
+                break
+            time.sleep(3.0)
+
+
+def submit_job(url: str, env: dict[str, str], working_dir: str, entrypoint: list[str], *,
+               runtime_env_json: str | None = None, timeout_s: float = 600.0,
+               agent_wait_s: float = 120.0) -> subprocess.CompletedProcess:
+    """``ray job submit`` (waits for the job; exit code non-zero when the job fails).
+
+    Retries while the head's job agent is still starting ("No available agent to submit job").
+    """
+    cmd = ["ray", "job", "submit", "--address", url, "--working-dir", working_dir]
+    if runtime_env_json:
+        cmd += ["--runtime-env-json", runtime_env_json]
+    cmd += ["--", *entrypoint]
+    deadline = time.time() + agent_wait_s
+    while True:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        if proc.returncode != 0 and "No available agent" in proc.stderr and time.time() < deadline:
+            time.sleep(3.0)
+            continue
+        return proc
