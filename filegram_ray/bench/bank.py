@@ -1,0 +1,101 @@
+"""Assemble a FileGramBench bank: run the registered builders, number items, split public items from the key.
+
+    bank = build_bank(inputs, seed=7)                       # every registered sub-task, paper-scaled counts
+    bank.items[0].public_view()                             # what a method sees
+    bank.keys[0].correct                                    # ground truth, kept apart
+
+Counts: each builder's ``default_count(inputs)`` (the paper's §9.1 count scaled to the profile/task set, see each
+builder's COUNTS note) unless ``counts`` overrides it; a builder yields fewer when its pool is smaller, and
+:attr:`Bank.stats` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from filegram_ray.bench.builders import BUILDERS, PENDING
+from filegram_ray.bench.common import Draft, finalize
+from filegram_ray.bench.inputs import BenchInputs
+from filegram_ray.bench.schema import AnswerKey, Item
+
+log = logging.getLogger(__name__)
+
+#: Default sub-task order (reference §9.1 table order).
+DEFAULT_SUBTASKS: tuple[str, ...] = ("AttrRec", "BehavFP", "ProfRec", "BehavInf", "TraceDis", "AnomDet",
+                                     "ShiftAna", "FileGrd")
+
+
+@dataclass
+class Bank:
+    """Items, answer keys (same order) and per-sub-task stats ``{sub_task: {target, built, note}}``."""
+
+    items: list[Item]
+    keys: list[AnswerKey]
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, Counter]:
+        """Counters of items by ``track``, ``sub_task``, ``channel`` and ``setting``."""
+        return {
+            "track": Counter(i.track for i in self.items),
+            "sub_task": Counter(i.sub_track for i in self.items),
+            "channel": Counter(i.channel for i in self.items),
+            "setting": Counter(i.setting for i in self.items),
+        }
+
+
+def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None = None,
+               counts: dict[str, int] | None = None, llm_fn: Callable[[str], str] | None = None) -> Bank:
+    """Build the item bank.
+
+    Args:
+        inputs: profiles, tasks, usable trajectories.
+        seed: master seed; the bank is a pure function of (inputs, seed, sub_tasks, counts).
+        sub_tasks: names from :data:`~filegram_ray.bench.builders.BUILDERS`; ``None`` = :data:`DEFAULT_SUBTASKS`.
+        counts: per-sub-task target overrides.
+        llm_fn: optional question paraphraser (``prompt -> text``).
+
+    Raises:
+        ValueError: an unknown sub-task name.
+    """
+    names = list(sub_tasks or DEFAULT_SUBTASKS)
+    for n in names:
+        if n not in BUILDERS and n not in PENDING:
+            raise ValueError(f"unknown sub-task {n!r}; known: {sorted(BUILDERS) + sorted(PENDING)}")
+    counts = dict(counts or {})
+    drafts: dict[str, list[Draft]] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    # plain builders first, derived ones (FileGrd) after their sources
+    order = [n for n in names if n in BUILDERS and not BUILDERS[n].sources] + \
+            [n for n in names if n in BUILDERS and BUILDERS[n].sources]
+    for n in order:
+        spec = BUILDERS[n]
+        target = int(counts.get(n, spec.default_count(inputs)))
+        if spec.sources:
+            missing = [s for s in spec.sources if s not in drafts]
+            src = dict(drafts)
+            for s in missing:  # build sources it needs but were not asked for, without keeping them
+                src[s] = BUILDERS[s].build(inputs, seed, BUILDERS[s].default_count(inputs))
+            got = spec.build(inputs, seed, target, src)
+        else:
+            got = spec.build(inputs, seed, target)
+        drafts[n] = got
+        note = ""
+        if len(got) < target:
+            note = "pool smaller than target"
+            if n == "FileGrd" and not inputs.rendered:
+                note = "no rendered derivatives (render stage not run)"
+        stats[n] = {"target": target, "built": len(got), "note": note}
+    for n in names:
+        if n in PENDING:
+            stats[n] = {"target": 0, "built": 0, "note": "pending: " + PENDING[n]}
+    items: list[Item] = []
+    keys: list[AnswerKey] = []
+    for n in order:
+        its, ks = finalize(drafts[n], seed, n, llm_fn=llm_fn)
+        items.extend(its)
+        keys.extend(ks)
+    return Bank(items=items, keys=keys, stats=stats)

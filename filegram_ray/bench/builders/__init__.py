@@ -1,0 +1,47 @@
+"""Registry of FileGramBench item builders: sub-task name → :class:`BuilderSpec` (reference §9.1).
+
+A builder is ``build(inputs, seed, target) -> list[Draft]`` (derived builders also get the drafts of their
+sources) plus ``default_count(inputs)``, the paper's count scaled to the profile/task set. Sub-tasks that need an
+input this run cannot have yet are listed in :data:`PENDING` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from filegram_ray.bench.builders import (
+    anomdet,
+    attrrec,
+    behavfp,
+    behavinf,
+    filegrd,
+    profrec,
+    shiftana,
+    tracedis,
+)
+
+
+@dataclass(frozen=True)
+class BuilderSpec:
+    """One sub-task's builder. ``sources``: sub-tasks whose drafts a derived builder consumes."""
+
+    name: str
+    build: Callable
+    default_count: Callable
+    sources: tuple[str, ...] = ()
+
+
+BUILDERS: dict[str, BuilderSpec] = {
+    m.NAME: BuilderSpec(m.NAME, m.build, m.default_count)
+    for m in (attrrec, behavfp, profrec, behavinf, tracedis, anomdet, shiftana)
+}
+BUILDERS[filegrd.NAME] = BuilderSpec(filegrd.NAME, filegrd.build, filegrd.default_count, sources=filegrd.SOURCES)
+
+#: Sub-tasks without a builder yet, with the input they wait for (reference §9.1, §11).
+PENDING: dict[str, str] = {
+    "VisGrd": "needs real participant screen recordings (recordings/ + captions/, reference §11); free-form, "
+              "Likert-judged",
+}
+
+__all__ = ["BUILDERS", "PENDING", "BuilderSpec"]

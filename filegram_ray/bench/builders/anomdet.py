@@ -1,0 +1,83 @@
+"""AnomDet — Anomaly Detection (T3; 5–6 choices; context: sessions of one user plus one impostor session).
+
+Reference §9.1. Four or five unperturbed sessions of the user are mixed with one session of a *similar* profile
+(shares ≥ 3 dimensions, fine-grained pairs preferred, reference §9.2) done on a different task; the options name
+the sessions by task ("Session T-12") and exactly one is the impostor. The impostor's session must be on a task that
+probes at least one dimension where the two profiles differ, so the difference can show. The user's perturbed
+sessions are never used (they would be a second anomaly).
+
+COUNTS: per profile the builder draws its quota of distinct (impostor session, user sessions) combinations; total =
+the paper's 815 for 20 × 32 (reference §9.1), scaled by profiles × tasks / (20 × 32) for other sets.
+"""
+
+from __future__ import annotations
+
+from filegram_ray.bench.common import Draft, quotas, rng, scaled_count, session_label, similar_profiles
+from filegram_ray.bench.inputs import BenchInputs
+from filegram_ray.bench.schema import ContextSpec
+from filegram_ray.bench.vocab import DIMENSIONS
+
+NAME = "AnomDet"
+CHOICE_RANGE = (5, 6)  # reference §9.1
+#: Draw attempts per wanted item before a profile's quota is given up (pool exhausted).
+ATTEMPTS_PER_ITEM = 20
+
+
+def default_count(inputs: BenchInputs) -> int:
+    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks))
+
+
+def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
+    drafts: list[Draft] = []
+    eligible = []
+    for p in inputs.profiles:
+        own = [t for t in inputs.trajectories_of(p.profile_id) if not t.perturbed]
+        if len(own) >= CHOICE_RANGE[0] - 1 and similar_profiles(p, inputs.profiles):
+            eligible.append(p)
+    quota = quotas(target, [p.profile_id for p in eligible])
+    for p in eligible:
+        own = sorted((t for t in inputs.trajectories_of(p.profile_id) if not t.perturbed), key=lambda t: t.task_id)
+        sims = similar_profiles(p, inputs.profiles)
+        r = rng(seed, NAME, p.profile_id)
+        seen: set[tuple] = set()
+        made = 0
+        for _ in range(ATTEMPTS_PER_ITEM * max(quota[p.profile_id], 1)):
+            if made >= quota[p.profile_id]:
+                break
+            # fine-grained first: nearest distance band with probability 1/2, else any similar profile
+            near = [s for s in sims if sum(s.tiers[d] != p.tiers[d] for d in DIMENSIONS) ==
+                    min(sum(x.tiers[d] != p.tiers[d] for d in DIMENSIONS) for x in sims)]
+            imp = r.choice(near if r.random() < 0.5 else sims)
+            diff = {d for d in DIMENSIONS if imp.tiers[d] != p.tiers[d]}
+            cands = [t for t in inputs.trajectories_of(imp.profile_id) if not t.perturbed
+                     and (not inputs.task(t.task_id).dimensions or diff & set(inputs.task(t.task_id).dimensions))]
+            if not cands:
+                continue
+            imp_t = r.choice(cands)
+            pool = [t for t in own if t.task_id != imp_t.task_id]
+            k = r.choice(CHOICE_RANGE)
+            if len(pool) < k - 1:
+                k = CHOICE_RANGE[0]
+                if len(pool) < k - 1:
+                    continue
+            user_ts = sorted(r.sample(pool, k - 1), key=lambda t: t.task_id)
+            key = (imp_t.trajectory_id, tuple(t.trajectory_id for t in user_ts))
+            if key in seen:
+                continue
+            seen.add(key)
+            shown = [*user_ts, imp_t]
+            r.shuffle(shown)
+            labels = [session_label(t.task_id) for t in shown]
+            correct = session_label(imp_t.task_id)
+            drafts.append(Draft(
+                sub_task=NAME, sub_class=f"k:{k}", channel="episodic", profile_id=p.profile_id,
+                question=(f"{k} work sessions are listed. All but one come from the same user; one was done by "
+                          "someone else with similar but not identical habits. Which session is the odd one out?"),
+                correct=correct, distractors=[lab for lab in labels if lab != correct],
+                context=ContextSpec(kind="sessions_with_impostor", trajectories=[t.trajectory_id for t in shown],
+                                    labels=labels),
+                facts={"impostor": imp_t.trajectory_id, "impostor_profile": imp.profile_id,
+                       "differing_dimensions": sorted(diff)},
+                distractor_profiles=[imp.profile_id], sort_key=f"{p.profile_id}|{made:04d}"))
+            made += 1
+    return drafts

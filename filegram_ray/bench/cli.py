@@ -1,0 +1,43 @@
+"""``filegram bench build`` and ``filegram bench counts``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _build(args: argparse.Namespace) -> int:
+    from filegram_ray.bench.stage import run_bench
+    from filegram_ray.jobargs import config_from_args
+
+    run_bench(config_from_args(args))
+    return 0
+
+
+def _counts(args: argparse.Namespace) -> int:
+    from filegram_ray.bench.stage import counts_table
+    from filegram_ray.jobargs import config_from_args
+
+    run = config_from_args(args).run()
+    print(counts_table(run.read_table("bench/items.parquet")))
+    return 0
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None, help="pipeline YAML (default: conf/default.yaml)")
+    p.add_argument("--run-dir", default=None, help="run directory: local path or fsspec URI")
+    p.add_argument("--seed", type=int, default=None, help="master seed")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set bench.counts.AnomDet=100 (repeatable)")
+    p.set_defaults(address=None)
+
+
+def register(subparsers) -> None:
+    """Add the ``bench`` command group."""
+    p = subparsers.add_parser("bench", help="build FileGramBench items (bench stage) and show their counts")
+    sub = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    b = sub.add_parser("build", help="build bench/items.parquet and bench/answers_key.parquet for a run")
+    _add_common(b)
+    b.set_defaults(func=_build)
+    c = sub.add_parser("counts", help="print item counts per track, sub-task and channel of a built bank")
+    _add_common(c)
+    c.set_defaults(func=_counts)

@@ -1,0 +1,246 @@
+"""What the bench builders work from: profiles, tasks, usable trajectories and (optionally) their fingerprints.
+
+The builders take plain records so they run on any profile set (the 20 FileGram profiles, a synthetic set in
+tests, thousands of generated profiles). :func:`load_bench_inputs` fills them from a run directory:
+
+* profiles: ``filegram_ray.profiles.load_profiles(dir)`` (Profile models or dicts) → :class:`ProfileRec`;
+* tasks: ``filegram_ray.tasks.load_tasks(dir)`` → :class:`TaskRec` (task ids of the index when the task loader
+  is not available);
+* trajectories: ``trajectories/index.parquet`` (rows whose ``status`` is not an error) + each perturbed
+  trajectory's ``meta.json`` perturbation;
+* fingerprints: ``engrams/<profile_id>/<task_id>.json`` field ``fingerprint`` (17 floats, reference §7.3), if the
+  encode stage ran.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from filegram_ray.bench.vocab import DIMENSIONS, TIERS
+
+log = logging.getLogger(__name__)
+
+#: The 17 fingerprint features in order (reference §7.3).
+FINGERPRINT_FEATURES: tuple[str, ...] = (
+    "reading_strategy.search_ratio", "reading_strategy.browse_ratio", "reading_strategy.revisit_ratio",
+    "output_detail.avg_output_length", "output_detail.files_created", "output_detail.total_output_chars",
+    "directory_style.dirs_created", "directory_style.max_dir_depth", "directory_style.files_moved",
+    "edit_strategy.total_edits", "edit_strategy.avg_lines_changed", "edit_strategy.small_edit_ratio",
+    "version_strategy.total_deletes", "version_strategy.delete_to_create_ratio",
+    "cross_modal_behavior.structured_files_created", "cross_modal_behavior.markdown_table_rows",
+    "cross_modal_behavior.image_files_created",
+)
+
+#: Index ``status`` values that make a trajectory unusable for the bench.
+BAD_STATUSES = frozenset({"error", "failed", "skipped", "incomplete"})
+
+
+@dataclass(frozen=True)
+class ProfileRec:
+    """A profile as the bench needs it.
+
+    Attributes:
+        profile_id: e.g. ``"p1_methodical"``.
+        name, role, language: identity (reference §5.2), language ``"English"``/``"Chinese"``.
+        tiers: ``{"A": "L", …, "F": "M"}`` (matrix tiers, E = curation; reference §5.1).
+        attributes: the behavioural attributes (reference §5.2/5.4), e.g. ``{"tone": "professional", …}``.
+    """
+
+    profile_id: str
+    name: str
+    role: str
+    language: str
+    tiers: dict[str, str]
+    attributes: dict[str, str]
+
+    def vector(self) -> tuple[str, ...]:
+        return tuple(self.tiers[d] for d in DIMENSIONS)
+
+
+@dataclass(frozen=True)
+class TaskRec:
+    """A task: id, type (understand/create/…), probed dimensions in priority order, short English title."""
+
+    task_id: str
+    type: str = ""
+    dimensions: tuple[str, ...] = ()
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class TrajRec:
+    """A usable trajectory; ``perturbation`` = ``{"dimension", "from", "to"}`` or ``None`` (reference §5.7)."""
+
+    trajectory_id: str
+    profile_id: str
+    task_id: str
+    perturbation: dict[str, str] | None = None
+    fingerprint: tuple[float, ...] | None = None
+
+    @property
+    def perturbed(self) -> bool:
+        return self.perturbation is not None
+
+
+@dataclass
+class BenchInputs:
+    """Everything the builders read. ``trajectories`` holds usable trajectories only; ``rendered`` the ids of
+    trajectories whose outputs the render stage turned into PDFs/images (FileGrd)."""
+
+    profiles: list[ProfileRec]
+    tasks: list[TaskRec]
+    trajectories: list[TrajRec]
+    rendered: frozenset[str] = frozenset()
+    _by_profile: dict[str, list[TrajRec]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.profiles = sorted(self.profiles, key=lambda p: p.profile_id)
+        self.tasks = sorted(self.tasks, key=lambda t: t.task_id)
+        self.trajectories = sorted(self.trajectories, key=lambda t: t.trajectory_id)
+        for t in self.trajectories:
+            self._by_profile.setdefault(t.profile_id, []).append(t)
+
+    def profile(self, pid: str) -> ProfileRec:
+        for p in self.profiles:
+            if p.profile_id == pid:
+                return p
+        raise KeyError(f"unknown profile {pid!r}")
+
+    def task(self, tid: str) -> TaskRec:
+        for t in self.tasks:
+            if t.task_id == tid:
+                return t
+        return TaskRec(task_id=tid)
+
+    def trajectories_of(self, pid: str) -> list[TrajRec]:
+        return list(self._by_profile.get(pid, []))
+
+    def effective_tiers(self, traj: TrajRec) -> dict[str, str]:
+        """The tiers the trajectory was generated under: the profile's, with the perturbation applied."""
+        tiers = dict(self.profile(traj.profile_id).tiers)
+        if traj.perturbation:
+            tiers[traj.perturbation["dimension"]] = traj.perturbation["to"]
+        return tiers
+
+
+# ------------------------------------------------------------------------------------------------ normalisers
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json", by_alias=True)
+    return dict(vars(obj))
+
+
+def profile_record(obj: Any, source: str = "<profile>") -> ProfileRec:
+    """Normalise a Profile model or dict into a :class:`ProfileRec`.
+
+    Raises:
+        ValueError: a required field is missing or a tier is not L/M/R (message names ``source`` and the field).
+    """
+    d = _as_dict(obj)
+    pid = d.get("profile_id") or d.get("id")
+    if not pid:
+        raise ValueError(f"{source}: field 'profile_id' is missing")
+    tiers = d.get("tiers")
+    if not isinstance(tiers, dict):
+        raise ValueError(f"{source}: field 'tiers' must be a mapping A..F -> L/M/R")  # noqa: TRY004
+    tiers = {k: str(v) for k, v in tiers.items()}
+    for dim in DIMENSIONS:
+        if tiers.get(dim) not in TIERS:
+            raise ValueError(f"{source}: field 'tiers.{dim}' must be one of L/M/R, got {tiers.get(dim)!r}")
+    attrs = d.get("attributes") or {}
+    if not isinstance(attrs, dict):
+        raise ValueError(f"{source}: field 'attributes' must be a mapping")  # noqa: TRY004
+    return ProfileRec(profile_id=str(pid), name=str(d.get("name") or ""), role=str(d.get("role") or ""),
+                      language=str(d.get("language") or ""), tiers={k: tiers[k] for k in DIMENSIONS},
+                      attributes={str(k): str(v) for k, v in attrs.items() if v is not None})
+
+
+def task_record(obj: Any) -> TaskRec:
+    """Normalise a Task model or dict into a :class:`TaskRec` (unknown dimensions dropped)."""
+    d = _as_dict(obj)
+    dims = tuple(x for x in (d.get("dimensions") or []) if x in DIMENSIONS)
+    title = d.get("name_en") or d.get("title") or d.get("name") or ""
+    return TaskRec(task_id=str(d.get("task_id") or d.get("id")), type=str(d.get("type") or ""),
+                   dimensions=dims, title=str(title))
+
+
+# ------------------------------------------------------------------------------------------------ run loader
+def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] | None = None,
+                      profiles_dir: str | None = None, tasks_dir: str | None = None,
+                      profile_ids: list[str] | None = None) -> BenchInputs:
+    """Read the bench inputs from a :class:`~filegram_ray.storage.RunDir`.
+
+    Args:
+        run: the run directory (needs ``trajectories/index.parquet``).
+        profiles / tasks: already-loaded records (models or dicts); ``None`` = use the project loaders.
+        profiles_dir / tasks_dir: passed to the loaders.
+        profile_ids: restrict to these profiles.
+
+    Raises:
+        StorageError: the trajectory index is missing.
+        ValueError: a profile or meta.json is malformed (message names the file and field).
+    """
+    if profiles is None:
+        from filegram_ray.profiles import load_profiles  # the profile area's loader
+
+        profiles = load_profiles(profiles_dir) if profiles_dir else load_profiles()
+    precs = [profile_record(p, source=f"profile #{i}") for i, p in enumerate(profiles)]
+    if profile_ids:
+        keep = set(profile_ids)
+        precs = [p for p in precs if p.profile_id in keep]
+    known = {p.profile_id for p in precs}
+
+    index = run.read_table("trajectories/index.parquet")
+    rows = index.to_dicts()
+    if tasks is None:
+        try:
+            from filegram_ray.tasks import load_tasks
+
+            tasks = load_tasks(tasks_dir) if tasks_dir else load_tasks()
+        except (ImportError, AttributeError):  # task area not built: fall back to the ids in the index
+            log.warning("filegram_ray.tasks.load_tasks unavailable; tasks taken from the index without dimensions")
+            tasks = [{"task_id": t} for t in sorted({r["task_id"] for r in rows})]
+    trecs = [task_record(t) for t in tasks]
+
+    trajs: list[TrajRec] = []
+    for r in rows:
+        if r.get("profile_id") not in known:
+            continue
+        if str(r.get("status") or "ok").lower() in BAD_STATUSES:
+            continue
+        tid = r["trajectory_id"]
+        pert = None
+        if r.get("perturbed") is None or bool(r.get("perturbed")):
+            meta_rel = f"trajectories/{tid}/meta.json"
+            if run.exists(meta_rel):
+                meta = run.read_json(meta_rel)
+                pert = meta.get("perturbation")
+                if pert is not None:
+                    for f in ("dimension", "from", "to"):
+                        if f not in pert:
+                            raise ValueError(f"{meta_rel}: field 'perturbation.{f}' is missing")
+                    pert = {"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}
+            elif r.get("perturbed"):
+                raise ValueError(f"{meta_rel}: missing, but the index marks {tid} as perturbed")
+        fp = None
+        eng_rel = f"engrams/{r['profile_id']}/{r['task_id']}.json"
+        if run.exists(eng_rel):
+            eng = run.read_json(eng_rel)
+            raw = eng.get("fingerprint")
+            if isinstance(raw, dict):  # keyed by feature name: put it in the reference §7.3 order
+                raw = [raw.get(k, 0.0) for k in FINGERPRINT_FEATURES] if set(FINGERPRINT_FEATURES) <= set(raw) \
+                    else None
+            if isinstance(raw, list):
+                fp = tuple(float(x) for x in raw)
+        trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
+                             perturbation=pert, fingerprint=fp))
+    rendered: frozenset[str] = frozenset()
+    if run.exists("derivatives/index.parquet"):
+        der = run.read_table("derivatives/index.parquet")
+        if "trajectory_id" in der.columns:
+            rendered = frozenset(str(x) for x in der["trajectory_id"].to_list())
+    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered)

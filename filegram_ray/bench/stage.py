@@ -1,0 +1,128 @@
+"""The bench stage: build FileGramBench from a run directory's trajectories (reference §9).
+
+Reads ``trajectories/index.parquet`` (+ perturbed trajectories' ``meta.json``), ``engrams/*/*.json`` fingerprints
+when present and ``derivatives/index.parquet`` when present (FileGrd); profiles and tasks come from the configured
+sets. Writes, each atomically:
+
+* ``bench/answers_key.parquet`` — ground truth (:class:`~filegram_ray.bench.schema.AnswerKey` rows);
+* ``bench/items.parquet`` — public fields + routing (:meth:`~filegram_ray.bench.schema.Item.to_row`);
+* ``bench/stats.json`` — targets, built counts and notes per sub-task; counts per track / sub-task / channel;
+* a ``bench`` record in ``run.json`` and ``_done/bench/bank.json``.
+
+The bank is a pure function of (inputs, seed, options): a rerun rewrites identical bytes. Building is light
+(≈ 5 s for 640 trajectories on one core), so it runs in-process; there is no Ray work unit.
+
+Config section ``bench:`` (:class:`BenchConfig`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
+from filegram_ray.bench.inputs import load_bench_inputs
+from filegram_ray.config import PipelineConfig
+from filegram_ray.schema.meta import record_stage
+
+log = logging.getLogger(__name__)
+STAGE = "bench"
+
+
+class BenchConfig(BaseModel):
+    """Options of the bench stage (``bench:`` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+    sub_tasks: list[str] = Field(default_factory=lambda: list(DEFAULT_SUBTASKS),
+                                 description="sub-tasks to build (reference §9.1 abbreviations)")
+    counts: dict[str, int] = Field(default_factory=dict,
+                                   description="per-sub-task item targets; default = paper count scaled to the set")
+    seed: int | None = Field(None, description="bank seed; None = the pipeline seed")
+    serial: bool = Field(True, description="accepted for pipeline uniformity; the stage always runs in-process")
+
+
+def _items_table(bank: Bank) -> pl.DataFrame:
+    rows = [it.to_row() for it in bank.items]
+    schema = {"question_id": pl.Utf8, "track": pl.Utf8, "sub_track": pl.Utf8, "sub_class": pl.Utf8,
+              "channel": pl.Utf8, "setting": pl.Utf8, "profile_id": pl.Utf8, "input_trajectories": pl.Utf8,
+              "question": pl.Utf8, "choices": pl.Utf8, "n_choices": pl.Int64, "correct": pl.Utf8,
+              "context": pl.Utf8, "metadata": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _keys_table(bank: Bank) -> pl.DataFrame:
+    schema = {"question_id": pl.Utf8, "correct": pl.Utf8, "correct_text": pl.Utf8, "facts": pl.Utf8,
+              "distractor_profiles": pl.Utf8}
+    return pl.DataFrame([k.to_row() for k in bank.keys], schema=schema)
+
+
+def counts_table(items: pl.DataFrame) -> str:
+    """A printable table of item counts per track, sub-task and channel (from an items table)."""
+    lines = []
+    for col, title in (("track", "track"), ("sub_track", "sub-task"), ("channel", "channel"),
+                       ("setting", "setting")):
+        if col not in items.columns:
+            continue
+        agg = items.group_by(col).len().sort(col)
+        lines.append(f"{title:<18} {'items':>7}")
+        for name, n in agg.iter_rows():
+            lines.append(f"  {name:<16} {n:>7}")
+    cross = items.group_by(["sub_track", "channel"]).len().sort(["sub_track", "channel"])
+    lines.append(f"{'sub-task × channel':<26} {'items':>7}")
+    for st, ch, n in cross.iter_rows():
+        lines.append(f"  {st + ' / ' + ch:<24} {n:>7}")
+    lines.append(f"{'total':<18} {items.height:>7}")
+    return "\n".join(lines)
+
+
+def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
+    """Build the bank for the run directory of ``config`` and write it.
+
+    Args:
+        config: pipeline config (``run_dir``, ``seed``, ``profiles_dir``/``tasks_dir``/``profiles``, ``bench:``).
+        llm_fn: optional question paraphraser ``prompt -> text`` (reference §9.2; off by default).
+
+    Returns:
+        ``{"n_items", "stats", "counts", "seconds"}``.
+
+    Raises:
+        ValueError: an invalid ``bench:`` section, an unknown sub-task, a malformed profile/meta.json.
+        StorageError: ``trajectories/index.parquet`` is missing (run the generate stage first).
+    """
+    t0 = time.perf_counter()
+    try:
+        opts = BenchConfig.model_validate(config.section(STAGE))
+    except Exception as exc:
+        raise ValueError(f"config section 'bench': {exc}") from exc
+    seed = opts.seed if opts.seed is not None else config.seed
+    run = config.run()
+    inputs = load_bench_inputs(run, profiles_dir=config.profiles_dir, tasks_dir=config.tasks_dir,
+                               profile_ids=config.profiles)
+    if config.tasks:
+        keep = set(config.tasks)
+        inputs = type(inputs)(profiles=inputs.profiles, tasks=[t for t in inputs.tasks if t.task_id in keep],
+                              trajectories=[t for t in inputs.trajectories if t.task_id in keep],
+                              rendered=inputs.rendered)
+    bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts, llm_fn=llm_fn)
+    items = _items_table(bank)
+    run.write_table("bench/answers_key.parquet", _keys_table(bank))
+    run.write_table("bench/items.parquet", items)
+    counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
+    run.write_json("bench/stats.json", {"seed": seed, "sub_tasks": bank.stats, "counts": counts,
+                                        "n_profiles": len(inputs.profiles), "n_tasks": len(inputs.tasks),
+                                        "n_trajectories": len(inputs.trajectories)})
+    seconds = round(time.perf_counter() - t0, 2)
+    record = {"seed": seed, "n_items": len(bank.items), "sub_tasks": bank.stats, "seconds": seconds}
+    run.mark_done(STAGE, "bank", record)
+    record_stage(run, STAGE, record, config.model_dump(mode="json"))
+    print(f"bench: {len(bank.items)} items from {len(inputs.profiles)} profiles × {len(inputs.tasks)} tasks "
+          f"({len(inputs.trajectories)} usable trajectories), seed {seed}")
+    print(f"{'sub-task':<10} {'target':>7} {'built':>7}  note")
+    for name, st in bank.stats.items():
+        print(f"{name:<10} {st['target']:>7} {st['built']:>7}  {st['note']}")
+    print(counts_table(items))
+    return {"n_items": len(bank.items), "stats": bank.stats, "counts": counts, "seconds": seconds}
