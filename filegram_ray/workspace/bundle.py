@@ -156,7 +156,8 @@ def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path
         if "music" in p:
             data, content = W.music_wav_bytes(int(frng.integers(2**31))), f"Music: {p['music']} (no speech)."
         else:
-            data, engine = W.speech_wav_bytes(p["speech"], int(frng.integers(2**31)))
+            data, engine = W.speech_wav_bytes(p["speech"], int(frng.integers(2**31)),
+                                                  use_piper=state["tts"] != "tone")
             state["tts_engine"] = engine
             content = f"Transcript: {p['speech']}"
         if kind == "wav":
@@ -171,13 +172,15 @@ def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path
     return None
 
 
-def build_bundle(task: Any, seed: int, out_dir: Path | str) -> BundleInfo:
+def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto") -> BundleInfo:
     """Generate the workspace bundle of ``task`` for ``seed`` into ``out_dir`` (files/ + bundle.json).
 
     Args:
         task: a Task model, a dict with ``task_id`` (and optional ``workspace``), or a task id ("T-07").
         seed: master seed; the bundle is a pure function of (task_id, seed).
         out_dir: target directory; an existing ``files/`` there is replaced.
+        tts: "auto" (piper voice when it loads, else the synthetic signal) or "tone" (always the synthetic
+            signal; fast, used by quick tests).
     Returns: :class:`BundleInfo`.
     Raises: ValueError for an unknown task / unsupported kind (message names the task and file).
     """
@@ -193,7 +196,7 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str) -> BundleInfo:
         if ws.get("empty"):
             break
         (files_dir / d).mkdir(parents=True, exist_ok=True)
-    state: dict[str, Any] = {"annotations": {}, "tts_engine": None}
+    state: dict[str, Any] = {"annotations": {}, "tts_engine": None, "tts": tts}
     random.seed(0)  # libraries that use the global RNG (none known) stay reproducible
     for spec in plan:
         path = files_dir / spec.relpath

@@ -13,7 +13,7 @@ same people, companies, dates and figures recur across files.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from filegram_ray.workspace.world import World, sub_seed
@@ -46,7 +46,24 @@ SCENARIO_DOMAIN = {
     "messy_project": "business", "film_collection": "film", "travel_photos": "travel", "farm_videos": "farm",
     "company_registry": "registry", "pet_cat": "pet", "graduate_student": "student",
     "multimodal_archive": "personal", "empty": "business",
+    # scenario names used by conf/tasks/*.yaml
+    "investment_analyst_folder": "finance", "legal_caseworker_folder": "legal", "empty_workspace": "business",
+    "messy_personal_folder": "personal", "personal_life_records": "personal", "quarterly_work_records": "business",
+    "long_report_revision": "business", "investment_methodology_kb": "finance",
+    "business_docs_inconsistent": "business", "team_shared_workspace": "business", "report_with_reviews": "business",
+    "report_versions_mess": "business", "bull_bear_reports": "finance", "analyst_company_dirs": "finance",
+    "legal_professional_files": "legal", "legal_reference_kb": "legal", "lawyer_case_materials": "legal",
+    "long_lived_project_dir": "business", "travel_photo_dump": "travel", "legal_evidence_bundle": "legal",
+    "personal_digital_assets": "personal", "graduate_student_materials": "student", "pet_cat_records": "pet",
+    "company_registrations": "registry", "audio_memo_collection": "personal", "nature_footage": "farm",
+    "multimodal_archive_issues": "personal",
 }
+
+#: plant aliases used by conf/tasks/*.yaml -> our plant names
+PLANT_ALIASES = {"knowledge_base": "prebuilt_kb", "inconsistent_styles": "md_styles",
+                 "contradictory_feedback": "reviewer_feedback", "versions": "report_versions",
+                 "bull_bear_claims": "bull_bear", "duplicates": "junk_files", "junk": "junk_files",
+                 "reference_errors": "broken_refs"}
 
 TITLES = {
     "finance": ["{tk} Q{q} earnings review", "Semiconductor supply chain notes", "{tk} valuation model notes",
@@ -353,8 +370,20 @@ def _plant_long_report(world: World, rng: random.Random) -> list[FileSpec]:
     return [FileSpec("research_report.md", "md", doc, "~2,000-word academic report (T-09)")]
 
 
-def _plant_kb(world: World, rng: random.Random) -> list[FileSpec]:
+def _plant_kb(world: World, rng: random.Random, domain: str = "finance", subdirs: list[str] | None = None
+              ) -> list[FileSpec]:
     f = Filler(world, rng)
+    if domain != "finance":
+        dirs = [d for d in (subdirs or []) if d not in ("updates", "raw_data")] or ["notes"]
+        files = []
+        for d in dirs:
+            for k in range(2):
+                doc = f.doc(domain, n_sections=2)
+                files.append((f"{d}/{_name(f, doc.title, 'md', k)}", doc.title))
+        out = [FileSpec(p, "md", f.doc(domain, title=t, n_sections=3)) for p, t in files]
+        out.append(FileSpec("index.md", "md", Doc(title="Knowledge Base - Index", sections=[
+            ("Sections", [f"- {d}/" for d in dirs]), ("Contents", [f"- [{t}]({p})" for p, t in files])])))
+        return out
     files = [("fundamentals/financial_statements.md", "Reading the three financial statements"),
              ("fundamentals/fundamental_framework.md", "Fundamental analysis framework"),
              ("metrics/valuation_ratios.md", "Valuation ratios: PE, PB, EV/EBITDA"),
@@ -550,7 +579,7 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
         return [], []
     scenario = workspace.get("scenario", "")
     domain = SCENARIO_DOMAIN.get(scenario, "business")
-    plants = list(workspace.get("plants") or [])
+    plants = list(dict.fromkeys(PLANT_ALIASES.get(p, p) for p in workspace.get("plants") or []))
     subdirs = list(workspace.get("subdirs") or [])
     rng = random.Random(sub_seed(task_id, seed, "plan"))
     specs: list[FileSpec] = []
@@ -560,8 +589,10 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
         if plant == "long_report":
             specs += _plant_long_report(world, prng)
         elif plant == "prebuilt_kb":
-            specs += _plant_kb(world, prng)
+            specs += _plant_kb(world, prng, domain, subdirs)
         elif plant in ("inconsistencies", "reviewer_feedback", "report_versions", "bull_bear", "update_batches"):
+            if plant == "update_batches":
+                specs = [s for s in specs if s.relpath != "index.md"]  # batches plant writes the index
             fn = {"inconsistencies": _plant_inconsistencies, "reviewer_feedback": _plant_reviewers,
                   "report_versions": _plant_versions, "bull_bear": _plant_bull_bear,
                   "update_batches": _plant_batches}[plant]
@@ -578,20 +609,27 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
         have[s.kind] = have.get(s.kind, 0) + 1
     fill_dirs = [d for d in subdirs if d not in ("raw_data", "updates")]
     used = {s.relpath for s in specs}
-    for kind, n in sorted((workspace.get("inputs") or {}).items()):
-        for i in range(have.get(kind, 0), int(n)):
-            frng = random.Random(sub_seed(task_id, seed, "fill", kind, i))
-            name, payload, note = fill_kind(world, domain, kind, i, frng)
-            sub = _subdir_for(task_id, kind, name, i, fill_dirs, frng)
-            rel = f"{sub}/{name}" if sub else name
-            k = 2
-            while rel in used:
-                stem, ext = rel.rsplit(".", 1)
-                rel = f"{stem}_{k}.{ext}"
-                k += 1
-            used.add(rel)
-            specs.append(FileSpec(rel, kind, payload, note))
-    if "junk_files" in plants:
+    inputs = {k: int(v) for k, v in (workspace.get("inputs") or {}).items()}
+    budget = sum(inputs.values()) - len(specs)  # planted files count against the spec's total
+    todo = []
+    for kind, n in sorted(inputs.items()):
+        todo += [(kind, i) for i in range(have.get(kind, 0), n)]
+    # when plants took the place of other kinds, keep every kind represented before trimming
+    todo.sort(key=lambda ki: (ki[1], ki[0]))
+    todo = sorted(todo[:max(0, budget)], key=lambda ki: (ki[0], ki[1]))
+    for kind, i in todo:
+        frng = random.Random(sub_seed(task_id, seed, "fill", kind, i))
+        name, payload, note = fill_kind(world, domain, kind, i, frng)
+        sub = _subdir_for(task_id, kind, name, i, fill_dirs, frng)
+        rel = f"{sub}/{name}" if sub else name
+        k = 2
+        while rel in used:
+            stem, ext = rel.rsplit(".", 1)
+            rel = f"{stem}_{k}.{ext}"
+            k += 1
+        used.add(rel)
+        specs.append(FileSpec(rel, kind, payload, note))
+    if "junk_files" in plants and "broken_refs" not in plants:  # T-32's duplicates are media copies below
         s, fa = _plant_junk(specs, rng)
         specs = s
         facts += fa
@@ -615,7 +653,7 @@ def _subdir_for(task_id: str, kind: str, name: str, i: int, dirs: list[str], rng
         "T-32": {"mp3": "audio", "wav": "audio", "jpg": "media", "png": "media", "mp4": "media", "md": "docs",
                  "docx": "docs", "txt": "docs"},
     }.get(task_id, {})
-    if kind in by_kind and by_kind[kind]:
+    if by_kind.get(kind):
         return by_kind[kind]
     if task_id == "T-16":
         return ["TSMC", "SeaLtd", "Intel", "research", "personal"][i % 5]
@@ -633,6 +671,15 @@ def _plant_junk(specs: list[FileSpec], rng: random.Random) -> tuple[list[FileSpe
                f"{stem}_copy.{ext}"][k % 4]
         out.append(FileSpec(new, src.kind, {"copy_of": src.relpath}, "duplicate"))
         facts.append({"type": "duplicate", "file": new, "original": src.relpath})
+    md_like = [s for s in specs if s.kind in ("md", "txt")]
+    if not any(s.note == "junk" for s in specs):
+        for k, src in enumerate(rng.sample(md_like, min(4, len(md_like)))):
+            d, _, base = src.relpath.rpartition("/")
+            new = [f"~${base}.tmp", f"{base}.bak", f"{base}~", f"autosave_{k}.tmp"][k]
+            new = f"{d}/{new}" if d else new
+            out.append(FileSpec(new, "tmp" if new.endswith(".tmp") else "bak" if new.endswith(".bak") else src.kind,
+                                {"copy_of": src.relpath}, "junk"))
+            facts.append({"type": "junk", "file": new, "original": src.relpath})
     out.append(FileSpec("Untitled Document.txt", "txt", {"text": ""}, "empty"))
     facts.append({"type": "empty_file", "file": "Untitled Document.txt"})
     return out, facts

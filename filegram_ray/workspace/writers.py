@@ -209,7 +209,7 @@ def write_pptx(doc: Doc, path: Path, author: str) -> None:
         s = prs.slides.add_slide(prs.slide_layouts[1])
         s.shapes.title.text = heading or doc.title
         body = s.placeholders[1].text_frame
-        items = [p[2:] if p.startswith("- ") else p for p in paras] or [""]
+        items = [p.removeprefix("- ") for p in paras] or [""]
         body.text = items[0]
         for item in items[1:]:
             body.add_paragraph().text = item
@@ -452,9 +452,9 @@ def _piper_voice():
         return None
 
 
-def speech_wav_bytes(text: str, seed: int) -> tuple[bytes, str]:
+def speech_wav_bytes(text: str, seed: int, use_piper: bool = True) -> tuple[bytes, str]:
     """WAV bytes of ``text`` spoken; returns (bytes, engine) with engine "piper:joe-us" or "synthetic-tone"."""
-    voice = _piper_voice()
+    voice = _piper_voice() if use_piper else None
     buf = io.BytesIO()
     if voice is not None:
         from piper import SynthesisConfig

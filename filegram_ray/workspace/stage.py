@@ -1,0 +1,123 @@
+"""Seed stage: build every task's input bundle into ``<run>/workspaces/<task_id>/`` (one Ray unit per bundle).
+
+Each unit builds its bundle in a local temp dir, copies it into the run directory with ``RunDir.put_tree`` and then
+writes a completion record (stage "seed"), so a rerun skips finished bundles. At the end ``workspaces/index.parquet``
+(task_id, path, kind, bytes, sha256) is written from every finished bundle's ``bundle.json`` and a summary table is
+printed.
+
+Config section ``workspace:`` (the top-level ``seed`` key is the master seed) (defaults in :class:`SeedConfig`): num_actors, num_cpus_per_actor, serial, tts, force.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from filegram_ray.runtime import map_units
+
+__all__ = ["SeedConfig", "SeedWorker", "run_seed"]
+
+STAGE = "seed"
+#: config section of this stage; not "seed", which is the top-level master seed (an int)
+SECTION = "workspace"
+
+
+class SeedConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    num_actors: int = Field(2, description="actor pool size")
+    num_cpus_per_actor: float = Field(0.5, description="<=0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
+    serial: bool = Field(False, description="build in this process without Ray")
+    tts: str = Field("auto", description="'auto' (piper voice if it loads) or 'tone' (synthetic signal)")
+    force: bool = Field(False, description="rebuild bundles that already have a completion record")
+
+
+class SeedWorker:
+    """Builds one bundle per unit {"unit_id": task_id, "task": task dict}."""
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any], seed: int, tts: str = "auto"):
+        from filegram_ray.storage import RunDir
+
+        self.run = RunDir(run_uri, storage_options)
+        self.seed, self.tts = seed, tts
+
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        from filegram_ray.workspace.bundle import build_bundle
+
+        tid = unit["unit_id"]
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix=f"seed_{tid}_") as tmp:
+            info = build_bundle(unit["task"], self.seed, Path(tmp), tts=self.tts)
+            rel = f"workspaces/{tid}"
+            self.run.remove(rel)
+            self.run.put_tree(Path(tmp) / "files", f"{rel}/files")
+            self.run.write_bytes(f"{rel}/bundle.json", (Path(tmp) / "bundle.json").read_bytes())
+        rec = {"task_id": tid, "n_files": info.n_files, "bytes": info.total_bytes, "by_kind": info.by_kind,
+               "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed}
+        self.run.mark_done(STAGE, tid, rec)
+        return {"unit": tid, "status": "ok", **rec}
+
+
+def _tasks(config) -> list[dict[str, Any]]:
+    from filegram_ray.tasks import load_tasks
+
+    tasks = load_tasks(config.tasks_dir)
+    if config.tasks:
+        want = set(config.tasks)
+        unknown = want - {t.task_id for t in tasks}
+        if unknown:
+            raise ValueError(f"config field 'tasks': unknown task ids {sorted(unknown)}")
+        tasks = [t for t in tasks if t.task_id in want]
+    return [t.model_dump(mode="json") for t in tasks]
+
+
+def run_seed(config) -> dict[str, Any]:
+    """Build the bundles of ``config.tasks`` (None = all) into ``config.run_dir``; returns a summary dict
+    {bundles, files, bytes, by_kind, errors: [error rows]}."""
+    import polars as pl
+
+    opts = SeedConfig.model_validate(config.section(SECTION))
+    run = config.run()
+    tasks = _tasks(config)
+    units = [{"unit_id": t["task_id"], "task": t} for t in tasks
+             if opts.force or not run.is_done(STAGE, t["task_id"])]
+    skipped = len(tasks) - len(units)
+    rows = map_units(SeedWorker, units, init_kwargs={"run_uri": run.uri,
+                                                     "storage_options": config.storage_options,
+                                                     "seed": config.seed, "tts": opts.tts},
+                     num_actors=opts.num_actors, num_cpus_per_actor=opts.num_cpus_per_actor, serial=opts.serial,
+                     stage=STAGE)
+    errors = [r for r in rows if r.get("status") != "ok"]
+    index = []
+    for t in tasks:
+        tid = t["task_id"]
+        if not run.exists(f"workspaces/{tid}/bundle.json"):
+            continue
+        meta = run.read_json(f"workspaces/{tid}/bundle.json")
+        index += [{"task_id": tid, "path": f["path"], "kind": f["kind"], "bytes": int(f["bytes"]),
+                   "sha256": f["sha256"]} for f in meta["files"]]
+    schema = {"task_id": pl.String, "path": pl.String, "kind": pl.String, "bytes": pl.Int64, "sha256": pl.String}
+    df = pl.DataFrame(index, schema=schema)
+    run.write_table("workspaces/index.parquet", df)
+    by_kind = {r["kind"]: r["n"] for r in df.group_by("kind").agg(pl.len().alias("n")).sort("kind").to_dicts()}
+    summary = {"bundles": df["task_id"].n_unique() if len(df) else 0, "built": len(units) - len(errors),
+               "skipped": skipped, "files": len(df), "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
+               "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors]}
+    print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built, {skipped} already done), "
+          f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")
+    print(f"{'kind':<6} {'files':>6} {'MB':>8}")
+    for kind, n in by_kind.items():
+        mb = df.filter(pl.col("kind") == kind)["bytes"].sum() / 1e6
+        print(f"{kind:<6} {n:>6} {mb:>8.2f}")
+    for e in summary["errors"]:
+        print(f"ERROR {e['unit']}: {e['error_type']}: {e['error']}")
+    try:
+        from filegram_ray.schema.meta import record_stage
+
+        record_stage(run, STAGE, {k: v for k, v in summary.items() if k != "errors"} | {"n_errors": len(errors)})
+    except Exception as exc:  # run.json bookkeeping must not lose the built bundles
+        print(f"warning: could not record the seed stage in run.json: {exc}")
+    return summary
