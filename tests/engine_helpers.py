@@ -1,0 +1,43 @@
+"""Shared helpers for the engine tests: build a bundle, open a session, pick events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from filegram_ray.engine import EngineSession
+
+START_MS = 1_760_000_000_000.0
+PROFILE, TASK = "p9_tester", "T-07"
+ROOT = f"/sandbox/{PROFILE}_{TASK}"
+
+
+def make_bundle(base: Path, files: dict[str, str | bytes]) -> Path:
+    bundle = base / "bundle"
+    bundle.mkdir(parents=True, exist_ok=True)
+    for rel, content in files.items():
+        p = bundle / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content, encoding="utf-8")
+    return bundle
+
+
+def open_session(tmp: Path, files: dict[str, str | bytes] | None = None, *, seed: int = 1,
+                 **kw) -> EngineSession:
+    bundle = make_bundle(tmp, files) if files is not None else None
+    sess = EngineSession(bundle, tmp / "work", PROFILE, TASK, seed=seed, start_ms=START_MS, **kw)
+    sess.start()
+    return sess
+
+
+def behavioural(sess: EngineSession, since: int = 0) -> list[dict]:
+    """Events after index ``since`` minus the simulation types."""
+    from filegram_ray.schema.events import SIMULATION_TYPES
+
+    return [e for e in sess.events[since:] if e["event_type"] not in SIMULATION_TYPES]
+
+
+def v(rel: str) -> str:
+    return ROOT if rel == "." else f"{ROOT}/{rel}"
