@@ -247,7 +247,8 @@ class PersonaAgent:
             extra = kws[3:3 + max(0, n_search - 3)]
             for i in range(n_reads):
                 if i and i % 2 == 0 and extra:
-                    acts.append(lambda kw=extra.pop(0): search(kw))
+                    kw_next = extra.pop(0)
+                    acts.append(lambda kw=kw_next: search(kw))
                 acts.append(read_hit)
         else:
             # Survey with `ls` (root and each subfolder), one type glob, then the first 10–20 lines of many files
@@ -764,9 +765,8 @@ class PersonaAgent:
         names = self.prescribed_names()
         note = names[0] if names else self.name("log", ".md")
         final.append(lambda: self.write(note, self.render("log")))
-        if self.rules.get("index_file") or (self.T["F"] == "L"):
-            if self.T["F"] in ("L", "M"):
-                final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
+        if (self.rules.get("index_file") or self.T["F"] == "L") and self.T["F"] in ("L", "M"):
+            final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
         if self.T["E"] != "R":
             final.append(lambda: self.curate(plan))
         self.interleave(reads, writes, final)

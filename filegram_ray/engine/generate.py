@@ -1,0 +1,318 @@
+"""Generate stage: one trajectory per (profile, task) with the persona simulator, on a pool of Ray actors.
+
+Inputs: the profile and task sets of the config, ``workspaces/<task_id>/`` bundles from the seed stage.
+Outputs (COMMON.md run layout)::
+
+    trajectories/<profile_id>/<task_id>/{events_raw.json, events.json, media/, outputs/, summary.json, meta.json}
+    trajectories/index.parquet     (trajectory_id, profile_id, task_id, status, n_events_raw, n_events, perturbed, error)
+    trajectories/outputs.parquet   (trajectory_id, profile_id, task_id, path, file_type, bytes, sha256)
+    _done/generate/<unit>.json     completion record per trajectory (written last: a rerun skips finished units)
+    run.json                       stage record (options, counts, wall time)
+
+Missing bundles: when the seed stage has not produced ``workspaces/<task_id>/`` the worker builds the bundle on
+the fly with ``build_bundle(task, seed)`` into its own temp dir (the seed stage is deterministic, so the bundle
+is byte-identical to the one the seed stage would write). It is not written back to the run dir (several actors
+could race on it); run the seed stage first to keep the workspaces in the run.
+
+Fault tolerance: a failing unit becomes an error row (``runtime.map_units``); an actor that dies is restarted and
+its unit resubmitted; a unit is written with atomic files and its completion record last, so a resubmitted or
+rerun unit rewrites identical bytes and is never counted twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from filegram_ray.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+STAGE = "generate"
+#: Event types kept by the post-execution filter (ref §4), in the order the summary prints them.
+KEPT_TYPES = ("file_read", "cross_file_reference", "context_switch", "file_write", "file_browse", "file_edit",
+              "dir_create", "file_search", "file_rename", "file_move", "file_delete", "file_copy")
+
+
+class GenerateConfig(BaseModel):
+    """The ``generate:`` section of the pipeline config."""
+
+    model_config = ConfigDict(extra="forbid")
+    num_actors: int = Field(2, ge=1, description="actor pool size")
+    num_cpus_per_actor: float = Field(0.5, gt=0, description="≤ 0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
+    serial: bool = Field(False, description="run in this process without Ray")
+    perturb: bool = Field(True, description="apply the ref §5.7 perturbation plan (5 trajectories per profile)")
+    chart_format: str = Field("svg", pattern="^(svg|png)$", description="F-L chart files (engine write is text)")
+    upstream_quirks: bool = Field(False, description="engine reproduces upstream quirks (ref §13)")
+    force: bool = Field(False, description="redo finished units")
+    crash_on_unit: str | None = Field(None, description="TEST ONLY: os._exit() once on this unit id")
+    crash_marker: str | None = Field(None, description="TEST ONLY: marker file gating crash_on_unit")
+
+
+def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str) -> list[Any]:
+    if not wanted:
+        return items
+    out = []
+    for w in wanted:
+        hit = [x for x in items if getattr(x, attr) == w or getattr(x, attr).split("_", 1)[0] == w]
+        if not hit:
+            raise ValueError(f"config field {what}: unknown id {w!r}")
+        out += [h for h in hit if h not in out]
+    return out
+
+
+def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]]:
+    """Work units ``{unit_id, profile, task, seed, perturbation}`` for the configured profile × task set
+    (profile-major order). Profiles and tasks travel inside the unit so actors on other nodes need no conf/."""
+    from filegram_ray.profiles import load_profiles
+    from filegram_ray.tasks import load_tasks
+
+    all_profiles = load_profiles(cfg.profiles_dir)
+    profiles = _select(all_profiles, cfg.profiles, "profile_id", "profiles")
+    tasks = _select(load_tasks(cfg.tasks_dir), cfg.tasks, "task_id", "tasks")
+    plan: dict[tuple[str, str], Any] = {}
+    if gcfg.perturb:
+        try:
+            from filegram_ray.profiles.perturbation import plan_perturbations
+        except ImportError:  # pragma: no cover - the profiles area provides it
+            log.warning("filegram_ray.profiles.perturbation is missing: no perturbed trajectories")
+        else:
+            plan = dict(plan_perturbations(all_profiles, cfg.seed))
+    units = []
+    for p in profiles:
+        for t in tasks:
+            pert = plan.get((p.profile_id, t.task_id))
+            pdict = None
+            if pert is not None:
+                frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
+                pdict = {"dimension": pert.dimension, "from": frm, "to": pert.to}
+            units.append({"unit_id": f"{p.profile_id}/{t.task_id}", "profile": p.model_dump(mode="json"),
+                          "task": t.model_dump(mode="json"), "seed": int(cfg.seed), "perturbation": pdict})
+    return units
+
+
+class GenerateWorker:
+    """Actor body: ``process(unit)`` simulates one trajectory and writes it into the run directory.
+
+    Args:
+        run_uri / storage_options: the run directory.
+        chart_format, upstream_quirks: simulator/engine options.
+        crash_on_unit / crash_marker: test hook — when both are set and the marker file does not exist yet,
+            the worker creates the marker and ``os._exit(1)``s while processing that unit (a dying actor).
+    """
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, chart_format: str = "svg",
+                 upstream_quirks: bool = False, force: bool = False, crash_on_unit: str | None = None,
+                 crash_marker: str | None = None):
+        from filegram_ray.storage import RunDir
+
+        self.run = RunDir(run_uri, storage_options or {})
+        self.chart_format, self.upstream_quirks, self.force = chart_format, upstream_quirks, force
+        self.crash_on_unit, self.crash_marker = crash_on_unit, crash_marker
+        self.tmp = Path(tempfile.mkdtemp(prefix="fg-generate-"))
+        self.bundles: dict[str, Path | None] = {}
+
+    def __del__(self):  # best effort: the sandbox root of this actor
+        shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
+
+    def bundle_dir(self, task: Any, seed: int) -> Path | None:
+        tid = task.task_id
+        if tid in self.bundles:
+            return self.bundles[tid]
+        local = self.tmp / "workspaces" / tid
+        if self.run.exists(f"workspaces/{tid}/bundle.json"):
+            self.run.get_tree(f"workspaces/{tid}", local)
+        else:
+            from filegram_ray.workspace.bundle import build_bundle
+
+            build_bundle(task, seed, local)
+        self.bundles[tid] = local
+        return local
+
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        from filegram_ray.engine.simulator import AGENT_VERSION, simulate_trajectory
+        from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
+        from filegram_ray.schema.profile import Profile
+        from filegram_ray.schema.task import Task
+
+        uid = unit["unit_id"]
+        if not self.force and self.run.is_done(STAGE, uid):
+            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
+            return {**rec, "status": "ok", "skipped": True}
+        if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
+            Path(self.crash_marker).write_text("crashed once\n")
+            os._exit(1)
+        t0 = time.perf_counter()
+        profile = Profile.model_validate(unit["profile"])
+        task = Task.model_validate(unit["task"])
+        seed = int(unit["seed"])
+        pert = unit.get("perturbation")
+        bdir = self.bundle_dir(task, seed)
+        work = self.tmp / "work"
+        sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=pert,
+                                   chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
+        dest = self.tmp / "traj" / profile.profile_id / task.task_id
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            info = sess.write_trajectory(dest)
+            started = sess.events[0]["timestamp"] if sess.events else 0.0
+            duration = sess.clock_ms - started
+            outputs = sess.output_files()
+        finally:
+            sess.close()
+        kept_counts = Counter(e["event_type"] for e in _read_events(dest / "events.json"))
+        meta = TrajectoryMeta(
+            trajectory_id=uid, profile_id=profile.profile_id, task_id=task.task_id, seed=seed,
+            agent_kind="persona-simulator", agent_version=AGENT_VERSION,
+            perturbation=Perturbation.model_validate(pert) if pert else None, completed=True,
+            started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
+            event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
+            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
+        meta_d = meta.to_json_dict()
+        meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
+        import json
+
+        (dest / "meta.json").write_text(json.dumps(meta_d, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
+        rel = f"trajectories/{profile.profile_id}/{task.task_id}"
+        self.run.put_tree(dest, rel)
+        out_rows = []
+        for o in outputs:
+            data = (dest / "outputs" / o).read_bytes()
+            out_rows.append({"path": o, "file_type": (Path(o).suffix.lstrip(".").lower() or "unknown"),
+                             "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        shutil.rmtree(dest, ignore_errors=True)
+        record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
+                  "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
+                  "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
+                  "outputs": out_rows,
+                  "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
+        self.run.mark_done(STAGE, uid, record)
+        return {**record, "status": "ok"}
+
+
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _safe(uid: str) -> str:
+    from filegram_ray.storage import safe_unit_name
+
+    return safe_unit_name(uid)
+
+
+def _peak_rss_mb() -> float:
+    try:
+        import resource
+
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    except (ImportError, OSError):  # pragma: no cover - non-POSIX
+        return 0.0
+
+
+def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the generate stage; returns the stage record (also merged into ``run.json``).
+
+    Args:
+        config: pipeline config (run_dir, seed, profiles/tasks selection, ``generate:`` section).
+        gen: overrides of the ``generate:`` section (e.g. ``{"serial": True}``).
+
+    Raises:
+        ValueError: an unknown profile/task id in the selection, or a malformed ``generate:`` section.
+    """
+    import polars as pl
+
+    from filegram_ray.runtime import init_ray, map_units
+    from filegram_ray.schema.meta import record_stage
+
+    gcfg = GenerateConfig.model_validate({**config.section(STAGE), **(gen or {})})
+    run = config.run()
+    t0 = time.perf_counter()
+    units = plan_units(config, gcfg)
+    init_kwargs = {"run_uri": config.run_dir,
+                   "storage_options": config.storage_options, "chart_format": gcfg.chart_format,
+                   "upstream_quirks": gcfg.upstream_quirks, "force": gcfg.force,
+                   "crash_on_unit": gcfg.crash_on_unit, "crash_marker": gcfg.crash_marker}
+    if not gcfg.serial:
+        init_ray(config.ray.address, config.ray.num_cpus)
+    rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,
+                     num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
+    wall = time.perf_counter() - t0
+    by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
+    pert_ids = {u["unit_id"] for u in units if u["perturbation"]}
+    index, outs = [], []
+    for u in units:
+        uid = u["unit_id"]
+        r = by_unit.get(uid, {"status": "error", "error": "no result"})
+        pid, tid = uid.split("/", 1)
+        ok = r.get("status") == "ok"
+        index.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, "status": "ok" if ok else "error",
+                      "n_events_raw": int(r.get("n_events_raw", 0) or 0), "n_events": int(r.get("n_events", 0) or 0),
+                      "perturbed": uid in pert_ids, "error": None if ok else str(r.get("error", ""))[:500]})
+        for o in (r.get("outputs") or []) if ok else []:
+            outs.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, **o})
+    index_df = pl.DataFrame(index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
+                                           "status": pl.Utf8, "n_events_raw": pl.Int64, "n_events": pl.Int64,
+                                           "perturbed": pl.Boolean, "error": pl.Utf8})
+    outs_df = pl.DataFrame(outs, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
+                                         "path": pl.Utf8, "file_type": pl.Utf8, "bytes": pl.Int64, "sha256": pl.Utf8})
+    # When a subset is generated, keep the rows of earlier runs for the other trajectories.
+    if run.exists("trajectories/index.parquet"):
+        old = run.read_table("trajectories/index.parquet")
+        old = old.filter(~pl.col("trajectory_id").is_in(index_df["trajectory_id"].to_list()))
+        index_df = pl.concat([old.select(index_df.columns).cast(index_df.schema), index_df])
+    if run.exists("trajectories/outputs.parquet"):
+        old = run.read_table("trajectories/outputs.parquet")
+        old = old.filter(~pl.col("trajectory_id").is_in(index_df["trajectory_id"].to_list()))
+        outs_df = pl.concat([old.select(outs_df.columns).cast(outs_df.schema), outs_df])
+    index_df = index_df.sort("trajectory_id")
+    outs_df = outs_df.sort(["trajectory_id", "path"])
+    run.write_table("trajectories/index.parquet", index_df)
+    run.write_table("trajectories/outputs.parquet", outs_df)
+    mix: Counter = Counter()
+    for r in rows:
+        if r.get("status") == "ok":
+            mix.update(r.get("kept_counts") or {})
+    ok_rows = [r for r in rows if r.get("status") == "ok"]
+    record = {
+        "units": len(units), "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
+        "skipped": sum(1 for r in ok_rows if r.get("skipped")), "perturbed": len(pert_ids),
+        "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
+        "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),
+        "files_created": int(mix.get("file_write", 0)), "output_files": len(outs),
+        "event_mix": dict(sorted(mix.items())), "wall_s": round(wall, 2),
+        "options": gcfg.model_dump(exclude={"crash_on_unit", "crash_marker"}),
+        "max_peak_rss_mb": max((float(r.get("peak_rss_mb", 0) or 0) for r in ok_rows), default=0.0),
+    }
+    record_stage(run, STAGE, record, config.model_dump(mode="json"))
+    print_summary(record, file=sys.stdout)
+    return record
+
+
+def print_summary(rec: dict[str, Any], file=sys.stdout) -> None:
+    """One-screen summary of the stage."""
+    raw, kept = rec["events_raw"], rec["events_kept"]
+    strip = 100.0 * (1 - kept / raw) if raw else 0.0
+    print("\nGenerate summary", file=file)
+    print(f"  trajectories   ok {rec['ok']}  error {rec['error']}  (skipped as done: {rec['skipped']}, "
+          f"perturbed: {rec['perturbed']})", file=file)
+    print(f"  events         raw {raw}  kept {kept}  stripped {strip:.1f} %", file=file)
+    print(f"  output files   {rec['output_files']}  (file_write events {rec['files_created']})", file=file)
+    print(f"  wall time      {rec['wall_s']:.1f} s", file=file)
+    n = max(rec["ok"], 1)
+    print(f"  {'event type':<22}{'count':>8}{'per traj':>10}", file=file)
+    for t in KEPT_TYPES:
+        c = rec["event_mix"].get(t, 0)
+        print(f"  {t:<22}{c:>8}{c / n:>10.2f}", file=file)
