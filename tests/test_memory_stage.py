@@ -1,0 +1,121 @@
+"""Encode stage on a small synthetic run directory written here (no generate stage needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from filegram_ray.config import load_config
+from filegram_ray.memory.embed import HashingEmbedder
+from filegram_ray.memory.index import load_indices
+from filegram_ray.memory.retrieve import retrieve
+from filegram_ray.memory.stage import build_store_from_trajectory_dirs, load_store, run_encode
+from filegram_ray.storage import RunDir
+
+PROFILES = ("pa_reader", "pb_writer")
+TASKS = ("T-01", "T-02", "T-03", "T-04")
+
+
+def _blob(media: Path, text: str) -> dict:
+    h = hashlib.sha256(text.encode()).hexdigest()[:16]
+    (media / "blobs").mkdir(parents=True, exist_ok=True)
+    (media / "blobs" / f"{h}.blob").write_text(text, encoding="utf-8")
+    return {"type": "blob", "hash": h, "path": f"blobs/{h}.blob"}
+
+
+def _diff(media: Path, text: str) -> dict:
+    h = hashlib.sha256(text.encode()).hexdigest()[:16]
+    (media / "diffs").mkdir(parents=True, exist_ok=True)
+    (media / "diffs" / f"{h}.diff").write_text(text, encoding="utf-8")
+    return {"type": "diff", "hash": h, "path": f"diffs/{h}.diff"}
+
+
+def write_trajectory(folder: Path, profile: str, k: int) -> None:
+    """A small trajectory: reads, (searches for pa_reader), one created report with real content, one edit."""
+    media = folder / "media"
+    media.mkdir(parents=True, exist_ok=True)
+    ev = []
+    if profile == "pa_reader":
+        ev += [{"event_type": "file_search", "search_type": "grep", "query": "budget", "files_matched": 3}] * 2
+    for i in range(4 + k):
+        ev.append({"event_type": "file_read", "file_path": f"inputs/doc{i}.md", "file_type": "md", "view_count": 1,
+                   "content_length": 400 + 10 * i})
+    body = (f"# Budget review {k}\n\n## Findings\n\nThe quarterly budget for the river project grew by {k + 3} "
+            "percent. Spending on field equipment stayed flat while travel costs rose.\n\n| item | cost |\n"
+            "|---|---|\n| boats | 12 |\n") * (1 + (profile == "pb_writer") * 3)
+    ev.append({"event_type": "file_write", "file_path": f"report_{k}.md", "file_type": "md", "operation": "create",
+               "content_length": len(body), "media_ref": _blob(media, body)})
+    diff = ("--- a/report.md\n+++ b/report.md\n@@ -1,3 +1,3 @@\n-The quarterly budget grew.\n+The quarterly "
+            "budget for the river project grew noticeably this year.\n")
+    ev.append({"event_type": "file_edit", "file_path": f"report_{k}.md", "file_type": "md", "edit_tool": "edit",
+               "lines_added": 1, "lines_deleted": 1, "media_ref_diff": _diff(media, diff)})
+    if profile == "pb_writer":
+        ev.append({"event_type": "dir_create", "dir_path": "out", "depth": 1, "sibling_count": 0})
+    (folder / "events.json").write_text(json.dumps(ev), encoding="utf-8")
+    (folder / "meta.json").write_text(json.dumps({"profile_id": profile, "SECRET": "ground truth"}))
+
+
+def make_run(root: Path, bad: str | None = "pa_reader/T-03") -> Path:
+    rows = []
+    for p in PROFILES:
+        for k, t in enumerate(TASKS):
+            folder = root / "trajectories" / p / t
+            write_trajectory(folder, p, k)
+            if f"{p}/{t}" == bad:
+                (folder / "events.json").write_text('[{"event_type": "file_read", "file_pa', encoding="utf-8")
+            rows.append({"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t, "status": "ok",
+                         "n_events_raw": 0, "n_events": 0, "perturbed": False, "error": None})
+    RunDir(root).write_table("trajectories/index.parquet", pl.DataFrame(rows))
+    return root
+
+
+def _cfg(root: Path):
+    return load_config(None, [f"run_dir={root}", "encode.embedder=hashing"])
+
+
+def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
+    root = make_run(tmp_path / "run")
+    s = run_encode(_cfg(root), serial=True)
+    run = RunDir(root)
+    assert s["errors"] == 1 and s["error_ids"] == ["pa_reader/T-03"]
+    err = run.read_table("engrams/errors.parquet").to_dicts()
+    assert err[0]["trajectory_id"] == "pa_reader/T-03" and err[0]["error_type"] == "ValueError"
+    assert "trajectories/pa_reader/T-03/events.json" in err[0]["error"]
+    assert sorted(run.listdir("engrams/pa_reader")) == ["T-01.json", "T-02.json", "T-04.json"]
+    store = load_store(run, "pb_writer")
+    assert store.n_sessions == 4 and store.profile_id == "pb_writer"
+    # the edit diff reaches the semantic channel (quirk fixed by default)
+    assert any(c["chunk_type"] == "edit_diff" for c in store.content_chunks)
+    idx = load_indices(run, "pb_writer")
+    assert idx.chunks.index.ntotal == len(store.content_chunks) > 0
+    assert idx.episodes.index.ntotal == len(store.episodes())
+    ctx = retrieve(store, "river project budget", indices=idx, embedder=HashingEmbedder())
+    assert "Relevant content:" in ctx.text and "pb_writer" not in ctx.text
+    # resumable: a rerun encodes nothing again and consolidates nothing again
+    s2 = run_encode(_cfg(root), serial=True)
+    assert s2["encoded_now"] == 0 and s2["skipped_done"] == 7 and s2["profiles_consolidated_now"] == 0
+    # fixing the bad trajectory: only it is encoded, and only its profile is consolidated again
+    write_trajectory(root / "trajectories" / "pa_reader" / "T-03", "pa_reader", 2)
+    s3 = run_encode(_cfg(root), serial=True)
+    assert s3["encoded_now"] == 1 and s3["errors"] == 0 and s3["profiles_consolidated_now"] == 1
+    assert load_store(run, "pa_reader").n_sessions == 4
+
+
+def test_build_store_from_trajectory_dirs_never_reads_meta(tmp_path):
+    root = make_run(tmp_path / "run", bad=None)
+    dirs = sorted((root / "trajectories" / "pa_reader").iterdir())
+    mem = build_store_from_trajectory_dirs(dirs, embedder=HashingEmbedder())
+    assert [e.trajectory_id for e in mem.store.engrams] == list(TASKS)
+    ctx = mem.retrieve("budget")
+    assert "SECRET" not in mem.store.to_json() and "pa_reader" not in ctx.text
+    assert ctx.tokens_context > 0 and ctx.tokens_memory > ctx.tokens_context
+
+
+def test_build_store_names_malformed_file(tmp_path):
+    root = make_run(tmp_path / "run")
+    with pytest.raises(ValueError, match="T-03/events.json"):
+        build_store_from_trajectory_dirs(sorted((root / "trajectories" / "pa_reader").iterdir()))
