@@ -229,6 +229,8 @@ class EngineSession:
         except Exception as exc:  # noqa: BLE001 - a tool must never crash the session
             msg = f"{tool}: internal error {type(exc).__name__}: {exc}"
             result = ToolResult(False, msg, error=msg)
+        if not result.ok:  # error texts may echo a real path the agent typed: keep events seed-stable
+            result = ToolResult(False, self._scrub(result.output), self._scrub(result.error or result.output))
         if self.upstream_quirks and any(o.get("bash_failed") for o in observations):
             observations = []  # upstream parses bash only when the exit code is 0 (§3.3)
         for obs in observations:
@@ -236,7 +238,7 @@ class EngineSession:
             self.collector.apply(obs)
         self._seq += 1
         self.collector.emit("tool_call", {
-            "tool_name": tool, "tool_parameters": _jsonable(kwargs), "execution_time_ms": exec_ms,
+            "tool_name": tool, "tool_parameters": self._scrub(_jsonable(kwargs)), "execution_time_ms": exec_ms,
             "success": result.ok, "error_type": None if result.ok else "tool_error",
             "error_message": None if result.ok else (result.error or result.output)[:ERROR_CHARS],
             "retry_count": 0, "sequence_position": self._seq})
@@ -259,6 +261,18 @@ class EngineSession:
             self._pending_error = None
         return result
 
+    def _scrub(self, value: Any) -> Any:
+        """Replace the real sandbox directory by the virtual root inside recorded arguments."""
+        if isinstance(value, str):
+            for real in {str(self.sandbox.root), self.sandbox.real_root}:
+                value = value.replace(real, self.sandbox.virtual_root)
+            return value
+        if isinstance(value, list):
+            return [self._scrub(x) for x in value]
+        if isinstance(value, dict):
+            return {k: self._scrub(x) for k, x in value.items()}
+        return value
+
     def _virtual_or_raw(self, raw: Any) -> str | None:
         if raw is None:
             return None
@@ -267,7 +281,7 @@ class EngineSession:
         try:
             return self.sandbox.virtual(self.sandbox.to_rel(raw))
         except SandboxError:
-            return raw[:ERROR_CHARS]
+            return self._scrub(raw)[:ERROR_CHARS]
 
     def _track_outputs(self, obs: dict[str, Any]) -> None:
         kind = obs["kind"]
