@@ -1,0 +1,81 @@
+"""``filegram render file|run|recover`` — the render stage and its renderers from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _file(args) -> int:
+    from rendering.policy import choose_formats
+    from rendering.renderers import FORMATS, NotApplicable, render
+    from rendering.sections import SectionParams, load_document
+    from rendering.stage import derivative_path
+
+    src = Path(args.output)
+    doc = load_document(src.read_bytes(), str(src), SectionParams())
+    out = Path(args.out)
+    if args.formats == ["policy"]:
+        picks = choose_formats(doc.sections, seed=args.seed, trajectory_id="cli", path=src.name)
+    else:
+        fmts = list(FORMATS) if args.formats == ["all"] else args.formats
+        bad = sorted(set(fmts) - set(FORMATS))
+        if bad:
+            raise ValueError(f"--formats: unknown {bad}; choose from {', '.join(FORMATS)}, all or policy")
+        picks = [(s.index, f) for s in doc.sections for f in fmts]
+    print(f"{src}: {len(doc.sections)} sections ({doc.language}), {len(picks)} derivatives")
+    n_ok = 0
+    for idx, fmt in picks:
+        rel = derivative_path("p", "t", src.name, idx, fmt).split("/", 3)[-1]
+        try:
+            meta = render(fmt, doc.sections[idx], out / rel)
+        except NotApplicable as exc:
+            print(f"  s{idx:02d} {fmt:<9} skipped: {exc}")
+            continue
+        n_ok += 1
+        print(f"  s{idx:02d} {fmt:<9} {meta['bytes']:>8} B  {meta['path']}")
+    return 0 if n_ok else 1
+
+
+def _run(args) -> int:
+    from filegram_ray.jobargs import config_from_args
+    from rendering.stage import run_render
+
+    rec = run_render(config_from_args(args), serial=args.serial, address=args.address)
+    return 0 if not any(c.get("error") for c in rec["counts"].values()) else 1
+
+
+def _recover(args) -> int:
+    from rendering.recover import recover_text
+
+    text = recover_text(args.path)
+    print(json.dumps({"path": args.path, "text": text}, ensure_ascii=False) if args.json else text)
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``filegram render`` with subcommands ``file``, ``run`` and ``recover``."""
+    p = subparsers.add_parser("render", help="render agent outputs into multimodal derivatives")
+    sub = p.add_subparsers(dest="render_command", metavar="SUBCOMMAND")
+
+    f = sub.add_parser("file", help="render one Markdown/text file into derivatives")
+    f.add_argument("output", help="a Markdown or text file")
+    f.add_argument("--out", required=True, help="output folder")
+    f.add_argument("--formats", nargs="+", default=["policy"],
+                   help="formats (pdf docx md pptx xlsx png_page png_chart wav), 'all', or 'policy' (default: the "
+                        "seeded format-choice policy)")
+    f.add_argument("--seed", type=int, default=7, help="policy seed")
+    f.set_defaults(func=_file)
+
+    from filegram_ray.jobargs import common_parser
+
+    r = sub.add_parser("run", help="run the render stage on a run directory (like jobs/render.py)",
+                       parents=[common_parser("render stage")], add_help=False, conflict_handler="resolve")
+    r.set_defaults(func=_run)
+
+    c = sub.add_parser("recover", help="print the text a derivative carries (pdf docx pptx xlsx png wav md)")
+    c.add_argument("path")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c.set_defaults(func=_recover)
+
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
