@@ -9,7 +9,9 @@
   ``/sandbox/<dir>`` (no trailing slash, e.g. ``ls`` of the root) also becomes ``"."`` instead of its basename,
   which would be ``<profile_id>_<task_id>`` and leak the profile.
 
-Event order and all other fields are unchanged; the input is not modified. Ground truth (meta.json, profile
+Apply it to *raw* events only: by the reference rule a relative path (already anonymised, or an OS-watcher
+path) is cut to its basename, so filtering an already filtered list is not a no-op. Event order and all other
+fields are unchanged; the input is not modified. Ground truth (meta.json, profile
 tags) is never in events, so nothing of it survives.
 """
 
