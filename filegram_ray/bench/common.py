@@ -66,17 +66,17 @@ def similar_profiles(target: ProfileRec, profiles: Sequence[ProfileRec],
     return sorted(out, key=lambda p: (hamming(target, p), p.profile_id))
 
 
-def pick_similar(target: ProfileRec, profiles: Sequence[ProfileRec], k: int, r: random.Random,
-                 min_shared: int = MIN_SHARED_DIMS, distinct_vectors: bool = True) -> list[ProfileRec] | None:
-    """``k`` distractor profiles: fine-grained pairs first, then the rest of the ≥ ``min_shared`` pool, random
-    inside each distance band; with ``distinct_vectors`` no two picks share a tier vector. ``None`` if too few."""
-    pool = similar_profiles(target, profiles, min_shared)
+def pick_similar(target: ProfileRec, pool: Sequence[ProfileRec], k: int, r: random.Random,
+                 distinct_vectors: bool = True) -> list[ProfileRec] | None:
+    """``k`` distractor profiles from ``pool`` (profiles sharing ≥ 3 dimensions with ``target``, see
+    :func:`similar_profiles`): fine-grained pairs first, then farther ones, random inside each distance band; with
+    ``distinct_vectors`` no two picks share a tier vector. ``None`` if the pool is too small."""
     by_dist: dict[int, list[ProfileRec]] = {}
     for p in pool:
         by_dist.setdefault(hamming(target, p), []).append(p)
     ordered: list[ProfileRec] = []
     for d in sorted(by_dist):
-        band = list(by_dist[d])
+        band = sorted(by_dist[d], key=lambda p: p.profile_id)
         r.shuffle(band)
         ordered.extend(band)
     picked: list[ProfileRec] = []

@@ -94,6 +94,9 @@ class BenchInputs:
     trajectories: list[TrajRec]
     rendered: frozenset[str] = frozenset()
     _by_profile: dict[str, list[TrajRec]] = field(default_factory=dict, init=False, repr=False)
+    _profiles: dict[str, ProfileRec] = field(default_factory=dict, init=False, repr=False)
+    _tasks: dict[str, TaskRec] = field(default_factory=dict, init=False, repr=False)
+    _similar: dict[tuple[str, int], list[ProfileRec]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.profiles = sorted(self.profiles, key=lambda p: p.profile_id)
@@ -101,18 +104,30 @@ class BenchInputs:
         self.trajectories = sorted(self.trajectories, key=lambda t: t.trajectory_id)
         for t in self.trajectories:
             self._by_profile.setdefault(t.profile_id, []).append(t)
+        self._profiles = {p.profile_id: p for p in self.profiles}
+        self._tasks = {t.task_id: t for t in self.tasks}
 
     def profile(self, pid: str) -> ProfileRec:
-        for p in self.profiles:
-            if p.profile_id == pid:
-                return p
-        raise KeyError(f"unknown profile {pid!r}")
+        try:
+            return self._profiles[pid]
+        except KeyError:
+            raise KeyError(f"unknown profile {pid!r}") from None
 
     def task(self, tid: str) -> TaskRec:
-        for t in self.tasks:
-            if t.task_id == tid:
-                return t
-        return TaskRec(task_id=tid)
+        return self._tasks.get(tid) or TaskRec(task_id=tid)
+
+    def similar(self, pid: str, min_shared: int) -> list[ProfileRec]:
+        """Profiles 1..(6 − ``min_shared``) dimensions away from ``pid``, nearest first (cached)."""
+        key = (pid, min_shared)
+        if key not in self._similar:
+            target = self.profile(pid)
+            near = []
+            for p in self.profiles:
+                dist = sum(a != b for a, b in zip(target.vector(), p.vector()))
+                if 1 <= dist <= len(DIMENSIONS) - min_shared:
+                    near.append((dist, p.profile_id, p))
+            self._similar[key] = [p for _, _, p in sorted(near, key=lambda x: x[:2])]
+        return self._similar[key]
 
     def trajectories_of(self, pid: str) -> list[TrajRec]:
         return list(self._by_profile.get(pid, []))

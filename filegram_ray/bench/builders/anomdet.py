@@ -12,7 +12,15 @@ the paper's 815 for 20 × 32 (reference §9.1), scaled by profiles × tasks / (2
 
 from __future__ import annotations
 
-from filegram_ray.bench.common import Draft, quotas, rng, scaled_count, session_label, similar_profiles
+from filegram_ray.bench.common import (
+    MIN_SHARED_DIMS,
+    Draft,
+    hamming,
+    quotas,
+    rng,
+    scaled_count,
+    session_label,
+)
 from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS
@@ -32,12 +40,14 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
     eligible = []
     for p in inputs.profiles:
         own = [t for t in inputs.trajectories_of(p.profile_id) if not t.perturbed]
-        if len(own) >= CHOICE_RANGE[0] - 1 and similar_profiles(p, inputs.profiles):
+        if len(own) >= CHOICE_RANGE[0] - 1 and inputs.similar(p.profile_id, MIN_SHARED_DIMS):
             eligible.append(p)
     quota = quotas(target, [p.profile_id for p in eligible])
     for p in eligible:
         own = sorted((t for t in inputs.trajectories_of(p.profile_id) if not t.perturbed), key=lambda t: t.task_id)
-        sims = similar_profiles(p, inputs.profiles)
+        sims = inputs.similar(p.profile_id, MIN_SHARED_DIMS)
+        nearest = min(hamming(p, s) for s in sims)
+        near = [s for s in sims if hamming(p, s) == nearest]
         r = rng(seed, NAME, p.profile_id)
         seen: set[tuple] = set()
         made = 0
@@ -45,8 +55,6 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             if made >= quota[p.profile_id]:
                 break
             # fine-grained first: nearest distance band with probability 1/2, else any similar profile
-            near = [s for s in sims if sum(s.tiers[d] != p.tiers[d] for d in DIMENSIONS) ==
-                    min(sum(x.tiers[d] != p.tiers[d] for d in DIMENSIONS) for x in sims)]
             imp = r.choice(near if r.random() < 0.5 else sims)
             diff = {d for d in DIMENSIONS if imp.tiers[d] != p.tiers[d]}
             cands = [t for t in inputs.trajectories_of(imp.profile_id) if not t.perturbed

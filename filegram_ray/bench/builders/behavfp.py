@@ -16,6 +16,7 @@ sets) profiles without three distinct ≥ 3-shared neighbours yield no items.
 from __future__ import annotations
 
 from filegram_ray.bench.common import (
+    MIN_SHARED_DIMS,
     Draft,
     describe_tiers,
     pick_similar,
@@ -42,7 +43,7 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             if t.perturbed:
                 continue
             r = rng(seed, NAME, t.trajectory_id)
-            others = pick_similar(p, inputs.profiles, N_CHOICES - 1, r)
+            others = pick_similar(p, inputs.similar(p.profile_id, MIN_SHARED_DIMS), N_CHOICES - 1, r)
             if others is None:
                 continue
             drafts.append(Draft(

@@ -13,7 +13,8 @@ between "User 1" and "User 2"? Exactly one option is true:
 
 Hence 2–4 options (reference §9.1), depending on how many shared dimensions the pair has.
 
-COUNTS: the pool is every ordered-by-seed profile pair × task where both sessions are usable and differ on a
+COUNTS: the pool is every profile pair (order decided by the seed; a random subset of
+:data:`PAIR_POOL_FACTOR` × items-per-task pairs when there are more) × task where both sessions are usable and differ on a
 probed dimension; it is sampled evenly over pairs down to the paper's 1,134 for 20 × 32 (reference §9.1), scaled by
 profiles × tasks / (20 × 32) for other sets.
 """
@@ -31,6 +32,8 @@ NAME = "TraceDis"
 #: Fingerprint positions per dimension (reference §7.3 table: #1–3 A, #4–6 B, #7–9 C, #10–12 D, #13–14 E, #15–17 F).
 FINGERPRINT_SLICES = {"A": (0, 3), "B": (3, 6), "C": (6, 9), "D": (9, 12), "E": (12, 14), "F": (14, 17)}
 _TIER_POS = {"L": 0, "M": 1, "R": 2}
+#: Candidate pairs per task, as a multiple of the items wanted per task, before pairs are sampled (large sets).
+PAIR_POOL_FACTOR = 8
 
 
 def default_count(inputs: BenchInputs) -> int:
@@ -53,15 +56,30 @@ def fingerprint_gap(a: TrajRec, b: TrajRec, d: str) -> float:
     return sum(gaps) / len(gaps)
 
 
+def _pairs(pids: list[str], per_task: int, r) -> list[tuple[str, str]]:
+    """Every pair when there are at most :data:`PAIR_POOL_FACTOR` × ``per_task`` of them, else that many distinct
+    random pairs (large profile sets: the pool stays linear in the number of items wanted)."""
+    n_pairs = len(pids) * (len(pids) - 1) // 2
+    want = PAIR_POOL_FACTOR * per_task
+    if n_pairs <= want:
+        return list(combinations(pids, 2))
+    seen: set[tuple[str, str]] = set()
+    while len(seen) < want:
+        a, b = r.sample(pids, 2)
+        seen.add((a, b) if a < b else (b, a))
+    return sorted(seen)
+
+
 def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
     by_task: dict[str, dict[str, TrajRec]] = {}
     for t in inputs.trajectories:
         by_task.setdefault(t.task_id, {})[t.profile_id] = t
     drafts: list[Draft] = []
+    per_task = -(-target // max(len(by_task), 1))
     for task_id in sorted(by_task):
         task = inputs.task(task_id)
         probed = list(task.dimensions) or list(DIMENSIONS)
-        for pa, pb in combinations(sorted(by_task[task_id]), 2):
+        for pa, pb in _pairs(sorted(by_task[task_id]), per_task, rng(seed, NAME, task_id, "pairs")):
             r = rng(seed, NAME, task_id, pa, pb)
             a, b = by_task[task_id][pa], by_task[task_id][pb]
             if r.random() < 0.5:
