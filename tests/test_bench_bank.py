@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import bench_synth as bs
 import pytest
 
-import bench_synth as bs
 from filegram_ray.bench.answerers import OracleAnswerer, RandomAnswerer, score_mcq, validate_items
 from filegram_ray.bench.bank import build_bank
 from filegram_ray.bench.builders import BUILDERS, PENDING

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+import bench_synth as bs
 import polars as pl
 import pytest
 
-import bench_synth as bs
 from filegram_ray.bench.answerers import OracleAnswerer, score_mcq, validate_items
 from filegram_ray.bench.schema import AnswerKey, Item
 from filegram_ray.bench.stage import run_bench
@@ -15,13 +15,12 @@ from filegram_ray.config import load_config
 from filegram_ray.storage import RunDir
 
 
-
 @pytest.fixture()
 def synth_run(tmp_path, monkeypatch):
     run = RunDir(tmp_path / "run")
     bs.write_run(run)
     # the stage loads profiles/tasks through the project loaders; point them at the synthetic set
-    import filegram_ray.bench.stage as stage
+    from filegram_ray.bench import stage
 
     real = stage.load_bench_inputs
     monkeypatch.setattr(stage, "load_bench_inputs",
