@@ -119,3 +119,21 @@ def test_build_store_names_malformed_file(tmp_path):
     root = make_run(tmp_path / "run")
     with pytest.raises(ValueError, match="T-03/events.json"):
         build_store_from_trajectory_dirs(sorted((root / "trajectories" / "pa_reader").iterdir()))
+
+
+@pytest.mark.slow
+def test_encode_on_ray_matches_serial(tmp_path):
+    """The Ray Data path (map + actor-pool map_batches) gives the same stores as --serial."""
+    import ray
+
+    a = make_run(tmp_path / "a")
+    b = make_run(tmp_path / "b")
+    run_encode(_cfg(a), serial=True)
+    try:
+        s = run_encode(_cfg(b), serial=False)
+    finally:
+        ray.shutdown()
+    assert s["errors"] == 1 and s["profiles"] == 2
+    for p in PROFILES:
+        sa, sb = load_store(RunDir(a), p), load_store(RunDir(b), p)
+        assert sa.to_json() == sb.to_json()
