@@ -393,8 +393,8 @@ def _plant_kb(world: World, rng: random.Random, domain: str = "finance", subdirs
              ("glossary.md", "Glossary")]
     out = [FileSpec(p, "md", f.doc("finance", title=t, n_sections=3)) for p, t in files]
     index = Doc(title="Investment Analysis Methodology - Index",
-                sections=[("How to use this knowledge base", [f"Maintained by {world.owner}. Start with the "
-                                                               "framework, then the metrics reference."]),
+                sections=[("How to use this knowledge base", [(f"Maintained by {world.owner}. Start with the "
+                                                               "framework, then the metrics reference.")]),
                           ("Contents", [f"- [{t}]({p})" for p, t in files])])
     out.append(FileSpec("index.md", "md", index, "pre-built KB index (T-10)"))
     return out
@@ -419,9 +419,9 @@ def _plant_inconsistencies(world: World, rng: random.Random) -> tuple[list[FileS
     def d(title, secs):
         return Doc(title=f"{co} - {title}", sections=secs)
     docs = {
-        "project_overview.md": d("Project Overview", [("Summary", [f"{co} is building the Horizon analytics "
+        "project_overview.md": d("Project Overview", [("Summary", [(f"{co} is building the Horizon analytics "
                                                                    f"platform. CEO: {ceo}. Team size: {team} "
-                                                                   f"employees. Planned launch: {launch.isoformat()}."]),
+                                                                   f"employees. Planned launch: {launch.isoformat()}.")]),
                                                       ("Budget", [f"Approved project budget: ${budget:,}."])]),
         "financial_summary.md": d("Financial Summary", [("FY revenue", [f"Annual revenue: ${revenue:,}."]),
                                                         ("Project budget", [f"Horizon budget: ${wrong_budget:,}."]),
@@ -434,11 +434,11 @@ def _plant_inconsistencies(world: World, rng: random.Random) -> tuple[list[FileS
                                                                      f"- Revenue reported as ${revenue:,}."])]),
         "project_timeline.md": d("Project Timeline", [("Milestones", [f"- Beta: {world.day(60).isoformat()}",
                                                                       f"- Launch: {wrong_launch.isoformat()}"])]),
-        "client_proposal.md": d("Client Proposal", [("About us", [f"{co}, led by CEO {ceo}, has {team} employees and "
-                                                                  f"annual revenue of ${wrong_revenue:,}."]),
+        "client_proposal.md": d("Client Proposal", [("About us", [(f"{co}, led by CEO {ceo}, has {team} employees and "
+                                                                  f"annual revenue of ${wrong_revenue:,}.")]),
                                                     ("Offer", f.sentences("business", 2))]),
-        "quarterly_report.md": d("Quarterly Report", [("Highlights", [f"Headcount {team}; launch on track for "
-                                                                      f"{launch.isoformat()}; budget ${budget:,}."]),
+        "quarterly_report.md": d("Quarterly Report", [("Highlights", [(f"Headcount {team}; launch on track for "
+                                                                      f"{launch.isoformat()}; budget ${budget:,}.")]),
                                                       ("Details", f.sentences("business", 3))]),
     }
     facts = [
@@ -505,13 +505,13 @@ def _plant_bull_bear(world: World, rng: random.Random) -> tuple[list[FileSpec], 
     debt = [round(rng.uniform(100, 150) * (1.25 ** i), 1) for i in range(len(years))]
     cagr = round(((rev[-1] / rev[0]) ** (1 / (len(years) - 1)) - 1) * 100, 1)
     co = "NovaTech Corp"
-    bull = Doc(f"{co}: Bullish Analysis", [("Thesis", [f"Revenue grew at a {cagr + 6:.1f}% CAGR over five years, "
-                                                       "well ahead of peers.",  # overstated claim
+    bull = Doc(f"{co}: Bullish Analysis", [("Thesis", [(f"Revenue grew at a {cagr + 6:.1f}% CAGR over five years, "
+                                                       "well ahead of peers."),  # overstated claim
                                                        f"Market share is stable at about {share[0]}%."]),
                                            ("Rating", ["Buy."])])
-    bear = Doc(f"{co}: Bearish Analysis", [("Thesis", [f"Debt more than doubled to ${debt[-1]}M while market share "
-                                                       f"fell to {share[-1]}%.", f"Revenue CAGR of {cagr}% is "
-                                                                                 "unremarkable."]),
+    bear = Doc(f"{co}: Bearish Analysis", [("Thesis", [(f"Debt more than doubled to ${debt[-1]}M while market share "
+                                                       f"fell to {share[-1]}%."), (f"Revenue CAGR of {cagr}% is "
+                                                                                 "unremarkable.")]),
                                            ("Rating", ["Sell."])])
     out = [FileSpec("analysis_bullish.md", "md", bull), FileSpec("analysis_bearish.md", "md", bear),
            FileSpec("raw_data/revenue_history.csv", "csv", [["year", "revenue_musd"]] + [[str(y), str(v)] for y, v in
@@ -530,8 +530,8 @@ def _plant_bull_bear(world: World, rng: random.Random) -> tuple[list[FileSpec], 
 def _plant_batches(world: World, rng: random.Random) -> tuple[list[FileSpec], list[dict]]:
     f = Filler(world, rng)
     out = [FileSpec("index.md", "md", Doc("Legal Reference Knowledge Base - Index",
-                                          [("Sections", ["- case_law/: family law cases", "- criminal_law/: drug "
-                                                         "offences", "- court_procedures/: court attendance",
+                                          [("Sections", ["- case_law/: family law cases", ("- criminal_law/: drug "
+                                                         "offences"), "- court_procedures/: court attendance",
                                                          "- client_matters/: client affairs"])]))]
     facts = []
     for b in (1, 2, 3):

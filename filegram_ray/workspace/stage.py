@@ -118,6 +118,6 @@ def run_seed(config) -> dict[str, Any]:
         from filegram_ray.schema.meta import record_stage
 
         record_stage(run, STAGE, {k: v for k, v in summary.items() if k != "errors"} | {"n_errors": len(errors)})
-    except Exception as exc:  # run.json bookkeeping must not lose the built bundles
+    except Exception as exc:  # noqa: BLE001  run.json bookkeeping must not lose the built bundles
         print(f"warning: could not record the seed stage in run.json: {exc}")
     return summary

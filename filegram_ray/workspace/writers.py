@@ -448,7 +448,7 @@ def _piper_voice():
         from piper import PiperVoice
 
         return PiperVoice.load(joe.model_path(), config_path=joe.config_path())
-    except Exception:  # optional dependency: fall back to the synthetic signal
+    except Exception:  # noqa: BLE001  optional dependency: fall back to the synthetic signal
         return None
 
 
