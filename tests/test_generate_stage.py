@@ -1,0 +1,93 @@
+"""Generate stage: serial run, resume, error rows, determinism, and an actor killed mid-run (Ray)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from filegram_ray.config import load_config
+from filegram_ray.engine.generate import GenerateWorker, plan_units, run_generate
+from filegram_ray.runtime import map_units
+from filegram_ray.storage import RunDir
+
+# Empty-workspace tasks (T-03, T-04) keep the bundle cost near zero; T-09 has one input file.
+PROFILES = ["p3", "p17"]
+TASKS = ["T-03", "T-09"]
+
+
+def cfg_for(run_dir: Path, **gen):
+    overrides = [f"run_dir={run_dir}", "seed=7"]
+    cfg = load_config(None, overrides)
+    data = cfg.model_dump()
+    data.update(profiles=PROFILES, tasks=TASKS, generate={"num_actors": 2, "num_cpus_per_actor": 0.5, **gen})
+    return type(cfg).model_validate(data)
+
+
+def test_serial_generate_resume_and_determinism(tmp_path):
+    cfg = cfg_for(tmp_path / "run1", serial=True)
+    rec = run_generate(cfg)
+    assert rec["ok"] == 4 and rec["error"] == 0
+    run = RunDir(str(tmp_path / "run1"))
+    idx = run.read_table("trajectories/index.parquet")
+    assert sorted(idx["trajectory_id"].to_list()) == sorted(f"{p}/{t}" for p in
+                                                            ("p3_efficient_executor", "p17_creative_archivist")
+                                                            for t in TASKS)
+    assert set(idx["status"].to_list()) == {"ok"}
+    outs = run.read_table("trajectories/outputs.parquet")
+    assert outs.height >= 4 and set(outs.columns) == {"trajectory_id", "profile_id", "task_id", "path",
+                                                      "file_type", "bytes", "sha256"}
+    tdir = tmp_path / "run1" / "trajectories" / "p17_creative_archivist" / "T-03"
+    for name in ("events_raw.json", "events.json", "summary.json", "meta.json", "media/manifest.json"):
+        assert (tdir / name).exists(), name
+    meta = json.loads((tdir / "meta.json").read_text())
+    assert meta["trajectory_id"] == "p17_creative_archivist/T-03" and meta["agent_kind"] == "persona-simulator"
+    assert "generate" in run.read_json("run.json")["stages"]
+    # resume: everything is skipped
+    rec2 = run_generate(cfg)
+    assert rec2["skipped"] == 4 and rec2["ok"] == 4
+    # same seed, another run dir → identical bytes
+    run_generate(cfg_for(tmp_path / "run2", serial=True))
+    for p in (tmp_path / "run1" / "trajectories").rglob("*"):
+        if p.is_file() and p.suffix != ".parquet":
+            q = tmp_path / "run2" / p.relative_to(tmp_path / "run1")
+            assert q.read_bytes() == p.read_bytes(), p
+
+
+def test_bad_unit_becomes_error_row(tmp_path):
+    cfg = cfg_for(tmp_path / "run", serial=True)
+    units = plan_units(cfg, __import__("filegram_ray.engine.generate", fromlist=["x"]).GenerateConfig())[:2]
+    bad = dict(units[0], unit_id="pX_bad/T-03", profile={**units[0]["profile"], "tiers": {"A": "Q"}})
+    rows = map_units(GenerateWorker, [bad, *units], init_kwargs={"run_uri": str(tmp_path / "run")}, serial=True,
+                     stage="generate", progress=False)
+    st = {r["unit"]: r["status"] for r in rows}
+    assert st["pX_bad/T-03"] == "error" and sum(v == "ok" for v in st.values()) == 2
+    err = next(r for r in rows if r["status"] == "error")
+    assert "tiers" in err["error"]
+
+
+def test_unknown_profile_id_is_a_clear_error(tmp_path):
+    cfg = cfg_for(tmp_path / "run", serial=True)
+    data = cfg.model_dump()
+    data["profiles"] = ["p999"]
+    with pytest.raises(ValueError, match="p999"):
+        run_generate(type(cfg).model_validate(data))
+
+
+def test_actor_killed_mid_run_every_trajectory_once(tmp_path, ray_local):
+    marker = tmp_path / "crashed.marker"
+    cfg = cfg_for(tmp_path / "run", crash_on_unit="p3_efficient_executor/T-09", crash_marker=str(marker))
+    first = run_generate(cfg)
+    assert marker.exists(), "the chosen unit never crashed its actor"
+    # The rerun (marker present: no more crashes) finishes whatever the first run could not.
+    rec = run_generate(cfg)
+    assert rec["ok"] == 4 and rec["error"] == 0
+    assert rec["skipped"] == first["ok"] - first.get("skipped", 0)
+    run = RunDir(str(tmp_path / "run"))
+    idx = run.read_table("trajectories/index.parquet")
+    assert idx.height == 4 and idx["trajectory_id"].n_unique() == 4
+    assert idx.filter(pl.col("status") == "ok").height == 4
+    done = run.done_records("generate")
+    assert sorted(r["unit"] for r in done) == sorted(idx["trajectory_id"].to_list())
