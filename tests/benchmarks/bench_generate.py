@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from filegram_ray.config import load_config  # noqa: E402
-from filegram_ray.engine.generate import run_generate  # noqa: E402
-from filegram_ray.storage import RunDir  # noqa: E402
+from filegram_ray.config import load_config
+from filegram_ray.engine.generate import run_generate
+from filegram_ray.storage import RunDir
 
 
 def main(argv=None) -> int:

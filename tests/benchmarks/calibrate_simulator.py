@@ -23,10 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from filegram_ray.config import load_config  # noqa: E402
-from filegram_ray.engine.generate import KEPT_TYPES, run_generate  # noqa: E402
-from filegram_ray.engine.simulator.calibration import (BANDS, DIM_FEATURES, classify_profile, flatten,  # noqa: E402
-                                                       procedural)
+from filegram_ray.config import load_config
+from filegram_ray.engine.generate import KEPT_TYPES, run_generate
+from filegram_ray.engine.simulator.calibration import (
+    BANDS,
+    DIM_FEATURES,
+    classify_profile,
+    flatten,
+    procedural,
+)
 
 #: Task types where each dimension is strongly expressed (TIER_TARGETS §5 "S" cells).
 STRONG = {"A": {"understand", "synthesize"}, "B": {"understand", "synthesize", "create"},
