@@ -246,3 +246,9 @@ def test_all_32_bundles(tmp_path):
                 _open(info.out_dir / "files" / f.path, f.kind)
         shutil.rmtree(info.out_dir / "files")
     assert abs(total - 615) <= 61
+
+
+def test_t09_report_is_about_2000_words(tmp_path):
+    info = build_bundle(_tasks()["T-09"], 11, tmp_path)
+    words = len(extract_text(info.out_dir / "files" / "research_report.md").split())
+    assert info.n_files == 1 and 1700 <= words <= 2300, words

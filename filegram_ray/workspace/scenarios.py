@@ -364,7 +364,9 @@ def _plant_long_report(world: World, rng: random.Random) -> list[FileSpec]:
              "Findings", "Discussion", "Limitations", "Recommendations", "Conclusion"]
     sections = []
     for h in heads:
-        paras = [" ".join(f.sentences("business", 8) + f.sentences("finance", 6)) for _ in range(2)]
+        # ~16 template sentences of ~12 words per section x 10 sections = about 2,000 words (ref §6.3 T-09)
+        paras = [" ".join(f.sentences("business", 6) + f.sentences("finance", 4)),
+                 " ".join(f.sentences("business", 4) + f.sentences("finance", 2))]
         sections.append((h, paras))
     doc = Doc(title=f"Remote Collaboration and Productivity at {world.firm}: A Mixed-Methods Study", sections=sections)
     return [FileSpec("research_report.md", "md", doc, "~2,000-word academic report (T-09)")]
