@@ -384,7 +384,11 @@ def split_sections(text: str, params: SectionParams | None = None, doc_title: st
         pending: tuple[str, int, list[Block]] | None = None
         for sec in raw:
             if pending is not None:
-                sec = (pending[0] or sec[0], pending[1] or sec[1], pending[2] + sec[2])
+                # a heading-only remnant (e.g. the document title) takes the next section's name
+                if all(b.kind == "heading" for b in pending[2]) or not pending[0]:
+                    sec = (sec[0], sec[1], pending[2] + sec[2])
+                else:
+                    sec = (pending[0], pending[1], pending[2] + sec[2])
                 pending = None
             if sum(b.size for b in sec[2]) < p.min_chars:
                 pending = sec
@@ -405,7 +409,8 @@ def split_sections(text: str, params: SectionParams | None = None, doc_title: st
         groups = _pack(flat, p.target_chars) if flat else [[]]
         # a too-small tail joins the previous group
         if len(groups) > 1 and sum(b.size for b in groups[-1]) < p.min_chars:
-            groups[-2] = groups[-2] + groups.pop()
+            tail = groups.pop()
+            groups[-1] = groups[-1] + tail
         parts = [("", 0, g) for g in groups]
     lang_doc = detect_language(text)
     sections = []

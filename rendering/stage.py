@@ -34,7 +34,7 @@ import time
 from collections import Counter, defaultdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.runtime import Progress
 from filegram_ray.storage import RunDir
@@ -87,6 +87,17 @@ class RenderConfig(BaseModel):
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
     batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
     limit: int | None = Field(None, description="render only the first N text outputs (smoke runs)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_pools(cls, data: Any) -> Any:
+        """``--set render.pools.documents.size=4`` changes one key of a default pool, keeping its formats."""
+        if isinstance(data, dict) and isinstance(data.get("pools"), dict):
+            merged = {k: v.model_dump() for k, v in _default_pools().items()}
+            for name, pool in data["pools"].items():
+                merged[name] = {**merged.get(name, {}), **(pool or {})}
+            data = {**data, "pools": merged}
+        return data
 
     def section_params(self) -> SectionParams:
         return SectionParams(self.min_chars, self.target_chars, self.max_chars)

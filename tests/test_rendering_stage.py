@@ -1,0 +1,85 @@
+"""The render stage on a tiny synthetic run directory: serial and with Ray, resumable, broken inputs as error rows."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from filegram_ray.config import load_config
+from filegram_ray.storage import RunDir
+from rendering.recover import recover_bytes
+from rendering.stage import INDEX_COLUMNS, INDEX_PATH, run_render
+from rendering.synthetic import write_synthetic_run
+
+CHEAP = ["render.formats=[pdf,docx,md,pptx,xlsx,png_page]"]
+
+
+def _make_run(uri: str, n: int = 6) -> RunDir:
+    run = RunDir(uri)
+    rows = write_synthetic_run(run, n, seed=5)
+    run.write_bytes("trajectories/p1_en/T-09/outputs/bad.md", b"\xff\xfe\x00 binary junk")
+    run.write_bytes("trajectories/p1_en/T-09/outputs/chart.xlsx", b"PK not text")
+    extra = [{"trajectory_id": "p1_en/T-09", "profile_id": "p1_en", "task_id": "T-09", "path": p, "file_type": t,
+              "bytes": 1, "sha256": "0"} for p, t in (("bad.md", "md"), ("gone.md", "md"), ("chart.xlsx", "xlsx"))]
+    run.write_table("trajectories/outputs.parquet", rows + extra)
+    return run
+
+
+def _cfg(uri: str, extra: list[str] | None = None):
+    return load_config(overrides=[f"run_dir={uri}", *(extra or [])])
+
+
+def test_serial_stage_index_resume_and_errors(tmp_path):
+    uri = str(tmp_path / "run")
+    run = _make_run(uri)
+    rec = run_render(_cfg(uri, CHEAP), serial=True, progress=False)
+    assert rec["outputs"] == 8 and rec["ignored_non_text"] == 1
+    idx = run.read_table(INDEX_PATH)
+    assert list(idx.columns) == list(INDEX_COLUMNS)
+    errors = idx.filter(pl.col("status") == "error")
+    assert sorted(errors["source"].to_list()) == ["bad.md", "gone.md"]
+    assert any("not a text file" in e for e in errors["error"].to_list())
+    assert any("missing file" in e for e in errors["error"].to_list())
+    ok = idx.filter(pl.col("status") == "ok")
+    assert ok.height >= 4 * 6  # ≥4 derivatives per output (policy)
+    assert set(ok["format"].to_list()) <= {"pdf", "docx", "md", "pptx", "xlsx", "png_page"}
+    for row in ok.iter_rows(named=True):
+        assert row["path"].startswith(f"derivatives/{row['profile_id']}/{row['task_id']}/")
+        data = run.read_bytes(row["path"])
+        assert len(data) == row["bytes"]
+        if row["format"] in ("pdf", "docx", "md"):
+            assert row["section_title"].split(" (")[0][:6] in recover_bytes(data, row["path"].rsplit(".", 1)[1])
+        if row["format"] == "png_page":
+            assert row["caption"] and recover_bytes(data, "png") == row["caption"]
+    # rerun: nothing left to render but the two broken inputs; index unchanged for ok rows
+    rec2 = run_render(_cfg(uri, CHEAP), serial=True, progress=False)
+    assert rec2["units_planned"] == 2 and rec2["units_already_done"] == ok.height
+    idx2 = run.read_table(INDEX_PATH)
+    assert idx2.filter(pl.col("status") == "ok").sort("unit_id").equals(ok.sort("unit_id"))
+    # same seed → same bytes in a fresh run directory
+    uri3 = str(tmp_path / "run3")
+    _make_run(uri3)
+    run_render(_cfg(uri3, CHEAP), serial=True, progress=False)
+    idx3 = RunDir(uri3).read_table(INDEX_PATH).filter(pl.col("status") == "ok")
+    assert idx3.select("unit_id", "sha256").sort("unit_id").equals(ok.select("unit_id", "sha256").sort("unit_id"))
+
+
+def test_bad_render_section_rejected():
+    with pytest.raises(ValueError, match="unknown format"):
+        run_render(_cfg("memory://render-bad", ["render.formats=[pdf,gif]"]), serial=True, progress=False)
+    with pytest.raises(FileNotFoundError, match="outputs.parquet"):
+        run_render(_cfg("memory://render-empty"), serial=True, progress=False)
+
+
+def test_ray_stage_matches_serial(ray_local, tmp_path):
+    opts = ["render.formats=[pdf,md]", "render.pools.documents.size=1", "render.batch_size=8"]
+    a, b = str(tmp_path / "ray"), str(tmp_path / "serial")
+    _make_run(a, n=3)
+    _make_run(b, n=3)
+    rec = run_render(_cfg(a, opts), progress=False)
+    run_render(_cfg(b, opts), serial=True, progress=False)
+    assert not rec["serial"]
+    ia = RunDir(a).read_table(INDEX_PATH).select("unit_id", "status", "sha256").sort("unit_id")
+    ib = RunDir(b).read_table(INDEX_PATH).select("unit_id", "status", "sha256").sort("unit_id")
+    assert ia.height > 6 and ia.equals(ib)
+    assert ia.filter(pl.col("status") == "error").height == 2
