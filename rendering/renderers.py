@@ -547,9 +547,9 @@ def build_png_chart(obj: Section | Document) -> Rendered:
 
 
 # ----------------------------------------------------------------------------------------------------- WAV
-#: default narration length: ours (§10's spoken briefing is ≤200 words; 45 words ≈ 15 s keeps TTS within the
+#: default narration length: ours (§10's spoken briefing is ≤200 words; 30 words ≈ 11 s of speech keeps TTS within the
 #: stage's time budget at piper's measured real-time factor, ENVIRONMENT_FACTS §8)
-NARRATION_MAX_WORDS = 45
+NARRATION_MAX_WORDS = 30
 
 
 def narration_script(obj: Section | Document, max_words: int = NARRATION_MAX_WORDS) -> str:

@@ -82,7 +82,7 @@ class RenderConfig(BaseModel):
     max_chars: int = SectionParams.max_chars
     min_per_output: int = Field(4, description="least derivatives per output (policy step 4)")
     boost: dict[str, float] = Field(default_factory=lambda: {"spreadsheet": 4.0, "audio": 2.0})
-    narration_max_words: int = Field(45, description="words of the spoken briefing (renderers.NARRATION_MAX_WORDS)")
+    narration_max_words: int = Field(30, description="words of the spoken briefing (renderers.NARRATION_MAX_WORDS)")
     pools: dict[str, PoolConfig] = Field(default_factory=_default_pools)
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
     batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
@@ -174,7 +174,7 @@ class RenderWorker:
         load_tts: load the piper voice now (the TTS pool's actors); otherwise it is loaded on the first audio unit.
     """
 
-    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, narration_max_words: int = 45,
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, narration_max_words: int = 30,
                  load_tts: bool = False):
         self.run = RunDir(run_uri, storage_options)
         self.max_words = narration_max_words

@@ -9,6 +9,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -78,6 +79,7 @@ def stage(n_outputs: int, use_ray: bool) -> None:
           f"{t_full / 60:.1f} min ({'within' if t_full <= GOAL_S else 'OVER'} the 10-min goal; "
           f"{'2 Ray actors pools' if use_ray else 'serial = 1 core'}; per-format seconds: "
           + ", ".join(f"{f}={s:.1f}" for f, s in sorted(_secs(idx).items())) + ")")
+    print(f"machine load average during the run (1/5/15 min, 2 cores): {os.getloadavg()}")
     print(f"stage record: units_planned={rec['units_planned']} files/s={rec['files_per_s']}; run dir {tmp}")
 
 
