@@ -122,6 +122,7 @@ def test_build_store_names_malformed_file(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_encode_on_ray_matches_serial(tmp_path):
     """The Ray Data path (map + actor-pool map_batches) gives the same stores as --serial."""
     import ray

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 import statistics
 from collections import Counter
 from typing import Any
@@ -26,6 +27,7 @@ from filegram_ray.memory.episodes import LLMFn
 from filegram_ray.memory.semantic import MULTIMODAL_TYPES, file_type_of
 
 log = logging.getLogger(__name__)
+_SPACE_RE = re.compile(r"\s+")
 
 __all__ = [
     "ConsolidateConfig",
@@ -316,7 +318,7 @@ def content_chunks(engrams: list[Engram], flags: dict[str, bool], cfg: Consolida
             if c["file_type"] in MULTIMODAL_TYPES:
                 continue
             text = c["full_content"] or c["content_preview"]
-            if sum(1 for ch in text if not ch.isspace()) < C.CONTENT_CHUNK_MIN_CHARS:
+            if len(_SPACE_RE.sub("", text)) < C.CONTENT_CHUNK_MIN_CHARS:
                 continue
             for i in range(0, len(text), cfg.chunk_size):
                 piece = text[i:i + cfg.chunk_size].strip()

@@ -28,6 +28,8 @@ def anonymize_path(path: str | None) -> str:
     if not path:
         return ""
     p = str(path)
+    if "/sandbox/" not in p and not p.startswith("/") and ":" not in p:
+        return p  # already relative (the common case for filtered events.json)
     m = _SANDBOX_RE.search(p)
     if m:
         rest = p[m.end():].strip("/")

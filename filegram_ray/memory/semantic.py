@@ -25,15 +25,14 @@ from filegram_ray.memory.normalize import NormalizedEvent
 
 __all__ = ["cjk_ratio", "file_type_of", "llm_descriptor", "parse_content", "rule_descriptor", "semantic_unit"]
 
+_SPACE_RE = re.compile(r"\s+")
 _CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 
 
 def cjk_ratio(text: str) -> float:
     """Share of non-space characters that are CJK (Chinese/Japanese/Korean)."""
-    chars = [c for c in text if not c.isspace()]
-    if not chars:
-        return 0.0
-    return sum(1 for c in chars if _CJK_RE.match(c)) / len(chars)
+    n = len(_SPACE_RE.sub("", text))
+    return len(_CJK_RE.findall(text)) / n if n else 0.0
 
 
 def file_type_of(path: str) -> str:
