@@ -73,6 +73,7 @@ class Problem:
 STOPWORDS = frozenset(["a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "with", "without", "from", "by", "at", "as", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "these", "those", "than", "then", "there", "their", "them", "they", "one", "two", "three", "each", "every", "only", "once", "user", "users", "session", "sessions", "into", "over", "under", "more", "most", "less", "least", "some", "many", "much", "very", "other", "others", "not", "no", "nor", "but", "which", "what", "how", "when", "whereas", "work", "working", "files", "file"])
 _WORD = re.compile(r"[a-z]+")
 _TIER_LETTER = re.compile(r"\b(?:tier|level)\s+[LMR]\b|\b[LMR]\s*(?:→|->)\s*[LMR]\b|\b[LMR]/[LMR]\b")
+_ID_TOKEN = re.compile(r"[\w\-.]+")
 _UNDERSCORE_TOKEN = re.compile(r"\b[a-z]+_[a-z_]+\b")
 
 
@@ -101,8 +102,9 @@ def validate_items(items: Sequence[Item], keys: Sequence[AnswerKey],
     for k in keys:
         key_by_id[k.question_id].append(k)
     seen: set[str] = set()
-    pids = [p for p in profile_ids if p]
-    names = [n for n in profile_names if n and len(n) >= 3]
+    pids = {p.lower() for p in profile_ids if p}
+    names = sorted({n.lower() for n in profile_names if n and len(n) >= 3}, key=len, reverse=True)
+    name_re = re.compile("|".join(re.escape(n) for n in names)) if names else None
     banned_tokens = set(ATTRIBUTE_TOPIC) | {v for vs in JUDGE_VALUE_SPACE.values() for v in vs if "_" in v}
     for it in items:
         qid = it.question_id
@@ -141,12 +143,10 @@ def validate_items(items: Sequence[Item], keys: Sequence[AnswerKey],
         text = " ".join([public["question"], *public["choices"].values(), *public["context"]["labels"],
                          public["context"]["held_out"] or ""])
         low = text.lower()
-        for pid in pids:
-            if re.search(rf"(?<![\w]){re.escape(pid.lower())}(?![\w])", low):
-                problems.append(Problem(qid, "leak", f"profile id {pid!r} in public text"))
-        for name in names:
-            if name.lower() in low:
-                problems.append(Problem(qid, "leak", f"profile name {name!r} in public text"))
+        for tok in sorted(set(_ID_TOKEN.findall(low)) & pids):
+            problems.append(Problem(qid, "leak", f"profile id {tok!r} in public text"))
+        if name_re is not None and (m := name_re.search(low)):
+            problems.append(Problem(qid, "leak", f"profile name {m.group(0)!r} in public text"))
         for tid in it.context.trajectories:
             if tid.lower() in low:
                 problems.append(Problem(qid, "leak", f"trajectory id {tid!r} in public text"))

@@ -43,6 +43,10 @@ def _context(inputs: BenchInputs, p: ProfileRec) -> ContextSpec:
                        labels=[session_label(t.task_id) for t in trajs])
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _others(correct: str, pool: list[str], filler: tuple[str, ...], k: int, r) -> list[str]:
     cands = sorted({x for x in pool if x and x != correct})
     r.shuffle(cands)
@@ -69,7 +73,7 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             drafts.append(Draft(
                 sub_task=NAME, sub_class=f"dim:{d}", channel="procedural", profile_id=p.profile_id,
                 question=f"{intro} Which statement best describes {DIMENSION_TOPIC[d]}?",
-                correct=correct, distractors=[TIER_BEHAVIOUR[d][t] for t in TIERS if t != p.tiers[d]],
+                correct=_cap(correct), distractors=[_cap(TIER_BEHAVIOUR[d][t]) for t in TIERS if t != p.tiers[d]],
                 context=ctx, facts={"dimension": d, "tier": p.tiers[d]}, sort_key=f"{p.profile_id}|dim|{d}"))
         r = rng(seed, NAME, p.profile_id, "role")
         drafts.append(Draft(
@@ -98,7 +102,7 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             drafts.append(Draft(
                 sub_task=NAME, sub_class=f"attr:{attr}", channel=ATTRIBUTE_CHANNEL.get(attr, "procedural"),
                 profile_id=p.profile_id, question=f"{intro} Which statement best describes {ATTRIBUTE_TOPIC[attr]}?",
-                correct=correct, distractors=others[:N_CHOICES - 1], context=ctx,
+                correct=_cap(correct), distractors=[_cap(o) for o in others[:N_CHOICES - 1]], context=ctx,
                 facts={"attribute": attr, "value": value}, sort_key=f"{p.profile_id}|attr|{attr}"))
     return sample_down(drafts, target, seed, NAME)
 

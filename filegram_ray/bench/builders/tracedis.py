@@ -33,7 +33,7 @@ NAME = "TraceDis"
 FINGERPRINT_SLICES = {"A": (0, 3), "B": (3, 6), "C": (6, 9), "D": (9, 12), "E": (12, 14), "F": (14, 17)}
 _TIER_POS = {"L": 0, "M": 1, "R": 2}
 #: Candidate pairs per task, as a multiple of the items wanted per task, before pairs are sampled (large sets).
-PAIR_POOL_FACTOR = 8
+PAIR_POOL_FACTOR = 3
 
 
 def default_count(inputs: BenchInputs) -> int:
