@@ -149,6 +149,8 @@ class PersonaAgent:
         if self.T["A"] == "L":
             res = self.call("list", path=".")
             files, dirs = parse_listing(str(getattr(res, "output", "") or ""))
+        elif self.T["A"] == "R":
+            files, dirs = self.survey()
         else:
             res = self.call("glob", pattern="**/*", path=".")
             out = str(getattr(res, "output", "") or "")
@@ -157,6 +159,39 @@ class PersonaAgent:
             dirs = sorted({"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)})
         self.files = [f for f in files if not f.startswith(".annotation")]
         self.dirs = [d for d in dirs if not d.startswith(".annotation")]
+
+    def survey(self) -> tuple[list[str], list[str]]:
+        """A-R: ``ls`` the root and each subfolder (≤ 5, breadth first); entries without an extension are taken
+        as folders. A glob completes the picture only when folders were left unlisted (TT §2.1 A-R survey)."""
+        files: list[str] = []
+        dirs: list[str] = []
+        queue = ["."]
+        listed = 0
+        while queue and listed < 6:
+            d = queue.pop(0)
+            res = self.bash("ls" if d == "." else f"ls {shlex.quote(d)}")
+            listed += 1
+            for name in str(getattr(res, "output", "") or "").splitlines():
+                name = name.strip().rstrip("/")
+                if not name:
+                    continue
+                rel = name if d == "." else f"{d}/{name}"
+                if PurePosixPath(name).suffix:
+                    files.append(rel)
+                else:
+                    dirs.append(rel)
+                    queue.append(rel)
+        if queue:
+            res = self.call("glob", pattern="**/*", path=".")
+            for ln in str(getattr(res, "output", "") or "").splitlines():
+                ln = ln.strip()
+                if ln and not ln.startswith(("No files", "[")) and ln not in files:
+                    files.append(ln)
+                    parts = ln.split("/")
+                    for i in range(1, len(parts)):
+                        if "/".join(parts[:i]) not in dirs:
+                            dirs.append("/".join(parts[:i]))
+        return files, dirs
 
     @property
     def docs(self) -> list[str]:
@@ -253,14 +288,14 @@ class PersonaAgent:
         else:
             # Survey with `ls` (root and each subfolder), one type glob, then the first 10–20 lines of many files
             # in listing order; no grep, no revisit (TT §2.1 A-R).
-            acts.append(lambda: self.ls("."))
             subs = [d for d in self.dirs if "/" not in d][:5]
-            for d in subs:
-                acts.append(lambda d=d: self.ls(d))
             if len(subs) < 2:
                 acts.append(lambda: self.bash("ls -la"))
             if len(subs) < 3:
                 acts.append(lambda: self.bash("ls -lt"))
+            ext = self.dominant_ext()
+            if self.p.thoroughness != "minimal":
+                acts.append(lambda: self.glob(f"**/*{ext}"))
             cover = {"exhaustive": 0.9, "balanced": 0.7, "minimal": 0.5}.get(self.p.thoroughness, 0.7)
             n = max(1, min(len(readable), max(8, round(len(readable) * cover * budget_scale)), 20))
             head = rng.choice((10, 15, 20))
@@ -503,7 +538,7 @@ class PersonaAgent:
         plan: list[tuple[str, str]] = []  # (kind, relpath)
         writes: list[Any] = []
         writes.append(lambda: self.setup_dirs(lay))
-        if self.p.error_handling == "defensive":
+        if self.p.error_handling == "defensive" and self.T["A"] != "L":
             writes.append(lambda: self.ls("."))
         for kind, ext in self.scratch_plan():
             rel = self.join(lay["scratch"], self.name(kind, ext))
@@ -590,7 +625,7 @@ class PersonaAgent:
         if D == "L":
             if self.p.version != "overwrite":
                 self.cp(rel, rel + ".bak")
-            for _ in range(rng.randint(2, 5)):
+            for _ in range(rng.randint(3, 5)):
                 self.small_edit(rel)
         elif D == "M":
             for _ in range(rng.randint(1, 2)):
@@ -624,12 +659,12 @@ class PersonaAgent:
         return self.edit(rel, old, new)
 
     def block_edit(self, rel: str, k: int | None = None) -> bool:
-        """Replace a block of 8–18 lines (15–45 changed lines, TT §2.4 D-M)."""
+        """Replace a block of 10–20 lines (15–45 changed lines, TT §2.4 D-M)."""
         text = self.own.get(rel)
         if text is None:
             return False
         lines = text.split("\n")
-        k = k or self.rng.randint(8, 18)
+        k = k or self.rng.randint(10, 20)
         if len(lines) <= k + 2:
             k = max(1, len(lines) // 2)
         start = self.rng.randint(2, max(2, len(lines) - k))
@@ -652,14 +687,14 @@ class PersonaAgent:
     # ------------------------------------------------------------------ E: curation of own files (TT §2.5)
     def curate(self, plan: list[tuple[str, str]]) -> None:
         """E-L: delete own scratch/intermediate files; E-M: delete a temporary-extension scratch file now and
-        then (≈ 30 % when one exists, giving 1 delete in 10–25 % of trajectories); E-R: keep everything."""
+        then (18 % when one exists, giving 1 delete in 10–25 % of trajectories); E-R: keep everything."""
         E = self.T["E"]
         scratch = [rel for kind, rel in plan if rel in self.own]
         if E == "L":
             self.rm(scratch)
         elif E == "M":
             tmp = [r for r in scratch if PurePosixPath(r).suffix in TEMP_EXT]
-            if tmp and self.rng.random() < 0.3:
+            if tmp and self.rng.random() < 0.18:
                 self.rm(tmp[:1])
 
     # ------------------------------------------------------------------ revision tasks (iterate / maintain)
@@ -723,7 +758,7 @@ class PersonaAgent:
             if D == "L":
                 if self.p.version != "overwrite":
                     self.cp(rel, rel + ".bak")  # backup before the first edit (TT §2.4 D-L)
-                for _ in range(self.rng.randint(3, 5)):
+                for _ in range(max(self.rng.randint(3, 5), -(-self.rng.randint(6, 10) // len(targets)))):
                     self.small_edit(rel)
             elif D == "M":
                 if self.p.version == "archive_old" and self.T["C"] != "R":
@@ -787,8 +822,8 @@ class PersonaAgent:
                 self.rm(junk)
             elif E == "M":
                 tmp = [f for f in junk if PurePosixPath(f).suffix.lower() in TEMP_EXT]
-                self.rm(tmp[:2])
-                keep += [f for f in junk if f not in tmp[:2]]
+                self.rm(tmp[:1])
+                keep += [f for f in junk if f not in tmp[:1]]
             else:
                 if C != "R":
                     self.mkdir("archive")
