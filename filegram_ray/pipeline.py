@@ -1,4 +1,6 @@
-"""The whole pipeline: seed → generate → encode → bench → render → evaluate, each stage a function of the config.
+"""The whole pipeline: seed → generate → encode → render → bench → evaluate, each stage a function of the config.
+
+Render runs before bench so the File Grounding sub-task can use the rendered derivatives.
 
 Each stage is resumable, so a rerun of the pipeline skips finished work; ``--only``/``--skip`` pick stages.
 """
@@ -17,10 +19,15 @@ STAGES: list[tuple[str, str]] = [
     ("seed", "filegram_ray.workspace.stage:run_seed"),
     ("generate", "filegram_ray.engine.generate:run_generate"),
     ("encode", "filegram_ray.memory.stage:run_encode"),
-    ("bench", "filegram_ray.bench.stage:run_bench"),
     ("render", "rendering.stage:run_render"),
+    ("bench", "filegram_ray.bench.stage:run_bench"),
     ("evaluate", "filegram_ray.evaluate.stage:run_evaluate"),
 ]
+
+#: how each stage is told to run without Ray: a config section key, or a keyword argument.
+_SERIAL_SECTION = {"seed": "workspace"}
+_SERIAL_KWARGS = {"generate": {"gen": {"serial": True}}, "encode": {"serial": True}, "render": {"serial": True},
+                  "evaluate": {"serial": True}}
 
 
 def stage_function(name: str):
@@ -31,10 +38,12 @@ def stage_function(name: str):
 
 
 def with_serial(cfg: PipelineConfig, stages: list[str]) -> PipelineConfig:
-    """A copy of ``cfg`` with ``serial: true`` in every named stage section."""
+    """A copy of ``cfg`` with ``serial: true`` in the sections of the named stages that take it from there."""
     data = cfg.model_dump()
     for s in stages:
-        data[s] = {**(data.get(s) or {}), "serial": True}
+        if s in _SERIAL_SECTION:
+            sec = _SERIAL_SECTION[s]
+            data[sec] = {**(data.get(sec) or {}), "serial": True}
     return PipelineConfig.model_validate(data)
 
 
@@ -52,11 +61,16 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
     if serial:
         cfg = with_serial(cfg, selected)
+    else:  # one Ray connection for every stage (a cluster's RAY_ADDRESS, or a local Ray)
+        from filegram_ray.runtime import init_ray
+
+        init_ray(cfg.ray.address, cfg.ray.num_cpus)
     timings: dict[str, Any] = {}
     for name in selected:
         print(f"\n=== stage {name} ===", flush=True)
         t0 = time.perf_counter()
-        result = stage_function(name)(cfg)
+        kwargs = _SERIAL_KWARGS.get(name, {}) if serial else {}
+        result = stage_function(name)(cfg, **kwargs)
         timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
         print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     print("\nPipeline summary", file=sys.stdout)

@@ -8,7 +8,7 @@ from filegram_ray.pipeline import STAGES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pipeline", help="run seed → generate → encode → bench → render → evaluate")
+    p = sub.add_parser("pipeline", help="run seed → generate → encode → render → bench → evaluate")
     names = [n for n, _ in STAGES]
     p.add_argument("--config", default=None, help="pipeline YAML (default conf/default.yaml)")
     p.add_argument("--run-dir", default=None, help="run directory (local path or URI)")
