@@ -13,9 +13,9 @@ from filegram_ray.engine.generate import GenerateWorker, plan_units, run_generat
 from filegram_ray.runtime import map_units
 from filegram_ray.storage import RunDir
 
-# Empty-workspace tasks (T-03, T-04) keep the bundle cost near zero; T-09 has one input file.
+# Empty-workspace tasks (T-03, T-04) keep the bundle cost near zero (revision tasks: test_simulator_policy).
 PROFILES = ["p3", "p17"]
-TASKS = ["T-03", "T-09"]
+TASKS = ["T-03", "T-04"]
 
 
 def cfg_for(run_dir: Path, **gen):
@@ -78,7 +78,7 @@ def test_unknown_profile_id_is_a_clear_error(tmp_path):
 
 def test_actor_killed_mid_run_every_trajectory_once(tmp_path, ray_local):
     marker = tmp_path / "crashed.marker"
-    cfg = cfg_for(tmp_path / "run", crash_on_unit="p3_efficient_executor/T-09", crash_marker=str(marker))
+    cfg = cfg_for(tmp_path / "run", crash_on_unit="p3_efficient_executor/T-04", crash_marker=str(marker))
     first = run_generate(cfg)
     assert marker.exists(), "the chosen unit never crashed its actor"
     # The rerun (marker present: no more crashes) finishes whatever the first run could not.
