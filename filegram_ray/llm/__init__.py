@@ -1,0 +1,33 @@
+"""Backbones (answering models) and local OpenAI-compatible servers.
+
+Public API: :class:`~filegram_ray.llm.backbones.Backbone`, :class:`OpenAIBackbone`, :class:`LexicalBackbone`,
+:class:`OracleBackbone`, :class:`RandomBackbone`, :func:`make_backbone`, :func:`parse_choice`.
+"""
+
+from filegram_ray.llm.backbones import (
+    Answer,
+    Backbone,
+    LexicalBackbone,
+    OpenAIBackbone,
+    OracleBackbone,
+    RandomBackbone,
+    approx_tokens,
+    make_backbone,
+    stable_seed,
+)
+from filegram_ray.llm.parsing import LETTERS, parse_choice, parse_json_object
+
+__all__ = [
+    "LETTERS",
+    "Answer",
+    "Backbone",
+    "LexicalBackbone",
+    "OpenAIBackbone",
+    "OracleBackbone",
+    "RandomBackbone",
+    "approx_tokens",
+    "make_backbone",
+    "parse_choice",
+    "parse_json_object",
+    "stable_seed",
+]

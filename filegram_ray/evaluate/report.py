@@ -1,0 +1,135 @@
+"""``results/report.md`` and the PNG plots of the evaluate stage.
+
+The table mirrors the paper's main table (reference §8.4, Table 3): one row per method, columns In./Out. (tokens),
+one column per sub-task present, the Proc/Sem/Epi channel columns and Avg; the validity rows (oracle, random) sit
+below a separator. Every number is computed from ``results/results.parquet`` by
+:func:`filegram_ray.evaluate.scoring.summarise`; nothing is typed in.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import polars as pl
+
+from filegram_ray.evaluate.scoring import CHANNELS, SUB_TASK_ORDER
+from filegram_ray.storage import RunDir
+
+__all__ = ["VALIDITY_METHODS", "markdown_table", "write_report"]
+
+VALIDITY_METHODS = ("oracle", "random")
+_DISPLAY = {"no_context": "No Context", "full_context": "Full Context", "naive_rag": "Naive RAG",
+            "eager_summarization": "Eager Summ.", "filegramos": "FileGramOS",
+            "filegramos_no_procedural": "FileGramOS − Procedural", "filegramos_no_semantic": "FileGramOS − Semantic",
+            "filegramos_no_episodic": "FileGramOS − Episodic", "oracle": "Oracle (validity)",
+            "random": "Random (validity)"}
+
+
+def _fmt(x: Any, tokens: bool = False) -> str:
+    if x is None:
+        return "–"
+    if tokens:
+        return f"{x / 1000:.1f}K" if x >= 1000 else f"{x:.0f}"
+    return f"{x:.1f}"
+
+
+def markdown_table(summary: pl.DataFrame) -> str:
+    """The paper-style Markdown table of a :func:`summarise` frame."""
+    subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
+    subs += [c for c in summary.columns if c not in subs and c not in {
+        "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", *CHANNELS}]
+    head = ["Method", "In.", "Out.", *subs, "Proc", "Sem", "Epi", "Avg", "n", "errors"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = summary.to_dicts()
+    main = [r for r in rows if r["method"] not in VALIDITY_METHODS]
+    valid = [r for r in rows if r["method"] in VALIDITY_METHODS]
+    for block, is_valid in ((main, False), (valid, True)):
+        if is_valid and block:
+            lines.append("| " + " | ".join(["*validity*"] + [""] * (len(head) - 1)) + " |")
+        for r in block:
+            cells = [_DISPLAY.get(r["method"], r["method"]),
+                     "–" if is_valid else _fmt(r.get("tokens_in"), True),
+                     "–" if is_valid else _fmt(r.get("tokens_out"), True),
+                     *[_fmt(r.get(s)) for s in subs], *[_fmt(r.get(c)) for c in CHANNELS], _fmt(r.get("avg")),
+                     str(r.get("n", 0)), str(r.get("n_errors", 0))]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    methods = summary["method"].to_list()
+    x = np.arange(len(cols))
+    width = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(cols) + 2), 4.2), dpi=110)
+    for i, m in enumerate(methods):
+        row = summary.filter(pl.col("method") == m).to_dicts()[0]
+        vals = [row.get(c) if row.get(c) is not None else 0.0 for c in cols]
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_DISPLAY.get(m, m))
+    ax.set_xticks(x)
+    ax.set_xticklabels(cols)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
+                 plots: bool = True) -> list[str]:
+    """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``); returns the paths written."""
+    written = []
+    lines = ["# FileGramBench results", "",
+             (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
+             f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} · "
+             f"{info.get('seconds')} s"), ""]
+    if summary.height:
+        lines += [markdown_table(summary), ""]
+    else:
+        lines += ["No items were evaluated.", ""]
+    lines += [
+        "How to read this table:",
+        ("- Scores are accuracy % for multiple-choice sub-tasks (unanswerable or failed items count as wrong) and, "
+        "for open-ended sub-tasks (ProfRec, VisGrd), the per-attribute Likert score 1–5 rescaled as (s−1)/4·100 — "
+        "our choice; the paper does not publish the rescaling rule."),
+        ("- Proc/Sem/Epi average over the items labelled with that channel; Avg is the question-count-weighted "
+        "accuracy over the multiple-choice items (reference §8.4 note)."),
+        "- In. = stored memory tokens per ingest, Out. = retrieved context tokens per query, both len(text)//4.",
+        ("- Validity rows: the oracle answers from the key (must be 100); random picks uniformly with a seed "
+        "(must sit near chance, i.e. the mean of 1/n_choices)."),
+    ]
+    if info.get("backbone", {}).get("name") == "lexical":
+        lines.append("- Backbone `lexical` is the no-LLM CPU default: it picks the option whose words occur in "
+                     "the context. It cannot reason; these numbers test the plumbing, not the methods' quality.")
+    if results.height:
+        mcq = results.filter(~pl.col("is_open"))
+        if mcq.height:
+            chance = float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"]
+                            .cast(pl.Float64)).mean() * 100)
+            lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
+    errs = results.filter(pl.col("status") != "ok") if results.height else results
+    if errs.height:
+        lines += ["", "## Errors (first 10)", ""]
+        for r in errs.head(10).iter_rows(named=True):
+            lines.append(f"- `{r['method']}` `{r['question_id']}`: {r['error'][:300]}")
+    if plots and summary.height:
+        subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
+        run.write_bytes("results/subtasks.png", _bar_png(summary, subs, "Score per sub-task", "score (0–100)"))
+        chans = [c for c in CHANNELS if c in summary.columns]
+        run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel",
+                                                         "score (0–100)"))
+        written += ["results/subtasks.png", "results/channels.png"]
+        lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
+    run.write_text("results/report.md", "\n".join(lines) + "\n")
+    written.append("results/report.md")
+    return written

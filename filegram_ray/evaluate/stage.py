@@ -1,0 +1,414 @@
+"""The evaluate stage: every configured memory method answers every FileGramBench item through one backbone.
+
+Reads ``bench/items.parquet`` (public fields + context spec) and, for scoring only, ``bench/answers_key.parquet``;
+writes under ``results/``:
+
+* ``cache/<method>/<setting>__<key>.pkl`` — a method's ingested state per context spec (ingest once, reuse);
+* ``units/<method>/<setting>__<key>.parquet`` — the answers of one work unit; ``_done/evaluate/…`` records;
+* ``results.parquet`` — one row per method × item (answer, correct, score, tokens, status, error);
+* ``summary.parquet``, ``report.md`` and PNG plots (:mod:`filegram_ray.evaluate.report`).
+
+Work unit = (method, setting, context spec): ingest (or load the cached state), then answer that spec's items in
+order. Units run on a pool of Ray actors through :func:`filegram_ray.runtime.map_units` (0.5 CPU each by default:
+a 2-CPU node deadlocks with whole-CPU actors, ENVIRONMENT_FACTS §1) or serially. A finished unit is skipped on
+rerun; a failing item becomes an error row; a failing ingest fails its unit (retried on rerun) and its items are
+reported as error rows.
+
+Leakage guard: the worker gives the method only :class:`~filegram_ray.methods.trajectory.TrajectoryView` objects
+(events.json + media/, opaque labels) and the backbone only the item's public view (no profile id, no trajectory
+ids, no key). Validity rows (oracle, random) answer from the public view too; the oracle is handed the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from filegram_ray.config import PipelineConfig
+from filegram_ray.storage import RunDir
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_METHODS",
+    "STAGE",
+    "EvalWorker",
+    "EvaluateConfig",
+    "load_answer_key",
+    "load_items",
+    "public_view",
+    "retrieval_query",
+    "run_evaluate",
+]
+
+STAGE = "evaluate"
+LETTERS = "ABCDEFGH"
+#: Methods evaluated by default: the context baselines, FileGramOS and its three channel ablations (ref §8.4).
+DEFAULT_METHODS = ["no_context", "full_context", "naive_rag", "eager_summarization", "filegramos",
+                   "filegramos_no_procedural", "filegramos_no_semantic", "filegramos_no_episodic"]
+
+
+class EvaluateConfig(BaseModel):
+    """The ``evaluate:`` section of the pipeline config.
+
+    Attributes:
+        methods: registered method names to evaluate.
+        method_options: per-method options, e.g. ``{full_context: {cap_chars: 100000}}``.
+        backbone: ``"lexical"`` (CPU default, no LLM), ``"random"``, or ``{kind: openai, base_url, model, …}``.
+        judge: ``auto`` | ``llm`` | ``rubric`` for open-ended items.
+        settings: item settings to evaluate (``text``, ``multimodal``).
+        multimodal_content: how created-file content is shown in the multimodal setting: ``strip`` removes it
+            (upstream ``strip-content`` simulation, reference §8.3).
+        validity: add the oracle and random validity rows.
+        sub_tracks: restrict to these sub-tasks (None = all).
+        max_items: evaluate only the first N items (sorted by question id) — smoke runs.
+        num_actors / num_cpus_per_actor / serial: execution (see :func:`filegram_ray.runtime.map_units`).
+        plots: write PNG plots.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    methods: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
+    method_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    backbone: str | dict[str, Any] = "lexical"
+    judge: str = "auto"
+    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
+    multimodal_content: str = "strip"
+    validity: bool = True
+    sub_tracks: list[str] | None = None
+    max_items: int | None = None
+    num_actors: int = 2
+    num_cpus_per_actor: float = 0.5
+    serial: bool = False
+    plots: bool = True
+
+
+# ----------------------------------------------------------------------------------------------- items
+
+
+def _json_field(value: Any, default: Any, qid: str, name: str) -> Any:
+    if value is None or value == "":
+        return default
+    if isinstance(value, (list, dict)):
+        return value
+    try:
+        return json.loads(value)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"bench/items.parquet: item {qid}: field {name!r} is not valid JSON: {exc}") from exc
+
+
+def load_items(run: RunDir) -> list[dict[str, Any]]:
+    """The items of ``bench/items.parquet`` as dicts with parsed ``choices`` (list), ``context`` and ``metadata``.
+
+    Raises:
+        StorageError: the table is missing.
+        ValueError: a required column is missing or a JSON field does not parse (names the item and field).
+    """
+    df = run.read_table("bench/items.parquet")
+    need = {"question_id", "sub_track", "channel", "question", "choices", "context"}
+    missing = need - set(df.columns)
+    if missing:
+        raise ValueError(f"bench/items.parquet: missing columns {sorted(missing)}")
+    items = []
+    for row in df.iter_rows(named=True):
+        qid = str(row["question_id"])
+        item = dict(row)
+        item["choices"] = [str(c) for c in _json_field(row.get("choices"), [], qid, "choices")]
+        item["context"] = _json_field(row.get("context"), {}, qid, "context")
+        item["metadata"] = _json_field(row.get("metadata"), {}, qid, "metadata")
+        item["setting"] = row.get("setting") or "text"
+        items.append(item)
+    return sorted(items, key=lambda it: it["question_id"])
+
+
+def load_answer_key(run: RunDir) -> dict[str, dict[str, Any]]:
+    """``question_id -> {correct, correct_text, …}`` from ``bench/answers_key.parquet``."""
+    df = run.read_table("bench/answers_key.parquet")
+    if "question_id" not in df.columns or "correct" not in df.columns:
+        raise ValueError("bench/answers_key.parquet: needs columns question_id and correct")
+    return {str(r["question_id"]): r for r in df.iter_rows(named=True)}
+
+
+def public_view(item: Mapping[str, Any]) -> dict[str, Any]:
+    """What a backbone may see: the same shape as ``bench.schema.Item.public_view`` (no profile or trajectory ids,
+    no answer, no evaluator metadata)."""
+    ctx = item.get("context") or {}
+    return {
+        "question_id": item["question_id"],
+        "track": item.get("track", ""),
+        "sub_track": item.get("sub_track", ""),
+        "channel": item.get("channel", ""),
+        "setting": item.get("setting", "text"),
+        "question": item.get("question", ""),
+        "choices": {LETTERS[i]: c for i, c in enumerate(item.get("choices") or [])},
+        "context": {"kind": ctx.get("kind"), "labels": list(ctx.get("labels") or []),
+                    "held_out": str(ctx["held_out"]).rsplit("/", 1)[-1] if ctx.get("held_out") else None},
+    }
+
+
+def retrieval_query(item: Mapping[str, Any]) -> str:
+    """The query a method retrieves with: the question followed by the option texts."""
+    return " ".join([str(item.get("question", "")), *[str(c) for c in item.get("choices") or []]]).strip()
+
+
+def spec_key(spec: Mapping[str, Any], setting: str) -> str:
+    """16-hex cache key of a context spec under a setting (sha256 of canonical JSON)."""
+    canon = json.dumps({"spec": {k: spec.get(k) for k in ("kind", "trajectories", "labels", "held_out")},
+                        "setting": setting}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------- worker
+
+
+def _err(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:1000]
+
+
+class EvalWorker:
+    """Ray actor body: one unit = one (method, setting, spec) with its items.
+
+    Args:
+        run_uri / storage_options: the run directory.
+        method / method_options: registered method name and its options.
+        backbone: backbone spec for :func:`filegram_ray.llm.make_backbone`.
+        seed: master seed.
+        multimodal_content: see :class:`EvaluateConfig`.
+    """
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method: str,
+                 method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str = "strip"):
+        from filegram_ray.llm import make_backbone
+        from filegram_ray.methods import make_method
+
+        self.run = RunDir(run_uri, storage_options)
+        self.backbone = make_backbone(backbone, seed=seed)
+        llm_fn = self.backbone.complete if self.backbone.is_llm else None
+        self.method = make_method(method, llm_fn=llm_fn, **(method_options or {}))
+        self.method_name = method
+        if multimodal_content != "strip":
+            raise ValueError(f"evaluate.multimodal_content={multimodal_content!r}: only 'strip' is implemented")
+        self.multimodal_content = multimodal_content
+
+    def _state(self, unit: dict[str, Any]) -> tuple[Any, float, bool]:
+        from filegram_ray.methods.trajectory import build_views, strip_content_override
+
+        path = unit["cache_path"]
+        if self.run.exists(path):
+            return pickle.loads(self.run.read_bytes(path)), 0.0, True
+        override = strip_content_override if unit["setting"] == "multimodal" else None
+        t0 = time.perf_counter()
+        views = build_views(self.run, unit["spec"], content_override=override)
+        state = self.method.ingest(views)
+        secs = time.perf_counter() - t0
+        self.run.write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        return state, secs, False
+
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        state, ingest_s, cached = self._state(unit)
+        rows = []
+        for item in unit["items"]:
+            base = {"method": self.method_name, "question_id": item["question_id"], "cache_key": unit["cache_key"],
+                    "backbone": self.backbone.name}
+            try:
+                ctx = self.method.retrieve(state, retrieval_query(item))
+                ans = self.backbone.answer(public_view(item), ctx.text)
+                rows.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
+                             "answer_text": ans.text[:4000], "tokens_in_memory": int(ctx.tokens_in_memory),
+                             "tokens_out": int(ctx.tokens_out), "prompt_tokens": int(ans.tokens_in),
+                             "reply_tokens": int(ans.tokens_out)})
+            except Exception as exc:  # noqa: BLE001 - one bad item never sinks the unit
+                log.warning("evaluate: %s %s failed: %s", self.method_name, item["question_id"], exc)
+                rows.append({**base, "status": "error", "error": _err(exc), "choice": "", "answer_text": "",
+                             "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
+        self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
+        n_err = sum(r["status"] != "ok" for r in rows)
+        self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err,
+                                                    "ingest_s": round(ingest_s, 3), "cached_state": cached})
+        return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "ingest_s": ingest_s}
+
+
+_UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8, "backbone": pl.Utf8,
+                "status": pl.Utf8, "error": pl.Utf8, "choice": pl.Utf8, "answer_text": pl.Utf8,
+                "tokens_in_memory": pl.Int64, "tokens_out": pl.Int64, "prompt_tokens": pl.Int64,
+                "reply_tokens": pl.Int64}
+
+
+# ----------------------------------------------------------------------------------------------- stage
+
+
+def _plan_units(items: list[dict[str, Any]], methods: list[str]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for it in items:
+        key = spec_key(it["context"], it["setting"])
+        g = groups.setdefault((it["setting"], key), {"spec": it["context"], "items": []})
+        g["items"].append(it)
+    plan: dict[str, list[dict[str, Any]]] = {}
+    for m in methods:
+        units = []
+        for (setting, key), g in sorted(groups.items()):
+            uid = f"{m}/{setting}__{key}"
+            units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
+                          "items": g["items"], "cache_path": f"results/cache/{m}/{setting}__{key}.pkl",
+                          "out_path": f"results/units/{m}/{setting}__{key}.parquet"})
+        plan[m] = units
+    return plan
+
+
+def _validity_rows(items: list[dict[str, Any]], key: dict[str, dict[str, Any]], seed: int) -> list[dict]:
+    from filegram_ray.llm import OracleBackbone, RandomBackbone
+
+    oracle = OracleBackbone({q: (k.get("correct") if _is_letter(k.get("correct")) else
+                                 k.get("correct_text") or k.get("correct")) for q, k in key.items()})
+    out = []
+    for name, bb in (("oracle", oracle), ("random", RandomBackbone(seed))):
+        for it in items:
+            pv = public_view(it)
+            base = {"method": name, "question_id": it["question_id"], "cache_key": "", "backbone": name}
+            try:
+                ans = bb.answer(pv, "")
+                out.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
+                            "answer_text": ans.text, "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0,
+                            "reply_tokens": 0})
+            except Exception as exc:  # noqa: BLE001 - a validity row failure is an error row
+                out.append({**base, "status": "error", "error": _err(exc), "choice": "", "answer_text": "",
+                            "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
+    return out
+
+
+def _is_letter(x: Any) -> bool:
+    return isinstance(x, str) and len(x.strip()) == 1 and x.strip().upper() in LETTERS
+
+
+def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str, dict[str, Any]],
+               judge) -> pl.DataFrame:
+    """Join answers with item fields and the key; add ``correct`` (letter / reference), ``is_correct`` and
+    ``score`` (0–100; see :mod:`filegram_ray.evaluate.scoring`)."""
+    from filegram_ray.evaluate.scoring import likert_to_100, score_mcq
+
+    by_id = {it["question_id"]: it for it in items}
+    out = []
+    for r in answers.iter_rows(named=True):
+        it = by_id[r["question_id"]]
+        k = key.get(r["question_id"], {})
+        correct = str(k.get("correct", ""))
+        is_open = not it.get("choices")
+        row = {**r, "track": it.get("track", ""), "sub_track": it.get("sub_track", ""),
+               "sub_class": it.get("sub_class", ""), "channel": it.get("channel", ""),
+               "setting": it.get("setting", "text"), "is_open": is_open, "correct": correct,
+               "n_choices": len(it.get("choices") or []), "likert": None}
+        if not k:
+            row.update(is_correct=None, score=None, status="error",
+                       error=(r["error"] + "; " if r["error"] else "") + "no answer key entry")
+        elif r["status"] != "ok":
+            row.update(is_correct=False if not is_open else None, score=0.0 if not is_open else None)
+        elif is_open:
+            ref = str(k.get("correct_text") or k.get("correct") or "")
+            try:
+                s = judge.judge(it, ref, r["answer_text"])
+            except Exception as exc:  # noqa: BLE001 - a judge failure leaves the item unscored
+                s = None
+                row["error"] = f"judge failed: {_err(exc)}"
+            row.update(likert=s, score=likert_to_100(s), is_correct=None)
+        else:
+            sc = score_mcq(r["choice"], correct)
+            row.update(score=sc, is_correct=sc == 100.0)
+        out.append(row)
+    return pl.DataFrame(out, infer_schema_length=None)
+
+
+def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
+                 backbone: str | dict[str, Any] | None = None, serial: bool | None = None) -> dict[str, Any]:
+    """Run the evaluate stage on ``config.run_dir``; returns a one-screen summary dict.
+
+    Args:
+        config: pipeline config; the ``evaluate:`` section is validated by :class:`EvaluateConfig`.
+        methods / backbone / serial: override the section's values (job-script flags).
+
+    Raises:
+        ValueError: invalid section, unknown method, bad items table.
+        StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
+    """
+    from filegram_ray.evaluate.report import write_report
+    from filegram_ray.evaluate.scoring import make_judge, summarise
+    from filegram_ray.llm import make_backbone
+    from filegram_ray.methods import method_names
+    from filegram_ray.runtime import init_ray, map_units
+
+    try:
+        ecfg = EvaluateConfig.model_validate(config.section("evaluate"))
+    except Exception as exc:
+        raise ValueError(f"config section 'evaluate': {exc}") from exc
+    if methods:
+        ecfg.methods = list(methods)
+    if backbone is not None:
+        ecfg.backbone = backbone
+    if serial is not None:
+        ecfg.serial = serial
+    unknown = set(ecfg.methods) - set(method_names())
+    if unknown:
+        raise ValueError(f"evaluate.methods: unknown {sorted(unknown)}; registered: {method_names()}")
+    run = config.run()
+    t0 = time.perf_counter()
+    items = [it for it in load_items(run) if it["setting"] in ecfg.settings
+             and (ecfg.sub_tracks is None or it.get("sub_track") in ecfg.sub_tracks)]
+    if ecfg.max_items is not None:
+        items = items[:ecfg.max_items]
+    key = load_answer_key(run)
+    plan = _plan_units(items, ecfg.methods)
+    if not ecfg.serial:
+        init_ray(config.ray.address, config.ray.num_cpus)
+    unit_status: list[dict[str, Any]] = []
+    for m, units in plan.items():
+        todo = [u for u in units if not run.is_done(STAGE, u["unit_id"])]
+        log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
+        rows = map_units(EvalWorker, todo, init_kwargs={
+            "run_uri": run.uri, "storage_options": run.storage_options, "method": m,
+            "method_options": ecfg.method_options.get(m, {}), "backbone": ecfg.backbone, "seed": config.seed,
+            "multimodal_content": ecfg.multimodal_content}, num_actors=ecfg.num_actors,
+            num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
+        unit_status.extend(rows)
+    # gather answers: finished units from their tables, failed units as error rows for each of their items
+    frames = []
+    failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
+    for m, units in plan.items():
+        for u in units:
+            if run.exists(u["out_path"]) and run.is_done(STAGE, u["unit_id"]):
+                frames.append(run.read_table(u["out_path"]))
+            else:
+                why = failed.get(u["unit_id"], {}).get("error", "unit did not finish")
+                frames.append(pl.DataFrame([{
+                    "method": m, "question_id": it["question_id"], "cache_key": u["cache_key"], "backbone": "",
+                    "status": "error", "error": f"ingest/unit failed: {why}"[:1000], "choice": "",
+                    "answer_text": "", "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0,
+                    "reply_tokens": 0} for it in u["items"]], schema=_UNIT_SCHEMA))
+    if ecfg.validity:
+        frames.append(pl.DataFrame(_validity_rows(items, key, config.seed), schema=_UNIT_SCHEMA))
+    answers = pl.concat(frames) if frames else pl.DataFrame(schema=_UNIT_SCHEMA)
+    bb = make_backbone(ecfg.backbone, seed=config.seed)
+    judge = make_judge(ecfg.judge, bb)
+    results = score_rows(answers, items, key, judge)
+    run.write_table("results/results.parquet", results)
+    summary = summarise(results) if results.height else pl.DataFrame()
+    if summary.height:
+        run.write_table("results/summary.parquet", summary)
+    info = {"n_items": len(items), "methods": ecfg.methods, "backbone": bb.describe(), "judge": judge.name,
+            "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
+            "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
+            "seconds": round(time.perf_counter() - t0, 2)}
+    write_report(run, results, summary, info, plots=ecfg.plots)
+    from filegram_ray.schema.meta import record_stage
+
+    try:
+        record_stage(run, STAGE, info, config.model_dump(mode="json"))
+    except Exception as exc:  # noqa: BLE001 - the manifest is informative; never fail the stage on it
+        log.warning("evaluate: could not record the stage in run.json: %s", exc)
+    return info
+

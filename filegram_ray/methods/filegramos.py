@@ -1,0 +1,114 @@
+"""FileGramOS behind the method interface, and its three channel ablations (reference §7, §8.4 Table 13).
+
+Ingest = one Engram per view (:func:`filegram_ray.memory.encode_engram`; the Engram's trajectory id is the view's
+opaque session label, so no profile id enters the store) + :func:`filegram_ray.memory.consolidate`; retrieve =
+:func:`filegram_ray.memory.retrieve` with the method's channel set. ``In.`` is the memory's own token count
+(``tokens_memory``), ``Out.`` the rendered context's (``tokens_context``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from filegram_ray.methods.base import Context, MemoryMethod, register
+from filegram_ray.methods.trajectory import TrajectoryView
+
+__all__ = ["ALL_CHANNELS", "FileGramOS"]
+
+#: The three memory channels (reference §7, §9.5).
+ALL_CHANNELS = ("procedural", "semantic", "episodic")
+
+
+def _memory_api(name: str):
+    """``filegram_ray.memory.<name>`` (package export, else its defining module ``engram``/``consolidate``/
+    ``retrieve``)."""
+    import importlib
+    import types
+
+    pkg = importlib.import_module("filegram_ray.memory")
+    obj = getattr(pkg, name, None)
+    if callable(obj) and not isinstance(obj, types.ModuleType):
+        return obj
+    module = {"encode_engram": "engram", "consolidate": "consolidate", "retrieve": "retrieve"}[name]
+    return getattr(importlib.import_module(f"filegram_ray.memory.{module}"), name)
+
+
+class FileGramOS(MemoryMethod):
+    """FileGramOS with a configurable channel set (default: all three).
+
+    Options:
+        channels: tuple of channel names used at retrieval (ablations remove one).
+    """
+
+    name, display = "filegramos", "FileGramOS"
+    channels: tuple[str, ...] = ALL_CHANNELS
+
+    def _embedder(self):
+        if self.embedder is None:
+            from filegram_ray.methods.embed import default_embedder
+
+            self.embedder = default_embedder()
+        if not hasattr(self.embedder, "encode_query"):
+            self.embedder = _QueryAdapter(self.embedder)
+        return self.embedder
+
+    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+        """Engrams → MemoryStore, plus the chunk and episode vectors (embedded once here, not per query).
+
+        Returns:
+            ``{"store": MemoryStore, "chunks": (vectors, meta), "episodes": (vectors, meta)}``.
+        """
+        from filegram_ray.memory.index import chunk_texts, episode_texts
+
+        encode_engram, consolidate = _memory_api("encode_engram"), _memory_api("consolidate")
+        emb = self._embedder()
+        engrams = [encode_engram(v.events, trajectory_id=v.label, task_id=v.task_id, media_dir=None,
+                                 llm_fn=self.llm_fn, source=v.label) for v in trajectories]
+        engrams.sort(key=lambda e: e.trajectory_id)  # reference §7: engrams sorted by trajectory id
+        store = consolidate(engrams, embedder=emb, llm_fn=self.llm_fn)
+        ct, cm = chunk_texts(store)
+        et, em = episode_texts(store)
+        return {"store": store, "chunks": (emb.encode(ct), cm), "episodes": (emb.encode(et), em)}
+
+    def retrieve(self, state: Any, query: str) -> Context:
+        from filegram_ray.memory.index import ProfileIndices, build_index
+
+        retrieve = _memory_api("retrieve")
+        channels = tuple(self.options.get("channels") or self.channels)
+        indices = ProfileIndices(build_index(*state["chunks"]), build_index(*state["episodes"]))
+        rc = retrieve(state["store"], query=query or None, channels=channels, indices=indices,
+                      embedder=self._embedder())
+        return Context(rc.text, int(rc.tokens_memory), int(rc.tokens_context))
+
+
+class _QueryAdapter:
+    """Gives an ``encode(texts)`` embedder the ``encode_query(text)`` method FileGramOS's retriever calls."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def encode(self, texts):
+        return self.inner.encode(texts)
+
+    def encode_query(self, text):
+        return self.inner.encode([text])
+
+
+register("filegramos")(FileGramOS)
+
+
+def _ablation(drop: str):
+    keep = tuple(c for c in ALL_CHANNELS if c != drop)
+
+    class _Ablated(FileGramOS):
+        __doc__ = f"FileGramOS without the {drop} channel (reference §8.4, Table 13)."
+        name, display, channels = f"filegramos_no_{drop}", f"FileGramOS − {drop.capitalize()}", keep
+
+    _Ablated.__name__ = _Ablated.__qualname__ = f"FileGramOSNo{drop.capitalize()}"
+    return register(_Ablated.name)(_Ablated)
+
+
+FileGramOSNoProcedural = _ablation("procedural")
+FileGramOSNoSemantic = _ablation("semantic")
+FileGramOSNoEpisodic = _ablation("episodic")
