@@ -158,3 +158,25 @@ def test_unknown_method_is_a_clear_error(tmp_path):
     make_run(tmp_path)
     with pytest.raises(ValueError, match="unknown"):
         run_evaluate(_cfg(tmp_path, methods=["nope"]))
+
+
+def test_multimodal_items_see_recovered_derivative_text(tmp_path):
+    """FileGrd (multimodal setting): created content comes from the rendered derivative, not from the blob."""
+    import pickle
+
+    run = make_run(tmp_path)
+    rows = []
+    for task in ("T-01", "T-02", "T-03"):
+        path = f"derivatives/{PROFILES[0]}/{task}/reports/2024/q1/review/s00.md"
+        run.write_text(path, f"Rendered page of review {task}: figures shown as a chart.")
+        rows.append({"trajectory_id": f"{PROFILES[0]}/{task}", "source": "reports/2024/q1/review.md",
+                     "section_index": 0, "format": "md", "path": path, "status": "ok", "caption": "",
+                     "transcript": ""})
+    run.write_table("derivatives/index.parquet", pl.DataFrame(rows))
+    info = run_evaluate(_cfg(tmp_path, methods=["full_context"], validity=False, sub_tracks=["FileGrd"]))
+    assert info["multimodal_content"] == "derivatives"
+    (cache,) = run.walk_files("results/cache/full_context")
+    assert "multimodal-derivatives__" in cache
+    text = "\n".join(pickle.loads(run.read_bytes(cache))["blocks"])
+    assert "[rendered md]" in text and "Rendered page of review T-02" in text
+    assert "| revenue | 12 |" not in text  # the created blob itself is not shown

@@ -65,8 +65,10 @@ class EvaluateConfig(BaseModel):
         backbone: ``"lexical"`` (CPU default, no LLM), ``"random"``, or ``{kind: openai, base_url, model, …}``.
         judge: ``auto`` | ``llm`` | ``rubric`` for open-ended items.
         settings: item settings to evaluate (``text``, ``multimodal``).
-        multimodal_content: how created-file content is shown in the multimodal setting: ``strip`` removes it
-            (upstream ``strip-content`` simulation, reference §8.3).
+        multimodal_content: how created-file content is shown in the multimodal setting: ``derivatives`` (text
+            recovered from the rendered files), ``strip`` (removed, upstream's simulation, reference §8.3) or
+            ``auto`` (derivatives when ``derivatives/index.parquet`` exists); see
+            :mod:`filegram_ray.evaluate.multimodal`.
         validity: add the oracle and random validity rows.
         sub_tracks: restrict to these sub-tasks (None = all).
         max_items: evaluate only the first N items (sorted by question id) — smoke runs.
@@ -80,7 +82,7 @@ class EvaluateConfig(BaseModel):
     backbone: str | dict[str, Any] = "lexical"
     judge: str = "auto"
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
-    multimodal_content: str = "strip"
+    multimodal_content: str = "auto"
     validity: bool = True
     sub_tracks: list[str] | None = None
     max_items: int | None = None
@@ -184,7 +186,7 @@ class EvalWorker:
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method: str,
-                 method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str = "strip"):
+                 method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str = "auto"):
         from filegram_ray.llm import make_backbone
         from filegram_ray.methods import make_method
 
@@ -193,17 +195,24 @@ class EvalWorker:
         llm_fn = self.backbone.complete if self.backbone.is_llm else None
         self.method = make_method(method, llm_fn=llm_fn, **(method_options or {}))
         self.method_name = method
-        if multimodal_content != "strip":
-            raise ValueError(f"evaluate.multimodal_content={multimodal_content!r}: only 'strip' is implemented")
+        if multimodal_content not in ("auto", "derivatives", "strip"):
+            raise ValueError(f"evaluate.multimodal_content={multimodal_content!r}: expected auto, derivatives or "
+                             "strip")
         self.multimodal_content = multimodal_content
+        self._override = None
 
     def _state(self, unit: dict[str, Any]) -> tuple[Any, float, bool]:
-        from filegram_ray.methods.trajectory import build_views, strip_content_override
+        from filegram_ray.evaluate.multimodal import make_content_override
+        from filegram_ray.methods.trajectory import build_views
 
         path = unit["cache_path"]
         if self.run.exists(path):
             return pickle.loads(self.run.read_bytes(path)), 0.0, True
-        override = strip_content_override if unit["setting"] == "multimodal" else None
+        override = None
+        if unit["setting"] == "multimodal":
+            if self._override is None:
+                self._override = make_content_override(self.run, self.multimodal_content)
+            override = self._override
         t0 = time.perf_counter()
         views = build_views(self.run, unit["spec"], content_override=override)
         state = self.method.ingest(views)
@@ -244,20 +253,22 @@ _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8,
 # ----------------------------------------------------------------------------------------------- stage
 
 
-def _plan_units(items: list[dict[str, Any]], methods: list[str]) -> dict[str, list[dict[str, Any]]]:
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str) -> dict[str, list[dict[str, Any]]]:
+    """Units per method; the multimodal content mode is part of the cache key (``multimodal-strip`` …)."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for it in items:
-        key = spec_key(it["context"], it["setting"])
-        g = groups.setdefault((it["setting"], key), {"spec": it["context"], "items": []})
+        tag = it["setting"] if it["setting"] == "text" else f"{it['setting']}-{mm_mode}"
+        key = spec_key(it["context"], tag)
+        g = groups.setdefault((tag, key, it["setting"]), {"spec": it["context"], "items": []})
         g["items"].append(it)
     plan: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
         units = []
-        for (setting, key), g in sorted(groups.items()):
-            uid = f"{m}/{setting}__{key}"
+        for (tag, key, setting), g in sorted(groups.items()):
+            uid = f"{m}/{tag}__{key}"
             units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
-                          "items": g["items"], "cache_path": f"results/cache/{m}/{setting}__{key}.pkl",
-                          "out_path": f"results/units/{m}/{setting}__{key}.parquet"})
+                          "items": g["items"], "cache_path": f"results/cache/{m}/{tag}__{key}.pkl",
+                          "out_path": f"results/units/{m}/{tag}__{key}.parquet"})
         plan[m] = units
     return plan
 
@@ -362,7 +373,12 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     if ecfg.max_items is not None:
         items = items[:ecfg.max_items]
     key = load_answer_key(run)
-    plan = _plan_units(items, ecfg.methods)
+    from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
+
+    mm_mode = ecfg.multimodal_content
+    if mm_mode == "auto":
+        mm_mode = "derivatives" if run.exists(DERIVATIVES_INDEX) else "strip"
+    plan = _plan_units(items, ecfg.methods, mm_mode)
     if not ecfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
     unit_status: list[dict[str, Any]] = []
@@ -372,7 +388,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         rows = map_units(EvalWorker, todo, init_kwargs={
             "run_uri": run.uri, "storage_options": run.storage_options, "method": m,
             "method_options": ecfg.method_options.get(m, {}), "backbone": ecfg.backbone, "seed": config.seed,
-            "multimodal_content": ecfg.multimodal_content}, num_actors=ecfg.num_actors,
+            "multimodal_content": mm_mode}, num_actors=ecfg.num_actors,
             num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
         unit_status.extend(rows)
     # gather answers: finished units from their tables, failed units as error rows for each of their items
@@ -400,6 +416,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     if summary.height:
         run.write_table("results/summary.parquet", summary)
     info = {"n_items": len(items), "methods": ecfg.methods, "backbone": bb.describe(), "judge": judge.name,
+            "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
             "seconds": round(time.perf_counter() - t0, 2)}

