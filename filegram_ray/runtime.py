@@ -139,6 +139,7 @@ def map_units(
     max_restarts: int = 3,
     progress: bool = True,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    actor_restart_timeout_s: float = 120.0,
 ) -> list[dict[str, Any]]:
     """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit; returns one result row per unit.
 
@@ -151,6 +152,7 @@ def map_units(
         stage: name used in logs and error rows.
         max_restarts: Ray restarts per actor before its units are reported as errors.
         on_result: callback per finished row (e.g. to print progress details).
+        actor_restart_timeout_s: how long to wait for Ray to restart a dead actor before replacing it.
 
     Returns:
         Result rows in completion order: the worker's dict (``status`` ``ok`` unless set) or an error row.
@@ -220,6 +222,12 @@ def map_units(
                 pending.append(unit)
             else:
                 _emit(error_row(uid, exc, stage))
+            # Wait until Ray has restarted the actor before giving it work again; replace it if it is gone.
+            try:
+                ray.get(actors[slot].pid.remote(), timeout=actor_restart_timeout_s)
+            except Exception:
+                log.warning("%s: actor slot %d did not come back; starting a new actor", stage, slot)
+                actors[slot] = _Actor.options(**actor_opts).remote(worker_cls, init_kwargs)
         except Exception as exc:  # e.g. a unit that cannot be deserialised
             _emit(error_row(uid, exc, stage))
         else:
