@@ -503,7 +503,10 @@ class PersonaAgent:
     def run(self) -> None:
         """Do the task (dispatch on task type, ref §6.3 / TT §5), then finish the session."""
         self.sess.start()
-        self.perceive()
+        if any(p.is_file() for p in self.sess.sandbox_path.rglob("*")):
+            self.perceive()
+        else:  # an empty workspace (T-03/T-04/T-20) shows no consumption at all (TIER_TARGETS §5)
+            self.files, self.dirs = [], []
         if self.ttype == "organize":
             self.flow_organize()
         elif self.ttype in ("iterate", "maintain"):
