@@ -180,3 +180,15 @@ def test_multimodal_items_see_recovered_derivative_text(tmp_path):
     text = "\n".join(pickle.loads(run.read_bytes(cache))["blocks"])
     assert "[rendered md]" in text and "Rendered page of review T-02" in text
     assert "| revenue | 12 |" not in text  # the created blob itself is not shown
+
+
+def test_filegramos_ablations_share_ingest_state(tmp_path):
+    from filegram_ray.evaluate.stage import _plan_units
+
+    run = make_run(tmp_path)
+    plan = _plan_units(load_items(run), ["filegramos", "filegramos_no_semantic", "full_context"], "strip")
+    fg = [u["cache_path"] for u in plan["filegramos"]]
+    assert fg == [u["cache_path"] for u in plan["filegramos_no_semantic"]]
+    assert all(p.startswith("results/cache/filegramos/") for p in fg)
+    assert [u["unit_id"] for u in plan["filegramos"]] != [u["unit_id"] for u in plan["filegramos_no_semantic"]]
+    assert all(u["cache_path"].startswith("results/cache/full_context/") for u in plan["full_context"])

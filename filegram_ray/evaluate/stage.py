@@ -3,7 +3,8 @@
 Reads ``bench/items.parquet`` (public fields + context spec) and, for scoring only, ``bench/answers_key.parquet``;
 writes under ``results/``:
 
-* ``cache/<method>/<setting>__<key>.pkl`` — a method's ingested state per context spec (ingest once, reuse);
+* ``cache/<group>/<setting>__<key>.pkl`` — a method's ingested state per context spec (ingest once, reuse;
+  FileGramOS's channel ablations share FileGramOS's states);
 * ``units/<method>/<setting>__<key>.parquet`` — the answers of one work unit; ``_done/evaluate/…`` records;
 * ``results.parquet`` — one row per method × item (answer, correct, score, tokens, status, error);
 * ``summary.parquet``, ``report.md`` and PNG plots (:mod:`filegram_ray.evaluate.report`).
@@ -261,13 +262,16 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str) -
         key = spec_key(it["context"], tag)
         g = groups.setdefault((tag, key, it["setting"]), {"spec": it["context"], "items": []})
         g["items"].append(it)
+    from filegram_ray.methods import make_method
+
     plan: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
+        group = make_method(m).group  # cheap: methods load models lazily
         units = []
         for (tag, key, setting), g in sorted(groups.items()):
             uid = f"{m}/{tag}__{key}"
             units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
-                          "items": g["items"], "cache_path": f"results/cache/{m}/{tag}__{key}.pkl",
+                          "items": g["items"], "cache_path": f"results/cache/{group}/{tag}__{key}.pkl",
                           "out_path": f"results/units/{m}/{tag}__{key}.parquet"})
         plan[m] = units
     return plan

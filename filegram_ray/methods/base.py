@@ -54,6 +54,14 @@ class MemoryMethod(ABC):
     name: str = "method"
     #: human-readable row name in the report.
     display: str = "Method"
+    #: methods with the same ``state_group`` build identical ingest states (e.g. FileGramOS and its channel
+    #: ablations differ only at retrieval), so the evaluate stage ingests once per group and context spec.
+    state_group: str | None = None
+
+    @property
+    def group(self) -> str:
+        """The ingest-state cache group (``state_group`` or the method name)."""
+        return self.state_group or self.name
 
     def __init__(self, llm_fn: LlmFn | None = None, embedder: Any = None, **options: Any):
         self.llm_fn = llm_fn

@@ -43,6 +43,8 @@ class FileGramOS(MemoryMethod):
 
     name, display = "filegramos", "FileGramOS"
     channels: tuple[str, ...] = ALL_CHANNELS
+    #: the ablations share FileGramOS's ingest state (they differ only in the retrieved channels)
+    state_group = "filegramos"
 
     def _embedder(self):
         if self.embedder is None:
