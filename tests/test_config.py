@@ -17,7 +17,8 @@ def test_default_config_loads():
 def test_overrides_reach_stage_sections(tmp_path):
     cfg = load_config(overrides=["seed=11", "generate.num_actors=4", f"run_dir={tmp_path}"])
     assert cfg.seed == 11
-    assert cfg.section("generate") == {"num_actors": 4}
+    assert cfg.section("generate")["num_actors"] == 4
+    assert cfg.section("generate")["perturb"] is True  # the rest of the section is kept
     assert cfg.run().root == str(tmp_path)
 
 
