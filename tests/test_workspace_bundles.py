@@ -214,7 +214,7 @@ def test_seed_stage_serial_resumable(tmp_path, capsys):
 
     cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-11, T-13, T-03]", "workspace.serial=true"])
     s1 = run_seed(cfg)
-    assert s1["built"] == 3 and s1["errors"] == [] and s1["bundles"] == 2  # T-03 is empty
+    assert s1["built"] == 3 and s1["errors"] == [] and s1["bundles"] == 3 and s1["non_empty"] == 2  # T-03 empty
     run = cfg.run()
     df = run.read_table("workspaces/index.parquet")
     assert set(df.columns) == {"task_id", "path", "kind", "bytes", "sha256"}

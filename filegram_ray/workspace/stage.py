@@ -103,10 +103,13 @@ def run_seed(config) -> dict[str, Any]:
     df = pl.DataFrame(index, schema=schema)
     run.write_table("workspaces/index.parquet", df)
     by_kind = {r["kind"]: r["n"] for r in df.group_by("kind").agg(pl.len().alias("n")).sort("kind").to_dicts()}
-    summary = {"bundles": df["task_id"].n_unique() if len(df) else 0, "built": len(units) - len(errors),
+    n_bundles = sum(1 for t in tasks if run.exists(f"workspaces/{t['task_id']}/bundle.json"))
+    summary = {"bundles": n_bundles, "non_empty": df["task_id"].n_unique() if len(df) else 0,
+               "built": len(units) - len(errors),
                "skipped": skipped, "files": len(df), "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
                "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors]}
-    print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built, {skipped} already done), "
+    print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built now, {skipped} already done; "
+          f"{summary['bundles'] - summary['non_empty']} empty by design), "
           f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")
     print(f"{'kind':<6} {'files':>6} {'MB':>8}")
     for kind, n in by_kind.items():
