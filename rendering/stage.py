@@ -12,7 +12,9 @@ Pipeline (``run_render``):
 2. skip — units already recorded as ``ok``/``skipped`` (completion records ``_done/render/*.json`` and an existing
    ``derivatives/index.parquet``) are dropped: the stage is resumable and idempotent.
 3. render — ``map_batches`` with callable classes on one actor pool per renderer group (default: documents ×2 for
-   pdf/docx/md/pptx/xlsx, images ×1 for png_page/png_chart, tts ×1 for wav, which loads the piper voice once). Each
+   pdf/docx/md/pptx/xlsx, images ×1 for png_page/png_chart, tts ×2 for wav: each of its actors loads the piper voice
+   once and runs it on one onnxruntime thread, :data:`rendering.renderers.TTS_THREADS`; narration is ≈80 % of the
+   stage's CPU time, so it gets two actors to use both cores while the document pool drains). Each
    actor asks ``num_cpus`` ≤ 0.5 (ENVIRONMENT_FACTS §1: on 2 CPUs a pool at 1 CPU per actor deadlocks); when the
    pools together would ask more than 90 % of the cluster's CPUs, every actor's request is scaled down to fit.
    Derivatives are written atomically to ``derivatives/<profile_id>/<task_id>/<output-stem>/s<NN>.<suffix>``;
@@ -39,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from filegram_ray.runtime import Progress
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, category_of, choose_formats
-from rendering.renderers import EXTENSIONS, FORMATS, NotApplicable, TtsEngine, build
+from rendering.renderers import EXTENSIONS, FORMATS, NARRATION_MAX_WORDS, NotApplicable, TtsEngine, build
 from rendering.sections import Section, SectionParams, load_document
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ class PoolConfig(BaseModel):
 def _default_pools() -> dict[str, PoolConfig]:
     return {"documents": PoolConfig(formats=["pdf", "docx", "md", "pptx", "xlsx"], size=2),
             "images": PoolConfig(formats=["png_page", "png_chart"], size=1),
-            "tts": PoolConfig(formats=["wav"], size=1)}
+            "tts": PoolConfig(formats=["wav"], size=2)}
 
 
 class RenderConfig(BaseModel):
@@ -82,7 +84,7 @@ class RenderConfig(BaseModel):
     max_chars: int = SectionParams.max_chars
     min_per_output: int = Field(4, description="least derivatives per output (policy step 4)")
     boost: dict[str, float] = Field(default_factory=lambda: {"spreadsheet": 4.0, "audio": 2.0})
-    narration_max_words: int = Field(30, description="words of the spoken briefing (renderers.NARRATION_MAX_WORDS)")
+    narration_max_words: int = Field(NARRATION_MAX_WORDS, description="words of the spoken briefing")
     pools: dict[str, PoolConfig] = Field(default_factory=_default_pools)
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
     batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
@@ -174,8 +176,8 @@ class RenderWorker:
         load_tts: load the piper voice now (the TTS pool's actors); otherwise it is loaded on the first audio unit.
     """
 
-    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, narration_max_words: int = 30,
-                 load_tts: bool = False):
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None,
+                 narration_max_words: int = NARRATION_MAX_WORDS, load_tts: bool = False):
         self.run = RunDir(run_uri, storage_options)
         self.max_words = narration_max_words
         self.tts: TtsEngine | None = TtsEngine() if load_tts else None
