@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
-from filegram_ray.memory.embed import make_embedder
+from filegram_ray.memory.embed import make_embedder, run_cache_dir
 from filegram_ray.memory.engram import Engram, encode_engram, load_events
 from filegram_ray.memory.index import (
     ProfileIndices,
@@ -126,8 +126,8 @@ def _as_run(run):
 class EmbedBatch:
     """Ray Data callable class: ``{"text": [...], ...}`` batch → same batch plus ``vector`` (float32, (B, 384))."""
 
-    def __init__(self, kind: str = "minilm", batch_size: int = 64):
-        self.embedder = make_embedder(kind, batch_size)
+    def __init__(self, kind: str = "minilm", batch_size: int = 64, cache_dir: str | None = None):
+        self.embedder = make_embedder(kind, batch_size, cache_dir=cache_dir)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = dict(batch)
@@ -144,12 +144,14 @@ def _consolidate_profile(run, profile_id: str, task_ids: list[str], cfg: dict[st
         return {"profile_id": profile_id, "status": "error", "store": None, "error": f"{profile_id}: {exc}"}
 
 
-def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool) -> np.ndarray:
-    """Vectors for ``rows`` (each with ``text``), in row order."""
+def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool, cache_dir: str | None = None
+                ) -> np.ndarray:
+    """Vectors for ``rows`` (each with ``text``), in row order; ``cache_dir`` is the run's shared vector cache
+    (so the evaluate stage's FileGramOS method finds these texts already embedded)."""
     if not rows:
         return np.zeros((0, 384), dtype=np.float32)
     if serial:
-        fn = EmbedBatch(cfg.embedder, cfg.embed_batch_size)
+        fn = EmbedBatch(cfg.embedder, cfg.embed_batch_size, cache_dir)
         out = []
         for i in range(0, len(rows), cfg.embed_batch_size):
             out.append(fn({"text": np.asarray([r["text"] for r in rows[i:i + cfg.embed_batch_size]],
@@ -158,7 +160,8 @@ def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool) -> 
     import ray
 
     ds = ray.data.from_items([{"row": i, "text": r["text"]} for i, r in enumerate(rows)])
-    ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder, "batch_size": cfg.embed_batch_size},
+    ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder, "batch_size": cfg.embed_batch_size,
+                                                           "cache_dir": cache_dir},
                         batch_size=cfg.embed_batch_size, batch_format="numpy", num_cpus=cfg.embed_num_cpus,
                         compute=ray.data.ActorPoolStrategy(size=max(1, cfg.embed_actors)))
     got = ds.take_all()
@@ -271,7 +274,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         b = len(emb_rows)
         emb_rows.extend({"text": t} for t in et)
         spans[pid] = {"chunks": (a, b), "episodes": (b, len(emb_rows))}
-    vecs = _embed_rows(emb_rows, cfg, serial)
+    vecs = _embed_rows(emb_rows, cfg, serial, run_cache_dir(run))
     for pid, store in stores.items():
         (ca, cb), (ea, eb) = spans[pid]["chunks"], spans[pid]["episodes"]
         _, cm = chunk_texts(store)

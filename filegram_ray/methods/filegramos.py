@@ -63,15 +63,32 @@ class FileGramOS(MemoryMethod):
         """
         from filegram_ray.memory.index import chunk_texts, episode_texts
 
-        encode_engram, consolidate = _memory_api("encode_engram"), _memory_api("consolidate")
+        consolidate = _memory_api("consolidate")
         emb = self._embedder()
-        engrams = [encode_engram(v.events, trajectory_id=v.label, task_id=v.task_id, media_dir=None,
-                                 llm_fn=self.llm_fn, source=v.label) for v in trajectories]
+        engrams = [self._engram(v) for v in trajectories]
         engrams.sort(key=lambda e: e.trajectory_id)  # reference §7: engrams sorted by trajectory id
         store = consolidate(engrams, embedder=emb, llm_fn=self.llm_fn)
         ct, cm = chunk_texts(store)
         et, em = episode_texts(store)
         return {"store": store, "chunks": (emb.encode(ct), cm), "episodes": (emb.encode(et), em)}
+
+    def _engram(self, view: TrajectoryView):
+        """Stage 1 of one trajectory, memoised on (label, task, events): a trajectory recurs in many context
+        specs of one evaluation (each held-out, impostor and baseline spec), and its Engram never changes."""
+        import hashlib
+        import json
+
+        encode_engram = _memory_api("encode_engram")
+        digest = hashlib.sha1(json.dumps(view.events, sort_keys=True, ensure_ascii=False, default=str)
+                              .encode("utf-8", "surrogatepass")).hexdigest()
+        key = (view.label, view.task_id, digest)
+        memo = self.__dict__.setdefault("_engram_memo", {})
+        if key not in memo:
+            if len(memo) >= 4096:  # bounded: a long evaluation never grows without limit
+                memo.pop(next(iter(memo)))
+            memo[key] = encode_engram(view.events, trajectory_id=view.label, task_id=view.task_id, media_dir=None,
+                                      llm_fn=self.llm_fn, source=view.label)
+        return memo[key].model_copy(deep=True)
 
     def retrieve(self, state: Any, query: str) -> Context:
         from filegram_ray.memory.index import ProfileIndices, build_index
