@@ -161,24 +161,32 @@ def test_unknown_method_is_a_clear_error(tmp_path):
 
 
 def test_multimodal_items_see_recovered_derivative_text(tmp_path):
-    """FileGrd (multimodal setting): created content comes from the rendered derivative, not from the blob."""
+    """FileGrd (multimodal setting): created content comes from the rendered derivative (a real PDF, read back with
+    pypdf), not from the blob; the ``md`` derivative (the source Markdown) is not shown."""
     import pickle
+
+    from rendering.renderers import build
+    from rendering.sections import split_sections
 
     run = make_run(tmp_path)
     rows = []
     for task in ("T-01", "T-02", "T-03"):
-        path = f"derivatives/{PROFILES[0]}/{task}/reports/2024/q1/review/s00.md"
-        run.write_text(path, f"Rendered page of review {task}: figures shown as a chart.")
-        rows.append({"trajectory_id": f"{PROFILES[0]}/{task}", "source": "reports/2024/q1/review.md",
-                     "section_index": 0, "format": "md", "path": path, "status": "ok", "caption": "",
-                     "transcript": ""})
+        stem = f"derivatives/{PROFILES[0]}/{task}/reports__2024__q1__review"
+        sec = split_sections(f"# Rendered page of review {task}\n\nFigures shown as a chart.\n").sections[0]
+        run.write_bytes(f"{stem}/s00.pdf", build("pdf", sec).data)
+        run.write_text(f"{stem}/s00.md", f"Markdown source of review {task}")
+        for fmt, ext in (("pdf", "pdf"), ("md", "md")):
+            rows.append({"trajectory_id": f"{PROFILES[0]}/{task}", "source": "reports/2024/q1/review.md",
+                         "section_index": 0, "format": fmt, "path": f"{stem}/s00.{ext}", "status": "ok",
+                         "caption": "", "transcript": ""})
     run.write_table("derivatives/index.parquet", pl.DataFrame(rows))
     info = run_evaluate(_cfg(tmp_path, methods=["full_context"], validity=False, sub_tracks=["FileGrd"]))
     assert info["multimodal_content"] == "derivatives"
     (cache,) = run.walk_files("results/cache/full_context")
     assert "multimodal-derivatives__" in cache
     text = "\n".join(pickle.loads(run.read_bytes(cache))["blocks"])
-    assert "[rendered md]" in text and "Rendered page of review T-02" in text
+    assert "[rendered pdf]" in text and "Rendered page of review T-02" in text
+    assert "Markdown source of review" not in text and "[rendered md]" not in text
     assert "| revenue | 12 |" not in text  # the created blob itself is not shown
 
 

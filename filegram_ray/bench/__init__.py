@@ -27,8 +27,8 @@ event streams by timestamp, tag events with the labels "User 1"/"User 2") | ``se
 facts (JSON), distractor_profiles (JSON list).
 
 COUNTS (20 profiles × 32 tasks, 100 perturbed sessions; reference §9.1 in brackets): AttrRec 320 [326], BehavFP
-540 [560], ProfRec 320, BehavInf 560, TraceDis 1,134, AnomDet 815, ShiftAna 288, FileGrd 550 when every
-trajectory is rendered; VisGrd pending (needs real recordings). Each builder module's docstring explains its
+540 [560], ProfRec 320, BehavInf 560, TraceDis 1,134, AnomDet 815, ShiftAna 288, FileGrd 550 [550] when the render
+stage covered the run (``inputs.rendered_trajectories``); VisGrd pending (needs real recordings). Each builder module's docstring explains its
 rule and any gap; other profile/task sets scale by profiles × tasks / (20 × 32) (ShiftAna: 2.88 per perturbed
 session; ProfRec: one per profile attribute).
 """

@@ -94,8 +94,25 @@ def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None =
             stats[n] = {"target": 0, "built": 0, "note": "pending: " + PENDING[n]}
     items: list[Item] = []
     keys: list[AnswerKey] = []
+    qid_of: dict[str, dict[str, str]] = {}  # sub-task → draft sort key → question id
     for n in order:
         its, ks = finalize(drafts[n], seed, n, llm_fn=llm_fn)
+        ordered = sorted(drafts[n], key=lambda d: d.sort_key)  # finalize numbers drafts in this order
+        qid_of[n] = {d.sort_key: it.question_id for d, it in zip(ordered, its)}
+        if BUILDERS[n].sources:
+            _link_twins(ordered, its, qid_of)
         items.extend(its)
         keys.extend(ks)
     return Bank(items=items, keys=keys, stats=stats)
+
+
+def _link_twins(drafts: Sequence[Draft], items: Sequence[Item], qid_of: dict[str, dict[str, str]]) -> None:
+    """Record in each derived item's ``metadata.text_twin`` the question id of the text item it re-issues (FileGrd:
+    same question, choices and context in the multimodal setting), when that source item is in the bank; the
+    report's Text → Multimodal comparison pairs items through it."""
+    for d, it in zip(drafts, items):
+        src = str(d.facts.get("source_sub_task", ""))
+        key = d.sort_key.split("|", 1)[1] if "|" in d.sort_key else ""
+        twin = qid_of.get(src, {}).get(key)
+        if twin:
+            it.metadata["text_twin"] = twin

@@ -253,9 +253,44 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
                 fp = tuple(float(x) for x in raw)
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
                              perturbation=pert, fingerprint=fp))
-    rendered: frozenset[str] = frozenset()
-    if run.exists("derivatives/index.parquet"):
-        der = run.read_table("derivatives/index.parquet")
-        if "trajectory_id" in der.columns:
-            rendered = frozenset(str(x) for x in der["trajectory_id"].to_list())
+    rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
     return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered)
+
+
+#: outputs the render stage turns into derivatives (``rendering.stage.RenderConfig.text_extensions`` default)
+RENDERED_EXTENSIONS = (".md", ".markdown", ".txt")
+
+
+def rendered_trajectories(run, trajectory_ids: list[str] | None = None,
+                          extensions: tuple[str, ...] = RENDERED_EXTENSIONS) -> frozenset[str]:
+    """Trajectories a method can be shown in the Multimodal setting (FileGrd's pool, reference §9.1 T4).
+
+    A trajectory qualifies once the render stage has run (``derivatives/index.parquet`` exists) and each of its
+    text outputs (``trajectories/outputs.parquet`` rows whose path ends with one of ``extensions``) has at least
+    one row in that index, whatever its status: a derivative that failed leaves a gap in what the method sees,
+    as a failed conversion would. A trajectory of ``trajectory_ids`` with no text output qualifies as well: it has
+    nothing to render, so the setting shows it exactly as the text setting does. (Counting only the ids listed
+    in the index, as before, dropped every all-sessions item of a user with one such trajectory: an AttrRec
+    item needs all 32 of them.) Without ``outputs.parquet``, or an index without a ``source`` column, the ids
+    listed in the index qualify.
+
+    Returns:
+        the qualifying trajectory ids (empty when the render stage has not run).
+    """
+    if not run.exists("derivatives/index.parquet"):
+        return frozenset()
+    der = run.read_table("derivatives/index.parquet")
+    if "trajectory_id" not in der.columns:
+        return frozenset()
+    listed = {str(x) for x in der["trajectory_id"].to_list()}
+    if "source" not in der.columns or not run.exists("trajectories/outputs.parquet"):
+        return frozenset(listed)
+    handled = {(str(t), str(s)) for t, s in zip(der["trajectory_id"].to_list(), der["source"].to_list())}
+    outs = run.read_table("trajectories/outputs.parquet")
+    text: dict[str, set[str]] = {}
+    for t, path in zip(outs["trajectory_id"].to_list(), outs["path"].to_list()):
+        if str(path).lower().endswith(extensions):
+            text.setdefault(str(t), set()).add(str(path))
+    ready = {t for t, paths in text.items() if all((t, p) in handled for p in paths)}
+    ready |= {str(t) for t in (trajectory_ids or []) if str(t) not in text}
+    return frozenset(ready)

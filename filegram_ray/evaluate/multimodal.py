@@ -5,7 +5,11 @@ In that setting a method must not read the agent's created text directly. Two mo
 * ``derivatives`` — the created file's content is replaced by the text recovered from its rendered derivatives
   (``derivatives/index.parquet`` + :func:`rendering.recover.recover_bytes`: PDF/DOCX/PPTX/XLSX readers, the stored
   caption of a PNG, the stored transcript of a WAV), concatenated in section order, each part headed
-  ``[rendered <format>]``. An output that has no derivative keeps no content (it was not shown as text either).
+  ``[rendered <format>]``. Only :data:`SHOWN_FORMATS` are used by default: the ``md`` derivatives (the Markdown
+  share of the project page's mix, reference §0) are the section's source Markdown, byte for byte, so showing them
+  would hand the method the very text this setting withholds (reference §9.1 T4: "outputs given as rendered
+  PDFs/images"). An output, or a section, without a shown derivative keeps no content (it was not shown as text
+  either).
 * ``strip`` — all created content removed (upstream's ``strip-content`` simulation, reference §8.3).
 
 ``auto`` picks ``derivatives`` when the render stage's index exists, else ``strip``.
@@ -13,6 +17,7 @@ In that setting a method must not read the agent's created text directly. Two mo
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from typing import Any
@@ -22,9 +27,11 @@ from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DERIVATIVES_INDEX", "DerivativeText", "make_content_override"]
+__all__ = ["DERIVATIVES_INDEX", "SHOWN_FORMATS", "DerivativeText", "make_content_override", "text_twins"]
 
 DERIVATIVES_INDEX = "derivatives/index.parquet"
+#: derivative formats whose recovered text a method sees in the Multimodal setting (all rendered ones; not ``md``)
+SHOWN_FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "png_page", "png_chart", "wav")
 
 
 class DerivativeText:
@@ -32,23 +39,27 @@ class DerivativeText:
 
     Args:
         run: the run directory holding ``derivatives/index.parquet``.
+        formats: derivative formats shown (default :data:`SHOWN_FORMATS`).
 
     Raises:
         StorageError: the index is missing.
     """
 
-    def __init__(self, run: RunDir):
+    def __init__(self, run: RunDir, formats: tuple[str, ...] | list[str] | None = None):
         self.run = run
+        self.formats = tuple(formats) if formats is not None else SHOWN_FORMATS
         df = run.read_table(DERIVATIVES_INDEX)
         self._rows: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for r in df.iter_rows(named=True):
             if r.get("status") not in ("ok", None) or not r.get("path"):
                 continue
+            if str(r.get("format") or "") not in self.formats:
+                continue
             self._rows[(str(r["trajectory_id"]), anonymize_path(str(r["source"])))].append(r)
         self._cache: dict[tuple[str, str], str] = {}
 
     def __reduce__(self):
-        return (DerivativeText, (self.run,))
+        return (DerivativeText, (self.run, self.formats))
 
     def _recover(self, rows: list[dict[str, Any]]) -> str:
         from rendering.recover import recover_bytes
@@ -72,8 +83,8 @@ class DerivativeText:
         return self._cache[key]
 
 
-def make_content_override(run: RunDir, mode: str) -> ContentOverride:
-    """The override for ``mode`` ∈ auto | derivatives | strip.
+def make_content_override(run: RunDir, mode: str, formats: list[str] | None = None) -> ContentOverride:
+    """The override for ``mode`` ∈ auto | derivatives | strip (``formats``: see :class:`DerivativeText`).
 
     Raises:
         ValueError: unknown mode. StorageError: ``derivatives`` requested but the render index is missing.
@@ -83,5 +94,32 @@ def make_content_override(run: RunDir, mode: str) -> ContentOverride:
     if mode == "strip":
         return strip_content_override
     if mode == "derivatives":
-        return DerivativeText(run)
+        return DerivativeText(run, formats)
     raise ValueError(f"evaluate.multimodal_content={mode!r}: expected auto, derivatives or strip")
+
+
+def text_twins(items: list[dict[str, Any]]) -> dict[str, str]:
+    """``multimodal question id -> text question id`` of the same question (a FileGrd item and the T1–T3 item it
+    re-issues, reference §9.1 T4): ``metadata.text_twin`` written by the bench stage, else the text item with the
+    same source sub-task, question, context spec and option set. Twins absent from ``items`` are left out.
+    """
+    def sig(it: dict[str, Any], sub: str) -> str:
+        ctx = it.get("context") or {}
+        return json.dumps([sub, it.get("question", ""), sorted(str(c) for c in it.get("choices") or []),
+                           {k: ctx.get(k) for k in ("kind", "trajectories", "labels", "held_out")}],
+                          sort_keys=True, ensure_ascii=False)
+
+    text = {it["question_id"]: it for it in items if it.get("setting", "text") == "text"}
+    by_sig = {sig(it, str(it.get("sub_track", ""))): q for q, it in text.items()}
+    out: dict[str, str] = {}
+    for it in items:
+        if it.get("setting") != "multimodal":
+            continue
+        meta = it.get("metadata") or {}
+        twin = meta.get("text_twin")
+        if not twin:
+            src = meta.get("source_sub_task") or str(it.get("sub_class", "")).split("/", 1)[0]
+            twin = by_sig.get(sig(it, str(src)))
+        if twin and twin in text:
+            out[it["question_id"]] = str(twin)
+    return out

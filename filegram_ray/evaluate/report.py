@@ -1,8 +1,10 @@
 """``results/report.md`` and the PNG plots of the evaluate stage.
 
 The table mirrors the paper's main table (reference §8.4, Table 3): one row per method, columns In./Out. (tokens),
-one column per sub-task present, the Proc/Sem/Epi channel columns and Avg; the validity rows (oracle, random) sit
-below a separator. Every number is computed from ``results/results.parquet`` by
+one column per sub-task present, the Proc/Sem/Epi channel columns, Avg and Multimodal (accuracy on the multimodal
+setting's items, i.e. FileGrd); the validity rows (oracle, random) sit below a separator. A second table,
+"Text vs Multimodal" (+ ``text_vs_multimodal.png``), compares each method on the same questions in both settings
+(:func:`text_vs_multimodal`). Every number is computed from ``results/results.parquet`` by
 :func:`filegram_ray.evaluate.scoring.summarise`; nothing is typed in.
 """
 
@@ -16,7 +18,7 @@ import polars as pl
 from filegram_ray.evaluate.scoring import CHANNELS, SUB_TASK_ORDER
 from filegram_ray.storage import RunDir
 
-__all__ = ["VALIDITY_METHODS", "markdown_table", "write_report"]
+__all__ = ["VALIDITY_METHODS", "markdown_table", "text_vs_multimodal", "twin_markdown_table", "write_report"]
 
 VALIDITY_METHODS = ("oracle", "random")
 _DISPLAY = {"no_context": "No Context", "full_context": "Full Context", "naive_rag": "Naive RAG",
@@ -38,8 +40,10 @@ def markdown_table(summary: pl.DataFrame) -> str:
     """The paper-style Markdown table of a :func:`summarise` frame."""
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
-        "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", *CHANNELS}]
-    head = ["Method", "In.", "Out.", *subs, "Proc", "Sem", "Epi", "Avg", "n", "errors"]
+        "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", "multimodal", *CHANNELS}]
+    mm = ["multimodal"] if "multimodal" in summary.columns else []
+    head = ["Method", "In.", "Out.", *subs, "Proc", "Sem", "Epi", "Avg", *(["Multimodal"] if mm else []), "n",
+            "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     rows = summary.to_dicts()
     main = [r for r in rows if r["method"] not in VALIDITY_METHODS]
@@ -52,9 +56,74 @@ def markdown_table(summary: pl.DataFrame) -> str:
                      "–" if is_valid else _fmt(r.get("tokens_in"), True),
                      "–" if is_valid else _fmt(r.get("tokens_out"), True),
                      *[_fmt(r.get(s)) for s in subs], *[_fmt(r.get(c)) for c in CHANNELS], _fmt(r.get("avg")),
-                     str(r.get("n", 0)), str(r.get("n_errors", 0))]
+                     *[_fmt(r.get(c)) for c in mm], str(r.get("n", 0)), str(r.get("n_errors", 0))]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def text_vs_multimodal(results: pl.DataFrame) -> pl.DataFrame:
+    """Per method, the same questions in both settings: ``text`` = mean score of the text items that have a
+    multimodal twin (``text_twin`` column, see :func:`filegram_ray.evaluate.multimodal.text_twins`), ``multimodal``
+    = mean score of those twins, ``delta`` = multimodal − text (percentage points), ``n_pairs``. Only pairs where
+    the method has a row for both items count; open-ended items are left out. Empty frame when no pair exists.
+
+    Columns: method, n_pairs, text, multimodal, delta (floats on 0–100).
+    """
+    schema = {"method": pl.Utf8, "n_pairs": pl.Int64, "text": pl.Float64, "multimodal": pl.Float64,
+              "delta": pl.Float64}
+    if not results.height or "text_twin" not in results.columns:
+        return pl.DataFrame(schema=schema)
+    mm = (results.filter((pl.col("setting") == "multimodal") & (pl.col("text_twin") != "") & ~pl.col("is_open"))
+          .select("method", "question_id", "text_twin", pl.col("score").fill_null(0.0).alias("mm_score")))
+    txt = results.select("method", pl.col("question_id").alias("text_twin"),
+                         pl.col("score").fill_null(0.0).alias("text_score"))
+    pairs = mm.join(txt, on=["method", "text_twin"], how="inner")
+    if not pairs.height:
+        return pl.DataFrame(schema=schema)
+    order = list(dict.fromkeys(results["method"].to_list()))
+    agg = (pairs.group_by("method")
+           .agg(pl.len().cast(pl.Int64).alias("n_pairs"), pl.col("text_score").mean().alias("text"),
+                pl.col("mm_score").mean().alias("multimodal"))
+           .with_columns((pl.col("multimodal") - pl.col("text")).alias("delta")))
+    rank = {m: i for i, m in enumerate(order)}
+    return agg.sort(pl.col("method").replace_strict(rank, default=len(rank))).select(list(schema))
+
+
+def twin_markdown_table(twins: pl.DataFrame) -> str:
+    """The "Text vs Multimodal" Markdown table of a :func:`text_vs_multimodal` frame."""
+    lines = ["| Method | Text | Multimodal | Δ | pairs |", "|---|---|---|---|---|"]
+    for r in twins.to_dicts():
+        lines.append(f"| {_DISPLAY.get(r['method'], r['method'])} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
+                     f"{r['delta']:+.1f} | {r['n_pairs']} |")
+    return "\n".join(lines)
+
+
+def _twin_png(twins: pl.DataFrame) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = twins.to_dicts()
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.2), dpi=110)
+    ax.bar(x - 0.2, [r["text"] for r in rows], 0.4, label="Text", color="#4C72B0")
+    ax.bar(x + 0.2, [r["multimodal"] for r in rows], 0.4, label="Multimodal", color="#DD8452")
+    for i, r in enumerate(rows):
+        ax.text(i, max(r["text"], r["multimodal"]) + 2, f"{r['delta']:+.1f}", ha="center", fontsize=8)
+    ax.set_xticks(x)
+    ax.set_xticklabels([_DISPLAY.get(r["method"], r["method"]) for r in rows], rotation=25, ha="right",
+                       fontsize=8)
+    ax.set_ylim(0, 110)
+    ax.set_ylabel("accuracy on the same questions (%)")
+    ax.set_title("Text → Multimodal (FileGrd items and their text twins)")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) -> bytes:
@@ -87,7 +156,8 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) ->
 
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
                  plots: bool = True) -> list[str]:
-    """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``); returns the paths written."""
+    """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``, ``text_vs_multimodal.png`` when FileGrd
+    items with text twins were evaluated); returns the paths written."""
     written = []
     lines = ["# FileGramBench results", "",
              (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
@@ -117,6 +187,19 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             chance = float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"]
                             .cast(pl.Float64)).mean() * 100)
             lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
+    twins = text_vs_multimodal(results)
+    if twins.height:
+        lines += ["", "## Text vs Multimodal", "",
+                  ("The same questions in both settings: each FileGrd item re-issues a T1–T3 item with the outputs "
+                   "shown as rendered files (reference §9.1 T4). Text = accuracy on those text items, Multimodal = "
+                   "on their FileGrd twins, Δ = Multimodal − Text in points (paper §8.4: text-only methods drop "
+                   f"toward the No Context baseline, FileGramOS least). Multimodal content: "
+                   f"`{info.get('multimodal_content', '?')}`."), "",
+                  twin_markdown_table(twins)]
+        if plots:
+            run.write_bytes("results/text_vs_multimodal.png", _twin_png(twins))
+            written.append("results/text_vs_multimodal.png")
+            lines += ["", "![text vs multimodal](text_vs_multimodal.png)"]
     errs = results.filter(pl.col("status") != "ok") if results.height else results
     if errs.height:
         lines += ["", "## Errors (first 10)", ""]

@@ -201,7 +201,8 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(results: pl.DataFrame) -> pl.DataFrame:
-    """One row per method: n, n_errors, one column per sub-task present, the three channels, Avg, In, Out.
+    """One row per method: n, n_errors, one column per sub-task present, the three channels, Avg, In, Out and
+    ``multimodal`` (accuracy over the multiple-choice items of the multimodal setting; None without any).
 
     Args:
         results: the results table (columns method, sub_track, channel, is_open, score, status,
@@ -219,6 +220,9 @@ def summarise(results: pl.DataFrame) -> pl.DataFrame:
         for c in CHANNELS:
             row[c] = _mean(df.filter(pl.col("channel") == c)["score"].to_list())
         row["avg"] = _mean(df.filter(~pl.col("is_open"))["score"].to_list())
+        if "setting" in df.columns:  # the Multimodal setting's accuracy (its items: FileGrd, reference §9.1 T4)
+            row["multimodal"] = _mean(df.filter((pl.col("setting") == "multimodal") & ~pl.col("is_open"))
+                                      ["score"].to_list())
         ok = df.filter(pl.col("status") == "ok")
         per_ingest = ok.group_by("cache_key").agg(pl.col("tokens_in_memory").max())["tokens_in_memory"].to_list()
         row["tokens_in"] = _mean([float(x) for x in per_ingest])

@@ -70,6 +70,9 @@ class EvaluateConfig(BaseModel):
             recovered from the rendered files), ``strip`` (removed, upstream's simulation, reference §8.3) or
             ``auto`` (derivatives when ``derivatives/index.parquet`` exists); see
             :mod:`filegram_ray.evaluate.multimodal`.
+        multimodal_formats: derivative formats whose text is shown in the multimodal setting (None = all rendered
+            formats, :data:`filegram_ray.evaluate.multimodal.SHOWN_FORMATS`: the ``md`` derivatives are the source
+            Markdown and stay hidden).
         validity: add the oracle and random validity rows.
         sub_tracks: restrict to these sub-tasks (None = all).
         max_items: evaluate only the first N items (sorted by question id) — smoke runs.
@@ -84,6 +87,7 @@ class EvaluateConfig(BaseModel):
     judge: str = "auto"
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
     multimodal_content: str = "auto"
+    multimodal_formats: list[str] | None = None
     validity: bool = True
     sub_tracks: list[str] | None = None
     max_items: int | None = None
@@ -187,19 +191,24 @@ class EvalWorker:
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method: str,
-                 method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str = "auto"):
+                 method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str = "auto",
+                 multimodal_formats: list[str] | None = None):
         from filegram_ray.llm import make_backbone
         from filegram_ray.methods import make_method
+        from filegram_ray.methods.embed import default_embedder, run_cache_dir
 
         self.run = RunDir(run_uri, storage_options)
         self.backbone = make_backbone(backbone, seed=seed)
         llm_fn = self.backbone.complete if self.backbone.is_llm else None
-        self.method = make_method(method, llm_fn=llm_fn, **(method_options or {}))
+        options = dict(method_options or {})
+        options.setdefault("embedder", default_embedder(run_cache_dir(self.run)))  # loads the model lazily
+        self.method = make_method(method, llm_fn=llm_fn, **options)
         self.method_name = method
         if multimodal_content not in ("auto", "derivatives", "strip"):
             raise ValueError(f"evaluate.multimodal_content={multimodal_content!r}: expected auto, derivatives or "
                              "strip")
         self.multimodal_content = multimodal_content
+        self.multimodal_formats = multimodal_formats
         self._override = None
 
     def _state(self, unit: dict[str, Any]) -> tuple[Any, float, bool]:
@@ -212,7 +221,7 @@ class EvalWorker:
         override = None
         if unit["setting"] == "multimodal":
             if self._override is None:
-                self._override = make_content_override(self.run, self.multimodal_content)
+                self._override = make_content_override(self.run, self.multimodal_content, self.multimodal_formats)
             override = self._override
         t0 = time.perf_counter()
         views = build_views(self.run, unit["spec"], content_override=override)
@@ -304,11 +313,14 @@ def _is_letter(x: Any) -> bool:
 
 def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str, dict[str, Any]],
                judge) -> pl.DataFrame:
-    """Join answers with item fields and the key; add ``correct`` (letter / reference), ``is_correct`` and
-    ``score`` (0–100; see :mod:`filegram_ray.evaluate.scoring`)."""
+    """Join answers with item fields and the key; add ``correct`` (letter / reference), ``is_correct``,
+    ``score`` (0–100; see :mod:`filegram_ray.evaluate.scoring`) and ``text_twin`` (a multimodal item's text
+    counterpart, :func:`filegram_ray.evaluate.multimodal.text_twins`; "" otherwise)."""
+    from filegram_ray.evaluate.multimodal import text_twins
     from filegram_ray.evaluate.scoring import likert_to_100, score_mcq
 
     by_id = {it["question_id"]: it for it in items}
+    twins = text_twins(items)
     out = []
     for r in answers.iter_rows(named=True):
         it = by_id[r["question_id"]]
@@ -318,7 +330,8 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
         row = {**r, "track": it.get("track", ""), "sub_track": it.get("sub_track", ""),
                "sub_class": it.get("sub_class", ""), "channel": it.get("channel", ""),
                "setting": it.get("setting", "text"), "is_open": is_open, "correct": correct,
-               "n_choices": len(it.get("choices") or []), "likert": None}
+               "n_choices": len(it.get("choices") or []), "likert": None,
+               "text_twin": twins.get(r["question_id"], "")}
         if not k:
             row.update(is_correct=None, score=None, status="error",
                        error=(r["error"] + "; " if r["error"] else "") + "no answer key entry")
@@ -382,7 +395,10 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     mm_mode = ecfg.multimodal_content
     if mm_mode == "auto":
         mm_mode = "derivatives" if run.exists(DERIVATIVES_INDEX) else "strip"
-    plan = _plan_units(items, ecfg.methods, mm_mode)
+    mm_tag = mm_mode
+    if mm_mode == "derivatives" and ecfg.multimodal_formats is not None:  # another view → another cache key
+        mm_tag += "-" + hashlib.sha256(",".join(sorted(ecfg.multimodal_formats)).encode()).hexdigest()[:8]
+    plan = _plan_units(items, ecfg.methods, mm_tag)
     if not ecfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
     unit_status: list[dict[str, Any]] = []
@@ -392,7 +408,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         rows = map_units(EvalWorker, todo, init_kwargs={
             "run_uri": run.uri, "storage_options": run.storage_options, "method": m,
             "method_options": ecfg.method_options.get(m, {}), "backbone": ecfg.backbone, "seed": config.seed,
-            "multimodal_content": mm_mode}, num_actors=ecfg.num_actors,
+            "multimodal_content": mm_mode, "multimodal_formats": ecfg.multimodal_formats},
+            num_actors=ecfg.num_actors,
             num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
         unit_status.extend(rows)
     # gather answers: finished units from their tables, failed units as error rows for each of their items
