@@ -5,6 +5,7 @@ Usage:
     python tests/benchmarks/bench_render.py                 # 40 outputs, serial stage
     python tests/benchmarks/bench_render.py --outputs 80 --ray
     python tests/benchmarks/bench_render.py --skip-stage --plan runs/default   # price a real run's plan (read only)
+    python tests/benchmarks/bench_render.py --from-run runs/default --outputs 40   # stage on a sample of real outputs
 """
 
 from __future__ import annotations
@@ -75,14 +76,35 @@ def per_renderer(n_sections: int) -> dict[str, float]:
     return cpu_per_file
 
 
-def stage(n_outputs: int, use_ray: bool) -> None:
+def _copy_sample(src_dir: str, run: RunDir, n: int) -> int:
+    """Copy every k-th text output of an existing run (read only) into ``run``; returns the source's text-output
+    count (the extrapolation target)."""
+    from rendering.stage import RenderConfig, _text_outputs
+
+    src = RunDir(src_dir)
+    outs, _ = _text_outputs(src, RenderConfig())
+    step = max(1, len(outs) // n)
+    rows = outs[::step][:n]
+    for r in rows:
+        rel = f"trajectories/{r['profile_id']}/{r['task_id']}/outputs/{r['path']}"
+        run.write_bytes(rel, src.read_bytes(rel))
+    run.write_table("trajectories/outputs.parquet", rows)
+    return len(outs)
+
+
+def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
     """Run the stage on ``n_outputs`` synthetic outputs; print the mix vs ref §0 and two extrapolations to
     :data:`PAPER_OUTPUTS` outputs: from wall time (depends on the machine's load: other jobs share the 2 cores) and,
     in serial mode, from this process's CPU time (planning, rendering, writing, index: the stage's whole work; on
     2 free cores the Ray pools run it two at a time, plus :data:`RAY_FIXED_S` of start-up)."""
     tmp = tempfile.mkdtemp(prefix="bench-render-")
     run = RunDir(tmp)
-    write_synthetic_run(run, n_outputs, seed=3)
+    target = PAPER_OUTPUTS
+    if from_run:
+        target = _copy_sample(from_run, run, n_outputs)
+        print(f"\nsample: {n_outputs} of the {target} text outputs of {from_run}")
+    else:
+        write_synthetic_run(run, n_outputs, seed=3)
     cfg = load_config(overrides=[f"run_dir={tmp}"])
     t0, c0 = time.perf_counter(), time.process_time()
     rec = run_render(cfg, serial=not use_ray, progress=False)
@@ -98,15 +120,15 @@ def stage(n_outputs: int, use_ray: bool) -> None:
     for cat, ref in MIX.items():
         print(f"{cat:13s} {cats.get(cat, 0):6d} {cats.get(cat, 0) / max(n, 1):6.1%} {ref / ref_total:7.1%}")
     load = os.getloadavg()
-    t_full = wall / n_outputs * PAPER_OUTPUTS
-    print(f"from wall time: {n / n_outputs * PAPER_OUTPUTS:.0f} derivatives in {t_full / 60:.1f} min "
+    t_full = wall / n_outputs * target
+    print(f"from wall time: {n / n_outputs * target:.0f} derivatives in {t_full / 60:.1f} min "
           f"({'Ray pools' if use_ray else 'serial = 1 core'}; load average {load[0]:.1f} on 2 cores during the run; "
           f"per-format wall seconds inside workers: " + ", ".join(f"{f}={x:.1f}" for f, x in sorted(_secs(idx).items()))
           + ")")
     if not use_ray:
-        t_cpu = cpu / n_outputs * PAPER_OUTPUTS / 2 + RAY_FIXED_S
+        t_cpu = cpu / n_outputs * target / 2 + RAY_FIXED_S
         print(f"from CPU time: {cpu:.1f} CPU-s for {n_outputs} outputs ({cpu / max(n, 1) * 1000:.0f} CPU-ms per "
-              f"derivative) → {t_cpu / 60:.1f} min for {PAPER_OUTPUTS} outputs on 2 free cores "
+              f"derivative) → {t_cpu / 60:.1f} min for {target} outputs on 2 free cores "
               f"({'within' if t_cpu <= GOAL_S else 'OVER'} the 10-min goal)")
     print(f"stage record: units_planned={rec['units_planned']} files/s={rec['files_per_s']}; run dir {tmp}")
 
@@ -156,12 +178,14 @@ def main() -> int:
     p.add_argument("--skip-stage", action="store_true", help="per-renderer figures only")
     p.add_argument("--plan", metavar="RUN_DIR", help="also price the format plan of an existing run (read only)")
     p.add_argument("--seed", type=int, default=7, help="pipeline seed for --plan")
+    p.add_argument("--from-run", metavar="RUN_DIR", help="stage input: a sample of this run's text outputs (read "
+                   "only) instead of synthetic ones; extrapolates to that run's output count")
     args = p.parse_args()
     cpu = per_renderer(args.sections)
     if args.plan:
         plan_extrapolation(args.plan, cpu, args.seed)
     if not args.skip_stage:
-        stage(args.outputs, args.ray)
+        stage(args.outputs, args.ray, args.from_run)
     return 0
 
 
