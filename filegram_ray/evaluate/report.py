@@ -107,7 +107,7 @@ def _twin_png(twins: pl.DataFrame) -> bytes:
 
     rows = twins.to_dicts()
     x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 3), 4.2), dpi=110)
     ax.bar(x - 0.2, [r["text"] for r in rows], 0.4, label="Text", color="#4C72B0")
     ax.bar(x + 0.2, [r["multimodal"] for r in rows], 0.4, label="Multimodal", color="#DD8452")
     for i, r in enumerate(rows):
@@ -115,10 +115,10 @@ def _twin_png(twins: pl.DataFrame) -> bytes:
     ax.set_xticks(x)
     ax.set_xticklabels([_DISPLAY.get(r["method"], r["method"]) for r in rows], rotation=25, ha="right",
                        fontsize=8)
-    ax.set_ylim(0, 110)
+    ax.set_ylim(0, 112)
     ax.set_ylabel("accuracy on the same questions (%)")
     ax.set_title("Text → Multimodal (FileGrd items and their text twins)")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
@@ -173,7 +173,8 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
         "for open-ended sub-tasks (ProfRec, VisGrd), the per-attribute Likert score 1–5 rescaled as (s−1)/4·100 — "
         "our choice; the paper does not publish the rescaling rule."),
         ("- Proc/Sem/Epi average over the items labelled with that channel; Avg is the question-count-weighted "
-        "accuracy over the multiple-choice items (reference §8.4 note)."),
+        "accuracy over the multiple-choice items (reference §8.4 note); Multimodal is the accuracy over the items of "
+        "the Multimodal setting (FileGrd: the outputs shown as rendered files, reference §9.1 T4)."),
         "- In. = stored memory tokens per ingest, Out. = retrieved context tokens per query, both len(text)//4.",
         ("- Validity rows: the oracle answers from the key (must be 100); random picks uniformly with a seed "
         "(must sit near chance, i.e. the mean of 1/n_choices)."),
