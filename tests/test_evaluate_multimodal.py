@@ -225,3 +225,30 @@ def test_report_has_multimodal_column_and_twin_table(tmp_path):
     assert summary.filter(pl.col("method") == "full_context")["multimodal"][0] == pytest.approx(mm_all)
     assert run.read_bytes("results/text_vs_multimodal.png")[:8] == b"\x89PNG\r\n\x1a\n"
     assert all("text_twin" not in repr(public_view(it)) for it in load_items(run))
+
+
+def test_moved_output_found_under_final_path(tmp_path):
+    """An output written, then moved and renamed, is rendered under its final path; the write event still gets the
+    recovered text, while a file moved away before a second write at the old path does not borrow it."""
+    from rendering.renderers import build
+    from rendering.sections import split_sections
+
+    run = RunDir(tmp_path)
+    tid = "p9/T-01"
+    run.write_json(f"trajectories/{tid}/events.json", [
+        {"event_type": "file_write", "timestamp": 1.0, "file_path": "draft.md"},
+        {"event_type": "file_move", "timestamp": 2.0, "old_path": "draft.md", "new_path": "reports/draft.md"},
+        {"event_type": "file_rename", "timestamp": 3.0, "old_path": "reports/draft.md",
+         "new_path": "reports/final.md"},
+        {"event_type": "file_write", "timestamp": 4.0, "file_path": "draft.md"}])
+    sec = split_sections("# Final plan\n\nThe budget closes in March.\n").sections[0]
+    path = "derivatives/p9/T-01/reports__final/s00.pdf"
+    run.write_bytes(path, build("pdf", sec).data)
+    run.write_table("derivatives/index.parquet", pl.DataFrame([
+        {"trajectory_id": tid, "source": "reports/final.md", "section_index": 0, "format": "pdf", "path": path,
+         "status": "ok", "caption": "", "transcript": ""}]))
+    dt = DerivativeText(run)
+    assert dt.final_path(tid, "draft.md", 1.0) == "reports/final.md"
+    got = dt(tid, {"event_type": "file_write", "timestamp": 1.0, "file_path": "draft.md"})
+    assert got.startswith("[rendered pdf]") and "budget closes in March" in got
+    assert dt(tid, {"event_type": "file_write", "timestamp": 4.0, "file_path": "draft.md"}) == ""

@@ -35,7 +35,8 @@ SHOWN_FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "png_page", "pn
 
 
 class DerivativeText:
-    """``override(trajectory_id, event)``: recovered derivative text of the event's file ("" when none).
+    """``override(trajectory_id, event)``: recovered derivative text of the event's file ("" when none). A file
+    moved or renamed after the event is found under its final path (the trajectory's own events.json).
 
     Args:
         run: the run directory holding ``derivatives/index.parquet``.
@@ -57,6 +58,7 @@ class DerivativeText:
                 continue
             self._rows[(str(r["trajectory_id"]), anonymize_path(str(r["source"])))].append(r)
         self._cache: dict[tuple[str, str], str] = {}
+        self._moves_cache: dict[str, list[tuple[float, str, str]]] = {}
 
     def __reduce__(self):
         return (DerivativeText, (self.run, self.formats))
@@ -76,8 +78,38 @@ class DerivativeText:
             parts.append(f"[rendered {r.get('format', ext)}]\n{text.strip()}")
         return "\n\n".join(parts)
 
+    def _moves(self, trajectory_id: str) -> list[tuple[float, str, str]]:
+        """``(timestamp, old path, new path)`` of the trajectory's file_move / file_rename events, in order."""
+        if trajectory_id not in self._moves_cache:
+            out = []
+            try:
+                events = self.run.read_json(f"trajectories/{trajectory_id}/events.json")
+            except Exception:  # noqa: BLE001 - no move list: paths are looked up as written
+                events = []
+            for ev in events if isinstance(events, list) else []:
+                if isinstance(ev, dict) and ev.get("event_type") in ("file_move", "file_rename") \
+                        and ev.get("old_path") and ev.get("new_path"):
+                    out.append((float(ev.get("timestamp") or 0.0), anonymize_path(str(ev["old_path"])),
+                                anonymize_path(str(ev["new_path"]))))
+            self._moves_cache[trajectory_id] = out
+        return self._moves_cache[trajectory_id]
+
+    def final_path(self, trajectory_id: str, path: str, timestamp: float) -> str:
+        """Where the file written at ``path`` at ``timestamp`` ended up: later moves/renames of it followed in order
+        (outputs are rendered under their final path, ``trajectories/outputs.parquet``)."""
+        cur, t = path, timestamp
+        for _ in range(len(self._moves(trajectory_id))):
+            nxt = next(((ts, new) for ts, old, new in self._moves(trajectory_id) if ts >= t and old == cur), None)
+            if nxt is None:
+                break
+            t, cur = nxt
+        return cur
+
     def __call__(self, trajectory_id: str, event: dict[str, Any]) -> str:
-        key = (trajectory_id, anonymize_path(str(event.get("file_path", ""))))
+        path = anonymize_path(str(event.get("file_path", "")))
+        key = (trajectory_id, path)
+        if key not in self._rows:  # written, then moved or renamed: the derivatives sit under the final path
+            key = (trajectory_id, self.final_path(trajectory_id, path, float(event.get("timestamp") or 0.0)))
         if key not in self._cache:
             self._cache[key] = self._recover(self._rows.get(key, []))
         return self._cache[key]
