@@ -15,11 +15,10 @@ from filegram_ray.config import PipelineConfig, load_config
 
 def common_parser(description: str, *, serial: bool = True) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` with the options every stage job accepts."""
-    p = argparse.ArgumentParser(description=description,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--config", default=None, help="pipeline YAML (default: conf/default.yaml)")
-    p.add_argument("--run-dir", default=None, help="run directory: local path or fsspec URI (s3://…)")
-    p.add_argument("--seed", type=int, default=None, help="master seed")
+    p.add_argument("--run-dir", default=None, help="run directory: local path or fsspec URI (s3://…); default: run_dir of the config")
+    p.add_argument("--seed", type=int, default=None, help="master seed (default: seed of the config, 7)")
     p.add_argument("--address", default=None,
                    help="Ray address (default: RAY_ADDRESS, set by `ray job submit`, else a local Ray)")
     if serial:
