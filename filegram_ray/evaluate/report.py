@@ -163,6 +163,10 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
              (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
              f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} · "
              f"{info.get('seconds')} s"), ""]
+    if info.get("sample_per_sub_task"):
+        lines += [(f"**Sample:** {info['n_items']} of the bank's {info.get('n_bank')} items — a seeded sample of at "
+                   f"most {info['sample_per_sub_task']} per sub-task and setting, plus the text twins of the sampled "
+                   "FileGrd items. Full bank: `--set evaluate.sample_per_sub_task=null`."), ""]
     if summary.height:
         lines += [markdown_table(summary), ""]
     else:

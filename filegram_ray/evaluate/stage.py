@@ -76,6 +76,10 @@ class EvaluateConfig(BaseModel):
         validity: add the oracle and random validity rows.
         sub_tracks: restrict to these sub-tasks (None = all).
         max_items: evaluate only the first N items (sorted by question id) — smoke runs.
+        sample_per_sub_task: evaluate a seeded sample of at most N items per (sub-task, setting), plus the text
+            twins of the sampled FileGrd items (so the Text vs Multimodal table stays paired); None = the whole
+            bank. The laptop default (``conf/default.yaml``) samples, because every item has its own context spec
+            and a full bank on 2 cores takes hours; the report states the sample.
         num_actors / num_cpus_per_actor / serial: execution (see :func:`filegram_ray.runtime.map_units`).
         plots: write PNG plots.
     """
@@ -91,6 +95,7 @@ class EvaluateConfig(BaseModel):
     validity: bool = True
     sub_tracks: list[str] | None = None
     max_items: int | None = None
+    sample_per_sub_task: int | None = Field(None, ge=1)
     num_actors: int = 2
     num_cpus_per_actor: float = 0.5
     serial: bool = False
@@ -311,6 +316,27 @@ def _is_letter(x: Any) -> bool:
     return isinstance(x, str) and len(x.strip()) == 1 and x.strip().upper() in LETTERS
 
 
+def sample_items(items: list[dict[str, Any]], per_sub_task: int, seed: int) -> list[dict[str, Any]]:
+    """A seeded sample of at most ``per_sub_task`` items per (sub-task, setting), in question-id order, plus the
+    text twins of sampled multimodal items. Same seed and bank → the same sample."""
+    import hashlib
+    import random
+
+    from filegram_ray.evaluate.multimodal import text_twins
+
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for it in items:
+        groups.setdefault((str(it.get("sub_track", "")), str(it.get("setting", "text"))), []).append(it)
+    keep: set[str] = set()
+    for (sub, setting), grp in sorted(groups.items()):
+        ids = sorted(it["question_id"] for it in grp)
+        sub_seed = int(hashlib.sha256(f"{seed}:evaluate-sample:{sub}:{setting}".encode()).hexdigest()[:16], 16)
+        keep.update(random.Random(sub_seed).sample(ids, min(per_sub_task, len(ids))))
+    twins = text_twins(items)
+    keep.update(twins[q] for q in list(keep) if q in twins)
+    return [it for it in items if it["question_id"] in keep]
+
+
 def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str, dict[str, Any]],
                judge) -> pl.DataFrame:
     """Join answers with item fields and the key; add ``correct`` (letter / reference), ``is_correct``,
@@ -387,6 +413,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     t0 = time.perf_counter()
     items = [it for it in load_items(run) if it["setting"] in ecfg.settings
              and (ecfg.sub_tracks is None or it.get("sub_track") in ecfg.sub_tracks)]
+    n_bank = len(items)
+    if ecfg.sample_per_sub_task is not None:
+        items = sample_items(items, ecfg.sample_per_sub_task, config.seed)
     if ecfg.max_items is not None:
         items = items[:ecfg.max_items]
     key = load_answer_key(run)
@@ -436,7 +465,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     summary = summarise(results) if results.height else pl.DataFrame()
     if summary.height:
         run.write_table("results/summary.parquet", summary)
-    info = {"n_items": len(items), "methods": ecfg.methods, "backbone": bb.describe(), "judge": judge.name,
+    info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
+            "methods": ecfg.methods, "backbone": bb.describe(), "judge": judge.name,
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
