@@ -85,7 +85,7 @@ def local_head(num_cpus: int = 2, timeout_s: float = 90.0):
 
 def submit_job(url: str, env: dict[str, str], working_dir: str, entrypoint: list[str], *,
                runtime_env_json: str | None = None, timeout_s: float = 600.0,
-               agent_wait_s: float = 120.0) -> subprocess.CompletedProcess:
+               agent_wait_s: float = 360.0) -> subprocess.CompletedProcess:
     """``ray job submit`` (waits for the job; exit code non-zero when the job fails).
 
     Retries while the head's job agent is still starting ("No available agent to submit job").
