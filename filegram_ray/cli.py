@@ -55,11 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from filegram_ray.jobargs import run_job
+
     try:
-        rc = args.func(args)
-    except (ValueError, FileNotFoundError) as exc:  # user errors: one clear line, no traceback
-        print(f"filegram: error: {exc}", file=sys.stderr)
-        return 2
+        rc = run_job(lambda _argv: args.func(args))
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0

@@ -49,3 +49,31 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
             data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
         cfg = PipelineConfig.model_validate(data)
     return cfg
+
+
+def run_job(main, argv=None) -> int:
+    """Run a job's ``main``; a user mistake (bad option value, unknown id, missing input, unwritable run
+    directory, invalid config) ends with one line naming the problem and exit code 2 instead of a traceback;
+    Ctrl-C ends with exit code 130 (every stage resumes where it stopped)."""
+    import sys
+
+    from pydantic import ValidationError
+
+    from filegram_ray.storage import StorageError
+
+    try:
+        return int(main(argv) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished units are kept; run the same command again to resume", file=sys.stderr)
+        return 130
+    except ValidationError as exc:
+        errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        print(f"error: invalid configuration ({exc.title}): {errs}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, StorageError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,32 +1,28 @@
-"""Encode stage: trajectories → Engrams → MemoryStores → FAISS indices (filegram_ray.memory.stage).
+"""Encode stage: trajectories → Engrams → per-profile memory stores → FAISS indices (filegram_ray.memory.stage).
 
-    python jobs/encode.py --config conf/default.yaml --run-dir runs/default [--set encode.embedder=hashing] [--serial]
-    ray job submit --working-dir . -- python jobs/encode.py --address auto ...
+Usage:
+    python jobs/encode.py --run-dir runs/default [--set encode.embedder=hashing] [--serial]
+    ray job submit --working-dir . -- python jobs/encode.py --run-dir s3://bucket/run
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from pathlib import Path
 
-from filegram_ray.config import load_config
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
+
+from filegram_ray.jobargs import common_parser, config_from_args, run_job
 from filegram_ray.memory.stage import format_summary, run_encode
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=None, help="pipeline YAML (default conf/default.yaml)")
-    ap.add_argument("--run-dir", default=None, help="run directory (overrides run_dir)")
-    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="config override, repeatable")
-    ap.add_argument("--serial", action="store_true", help="run without Ray (same code)")
-    ap.add_argument("--address", default=None, help="Ray address (default RAY_ADDRESS or a local Ray)")
-    args = ap.parse_args(argv)
-    overrides = list(args.set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
-    cfg = load_config(args.config, overrides)
+    args = common_parser(__doc__.splitlines()[0]).parse_args(argv)
+    cfg = config_from_args(args)
     summary = run_encode(cfg, serial=args.serial, address=args.address)
     print(format_summary(summary))
     return 1 if summary["errors"] and summary["errors"] == summary["trajectories"] else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

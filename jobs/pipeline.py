@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
-from filegram_ray.jobargs import common_parser, config_from_args  # noqa: E402
-from filegram_ray.pipeline import STAGES, run_pipeline  # noqa: E402
+from filegram_ray.jobargs import common_parser, config_from_args, run_job
+from filegram_ray.pipeline import STAGES, run_pipeline
 
 
 def main(argv=None) -> int:
@@ -29,4 +29,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

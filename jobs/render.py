@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
-from filegram_ray.jobargs import common_parser, config_from_args
+from filegram_ray.jobargs import common_parser, config_from_args, run_job
 
 
 def main(argv=None) -> int:
@@ -26,4 +26,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

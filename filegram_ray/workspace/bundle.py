@@ -271,8 +271,14 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
     files_dir.mkdir(parents=True)
     errors: list[dict[str, str]] = []
     extra: dict[str, dict] = {}
+    src_real = src.resolve()
     for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
         rel = path.relative_to(src).as_posix()
+        # Never follow links: a link (or a file reached through a linked folder) could pull in anything on the
+        # host, e.g. /etc/passwd. Such entries are reported and left out.
+        if path.is_symlink() or not path.resolve().is_relative_to(src_real):
+            errors.append({"path": rel, "error": "symbolic link: not imported"})
+            continue
         dest = files_dir / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -283,6 +289,14 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
         kind = kind_of(dest)
         if is_media(kind):
             extra[rel] = {"text_chars": None, "modality": media_class(kind)}
+            if media_class(kind) == "image":  # a picture that does not decode is reported like a corrupt document
+                try:
+                    from PIL import Image
+
+                    with Image.open(dest) as im:
+                        im.verify()
+                except Exception as exc:  # noqa: BLE001 - any decoder failure means "unreadable"
+                    errors.append({"path": rel, "error": f"unreadable image: {exc}"})
             continue
         try:
             text = extract_text(dest)
