@@ -141,7 +141,7 @@ def test_multimodal_content_is_exactly_the_recovered_derivatives(mm_run):
 
 def test_evaluate_stage_multimodal_caches_hold_no_marker(mm_run):
     """The stage path (FileGrd item, ``multimodal-derivatives`` caches) for every method, FileGramOS included."""
-    run_evaluate(load_config(overrides={"run_dir": str(mm_run.root), "evaluate": {
+    run_evaluate(load_config(overrides={"run_dir": str(mm_run.root), "evaluate": {"sample_per_sub_task": None,
         "methods": METHODS, "serial": True, "plots": False, "validity": False,
         "sub_tracks": ["AttrRec", "FileGrd"]}}))
     caches = mm_run.walk_files("results/cache")
@@ -207,7 +207,7 @@ def test_report_has_multimodal_column_and_twin_table(tmp_path):
     key.append({**next(k for k in key if k["question_id"] == "AttrRec-00001"), "question_id": "FileGrd-00002"})
     run.write_table("bench/items.parquet", pl.DataFrame(items))
     run.write_table("bench/answers_key.parquet", pl.DataFrame(key))
-    run_evaluate(load_config(overrides={"run_dir": str(tmp_path), "evaluate": {
+    run_evaluate(load_config(overrides={"run_dir": str(tmp_path), "evaluate": {"sample_per_sub_task": None,
         "methods": ["no_context", "full_context"], "serial": True, "multimodal_content": "strip"}}))
     res = run.read_table("results/results.parquet")
     assert res.filter(pl.col("question_id") == "FileGrd-00002")["text_twin"].unique().to_list() == ["AttrRec-00001"]

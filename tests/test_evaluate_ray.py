@@ -17,7 +17,7 @@ def test_evaluate_on_ray_actors_matches_serial(tmp_path, ray_local):
     for root in (ray_root, serial_root):
         make_run(root)
     section = {"methods": ["no_context", "full_context"], "num_actors": 2, "num_cpus_per_actor": 0.5,
-               "plots": False}
+               "plots": False, "sample_per_sub_task": None}
     info = run_evaluate(load_config(overrides={"run_dir": str(ray_root), "evaluate": section}))
     run_evaluate(load_config(overrides={"run_dir": str(serial_root), "evaluate": {**section, "serial": True}}))
     assert info["n_failed_units"] == 0

@@ -14,7 +14,7 @@ FAST_METHODS = ["no_context", "full_context", "eager_summarization"]
 
 
 def _cfg(root, **section):
-    base = {"methods": FAST_METHODS, "serial": True, "plots": True}
+    base = {"methods": FAST_METHODS, "serial": True, "plots": True, "sample_per_sub_task": None}  # whole bank
     base.update(section)
     return load_config(overrides={"run_dir": str(root), "evaluate": base})
 
@@ -200,3 +200,18 @@ def test_filegramos_ablations_share_ingest_state(tmp_path):
     assert all(p.startswith("results/cache/filegramos/") for p in fg)
     assert [u["unit_id"] for u in plan["filegramos"]] != [u["unit_id"] for u in plan["filegramos_no_semantic"]]
     assert all(u["cache_path"].startswith("results/cache/full_context/") for u in plan["full_context"])
+
+
+def test_changing_the_backbone_never_reuses_answers(tmp_path):
+    make_run(tmp_path)
+    run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False))
+    run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, backbone="random"))
+    res = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "no_context")
+    assert res.height and set(res["backbone"].to_list()) == {"random"}
+
+
+def test_unreachable_backbone_fails_fast_with_its_url(tmp_path):
+    make_run(tmp_path)
+    spec = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "none", "retries": 0, "timeout": 5}
+    with pytest.raises(ValueError, match="not answering"):
+        run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, backbone=spec))

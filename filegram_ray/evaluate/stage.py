@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import pickle
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -268,8 +269,21 @@ _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8,
 # ----------------------------------------------------------------------------------------------- stage
 
 
-def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str) -> dict[str, list[dict[str, Any]]]:
-    """Units per method; the multimodal content mode is part of the cache key (``multimodal-strip`` …)."""
+def backbone_tag(spec: Any) -> str:
+    """A short, stable identity of a backbone spec (``lexical``, ``openai-3f2a9c1e`` …): answers and completion
+    records are kept per backbone, so changing the backbone never reuses another backbone's answers."""
+    if isinstance(spec, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", spec):
+        return spec
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    kind = spec.get("kind", "openai") if isinstance(spec, dict) else "backbone"
+    return f"{kind}-{digest}"
+
+
+def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb_tag: str = "lexical",
+                llm_ingest: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """Units per method; the multimodal content mode is part of the cache key (``multimodal-strip`` …) and the
+    backbone is part of every unit (its answers) and, when the backbone is an LLM that methods use at ingest
+    (``llm_ingest``), of the ingest cache too."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for it in items:
         tag = it["setting"] if it["setting"] == "text" else f"{it['setting']}-{mm_mode}"
@@ -283,10 +297,11 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str) -
         group = make_method(m).group  # cheap: methods load models lazily
         units = []
         for (tag, key, setting), g in sorted(groups.items()):
-            uid = f"{m}/{tag}__{key}"
+            uid = f"{bb_tag}/{m}/{tag}__{key}"
+            cache_group = f"{group}@{bb_tag}" if llm_ingest else group
             units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
-                          "items": g["items"], "cache_path": f"results/cache/{group}/{tag}__{key}.pkl",
-                          "out_path": f"results/units/{m}/{tag}__{key}.parquet"})
+                          "items": g["items"], "cache_path": f"results/cache/{cache_group}/{tag}__{key}.pkl",
+                          "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}.parquet"})
         plan[m] = units
     return plan
 
@@ -370,6 +385,7 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
             except Exception as exc:  # noqa: BLE001 - a judge failure leaves the item unscored
                 s = None
                 row["error"] = f"judge failed: {_err(exc)}"
+                row["status"] = "error"
             row.update(likert=s, score=likert_to_100(s), is_correct=None)
         else:
             sc = score_mcq(r["choice"], correct)
@@ -427,7 +443,13 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     mm_tag = mm_mode
     if mm_mode == "derivatives" and ecfg.multimodal_formats is not None:  # another view → another cache key
         mm_tag += "-" + hashlib.sha256(",".join(sorted(ecfg.multimodal_formats)).encode()).hexdigest()[:8]
-    plan = _plan_units(items, ecfg.methods, mm_tag)
+    bb = make_backbone(ecfg.backbone, seed=config.seed)
+    if bb.is_llm:  # fail fast, with the URL, instead of thousands of timed-out items
+        try:
+            bb.complete("Reply with the single letter A.", None)
+        except Exception as exc:
+            raise ValueError(f"evaluate: backbone {bb.name} is not answering: {exc}") from exc
+    plan = _plan_units(items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest=bb.is_llm)
     if not ecfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
     unit_status: list[dict[str, Any]] = []
@@ -458,7 +480,6 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     if ecfg.validity:
         frames.append(pl.DataFrame(_validity_rows(items, key, config.seed), schema=_UNIT_SCHEMA))
     answers = pl.concat(frames) if frames else pl.DataFrame(schema=_UNIT_SCHEMA)
-    bb = make_backbone(ecfg.backbone, seed=config.seed)
     judge = make_judge(ecfg.judge, bb)
     results = score_rows(answers, items, key, judge)
     run.write_table("results/results.parquet", results)
