@@ -93,3 +93,15 @@ def test_actor_killed_mid_run_every_trajectory_once(tmp_path, ray_local):
     assert idx.filter(pl.col("status") == "ok").height == 4
     done = run.done_records("generate")
     assert sorted(r["unit"] for r in done) == sorted(idx["trajectory_id"].to_list())
+
+
+def test_rerun_with_other_settings_regenerates(tmp_path):
+    cfg = cfg_for(tmp_path / "run", serial=True)
+    first = run_generate(cfg)
+    assert first["ok"] == 4 and first["skipped"] == 0
+    again = run_generate(cfg)
+    assert again["skipped"] == 4  # same settings: nothing redone
+    data = cfg.model_dump()
+    data["generate"] = {**data["generate"], "upstream_quirks": True}
+    changed = run_generate(type(cfg).model_validate(data))
+    assert changed["ok"] == 4 and changed["skipped"] == 0  # other settings: regenerated, not reused

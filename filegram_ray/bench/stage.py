@@ -100,7 +100,15 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         raise ValueError(f"config section 'bench': {exc}") from exc
     seed = opts.seed if opts.seed is not None else config.seed
     run = config.run()
-    inputs = load_bench_inputs(run, profiles_dir=config.profiles_dir, tasks_dir=config.tasks_dir,
+    profiles_dir, tasks_dir = config.profiles_dir, config.tasks_dir
+    if run.exists("run.json"):  # default to the profile/task sets the trajectories were generated from
+        gen = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
+        if profiles_dir is None and gen.get("profiles_dir"):
+            profiles_dir = gen["profiles_dir"]
+            print(f"bench: using the profile set the run was generated from: {profiles_dir}")
+        if tasks_dir is None and gen.get("tasks_dir"):
+            tasks_dir = gen["tasks_dir"]
+    inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir,
                                profile_ids=config.profiles)
     if config.tasks:
         keep = set(config.tasks)

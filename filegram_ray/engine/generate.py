@@ -22,6 +22,7 @@ rerun unit rewrites identical bytes and is never counted twice.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -146,9 +147,16 @@ class GenerateWorker:
         from filegram_ray.schema.task import Task
 
         uid = unit["unit_id"]
+        # Everything that decides the trajectory's bytes: a finished unit is reused only if it matches.
+        fingerprint = hashlib.sha256(json.dumps(
+            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), self.upstream_quirks,
+             self.chart_format, AGENT_VERSION], sort_keys=True, default=str).encode()).hexdigest()[:16]
         if not self.force and self.run.is_done(STAGE, uid):
             rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
-            return {**rec, "status": "ok", "skipped": True}
+            if rec.get("fingerprint") == fingerprint and self.run.exists(
+                    f"trajectories/{uid}/events.json"):
+                return {**rec, "status": "ok", "skipped": True}
+            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
             Path(self.crash_marker).write_text("crashed once\n")
             os._exit(1)
@@ -180,11 +188,11 @@ class GenerateWorker:
             versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
         meta_d = meta.to_json_dict()
         meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
-        import json
 
         (dest / "meta.json").write_text(json.dumps(meta_d, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                                         encoding="utf-8")
         rel = f"trajectories/{profile.profile_id}/{task.task_id}"
+        self.run.remove(rel)  # a regenerated trajectory leaves nothing of its previous version behind
         self.run.put_tree(dest, rel)
         out_rows = []
         for o in outputs:
@@ -193,6 +201,7 @@ class GenerateWorker:
                              "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         shutil.rmtree(dest, ignore_errors=True)
         record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
+                  "fingerprint": fingerprint,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
                   "outputs": out_rows,
@@ -294,6 +303,9 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
         "files_created": int(mix.get("file_write", 0)), "output_files": len(outs),
         "event_mix": dict(sorted(mix.items())), "wall_s": round(wall, 2),
         "options": gcfg.model_dump(exclude={"crash_on_unit", "crash_marker"}),
+        # the profile/task sets this run was generated from: later stages (bench) default to them
+        "profiles_dir": os.path.abspath(config.profiles_dir) if config.profiles_dir else None,
+        "tasks_dir": os.path.abspath(config.tasks_dir) if config.tasks_dir else None,
         "max_peak_rss_mb": max((float(r.get("peak_rss_mb", 0) or 0) for r in ok_rows), default=0.0),
     }
     record_stage(run, STAGE, record, config.model_dump(mode="json"))
