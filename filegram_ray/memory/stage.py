@@ -206,7 +206,8 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
         run.clear_done(STAGE_PROFILE)
-    todo = [r for r in rows if not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")]
+    todo = [r for r in rows if cfg.force or not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")
+            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]  # record without its Engram: redo
     if not serial and (todo or rows):
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
 
