@@ -14,7 +14,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from raycluster import local_head, submit_job
 
 REPO = Path(__file__).resolve().parent.parent
