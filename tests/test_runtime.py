@@ -40,6 +40,12 @@ def test_serial_error_row_does_not_sink_batch():
 
 @pytest.mark.ray
 def test_ray_pool_survives_actor_death(tmp_path, ray_local):
+    import sys
+
+    from ray import cloudpickle
+
+    # ship the worker class by value: workers need not import this test module, whoever started Ray
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     rows = map_units(Squarer, _units(), init_kwargs={"marker_dir": str(tmp_path), "die_on": "u3"},
                      num_actors=2, num_cpus_per_actor=0.5, stage="t", progress=False)
     assert (tmp_path / "died-once").exists()  # the actor really died once
