@@ -215,3 +215,15 @@ def test_unreachable_backbone_fails_fast_with_its_url(tmp_path):
     spec = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "none", "retries": 0, "timeout": 5}
     with pytest.raises(ValueError, match="not answering"):
         run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, backbone=spec))
+
+
+def test_rerun_on_a_subset_and_back(tmp_path):
+    """A unit answered for more items than this run asks for is filtered; one answered for fewer is redone."""
+    make_run(tmp_path)
+    both = run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, sub_tracks=["AttrRec", "ProfRec"]))
+    one = run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, sub_tracks=["AttrRec"]))
+    res = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "no_context")
+    assert one["n_items"] < both["n_items"] and res.height == one["n_items"]
+    again = run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, sub_tracks=["AttrRec", "ProfRec"]))
+    res = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "no_context")
+    assert res.height == again["n_items"] == both["n_items"]

@@ -331,6 +331,15 @@ def _is_letter(x: Any) -> bool:
     return isinstance(x, str) and len(x.strip()) == 1 and x.strip().upper() in LETTERS
 
 
+def _unit_complete(run: RunDir, unit: dict[str, Any]) -> bool:
+    """A unit counts as done when its completion record exists and its answer table covers every item the unit
+    has in this run (a unit answered under a smaller sample is answered again)."""
+    if not (run.is_done(STAGE, unit["unit_id"]) and run.exists(unit["out_path"])):
+        return False
+    have = set(run.read_table(unit["out_path"])["question_id"].to_list())
+    return all(it["question_id"] in have for it in unit["items"])
+
+
 def sample_items(items: list[dict[str, Any]], per_sub_task: int, seed: int) -> list[dict[str, Any]]:
     """A seeded sample of at most ``per_sub_task`` items per (sub-task, setting), in question-id order, plus the
     text twins of sampled multimodal items. Same seed and bank → the same sample."""
@@ -454,7 +463,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         init_ray(config.ray.address, config.ray.num_cpus)
     unit_status: list[dict[str, Any]] = []
     for m, units in plan.items():
-        todo = [u for u in units if not run.is_done(STAGE, u["unit_id"])]
+        todo = [u for u in units if not _unit_complete(run, u)]
         log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
         rows = map_units(EvalWorker, todo, init_kwargs={
             "run_uri": run.uri, "storage_options": run.storage_options, "method": m,
@@ -468,8 +477,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
     for m, units in plan.items():
         for u in units:
-            if run.exists(u["out_path"]) and run.is_done(STAGE, u["unit_id"]):
-                frames.append(run.read_table(u["out_path"]))
+            if _unit_complete(run, u):  # only this run's items of the unit (an earlier run may have had more)
+                ids = [it["question_id"] for it in u["items"]]
+                frames.append(run.read_table(u["out_path"]).filter(pl.col("question_id").is_in(ids)))
             else:
                 why = failed.get(u["unit_id"], {}).get("error", "unit did not finish")
                 frames.append(pl.DataFrame([{
