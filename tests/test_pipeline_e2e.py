@@ -1,0 +1,61 @@
+"""The whole pipeline (seed → generate → encode → render → bench → evaluate) on a tiny config, in one process.
+
+Checks that every stage hands the next one what it needs and that the report's numbers are computed from the
+answers: the oracle row is 100, the random row sits near chance, and the table's figures equal a recount from
+``results/results.parquet``.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from filegram_ray.config import load_config
+from filegram_ray.pipeline import run_pipeline
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    cfg = load_config(overrides={
+        "run_dir": str(root),
+        "profiles": ["p1_methodical", "p3_efficient_executor", "p18_decisive_scanner"],
+        "tasks": ["T-01", "T-03", "T-16", "T-24"],  # T-16/T-24: perturbation candidates; T-24 multimodal
+        "workspace": {"tts": "tone"},               # fast synthetic audio for the bundles
+        "encode": {"embedder": "hashing"},          # lexical embedder: no model load in this test
+        "render": {"formats": ["pdf", "docx", "md", "pptx", "xlsx", "png_page"]},  # no TTS: keeps it fast
+        "evaluate": {"methods": ["no_context", "full_context", "filegramos"], "sample_per_sub_task": None,
+                     "method_options": {"filegramos": {}}},
+    })
+    timings = run_pipeline(cfg, serial=True)
+    return cfg.run(), timings
+
+
+def test_every_stage_ran_and_wrote_its_outputs(tiny_run):
+    run, timings = tiny_run
+    assert list(timings) == ["seed", "generate", "encode", "render", "bench", "evaluate"]
+    for rel in ("workspaces/index.parquet", "trajectories/index.parquet", "trajectories/outputs.parquet",
+                "memory/p1_methodical/store.json", "derivatives/index.parquet", "bench/items.parquet",
+                "bench/answers_key.parquet", "results/results.parquet", "results/report.md", "run.json"):
+        assert run.exists(rel), rel
+    idx = run.read_table("trajectories/index.parquet")
+    assert idx.height == 12 and set(idx["status"]) == {"ok"}
+    assert set(run.read_json("run.json")["stages"]) >= {"seed", "generate", "encode", "render", "bench", "evaluate"}
+
+
+def test_report_numbers_come_from_answers(tiny_run):
+    run, _ = tiny_run
+    res = run.read_table("results/results.parquet")
+    summary = run.read_table("results/summary.parquet")
+    mcq = res.filter(~pl.col("is_open"))
+    oracle = mcq.filter(pl.col("method") == "oracle")
+    assert oracle.height and oracle["score"].mean() == 100.0
+    rnd = mcq.filter(pl.col("method") == "random")
+    chance = (1.0 / rnd["n_choices"].cast(pl.Float64)).mean() * 100
+    assert abs(rnd["score"].mean() - chance) < 25  # a handful of items: near chance, never near 100
+    for method in ("no_context", "full_context", "filegramos"):
+        recount = mcq.filter(pl.col("method") == method)["score"].mean()
+        row = summary.filter(pl.col("method") == method)
+        assert row.height == 1 and abs(row["avg"][0] - recount) < 1e-6
+    report = run.read_text("results/report.md")
+    assert "FileGramOS" in report and "Oracle" in report
