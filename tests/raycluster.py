@@ -53,9 +53,15 @@ def local_head(num_cpus: int = 2, timeout_s: float = 90.0):
     temp_dir = tempfile.mkdtemp(prefix="fgray-", dir="/tmp")  # short: Ray's socket paths have a length limit
     gcs, dash = free_port(), free_port()
     env = head_env()
+    # Every listener on its own free port: another Ray on the machine (the test session's own, say) holds the
+    # defaults, e.g. the dashboard agent's 52365, and then `ray job submit` answers "No available agent".
+    ports = {flag: free_port() for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                                            "metrics-export-port", "runtime-env-agent-port", "node-manager-port",
+                                            "object-manager-port", "ray-client-server-port")}
     cmd = ["ray", "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
            "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--num-cpus={num_cpus}",
-           f"--temp-dir={temp_dir}", "--disable-usage-stats", "--include-dashboard=true"]
+           f"--temp-dir={temp_dir}", "--disable-usage-stats", "--include-dashboard=true",
+           *[f"--{flag}={port}" for flag, port in ports.items()]]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if proc.returncode != 0:
         raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

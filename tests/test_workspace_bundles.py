@@ -157,11 +157,16 @@ def test_import_reports_corrupt_and_keeps_the_rest(tmp_path):
     (src / "sub").mkdir(parents=True)
     (src / "notes.md").write_text("# Notes\nhello", encoding="utf-8")
     (src / "sub" / "broken.docx").write_bytes(b"PK\x03\x04garbage")
-    (src / "sub" / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (src / "sub" / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # a signature and nothing else
+    from PIL import Image
+
+    Image.new("RGB", (4, 4), (200, 10, 10)).save(src / "sub" / "ok.png")
+    (src / "passwd.txt").symlink_to("/etc/passwd")  # a link out of the folder is never followed
     info = import_bundle(src, "T-07", tmp_path / "out")
     b = load_bundle(info.out_dir)
-    assert {f.path for f in b.files} == {"notes.md", "sub/broken.docx", "sub/pic.png"}
-    assert [e["path"] for e in b.errors] == ["sub/broken.docx"]
+    assert {f.path for f in b.files} == {"notes.md", "sub/broken.docx", "sub/pic.png", "sub/ok.png"}
+    assert sorted(e["path"] for e in b.errors) == ["passwd.txt", "sub/broken.docx", "sub/pic.png"]
+    assert not (info.out_dir / "files" / "passwd.txt").exists()
     assert b.annotations() == {}
     assert (info.out_dir / "extracted" / "notes.md.txt").read_text(encoding="utf-8").startswith("# Notes")
 
