@@ -114,9 +114,10 @@ class GenerateWorker:
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, chart_format: str = "svg",
                  upstream_quirks: bool = False, force: bool = False, crash_on_unit: str | None = None,
-                 crash_marker: str | None = None):
+                 crash_marker: str | None = None, tts: str = "auto"):
         from filegram_ray.storage import RunDir
 
+        self.tts = tts  # speech of bundles built on the fly (the seed stage's workspace.tts)
         self.run = RunDir(run_uri, storage_options or {})
         self.chart_format, self.upstream_quirks, self.force = chart_format, upstream_quirks, force
         self.crash_on_unit, self.crash_marker = crash_on_unit, crash_marker
@@ -136,7 +137,7 @@ class GenerateWorker:
         else:
             from filegram_ray.workspace.bundle import build_bundle
 
-            build_bundle(task, seed, local)
+            build_bundle(task, seed, local, tts=self.tts)
         self.bundles[tid] = local
         return local
 
@@ -253,7 +254,8 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
     init_kwargs = {"run_uri": config.run_dir,
                    "storage_options": config.storage_options, "chart_format": gcfg.chart_format,
                    "upstream_quirks": gcfg.upstream_quirks, "force": gcfg.force,
-                   "crash_on_unit": gcfg.crash_on_unit, "crash_marker": gcfg.crash_marker}
+                   "crash_on_unit": gcfg.crash_on_unit, "crash_marker": gcfg.crash_marker,
+                   "tts": str(config.section("workspace").get("tts", "auto"))}
     if not gcfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
     rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from filegram_ray.profiles import load_profiles
 from filegram_ray.schema.profile import DIMENSIONS
@@ -38,6 +39,10 @@ def _new(args: argparse.Namespace) -> int:
     from filegram_ray.profiles.generate import build_profile_set, write_profile_set
     from filegram_ray.profiles.pairs import fine_pairs, macro_pairs
 
+    existing = sorted(Path(args.out).glob("*.yaml")) if Path(args.out).is_dir() else []
+    if existing:
+        raise ValueError(f"{args.out} already holds a profile set ({len(existing)} YAML files); "
+                         "write a new set into an empty directory")
     profiles = build_profile_set(args.n, args.seed)
     out = write_profile_set(profiles, args.out, args.seed)
     print(f"wrote {len(profiles)} profiles + pairs.json to {out} "
