@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from filegram_ray.bench.vocab import JUDGE_VALUE_SPACE
 from filegram_ray.llm.parsing import parse_json_object
 
 __all__ = [
@@ -44,22 +45,8 @@ SUB_TASK_ORDER = ["AttrRec", "BehavFP", "ProfRec", "BehavInf", "TraceDis", "Anom
 CHANNELS = ["procedural", "semantic", "episodic"]
 
 #: Value spaces the judge is given per attribute (reference §9.4); used when an item's metadata carries none.
-VALUE_SPACES: dict[str, list[str]] = {
-    "reading_strategy": ["sequential_deep", "targeted_search", "breadth_first"],
-    "directory_style": ["deeply_nested", "flat", "adaptive"],
-    "edit_strategy": ["incremental_small", "bulk_rewrite", "balanced"],
-    "version_strategy": ["keep_history", "overwrite", "archive_old"],
-    "output_structure": ["hierarchical", "flat_list", "narrative"],
-    "documentation": ["comprehensive", "moderate", "minimal"],
-    "naming": ["long_descriptive", "short_abbrev", "date_prefix", "mixed"],
-    "cross_modal_behavior": ["visual_heavy", "tables_and_references", "balanced", "text_only"],
-    "tone": ["professional", "friendly", "casual"],
-    "output_detail": ["detailed", "balanced", "concise"],
-    "working_style": ["methodical", "pragmatic", "exploratory"],
-    "thoroughness": ["exhaustive", "balanced", "minimal"],
-    "error_handling": ["defensive", "balanced", "optimistic"],
-    "language": ["Chinese", "English"],
-}
+#: One table for the bench (which writes it into each ProfRec item) and the judge.
+VALUE_SPACES: dict[str, list[str]] = JUDGE_VALUE_SPACE
 
 
 def likert_to_100(s: float | None) -> float | None:
