@@ -13,11 +13,11 @@ from typing import Any
 from filegram_ray.config import PipelineConfig, load_config
 
 
-def common_parser(description: str, *, serial: bool = True) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` with the options every stage job accepts."""
-    p = argparse.ArgumentParser(description=description)
+def add_common_options(p: argparse.ArgumentParser, *, serial: bool = True) -> argparse.ArgumentParser:
+    """Add the options every stage job accepts to ``p`` (a parser or a ``filegram`` subcommand)."""
     p.add_argument("--config", default=None, help="pipeline YAML (default: conf/default.yaml)")
-    p.add_argument("--run-dir", default=None, help="run directory: local path or fsspec URI (s3://…); default: run_dir of the config")
+    p.add_argument("--run-dir", default=None,
+                   help="run directory: local path or fsspec URI (s3://…); default: run_dir of the config")
     p.add_argument("--seed", type=int, default=None, help="master seed (default: seed of the config, 7)")
     p.add_argument("--address", default=None,
                    help="Ray address (default: RAY_ADDRESS, set by `ray job submit`, else a local Ray)")
@@ -27,6 +27,11 @@ def common_parser(description: str, *, serial: bool = True) -> argparse.Argument
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set generate.num_actors=4 (repeatable)")
     return p
+
+
+def common_parser(description: str, *, serial: bool = True) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` with the options every stage job accepts."""
+    return add_common_options(argparse.ArgumentParser(description=description), serial=serial)
 
 
 def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> PipelineConfig:

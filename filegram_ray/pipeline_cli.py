@@ -8,16 +8,13 @@ from filegram_ray.pipeline import STAGES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from filegram_ray.jobargs import add_common_options
+
     p = sub.add_parser("pipeline", help="run seed → generate → encode → render → bench → evaluate")
     names = [n for n, _ in STAGES]
-    p.add_argument("--config", default=None, help="pipeline YAML (default conf/default.yaml)")
-    p.add_argument("--run-dir", default=None, help="run directory (local path or URI)")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--address", default=None, help="Ray address")
-    p.add_argument("--serial", action="store_true", help="no Ray: run every stage in this process")
-    p.add_argument("--only", nargs="+", choices=names)
-    p.add_argument("--skip", nargs="+", choices=names)
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_common_options(p)
+    p.add_argument("--only", nargs="+", choices=names, help="run only these stages")
+    p.add_argument("--skip", nargs="+", choices=names, help="skip these stages")
     p.set_defaults(func=_run)
 
 

@@ -1,4 +1,7 @@
-"""``filegram methods`` (list the registered memory methods) and ``filegram evaluate`` (the evaluate stage)."""
+"""``filegram methods`` (list the registered memory methods) and ``filegram evaluate`` (the evaluate stage).
+
+``jobs/evaluate.py`` uses the same options (:func:`add_evaluate_options`) and runner (:func:`evaluate_from_args`).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,19 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate(args: argparse.Namespace) -> int:
+def add_evaluate_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The evaluate stage's own options, on top of :func:`filegram_ray.jobargs.common_parser`'s."""
+    p.add_argument("--methods", nargs="+", default=None, help="method names (default: evaluate.methods); "
+                   "`filegram methods` lists them")
+    p.add_argument("--backbone", default=None, help="lexical | random | oracle | openai (default: evaluate.backbone)")
+    p.add_argument("--backbone-url", default=None, help="OpenAI-compatible base URL, e.g. a vLLM or llama.cpp "
+                   "server (implies --backbone openai)")
+    p.add_argument("--backbone-model", default=None, help="model name served at --backbone-url")
+    return p
+
+
+def evaluate_from_args(args: argparse.Namespace) -> int:
+    """Run the evaluate stage from parsed options; prints a one-line summary and where the report is."""
     from filegram_ray.evaluate.stage import run_evaluate
     from filegram_ray.jobargs import config_from_args
 
@@ -25,22 +40,16 @@ def _evaluate(args: argparse.Namespace) -> int:
         backbone = {"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model or "local"}
     info = run_evaluate(cfg, methods=args.methods, backbone=backbone, serial=True if args.serial else None)
     print(f"evaluate: {info['n_items']} items × {len(info['methods'])} methods, {info['n_error_rows']} error rows, "
-          f"{info['seconds']} s; report: {cfg.run().url('results/report.md')}")
+          f"{info['seconds']} s")
+    print(f"Report: {cfg.run().url('results/report.md')}")
     return 0
 
 
 def register(sub) -> None:
+    from filegram_ray.jobargs import add_common_options
+
     p = sub.add_parser("methods", help="list the registered memory methods")
     p.set_defaults(func=_list)
     e = sub.add_parser("evaluate", help="answer FileGramBench items with memory methods; write results/")
-    e.add_argument("--config", default=None)
-    e.add_argument("--run-dir", default=None)
-    e.add_argument("--seed", type=int, default=None)
-    e.add_argument("--address", default=None)
-    e.add_argument("--serial", action="store_true")
-    e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    e.add_argument("--methods", nargs="+", default=None)
-    e.add_argument("--backbone", default=None, help="lexical | random | openai")
-    e.add_argument("--backbone-url", default=None)
-    e.add_argument("--backbone-model", default=None)
-    e.set_defaults(func=_evaluate)
+    add_evaluate_options(add_common_options(e))
+    e.set_defaults(func=evaluate_from_args)
