@@ -124,9 +124,9 @@ class Backbone(ABC):
         """Free-text completion (the ``llm_fn(prompt, system_prompt)`` of reference §8.1).
 
         Raises:
-            NotImplementedError: the backbone is not a language model.
+            TypeError: the backbone is not a language model (only LLM backbones complete free text).
         """
-        raise NotImplementedError(f"backbone {self.name!r} is not a language model")
+        raise TypeError(f"backbone {self.name!r} is not a language model")
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "is_llm": self.is_llm}
