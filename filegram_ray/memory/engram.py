@@ -14,7 +14,7 @@ from filegram_ray.memory.normalize import behavioral, normalize_events
 from filegram_ray.memory.semantic import llm_descriptor, rule_descriptor, semantic_unit
 from filegram_ray.memory.sequence import sequence_features
 
-__all__ = ["ENGRAM_VERSION", "Engram", "encode_engram", "load_events"]
+__all__ = ["ENGRAM_VERSION", "Engram", "encode_engram", "load_events", "parse_events"]
 
 #: Bumped whenever the Engram layout or a feature rule changes (kept in every Engram).
 ENGRAM_VERSION = 1
@@ -111,12 +111,21 @@ def load_events(path: str | Path) -> list[dict[str, Any]]:
         FileNotFoundError: the file is missing.
     """
     path = Path(path)
+    return parse_events(path.read_bytes(), str(path))
+
+
+def parse_events(data: bytes, source: str) -> list[dict[str, Any]]:
+    """Parse the bytes of an events.json; ``source`` names it in errors.
+
+    Raises:
+        ValueError: not UTF-8, not valid JSON, or not an array (names the source, line and column).
+    """
     try:
-        data = json.loads(path.read_bytes())
+        events = json.loads(data)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from exc
+        raise ValueError(f"{source}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from exc
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8: {exc}") from exc
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON array of events, got {type(data).__name__}")  # noqa: TRY004
-    return data
+        raise ValueError(f"{source}: not UTF-8: {exc}") from exc
+    if not isinstance(events, list):
+        raise ValueError(f"{source}: expected a JSON array of events, got {type(events).__name__}")  # noqa: TRY004
+    return events

@@ -17,7 +17,6 @@ functions without Ray.
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
 from filegram_ray.memory.embed import make_embedder, run_cache_dir
-from filegram_ray.memory.engram import Engram, encode_engram, load_events
+from filegram_ray.memory.engram import Engram, encode_engram, load_events, parse_events
 from filegram_ray.memory.index import (
     ProfileIndices,
     build_index,
@@ -65,18 +64,6 @@ class EncodeConfig(BaseModel):
 
 
 # ------------------------------------------------------------------ Stage 1 unit
-def _parse_events(data: bytes, source: str) -> list[dict[str, Any]]:
-    try:
-        events = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{source}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from exc
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{source}: not UTF-8: {exc}") from exc
-    if not isinstance(events, list):
-        raise ValueError(f"{source}: expected a JSON array of events, got {type(events).__name__}")  # noqa: TRY004
-    return events
-
-
 def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bool = False) -> dict[str, Any]:
     """Encode one trajectory of a run directory and write its Engram; returns a status row (never raises).
 
@@ -89,7 +76,7 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
                            "error_type": None, "error": None, "n_events": 0, "importance_score": 0.0}
     try:
         src = run.url(f"{base}/events.json")
-        events = _parse_events(run.read_bytes(f"{base}/events.json"), src)
+        events = parse_events(run.read_bytes(f"{base}/events.json"), src)
         with tempfile.TemporaryDirectory(prefix="fg-media-") as tmp:
             if run.is_local:
                 media = Path(run.full(f"{base}/media"))
