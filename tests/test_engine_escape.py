@@ -45,7 +45,14 @@ def env(tmp_path):
     sess = EngineSession(bundle, tmp_path / "work", PROFILE, TASK, seed=5, start_ms=START,
                          limits=Limits(max_write_bytes=64 * 1024))
     sess.start()
-    os.mkfifo(sess.sandbox_path / "pipe.fifo")
+    # the link rule keeps bundle links out of the sandbox ...
+    assert sorted(p for p, _why in sess.sandbox.skipped) == ["link_secret.txt", "notes/rel_link.md", "outdir"]
+    # ... so plant the same links inside it, as if they got there anyway: every call must refuse them at use
+    box = sess.sandbox_path
+    os.symlink(outside / "secret.txt", box / "link_secret.txt")
+    os.symlink(outside, box / "outdir")
+    os.symlink("../../../../outside/secret.txt", box / "notes" / "rel_link.md")
+    os.mkfifo(box / "pipe.fifo")
     return tmp_path, outside, sess
 
 
