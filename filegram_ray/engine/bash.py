@@ -358,11 +358,8 @@ def _rm(r: _Run) -> None:
 
 def _mv_cp(r: _Run) -> None:
     sb, prog, ops = r.sb, r.prog, r.cmd.operands
-    if not ops:
-        r.fail("missing file operand")
-        return
     if len(ops) < 2:
-        r.fail(f"missing destination file operand after '{ops[0]}'")
+        r.fail(f"missing destination operand after '{ops[0]}'")
         return
     if prog == "mv":
         last = [c for c in r.cmd.flags if c in "fn"]
@@ -463,7 +460,10 @@ def run_bash(sb: Sandbox, command: str) -> tuple[int, list[str], list[dict[str, 
             continue
         r = _Run(sb, c)
         try:
-            _RUNNERS[c.program](r)
+            if c.operands or c.program == "ls":
+                _RUNNERS[c.program](r)
+            else:
+                r.fail("missing operand")
         except LimitExceeded as exc:
             r.fail(str(exc))
         except SandboxError as exc:
