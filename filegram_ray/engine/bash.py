@@ -11,7 +11,8 @@ Parsing follows bash's quoting rules, so a command means what bash would make of
 * **quoted text is never an operator**: ``mkdir x '&&' rm a`` makes three folders, as in bash.
 * unquoted ``;`` and ``&&`` separate sub-commands; every other unquoted operator (``|``, ``||``, ``&``, ``<``,
   ``>``, ``(``, ``)``) is refused, as are unquoted expansions: ``$``, backquotes, globs (``* ? [ ]``), braces,
-  ``~``, ``!``, a ``#`` that starts a word (a comment), and newlines anywhere. Refusal happens before anything runs.
+  ``~``, ``!``, a ``#`` that starts a word (a comment), and newlines or other control characters anywhere (tab
+  excepted). Refusal happens before anything runs.
 * options: GNU short options (bundled, anywhere before ``--``; ``--`` ends options). Each accepted option means
   what it means in GNU coreutils: ``mkdir -p -v``; ``rm -r -R -f -d -v``; ``cp -r -R -a -p -n -f -v`` (``-n``
   no-clobber: an existing destination is left as it is, exit status 0 as in coreutils 9.1; ``-p``/``-a`` keep mode
@@ -75,6 +76,8 @@ def tokenize(command: str) -> list[tuple[str, str]]:
     for ch, what in _REFUSED_ANYWHERE.items():
         if ch in command:
             raise BashRefused(f"refused: {what} is not supported; {_ALLOWED_HINT}")
+    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in command):
+        raise BashRefused("refused: control characters are not supported")
     toks: list[tuple[str, str]] = []
     word: list[str] | None = None
     i, n = 0, len(command)
@@ -341,10 +344,10 @@ def _rm(r: _Run) -> None:
                     continue
             else:
                 if verbose:
-                    for d, dirs, others in sb.walk(rel, arg, what="rm -r"):
+                    for d, _dirs, others in sb.walk(rel, arg, what="rm -r"):  # pre-order, reversed below
                         shown = arg + d[len(rel):]
-                        removed.extend(f"removed '{shown}/{e.name}'" for e in others)
                         removed.append(f"removed directory '{shown}'")
+                        removed.extend(f"removed '{shown}/{e.name}'" for e in reversed(others))
                     removed.reverse()
                 sb.rmtree(rel, arg)
         else:
