@@ -464,7 +464,7 @@ class Sandbox:
                 os.close(cfd)
 
     def usage(self, rel: str = ".", shown: str | None = None) -> Usage:
-        """What ``rel`` holds (see :class:`Usage`); a file → 1 entry of its size at depth 0."""
+        """What ``rel`` holds (see :class:`Usage`); a file → 0 entries, its size, depth 0."""
         st = self.lstat(rel, shown)
         if st is None:
             return Usage()
@@ -472,18 +472,40 @@ class Sandbox:
             return Usage(0, st.st_size if stat.S_ISREG(st.st_mode) else 0, 0, 0,
                          0 if stat.S_ISREG(st.st_mode) else 1)
         u = Usage()
-        base = 0 if rel in ("", ".") else len(rel) + 1
-        for _d, dirs, others in self.walk(rel, shown, what="size check"):
-            for e in dirs + others:
-                u.entries += 1
-                if e.kind == "file":
-                    u.bytes += e.size
-                elif e.kind != "dir":
-                    u.links += 1
-                sub = e.rel[base:]
-                u.depth = max(u.depth, components(sub))
-                u.chars = max(u.chars, len(sub))
+        with self._dir(rel, shown) as fd:
+            self._usage_fd(fd, 0, 0, u)
         return u
+
+    def _usage_fd(self, fd: int, depth: int, chars: int, u: Usage) -> None:
+        """Add what directory ``fd`` holds to ``u`` (``depth``/``chars``: of its path below the measured root).
+        Only regular files are stat'ed; the kind of the rest comes from the directory entry."""
+        self.check_time("size check")
+        subdirs = []
+        with os.scandir(fd) as it:
+            for e in it:
+                u.entries += 1
+                u.depth = max(u.depth, depth + 1)
+                n = chars + len(e.name) + (1 if depth else 0)
+                if n > u.chars:
+                    u.chars = n
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append((e.name, n))
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        u.bytes += e.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        u.entries -= 1
+                else:
+                    u.links += 1
+        for name, n in subdirs:
+            try:
+                cfd = os.open(name, _O_DIR, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # replaced since it was listed (a link now): not followed
+            try:
+                self._usage_fd(cfd, depth + 1, n, u)
+            finally:
+                os.close(cfd)
 
     # --- limits ------------------------------------------------------------------------------------------------
 
