@@ -45,7 +45,7 @@ import time
 import unicodedata
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 VIRTUAL_PREFIX = "/sandbox"
@@ -133,7 +133,6 @@ class Budget:
     limits: Limits
     entries: int
     bytes: int
-    _taken: list[int] = field(default_factory=lambda: [0, 0])
 
     def take(self, entries: int = 0, nbytes: int = 0) -> None:
         """Account for ``entries`` new entries and ``nbytes`` more bytes; LimitExceeded if over a limit."""

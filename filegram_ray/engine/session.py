@@ -30,6 +30,7 @@ import os
 import random
 import re
 import shutil
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,7 +93,8 @@ class EngineSession:
         self._start_ms = float(start_ms)
         self.sandbox = Sandbox.create(bundle_files_dir, Path(work_root) / "sandbox" / dirname,
                                       f"{VIRTUAL_PREFIX}/{dirname}", self.limits, clock=lambda: self._clock)
-        self._ctx = ToolContext(annotations=dict(annotations or {}))
+        # paths are NFC inside the sandbox (sandbox.py): key the annotations the same way
+        self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", k): v for k, v in (annotations or {}).items()})
         self._time_rng = random.Random(sub_seed(self.seed, "timing"))
         id_rng = random.Random(sub_seed(self.seed, "event-ids"))
         self.media = MediaStore()
