@@ -244,6 +244,8 @@ def _ls(r: _Run) -> None:
         kind = sb.kind(rel, arg)
         if kind is None:
             r.fail(f"cannot access '{arg}': No such file or directory")
+        elif kind == "file" and arg.endswith("/"):
+            r.fail(f"cannot access '{arg}': Not a directory")
         elif kind == "dir":
             n, names = _listing(sb, rel, r.flags)
             if len(targets) > 1:
@@ -301,6 +303,10 @@ def _touch(r: _Run) -> None:
         if rel is None:
             continue
         kind = "dir" if rel == "." else sb.kind(rel, arg)
+        if arg.endswith("/") and kind != "dir":
+            if kind is not None or "c" not in r.flags:
+                r.fail(f"setting times of '{arg}': {'Not a directory' if kind else 'No such file or directory'}")
+            continue
         if kind is not None:
             sb.touch(rel, arg)
             continue
@@ -332,6 +338,10 @@ def _rm(r: _Run) -> None:
         if kind is None:
             if "f" not in r.flags:
                 r.fail(f"cannot remove '{arg}': No such file or directory")
+            continue
+        if kind == "file" and arg.endswith("/"):
+            if "f" not in r.flags:  # rm -f ignores it, like a missing name (coreutils)
+                r.fail(f"cannot remove '{arg}': Not a directory")
             continue
         removed: list[str] = []
         if kind == "dir":
@@ -390,19 +400,29 @@ def _mv_cp(r: _Run) -> None:
             continue
         name = posixpath.basename(srel)
         trel = (name if drel == "." else f"{drel}/{name}") if dkind == "dir" else drel
+        try:
+            tkind = sb.kind(trel, darg) if trel != srel else skind
+        except SandboxError as exc:
+            r.fail(str(exc))
+            continue
+        if prog == "mv" and no_clobber and tkind is not None:
+            continue  # mv -n: an existing destination is left alone (coreutils 9.1: silently, status 0)
+        if skind == "file" and sarg.endswith("/"):
+            r.fail(f"cannot stat '{sarg}': Not a directory")
+            continue
+        if darg.endswith("/") and dkind != "dir" and (dkind is not None or skind != "dir"):
+            r.fail(f"cannot move '{sarg}' to '{darg}': Not a directory" if prog == "mv" else
+                   f"cannot create regular file '{darg}': Not a directory")
+            continue
         if trel == srel:
-            r.fail(f"'{sarg}' and '{darg}' are the same file")
+            if not (no_clobber and skind == "file"):  # cp -n skips before comparing (coreutils)
+                r.fail(f"'{sarg}' and '{darg}' are the same file")
             continue
         if trel.startswith(srel + "/"):
             r.fail(f"cannot {prog} '{sarg}' to a subdirectory of itself")
             continue
-        try:
-            if sb.kind(_parent(trel)) != "dir":
-                r.fail(f"cannot {prog} to '{darg}': No such file or directory")
-                continue
-            tkind = sb.kind(trel, darg)
-        except SandboxError as exc:
-            r.fail(str(exc))
+        if sb.kind(_parent(trel)) != "dir":
+            r.fail(f"cannot {prog} to '{darg}': No such file or directory")
             continue
         if tkind == "dir" and skind != "dir":
             r.fail(f"cannot overwrite directory '{darg}' with non-directory")
@@ -411,14 +431,11 @@ def _mv_cp(r: _Run) -> None:
             r.fail(f"cannot overwrite non-directory '{darg}' with directory '{sarg}'")
             continue
         existed = tkind is not None
-        if existed and no_clobber and (prog == "mv" or skind == "file"):
-            continue  # -n: the destination is left as it is (coreutils 9.1: silently, status 0)
+        if existed and no_clobber and skind == "file":
+            continue  # cp -n: an existing destination file is left alone (coreutils 9.1: silently, status 0)
         try:
             if prog == "mv":
-                if tkind == "dir":
-                    r.fail(f"cannot move '{sarg}' onto existing directory '{darg}'")
-                    continue
-                sb.rename(srel, trel, sarg, darg)
+                sb.rename(srel, trel, sarg, darg)  # onto a folder: only an empty one is replaced (rename(2))
             else:
                 if skind == "dir" and not r.flags & {"r", "R", "a"}:
                     r.fail(f"-r not specified; omitting directory '{sarg}'")
