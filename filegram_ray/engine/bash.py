@@ -65,10 +65,6 @@ class Command:
     flags: str
     operands: tuple[str, ...]
 
-    @property
-    def words(self) -> int:
-        return 1 + len(self.operands) + (1 if self.flags else 0)
-
 
 def tokenize(command: str) -> list[tuple[str, str]]:
     """``[("word", text) | ("op", operator)]`` after bash quote removal; BashRefused for anything outside the
@@ -88,6 +84,12 @@ def tokenize(command: str) -> list[tuple[str, str]]:
             toks.append(("word", "".join(word)))
             word = None
 
+    def add(text: str) -> None:
+        nonlocal word
+        if word is None:
+            word = []
+        word.append(text)
+
     while i < n:
         c = command[i]
         if c in " \t":
@@ -97,10 +99,10 @@ def tokenize(command: str) -> list[tuple[str, str]]:
             j = command.find("'", i + 1)
             if j < 0:
                 raise BashRefused("cannot parse command: no closing quotation (')")
-            word = (word or []) + [command[i + 1:j]]
+            add(command[i + 1:j])
             i = j + 1
         elif c == '"':
-            buf: list[str] = []
+            add("")  # "" is a word even when empty
             j = i + 1
             while True:
                 if j >= n:
@@ -109,19 +111,18 @@ def tokenize(command: str) -> list[tuple[str, str]]:
                 if d == '"':
                     break
                 if d == "\\" and j + 1 < n and command[j + 1] in '$`"\\':
-                    buf.append(command[j + 1])
+                    add(command[j + 1])
                     j += 2
                     continue
                 if d in "$`":
                     raise BashRefused(f"refused: {_REFUSED[d]} ({d!r}) inside double quotes is not supported")
-                buf.append(d)
+                add(d)
                 j += 1
-            word = (word or []) + buf
             i = j + 1
         elif c == "\\":
             if i + 1 >= n:
                 raise BashRefused("cannot parse command: it ends with a backslash")
-            word = (word or []) + [command[i + 1]]
+            add(command[i + 1])
             i += 2
         elif c in _OPERATOR_CHARS:
             flush()
@@ -132,7 +133,7 @@ def tokenize(command: str) -> list[tuple[str, str]]:
             what = "comment" if c == "#" else _REFUSED[c]
             raise BashRefused(f"refused: {what} ({c!r}) is not supported; {_ALLOWED_HINT}")
         else:
-            word = (word or []) + [c]
+            add(c)
             i += 1
     flush()
     return toks
@@ -465,8 +466,11 @@ def run_bash(sb: Sandbox, command: str) -> tuple[int, list[str], list[dict[str, 
     """Parse and run ``command``; returns (exit status of the last sub-command run, output lines,
     observations). Raises BashRefused / SandboxError / LimitExceeded before anything runs when the command is
     refused as a whole."""
+    longest = sb.limits.max_bash_words * (sb.limits.max_path_chars + 3)
+    if len(command) > longest:
+        raise LimitExceeded(f"command is longer than {longest} chars")
     cmds = parse_bash(command)
-    words = sum(c.words for c in cmds)
+    words = sum(1 for kind, _text in tokenize(command) if kind == "word")
     if words > sb.limits.max_bash_words:
         raise LimitExceeded(f"command has {words} words; the limit is {sb.limits.max_bash_words}")
     for c in cmds:  # pre-flight: one refused path refuses the whole command

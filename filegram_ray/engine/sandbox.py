@@ -40,6 +40,7 @@ import contextlib
 import errno
 import os
 import posixpath
+import shutil
 import stat
 import time
 import unicodedata
@@ -214,8 +215,6 @@ class Sandbox:
                 sb._import_bundle(src)
             except BaseException:
                 sb.close()
-                import shutil
-
                 shutil.rmtree(root, ignore_errors=True)
                 raise
         return sb
@@ -242,7 +241,7 @@ class Sandbox:
             items = sorted(it, key=lambda e: e.name)
         taken: set[str] = set()
         for e in items:
-            shown = _join(src_rel, e.name)
+            shown = _join(src_rel, os.fsencode(e.name).decode("utf-8", "backslashreplace"))
             problem = name_problem(e.name)
             if problem:
                 self.skipped.append((shown, problem))
