@@ -98,6 +98,8 @@ def test_br11_cli_memory_show_with_other_embedder_is_one_line_error(tmp_path, ca
     assert rc == 2
     assert "error:" in err and "hashing" in err and "all-MiniLM-L6-v2" in err and "Traceback" not in err
     assert main(["memory", "show", str(root), "pa_reader", "--query", "budget", "--embedder", "hashing"]) == 0
+    assert main(["memory", "show", str(root), "pa_reader", "--query", "budget"]) == 0  # default: the recorded one
+    assert "Relevant content" in capsys.readouterr().out
 
 
 def _copy_model(dst: Path, drop: str) -> Path:
