@@ -117,3 +117,26 @@ def test_unknown_processor_settings_name_the_field(tmp_path):
     assert spec.kind == "vllm_engine" and spec.engine_args()["tensor_parallel_size"] == 1
     assert chat_spec({"kind": "vllm", "base_url": "http://h:8000/v1", "model": "q"}).kind == "openai"
 
+
+
+def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone():
+    """The GPU evaluation manifest's command line parses into the stage's vLLM engine spec (no GPU needed)."""
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    from filegram_ray.evaluate.stage import EvaluateConfig
+    from filegram_ray.jobargs import common_parser, config_from_args
+    from filegram_ray.methods.cli import add_evaluate_options
+
+    repo = Path(__file__).resolve().parent.parent
+    job = yaml.safe_load((repo / "cluster" / "kuberay-rayjob-evaluate-vllm.yaml").read_text())
+    argv = shlex.split(job["spec"]["entrypoint"])
+    assert argv[:2] == ["python", "jobs/evaluate.py"]
+    args = add_evaluate_options(common_parser("evaluate")).parse_args(
+        [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]])
+    cfg = config_from_args(args)
+    spec = chat_spec(EvaluateConfig.model_validate(cfg.section("evaluate")).backbone)
+    assert spec.kind == "vllm_engine" and spec.model_source.startswith("/models/")
+    assert spec.runtime_env == {"pip": ["vllm>=0.8"]} and spec.engine_args()["tensor_parallel_size"] == 1

@@ -289,8 +289,10 @@ def build_chat_processor(spec: ChatSpec):
         model_source=spec.model_source, engine_kwargs=spec.engine_args(), batch_size=spec.batch_size,
         concurrency=spec.concurrency, accelerator_type=spec.accelerator_type, runtime_env=spec.runtime_env,
         max_concurrent_batches=spec.max_concurrent_batches, should_continue_on_error=True,
-        chat_template_stage={"chat_template": spec.chat_template} if spec.chat_template else True,
-        tokenize_stage=True, detokenize_stage=True)
+        # the CPU stages (chat template, tokenizer) get no runtime env: a {pip: [vllm]} is for the engine actors
+        chat_template_stage={"runtime_env": {}, **({"chat_template": spec.chat_template} if spec.chat_template
+                                                   else {})},
+        tokenize_stage={"runtime_env": {}}, detokenize_stage={"runtime_env": {}})
     return build_processor(cfg, preprocess=_vllm_pre, postprocess=_vllm_post, preprocess_map_kwargs=small,
                            postprocess_map_kwargs=small)
 
