@@ -154,6 +154,29 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) ->
     return buf.getvalue()
 
 
+def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
+    """The "Judge validity" section (rows of :func:`filegram_ray.evaluate.scoring.judge_validity`) and the
+    language-model answering throughput, when present."""
+    out: list[str] = []
+    ans = info.get("answering") or {}
+    if ans.get("n_requests"):
+        per = ans["answer_s"] / ans["n_requests"]
+        out += ["", (f"Answering: {ans['n_requests']} prompts through the `ray.data.llm` processor in "
+                     f"{ans['answer_s']:.0f} s ({per:.2f} s per item; prompts built in {ans['prompt_s']:.0f} s); "
+                     f"judging {info.get('judge_s', 0):.0f} s.")]
+    rows = info.get("judge_validity") or []
+    if rows:
+        expect = {"true_value": "≥ 90", "wrong_value": "between", "empty": "≤ 10"}
+        out += ["", "## Judge validity", "",
+                (f"The open-ended judge `{rows[0]['judge']}` scoring synthetic answers to the evaluated open-ended "
+                 "items: the reference value itself, another value of the attribute, and an empty answer."), "",
+                "| answer | n | mean score | expected | ok |", "|---|---|---|---|---|"]
+        for r in rows:
+            out.append(f"| {r['case']} | {r['n']} | {_fmt(r['mean'])} | {expect.get(r['case'], '')} | "
+                       f"{'yes' if r['ok'] else '**no**'} |")
+    return out
+
+
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
                  plots: bool = True) -> list[str]:
     """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``, ``text_vs_multimodal.png`` when FileGrd
@@ -192,6 +215,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             chance = float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"]
                             .cast(pl.Float64)).mean() * 100)
             lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
+    lines += _judge_validity_lines(info)
     twins = text_vs_multimodal(results)
     if twins.height:
         lines += ["", "## Text vs Multimodal", "",
