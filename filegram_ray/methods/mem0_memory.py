@@ -92,6 +92,9 @@ def _adapters(embedder, llm_fn):
         def embed(self, text, memory_action=None):
             return embedder.encode([text if isinstance(text, str) else str(text)])[0].astype(float).tolist()
 
+        def embed_batch(self, texts, memory_action=None):
+            return [v.astype(float).tolist() for v in embedder.encode([str(t) for t in texts])]
+
     class _BackboneLLM(LLMBase):
         def __init__(self):
             self.config = None
