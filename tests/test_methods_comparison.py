@@ -270,8 +270,9 @@ def test_visrag_page_layout():
 
     lines = page_lines("x" * 250 + "\n" + "\n".join(f"line {i}" for i in range(200)))
     assert lines[:3] == ["x" * WRAP_CHARS, "x" * WRAP_CHARS, "x" * 40] and len(lines) == MAX_LINES
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     img = Image.open(io.BytesIO(render_page("hello\nworld")))
     assert img.width == PAGE_WIDTH and render_page("hello\nworld") == render_page("hello\nworld")

@@ -76,8 +76,10 @@ def _import_mem0():
 
     for name in ("mem0", "mem0.memory.main", "mem0.vector_stores.faiss"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    from mem0 import Memory
-
+    try:
+        from mem0 import Memory
+    except ImportError as exc:
+        raise ImportError("method mem0 needs the mem0ai library: pip install -e '.[methods]'") from exc
     return Memory
 
 
