@@ -25,8 +25,6 @@ from filegram_ray.methods.trajectory import TrajectoryView
 
 __all__ = ["graphiti_ingest"]
 
-GROUP_ID = "filegram"
-
 
 def _clients(llm_fn, embedder):
     from graphiti_core.cross_encoder.client import CrossEncoderClient
@@ -68,11 +66,27 @@ def _clients(llm_fn, embedder):
             _MiniLMEmbedder(), _CosineRanker())
 
 
+async def _all(coro) -> list:
+    """Await a graphiti ``get_by_group_ids``; an empty graph (graphiti raises ``GroupsEdgesNotFoundError`` /
+    ``GroupsNodesNotFoundError`` for it) gives []."""
+    from graphiti_core.errors import GroupsEdgesNotFoundError
+
+    try:
+        return list(await coro)
+    except GroupsEdgesNotFoundError:
+        return []
+    except Exception as exc:  # noqa: BLE001 - only graphiti's "not found" errors mean "empty"
+        if type(exc).__name__.startswith("Groups") and "NotFound" in type(exc).__name__:
+            return []
+        raise
+
+
 async def _run(views: Sequence[TrajectoryView], llm_fn, embedder, slice_chars: int, db_dir: str
                ) -> list[dict[str, Any]]:
     from graphiti_core import Graphiti
     from graphiti_core.driver.kuzu_driver import KuzuDriver
     from graphiti_core.edges import EntityEdge
+    from graphiti_core.helpers import get_default_group_id
     from graphiti_core.nodes import EntityNode, EpisodeType
 
     llm_client, emb, ranker = _clients(llm_fn, embedder)
@@ -86,9 +100,12 @@ async def _run(views: Sequence[TrajectoryView], llm_fn, embedder, slice_chars: i
             ts = ts / 1000.0 if ts > 1e11 else ts  # event timestamps are ms (engine) or s
             await g.add_episode(name=f"Task {task_id} part {k + 1}", episode_body=text,
                                 source_description="file-system activity log", source=EpisodeType.text,
-                                reference_time=datetime.fromtimestamp(ts, tz=timezone.utc), group_id=GROUP_ID)
-        nodes = {n.uuid: n.name for n in await EntityNode.get_by_group_ids(g.driver, [GROUP_ID])}
-        edges = await EntityEdge.get_by_group_ids(g.driver, [GROUP_ID])
+                                reference_time=datetime.fromtimestamp(ts, tz=timezone.utc))
+        # the provider's default group (graphiti 0.31 fails on Kùzu with an explicit group_id: KuzuDriver has no
+        # ``_database``); the database is private to this ingest anyway
+        group = get_default_group_id(g.driver.provider)
+        nodes = {n.uuid: n.name for n in await _all(EntityNode.get_by_group_ids(g.driver, [group]))}
+        edges = await _all(EntityEdge.get_by_group_ids(g.driver, [group]))
     finally:
         await g.close()
     facts = []
