@@ -17,8 +17,13 @@ def _show(args: argparse.Namespace) -> int:
     if args.query is not None:
         from filegram_ray.memory.embed import make_embedder
 
-        embedder = make_embedder(args.embedder)
-        indices = load_indices(run, args.profile_id)
+        kind = args.embedder
+        if kind is None:  # the embedder the run's indices were built with (indices/<profile>/embedder.json)
+            rel = f"indices/{args.profile_id}/embedder.json"
+            recorded = run.read_json(rel).get("model") if run.exists(rel) else None
+            kind = "hashing" if recorded == "hashing" else "minilm"
+        embedder = make_embedder(kind)
+        indices = load_indices(run, args.profile_id, embedder)
     channels = tuple(c for c in args.channels.split(",") if c)
     ctx = retrieve(store, args.query, channels=channels, indices=indices, embedder=embedder)
     print(ctx.text)
@@ -43,8 +48,8 @@ def register(subparsers) -> None:
     s.add_argument("profile_id")
     s.add_argument("--query", default=None, help="query text: adds the relevant chunks and episodes")
     s.add_argument("--channels", default="procedural,semantic,episodic", help="comma-separated enabled channels")
-    s.add_argument("--embedder", default="minilm", choices=["minilm", "hashing"],
-                   help="query embedder; must match the one used by encode")
+    s.add_argument("--embedder", default=None, choices=["minilm", "hashing"],
+                   help="query embedder (default: the one the run's indices record); another one is refused")
     s.set_defaults(func=_show)
     e = sub.add_parser("encode", help="run the encode stage (same as jobs/encode.py)")
     e.add_argument("--config", default=None)

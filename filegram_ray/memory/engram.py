@@ -83,7 +83,7 @@ def encode_engram(events: list[dict[str, Any]], trajectory_id: str, task_id: str
     src = source or trajectory_id
     normed = normalize_events(events, media_dir, source=src)
     beh = behavioral(normed)
-    procedural = extract_procedural(normed)
+    procedural = extract_procedural(normed, upstream_quirks=upstream_quirks)
     seq = sequence_features(beh)
     unit = semantic_unit(beh, normed, upstream_quirks=upstream_quirks)
     desc = llm_descriptor(unit, procedural, llm_fn) if llm_fn is not None else None

@@ -283,6 +283,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         emb_rows.extend({"text": t} for t in et)
         spans[pid] = {"chunks": (a, b), "episodes": (b, len(emb_rows))}
     vecs = _embed_rows(emb_rows, cfg, serial, run_cache_dir(run))
+    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
     for pid, store in stores.items():
         (ca, cb), (ea, eb) = spans[pid]["chunks"], spans[pid]["episodes"]
         _, cm = chunk_texts(store)
@@ -290,7 +291,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         ev = vecs[ea:eb]
         store.episode_clusters = cluster_episodes(store.episodes(), ev if len(ev) else None,
                                                   ccfg["episode_cluster_threshold"])
-        save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm), build_index(ev, em)))
+        save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm, ident), build_index(ev, em, ident)))
         run.write_text(f"memory/{pid}/store.json", store.to_json())
         run.mark_done(STAGE_PROFILE, pid, {"tasks": sorted(by_profile[pid]), "chunks": cb - ca,
                                            "episodes": eb - ea})
@@ -389,11 +390,12 @@ def build_store_from_trajectory_dirs(dirs: list[str | Path], embedder=None, *, l
     if embedder is not None:
         ct, cm = chunk_texts(store)
         et, em = episode_texts(store)
-        indices = ProfileIndices(build_index(embedder.encode(ct), cm), build_index(embedder.encode(et), em))
+        indices = ProfileIndices(build_index(embedder.encode(ct), cm, embedder),
+                                 build_index(embedder.encode(et), em, embedder))
     return FileGramMemory(store, indices, embedder)
 
 
 def load_memory(run, profile_id: str, embedder=None) -> FileGramMemory:
     """Store and indices of one profile of an encoded run."""
     run = _as_run(run)
-    return FileGramMemory(load_store(run, profile_id), load_indices(run, profile_id), embedder)
+    return FileGramMemory(load_store(run, profile_id), load_indices(run, profile_id, embedder), embedder)

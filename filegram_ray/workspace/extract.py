@@ -166,6 +166,10 @@ def _fmt_cell(value) -> str:
     return str(value)
 
 
+#: our own bound on the spreadsheet cells one extraction visits (padding of sparse rows included)
+XLSX_MAX_CELLS = 2_000_000
+
+
 def _xlsx(path: Path) -> str:
     import openpyxl
 
@@ -173,9 +177,17 @@ def _xlsx(path: Path) -> str:
     budget = _TextBudget(path)
     try:
         out: list[str] = []
+        budget = XLSX_MAX_CELLS
         for ws in wb.worksheets:
             out.append(f"# sheet: {ws.title}")
+            # The declared dimension (or one formatted cell at XFD1048576) would pad every row to 16,384 columns
+            # and emit every empty row up to it (BR-28): iterate the cells actually stored instead.
+            ws.reset_dimensions()
             for row in ws.iter_rows(values_only=True):
+                budget -= len(row)
+                if budget < 0:
+                    out.append(f"[cut: more than {XLSX_MAX_CELLS} cells]")
+                    break
                 cells = [_fmt_cell(v) for v in row]
                 while cells and cells[-1] == "":
                     cells.pop()
