@@ -62,7 +62,7 @@ from filegram_ray.watch.store import WatchStore, task_id_for
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RawEvent", "Recorder", "WatchCollector", "SYNC_PREFIX"]
+__all__ = ["BEHAVIOURAL", "SYNC_PREFIX", "RawEvent", "Recorder", "WatchCollector", "session_summary"]
 
 #: name prefix of the barrier files :meth:`Watcher.sync` writes (hidden, so never recorded)
 SYNC_PREFIX = ".filegram-sync-"
@@ -350,6 +350,12 @@ class Recorder:
     def recover(self) -> list[str]:
         """Load the checkpoint, replay later log lines, close stale sessions. Returns notes for the user (torn
         lines cut, sessions closed)."""
+        self.replay()
+        self._resume_or_close()
+        return self.notes
+
+    def replay(self) -> None:
+        """The index as of the end of the logs: the checkpoint plus the ``_state`` of every later line."""
         ckpt = self.store.load_checkpoint()
         for k, e in ckpt.get("index", {}).items():
             self._set(k, e)
@@ -363,6 +369,8 @@ class Recorder:
             for obj in lines[applied.get(sid, 0):]:
                 if "_state" in obj:
                     self.apply_state(obj["_state"])
+
+    def _resume_or_close(self) -> None:
         # the last session may still be open (the watcher crashed): resume it if recent, else close it
         now = time.time() * 1000.0
         for rec in self.sessions:
@@ -376,7 +384,6 @@ class Recorder:
             else:
                 self._close_stale(rec, events, last)
                 self.notes.append(f"closed session {rec['task_id']} left open by a crash ({len(events)} events)")
-        return self.notes
 
     def _close_stale(self, rec: dict[str, Any], events: list[dict[str, Any]], last: float) -> None:
         lg = SessionLog.open(self.store.log_path(rec["session_id"]))
@@ -895,21 +902,7 @@ class Recorder:
         self.stats["sessions_closed"] += 1
 
     def _write_summary(self, rec: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        refs = {(r["type"], r["hash"]) for e in events for f in ("media_ref", "media_ref_old", "media_ref_new",
-                                                                    "media_ref_diff")
-                if isinstance(r := e.get(f), dict)}
-        by_type = Counter(e["event_type"] for e in events)
-        self.store.write_summary(rec["session_id"], {
-            "session_id": rec["session_id"], "task_id": rec["task_id"], "profile_id": self.cfg.profile_id,
-            "watch_dirs": [f"/sandbox/{r.label}" for r in self.roots],
-            "start_time": rec["started_ms"], "end_time": rec["ended_ms"],
-            "duration_ms": max(0, round((rec["ended_ms"] or rec["started_ms"]) - rec["started_ms"])),
-            "total_events": len(events), "behavioral_events": sum(by_type[t] for t in BEHAVIOURAL),
-            "events_by_type": dict(sorted(by_type.items())),
-            "media_stats": {"blobs": sum(1 for t, _ in refs if t == "blob"),
-                            "diffs": sum(1 for t, _ in refs if t == "diff")},
-            "content_mode": self.cfg.content,
-        })
+        self.store.write_summary(rec["session_id"], session_summary(rec, events, self.cfg, self.roots))
 
     # ================================================================== checkpoint / stop
     def quiescent(self) -> bool:
@@ -945,6 +938,25 @@ class Recorder:
             return round(xs[min(len(xs) - 1, int(p * len(xs)))], 1)
 
         return {"count": len(xs), "p50_ms": q(0.5), "p95_ms": q(0.95), "max_ms": round(xs[-1], 1)}
+
+
+def session_summary(rec: dict[str, Any], events: list[dict[str, Any]], cfg: WatchConfig, roots: list[Root]
+                    ) -> dict[str, Any]:
+    """summary.json of a session (reference §12 fields plus counts by type and the content mode)."""
+    refs = {(r["type"], r["hash"]) for e in events for f in ("media_ref", "media_ref_old", "media_ref_new",
+                                                                "media_ref_diff") if isinstance(r := e.get(f), dict)}
+    by_type = Counter(e["event_type"] for e in events)
+    return {
+        "session_id": rec["session_id"], "task_id": rec["task_id"], "profile_id": cfg.profile_id,
+        "watch_dirs": [f"/sandbox/{r.label}" for r in roots],
+        "start_time": rec["started_ms"], "end_time": rec["ended_ms"],
+        "duration_ms": max(0, round((rec["ended_ms"] or rec["started_ms"]) - rec["started_ms"])),
+        "total_events": len(events), "behavioral_events": sum(by_type[t] for t in BEHAVIOURAL),
+        "events_by_type": dict(sorted(by_type.items())),
+        "media_stats": {"blobs": sum(1 for t, _ in refs if t == "blob"),
+                        "diffs": sum(1 for t, _ in refs if t == "diff")},
+        "content_mode": cfg.content,
+    }
 
 
 def components_of(key: str) -> int:
