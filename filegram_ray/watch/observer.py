@@ -101,6 +101,7 @@ class Watcher:
         self._stop = threading.Event()
         self._cond = threading.Condition()
         self._idle = False
+        self._seen: set[str] = set()
         self._started = threading.Event()
         self._error: BaseException | None = None
         self.started_at = 0.0
@@ -164,8 +165,9 @@ class Watcher:
             except Exception:  # noqa: BLE001 - keep recording; the traceback goes to the log
                 log.exception("filegram watch: recorder error (continuing)")
                 rec.stats["recorder_errors"] += 1
-            with self._cond:
+            with self._cond:  # published together, so sync() never pairs a new barrier with an old idle state
                 self._idle = self.q.empty() and rec.quiescent()
+                self._seen = set(rec.sync_seen)
                 self._cond.notify_all()
             if self.status_every_s and time.monotonic() - last_status > self.status_every_s:
                 last_status = time.monotonic()
@@ -221,8 +223,7 @@ class Watcher:
                 while True:
                     if self._error is not None:
                         raise RuntimeError("filegram watch recorder failed") from self._error
-                    if set(names) <= self.recorder.sync_seen and self._idle:
-                        self.recorder.sync_seen -= set(names)
+                    if set(names) <= self._seen and self._idle:
                         return
                     left = deadline - time.monotonic()
                     if left <= 0:

@@ -70,6 +70,7 @@ class PathPolicy:
         self.spec = pathspec.GitIgnoreSpec.from_lines(config.patterns())
         self.marker = config.opt_out_marker
         self._optout: dict[str, bool] = {}
+        self._reasons: dict[tuple[str, str, bool], str | None] = {}  # a burst touches each path several times
 
     def locate(self, path: str) -> tuple[Root, str] | None:
         """``(root, relative POSIX path)`` of an absolute path inside a watched folder (``""`` for the folder
@@ -85,8 +86,9 @@ class PathPolicy:
         return os.path.basename(path) == self.marker
 
     def invalidate(self) -> None:
-        """Forget cached opt-out decisions (a marker file appeared, vanished or a folder moved)."""
+        """Forget cached decisions (a marker file appeared, vanished or a folder moved)."""
         self._optout.clear()
+        self._reasons.clear()
 
     def _opted_out(self, root: Root, rel_dir: str) -> bool:
         key = f"{root.path}\0{rel_dir}"
@@ -101,7 +103,16 @@ class PathPolicy:
 
     def reason(self, root: Root, rel: str, is_dir: bool = False) -> str | None:
         """Why ``rel`` (inside ``root``) is not recorded, or None if it is: ``store``, ``hidden``, ``pattern``,
-        ``opt-out``."""
+        ``opt-out``, ``internal``."""
+        key = (root.path, rel, is_dir)
+        if key in self._reasons:
+            return self._reasons[key]
+        if len(self._reasons) > 200_000:
+            self._reasons.clear()
+        out = self._reasons[key] = self._reason(root, rel, is_dir)
+        return out
+
+    def _reason(self, root: Root, rel: str, is_dir: bool) -> str | None:
         full = os.path.join(root.path, rel) if rel else root.path
         if full == self.store_dir or full.startswith(self.store_dir + os.sep):
             return "store"

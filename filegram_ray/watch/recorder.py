@@ -275,17 +275,19 @@ class Recorder:
 
     # ================================================================== file reading
     def _expect_self_read(self, path: str) -> None:
-        self._self_reads.setdefault(path, []).append(time.monotonic() + 5.0)
+        """Note that the recorder opened ``path`` now: the next open/close-without-write notifications of it
+        stamped after this moment are its own (inotify cannot tell which process read a file)."""
+        self._self_reads.setdefault(path, []).append(time.time() * 1000.0)
 
-    def _is_self_read(self, path: str, consume: bool) -> bool:
+    def _is_self_read(self, path: str, t: float, consume: bool) -> bool:
         lst = self._self_reads.get(path)
         if not lst:
             return False
-        now = time.monotonic()
-        while lst and lst[0] < now:
+        while lst and t - lst[0] > 60_000.0:  # its notification was lost (queue overflow): stop waiting
             lst.pop(0)
-        if not lst:
-            self._self_reads.pop(path, None)
+        if not lst or t < lst[0] - 1.0:
+            if not lst:
+                self._self_reads.pop(path, None)
             return False
         if consume:
             lst.pop(0)
@@ -497,14 +499,17 @@ class Recorder:
         """Process one raw notification (updates pending state and the ready queue)."""
         self.stats["raw_events"] += 1
         if ev.kind in ("opened", "closed_no_write") and not ev.is_dir:
-            if self._is_self_read(ev.src, consume=ev.kind == "closed_no_write"):
+            if self._is_self_read(ev.src, ev.t, consume=ev.kind == "closed_no_write"):
                 return
             if ev.kind == "closed_no_write":
                 self._on_read(ev)
             return
         name = os.path.basename(ev.src)
-        if name.startswith(SYNC_PREFIX) and ev.kind == "created":
-            self.sync_seen.add(name)
+        if name.startswith(SYNC_PREFIX):
+            if ev.kind == "created":
+                self.sync_seen.add(name)
+            elif ev.kind == "deleted":
+                self.sync_seen.discard(name)
             return
         if self.policy.is_marker(ev.src) or (ev.dest and self.policy.is_marker(ev.dest)):
             self._on_marker(ev)
@@ -831,7 +836,8 @@ class Recorder:
         if not lines:
             return
         if isinstance(media, MediaStore):
-            self.stats["media_files"] += self.store.put_media(media)
+            self.stats["media_files"] += self.store.put_media(media, durable=False)
+        self.store.sync()  # blobs, diffs and shadows on disk before the lines that refer to them
         self.log.append(lines)
         self.session["lines"] = self.log.lines
 
