@@ -140,6 +140,7 @@ class Watcher:
             if done:
                 self.notes.append("reconciled with the disk: " + ", ".join(f"{k} {v}" for k, v in done.items()))
             rec.pump()
+            rec.checkpoint()  # the baseline is durable before any change is recorded (no-op unless quiescent)
         except BaseException as exc:  # noqa: BLE001 - reported to start()
             self._error = exc
             self._started.set()
