@@ -420,13 +420,24 @@ class Recorder:
                     files.append(self.key_of(root, r))
         return dirs, files
 
-    def baseline(self, root: Root, rel_dir: str = "") -> int:
-        """Index everything below a folder without recording events (the state the user starts from)."""
+    def baseline(self, root: Root, rel_dir: str = "", *, read: bool = True) -> int:
+        """Index everything below a folder without recording events (the state the user starts from).
+
+        ``read=False`` (a folder opted back in while watching) indexes names, sizes and modification times only:
+        its files may already have changed by the time the marker's removal is processed, so the first change
+        of each is recorded as an overwrite (there is no earlier copy to diff against)."""
         dirs, files = self.scan(root, rel_dir)
         for k in dirs:
             self._set(k, {"k": "d"})
         for k in files:
-            info = self.read_file(self.abs_of(k))
+            if read:
+                info = self.read_file(self.abs_of(k))
+            else:
+                try:
+                    st = os.stat(self.abs_of(k), follow_symlinks=False)
+                except OSError:
+                    continue
+                info = _FileInfo(None, st.st_size, st.st_mtime_ns, None)
             if info is not None:
                 self._set(k, self._entry(info, None, None))
         return len(files)
@@ -701,7 +712,7 @@ class Recorder:
             elif self.policy.reason(root, rel, True) is None:  # opted back in: its content is the new baseline
                 if rel:
                     self._set(dkey, {"k": "d"})
-                self.baseline(root, rel)
+                self.baseline(root, rel, read=False)
 
     # ================================================================== resolution
     def _due(self, now: float) -> list[_Pending]:
@@ -726,7 +737,7 @@ class Recorder:
             self._resolve_new(p.key, info, p.first, p.last)
             return
         if (info.hash is not None and info.hash == old["h"]) or (
-                info.hash is None and old["h"] is None and info.size == old["s"] and info.mtime_ns == old["m"]):
+                old["h"] is None and info.size == old["s"] and info.mtime_ns == old["m"]):
             self._set(p.key, dict(old, m=info.mtime_ns))  # same content (touch, re-save): nothing to record
             self.stats["unchanged_saves"] += 1
             return
