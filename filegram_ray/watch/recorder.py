@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from filegram_ray.engine.collector import Collector, components
-from filegram_ray.engine.media import MediaStore
+from filegram_ray.engine.media import MediaStore, content_hash
 from filegram_ray.watch.config import WatchConfig
 from filegram_ray.watch.journal import SessionLog
 from filegram_ray.watch.privacy import PathPolicy, Redactor, Root
@@ -225,6 +225,7 @@ class Recorder:
         self.lags_ms: deque[float] = deque(maxlen=200_000)
         self.baseline_roots: set[str] = set()
         self.sync_seen: set[str] = set()
+        self._shadow_todo: dict[str, tuple[str | None, str]] = {}
         self.notes: list[str] = []
 
     # ================================================================== index helpers
@@ -341,12 +342,42 @@ class Recorder:
             return out
         return "".join(_sha16(line.encode("utf-8", "surrogatepass")) + "\n" for line in text.splitlines())
 
-    def _entry(self, info: _FileInfo, created: float | None, written: float | None) -> dict[str, Any]:
-        shadow = info.text is not None
-        if shadow:
-            self.store.put_shadow(info.hash, self.captured(info.text))
-        return {"k": "f", "h": info.hash, "s": info.size, "m": info.mtime_ns,
-                "c": len(info.text) if info.text is not None else None, "sh": shadow, "ca": created, "wa": written}
+    def _entry(self, info: _FileInfo, created: float | None, written: float | None
+               ) -> tuple[dict[str, Any], str | None]:
+        """Index entry of a file version and its captured text (None for binary/large files). The text is kept
+        as the shadow (diff base of the next edit): written at the next flush, unless a blob with the same text
+        exists already (full mode: the create's or edit's own blob) — :meth:`shadow_text` falls back to it."""
+        cap = self.captured(info.text) if info.text is not None else None
+        entry = {"k": "f", "h": info.hash, "s": info.size, "m": info.mtime_ns,
+                 "c": len(info.text) if info.text is not None else None, "sh": cap is not None,
+                 "ch": content_hash(cap) if cap else None, "ca": created, "wa": written}
+        if cap is not None:
+            self._shadow_todo[info.hash] = (entry["ch"], cap)
+        return entry, cap
+
+    def shadow_text(self, entry: dict[str, Any] | None) -> str | None:
+        """The captured text of an indexed file version, or None if none was kept."""
+        if not entry or not entry.get("sh"):
+            return None
+        todo = self._shadow_todo.get(entry["h"])
+        if todo is not None:
+            return todo[1]
+        text = self.store.get_shadow(entry["h"])
+        if text is None and entry.get("ch"):
+            try:
+                text = (self.store.media_dir / "blobs" / f"{entry['ch']}.blob").read_bytes().decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = None
+        if text is None and entry.get("c") == 0:
+            return ""
+        return text
+
+    def _flush_shadows(self) -> None:
+        blobs = self.store.media_dir / "blobs"
+        for h, (ch, text) in self._shadow_todo.items():
+            if not (ch and (blobs / f"{ch}.blob").exists()):
+                self.store.put_shadow(h, text)
+        self._shadow_todo.clear()
 
     # ================================================================== startup
     def recover(self) -> list[str]:
@@ -439,7 +470,7 @@ class Recorder:
                     continue
                 info = _FileInfo(None, st.st_size, st.st_mtime_ns, None)
             if info is not None:
-                self._set(k, self._entry(info, None, None))
+                self._set(k, self._entry(info, None, None)[0])
         return len(files)
 
     def reconcile(self, now: float | None = None) -> Counter:
@@ -741,20 +772,18 @@ class Recorder:
             self._set(p.key, dict(old, m=info.mtime_ns))  # same content (touch, re-save): nothing to record
             self.stats["unchanged_saves"] += 1
             return
-        before = self.store.get_shadow(old["h"]) if old.get("sh") else None
-        entry = self._entry(info, old.get("ca"), p.last)
-        if info.text is not None and before is not None:
-            obs = {"kind": "edit", "rel": p.key, "tool": "external", "before": before,
-                   "after": self.store.get_shadow(info.hash), "n_edits": 1}
+        before = self.shadow_text(old)
+        entry, cap = self._entry(info, old.get("ca"), p.last)
+        if cap is not None and before is not None:
+            obs = {"kind": "edit", "rel": p.key, "tool": "external", "before": before, "after": cap, "n_edits": 1}
         else:
-            after = self.store.get_shadow(info.hash) if info.text is not None else ""
-            obs = {"kind": "write", "rel": p.key, "existed": True, "before": None, "after": after or "",
+            obs = {"kind": "write", "rel": p.key, "existed": True, "before": None, "after": cap or "",
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
         self._push(p.last, obs, [["set", p.key, entry]])
         self._set(p.key, entry)
 
     def _resolve_new(self, key: str, info: _FileInfo, first: float, last: float) -> None:
-        entry = self._entry(info, first, last)
+        entry, cap = self._entry(info, first, last)
         src = self._copy_source(key, info, first, last)
         if src is not None:
             obs = {"kind": "copy", "src": src, "dst": key, "dst_arg": key, "existed": False}
@@ -762,8 +791,7 @@ class Recorder:
                 if not it.cancelled and not it.committed and first - 1000.0 <= it.ts <= last + self.cfg.close_settle_ms + 1000.0:
                     it.cancelled = True
         else:
-            after = self.store.get_shadow(info.hash) if info.text is not None else ""
-            obs = {"kind": "write", "rel": key, "existed": False, "before": None, "after": after or "",
+            obs = {"kind": "write", "rel": key, "existed": False, "before": None, "after": cap or "",
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
         self._push(last, obs, [["set", key, entry]])
         self._set(key, entry)
@@ -848,6 +876,7 @@ class Recorder:
             return
         if isinstance(media, MediaStore):
             self.stats["media_files"] += self.store.put_media(media, durable=False)
+        self._flush_shadows()
         self.store.sync()  # blobs, diffs and shadows on disk before the lines that refer to them
         self.log.append(lines)
         self.session["lines"] = self.log.lines
@@ -929,6 +958,9 @@ class Recorder:
         """Write the index with the log position it reflects (only valid when quiescent)."""
         if not self.quiescent():
             return
+        if self._shadow_todo:
+            self._flush_shadows()
+            self.store.sync()
         logs = {r["session_id"]: (self.log.lines if self.session is r and self.log else r.get("lines", 0))
                 for r in self.sessions}
         self.store.save_checkpoint({"index": self.index, "logs": logs,
