@@ -235,3 +235,29 @@ def test_session_frame_and_only_kept_or_session_types(tmp_path):
     assert set(types) <= set(KEPT_TYPES) | {"session_start", "session_end", "fs_snapshot"}
     assert evs[1]["total_files"] == 0 and evs[3]["total_files"] == 1  # snapshot before / after the session
     assert len(file_events(tmp_path / "store")) == 1
+
+
+def test_several_folders_each_its_own_virtual_root(tmp_path):
+    from watch_helpers import config
+
+    from filegram_ray.watch.observer import Watcher
+    from filegram_ray.watch.store import StoreError
+
+    a, b = tmp_path / "one" / "docs", tmp_path / "two" / "docs"  # same base name: labels docs, docs-2
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    with pytest.raises(StoreError, match="nested"):
+        Watcher(tmp_path / "bad", [str(tmp_path / "one"), str(a)], config()).start()
+    w = Watcher(tmp_path / "store", [str(a), str(b)], config(), status_every_s=0).start()
+    tail = Tail(w)
+    try:
+        (a / "x.md").write_text("x\n")
+        (b / "sub").mkdir()
+        # (one watch per folder: the order between folders is the order of arrival)
+        assert sorted(tail.brief()) == [("dir_create", "docs-2/sub", 1, 0), ("file_write", "docs/x.md", "create", 2)]
+        os.rename(a / "x.md", b / "sub" / "x.md")  # the kernel reports a departure and an arrival: one move
+        assert tail.brief() == [("file_move", "docs/x.md", "docs-2/sub/x.md", 1)]
+    finally:
+        w.stop()
+    starts = [e["target_directory"] for e in all_events(tmp_path / "store") if e["event_type"] == "session_start"]
+    assert starts == ["/sandbox/docs", "/sandbox/docs-2"]

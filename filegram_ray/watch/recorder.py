@@ -784,6 +784,14 @@ class Recorder:
 
     def _resolve_new(self, key: str, info: _FileInfo, first: float, last: float) -> None:
         entry, cap = self._entry(info, first, last)
+        gone = self._moved_source(key, info)
+        if gone is not None:  # the same content just vanished elsewhere: a move the kernel did not pair
+            self.pending.pop(gone, None)
+            self._push(last, {"kind": "move", "src": gone, "dst": key, "dst_arg": key},
+                       [["mv", gone, key], ["set", key, entry]])
+            self._mv(gone, key)
+            self._set(key, dict(entry, ca=self.index[key].get("ca")))
+            return
         src = self._copy_source(key, info, first, last)
         if src is not None:
             obs = {"kind": "copy", "src": src, "dst": key, "dst_arg": key, "existed": False}
@@ -795,6 +803,16 @@ class Recorder:
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
         self._push(last, obs, [["set", key, entry]])
         self._set(key, entry)
+
+    def _moved_source(self, key: str, info: _FileInfo) -> str | None:
+        """An indexed file with the same content that no longer exists on disk (a move between two watched
+        folders arrives as a departure and an arrival; a move whose departure is still queued looks the same)."""
+        if not info.hash or not info.size:
+            return None
+        for k in sorted(self.by_hash.get(info.hash, ())):
+            if k != key and self.index[k]["k"] == "f" and not os.path.lexists(self.abs_of(k)):
+                return k
+        return None
 
     def _copy_source(self, key: str, info: _FileInfo, first: float, last: float) -> str | None:
         if not info.hash or not info.size:

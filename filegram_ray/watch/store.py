@@ -130,7 +130,7 @@ class WatchStore:
 
         Raises:
             StoreError: ``path`` exists, is not empty and is not a store; a folder does not exist or is not a
-                folder; no folder to watch.
+                folder; two folders are nested; no folder to watch.
         """
         s = cls(path)
         if s.path.exists() and not is_watch_store(s.path) and any(s.path.iterdir()):
@@ -148,6 +148,10 @@ class WatchStore:
                     raise StoreError(f"{d}: not a folder (filegram watch watches folders)")
                 if real in (r["path"] for r in roots):
                     continue
+                for r in roots:
+                    if real.startswith(r["path"] + os.sep) or r["path"].startswith(real + os.sep):
+                        raise StoreError(f"{d}: nested with {r['path']}; name only the outer folder (folders are "
+                                         f"watched recursively)")
                 label = old.get(real) or make_label(real, taken | set(old.values()))
                 taken.add(label)
                 roots.append({"path": real, "label": label})
