@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "filegram_ray.watch.cli",
     "filegram_ray.bench.cli",
     "filegram_ray.methods.cli",
+    "filegram_ray.llm.cli",
     "rendering.cli",
     "filegram_ray.pipeline_cli",
 ]

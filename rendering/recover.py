@@ -11,8 +11,9 @@
 * ``.wav``  → the narration script stored in the RIFF ``LIST/INFO/ICMT`` chunk (the ``transcript`` column);
 * ``.md`` / ``.txt`` → the file's text.
 
-Raises ``ValueError`` naming the file for an unknown extension or an image/audio file without stored text (pass
-``caption=`` / ``transcript=`` from the index then).
+Raises ``ValueError`` naming the file for an unknown extension, an image/audio file without stored text (pass
+``caption=`` / ``transcript=`` from the index then), or a container past the limits of :mod:`filegram_ray.limits`
+(an OOXML zip bomb, a PDF of too many pages).
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ import os
 import struct
 from pathlib import Path
 
+from filegram_ray.limits import PDF_MAX_PAGES, InputLimitError, check_zip
+
 __all__ = ["recover_bytes", "recover_text"]
 
 
-def _pdf(data: bytes) -> str:
+def _pdf(data: bytes, name: str = "<bytes>") -> str:
     from pypdf import PdfReader
 
-    return "\n".join((p.extract_text() or "") for p in PdfReader(io.BytesIO(data)).pages).strip()
+    reader = PdfReader(io.BytesIO(data))  # pypdf bounds every decoded stream (75 MB)
+    if len(reader.pages) > PDF_MAX_PAGES:
+        raise InputLimitError(f"{name}: too large: {len(reader.pages):,} pages (limit {PDF_MAX_PAGES:,})")
+    return "\n".join((p.extract_text() or "") for p in reader.pages).strip()
 
 
 def _docx(data: bytes) -> str:
@@ -96,8 +102,10 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
     """:func:`recover_text` on bytes already in memory; ``ext`` without the dot (``pdf``, ``png`` …)."""
     ext = ext.lower().lstrip(".")
     try:
+        if ext in ("docx", "pptx", "xlsx"):
+            check_zip(data, name)  # a decompression bomb is refused before the library inflates it
         if ext == "pdf":
-            return _pdf(data)
+            return _pdf(data, name)
         if ext == "docx":
             return _docx(data)
         if ext == "pptx":
@@ -116,6 +124,8 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
             if text is None:
                 raise ValueError("no stored transcript (LIST/INFO/ICMT); pass transcript= from the index")
             return text
+    except InputLimitError:
+        raise
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
     raise ValueError(f"{name}: cannot recover text from a .{ext} file")

@@ -21,11 +21,9 @@ def _show(args: argparse.Namespace) -> int:
         from filegram_ray.watch.store import WatchStore
 
         pid = pid or WatchStore.open(args.run_dir).config.profile_id
-        state = load_state(run, pid)
-        if state is None:
+        if load_state(run, pid) is None:
             raise SystemExit(f"filegram memory show: {args.run_dir} has no memory yet; run "
                              f"`filegram memory update {args.run_dir}` first")
-        kind = kind or state["embedder"]
     elif pid is None:
         raise SystemExit("filegram memory show: PROFILE_ID is required for a run directory")
     store = load_store(run, pid)
@@ -33,8 +31,12 @@ def _show(args: argparse.Namespace) -> int:
     if args.query is not None:
         from filegram_ray.memory.embed import make_embedder
 
-        embedder = make_embedder(kind or "minilm")
-        indices = load_indices(run, pid)
+        if kind is None:  # the embedder the indices were built with (indices/<profile>/embedder.json)
+            rel = f"indices/{pid}/embedder.json"
+            recorded = run.read_json(rel).get("model") if run.exists(rel) else None
+            kind = "hashing" if recorded == "hashing" else "minilm"
+        embedder = make_embedder(kind)
+        indices = load_indices(run, pid, embedder)
     channels = tuple(c for c in args.channels.split(",") if c)
     ctx = retrieve(store, args.query, channels=channels, indices=indices, embedder=embedder)
     print(ctx.text)
@@ -84,8 +86,7 @@ def register(subparsers) -> None:
     s.add_argument("--query", default=None, help="query text: adds the relevant chunks and episodes")
     s.add_argument("--channels", default="procedural,semantic,episodic", help="comma-separated enabled channels")
     s.add_argument("--embedder", default=None, choices=["minilm", "hashing"],
-                   help="query embedder; must match the one used by encode (default minilm; a watcher store: the "
-                   "one its memory was built with)")
+                   help="query embedder (default: the one the indices record); another one is refused")
     s.set_defaults(func=_show)
     e = sub.add_parser("encode", help="run the encode stage (same as jobs/encode.py)")
     e.add_argument("--config", default=None)

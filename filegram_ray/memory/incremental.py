@@ -128,7 +128,7 @@ def update_memory(run, profile_id: str, units: dict[str, UnitLoader], *, embedde
         cvecs = emb.encode(ct) if ct else np.zeros((0, 384), dtype=np.float32)
         evecs = ep_vecs if ep_vecs is not None else np.zeros((0, 384), dtype=np.float32)
         assert len(et) == len(evecs)
-        save_indices(run, profile_id, ProfileIndices(build_index(cvecs, cm), build_index(evecs, em)))
+        save_indices(run, profile_id, ProfileIndices(build_index(cvecs, cm, emb), build_index(evecs, em, emb)))
         run.write_text(f"memory/{profile_id}/store.json", store.to_json())
         t_emb = time.perf_counter() - t3
     state["fingerprint_stats"] = stats.model_dump()
