@@ -10,7 +10,7 @@ import sys
 import pytest
 from watch_helpers import Tail, all_events, file_events, media_text, start
 
-from filegram_ray.engine.media import content_hash, unified_diff
+from filegram_ray.engine.media import apply_diff, content_hash, unified_diff
 from filegram_ray.schema.events import KEPT_TYPES
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify (Linux) observer")
@@ -54,6 +54,12 @@ def test_edit_records_exact_unified_diff_and_both_snapshots(watch):
     assert media_text(w.store.path, ev["media_ref_old"]) == before
     assert media_text(w.store.path, ev["media_ref_new"]) == after
     assert (ev["before_hash"], ev["after_hash"]) == (content_hash(before), content_hash(after))
+    assert apply_diff(media_text(w.store.path, ev["media_ref_diff"]), before) == after  # exact: patch rebuilds it
+    with open(f, "w") as fh:  # only the final newline goes: still an edit whose diff rebuilds the text exactly
+        fh.write(after.rstrip("\n"))
+    [ev] = tail.new()
+    assert ev["event_type"] == "file_edit"
+    assert apply_diff(media_text(w.store.path, ev["media_ref_diff"]), after) == after.rstrip("\n")
 
 
 @pytest.mark.parametrize("tmp_name", [".report.md.swp-tmp", "report.md.tmp~", "report.md.part123"])
