@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "filegram_ray.workspace.cli",
     "filegram_ray.engine.cli",
     "filegram_ray.memory.cli",
+    "filegram_ray.watch.cli",
     "filegram_ray.bench.cli",
     "filegram_ray.methods.cli",
     "filegram_ray.llm.cli",
