@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "filegram_ray.methods.cli",
     "rendering.cli",
     "filegram_ray.pipeline_cli",
+    "filegram_ray.validity.cli",
 ]
 
 
