@@ -207,6 +207,8 @@ class Recorder:
         self.redactor = Redactor(self.cfg.phone_region) if self.cfg.content == "redacted" else None
         self.index: dict[str, dict[str, Any]] = {}
         self.by_hash: dict[str, set[str]] = defaultdict(set)
+        self.subdirs: Counter = Counter()  # folder key -> number of recorded sub-folders (dir_create sibling_count)
+        self._dirty = False
         self.pending: dict[str, _Pending] = {}
         self.ready: list[_Item] = []
         self._seq = 0
@@ -231,21 +233,35 @@ class Recorder:
     # ================================================================== index helpers
     def _set(self, key: str, entry: dict[str, Any]) -> None:
         old = self.index.get(key)
-        if old and old.get("h"):
-            self.by_hash[old["h"]].discard(key)
+        if old is not None:
+            self._unlink(key, old)
         self.index[key] = entry
         if entry.get("h"):
             self.by_hash[entry["h"]].add(key)
+        if entry["k"] == "d":
+            self.subdirs[key.rpartition("/")[0]] += 1
+        self._dirty = True
+
+    def _unlink(self, key: str, e: dict[str, Any]) -> None:
+        if e.get("h"):
+            self.by_hash[e["h"]].discard(key)
+        if e["k"] == "d":
+            self.subdirs[key.rpartition("/")[0]] -= 1
 
     def _del(self, key: str, prefix: bool = False) -> None:
         keys = [key] + ([k for k in self.index if k.startswith(key + "/")] if prefix else [])
         for k in keys:
             e = self.index.pop(k, None)
-            if e and e.get("h"):
-                self.by_hash[e["h"]].discard(k)
+            if e is not None:
+                self._unlink(k, e)
+                self._dirty = True
 
     def _mv(self, src: str, dst: str) -> None:
+        """Re-key ``src`` and everything below it to ``dst`` (replacing what was there). A no-op when ``src`` is
+        not indexed, so replaying a move already applied changes nothing."""
         moved = [(k, dst + k[len(src):]) for k in self.index if k == src or k.startswith(src + "/")]
+        if not moved:
+            return
         entries = [(new, self.index[old]) for old, new in moved]
         for old, _ in moved:
             self._del(old)
@@ -630,8 +646,7 @@ class Recorder:
         self._set(key, {"k": "d"})
 
     def _dirs_in_parent(self, key: str) -> int:
-        parent = key.rpartition("/")[0]
-        return sum(1 for k, e in self.index.items() if e["k"] == "d" and k.rpartition("/")[0] == parent)
+        return max(0, self.subdirs[key.rpartition("/")[0]])
 
     def _on_deleted(self, path: str, is_dir: bool, t: float) -> None:
         loc = self.policy.locate(path)
@@ -974,7 +989,7 @@ class Recorder:
 
     def checkpoint(self) -> None:
         """Write the index with the log position it reflects (only valid when quiescent)."""
-        if not self.quiescent():
+        if not self.quiescent() or not self._dirty:
             return
         if self._shadow_todo:
             self._flush_shadows()
@@ -985,6 +1000,7 @@ class Recorder:
                                     "baseline_roots": sorted(self.baseline_roots), "written_at_ms":
                                     time.time() * 1000.0})
         self.last_checkpoint = time.monotonic()
+        self._dirty = False
         keep = {e["h"] for e in self.index.values() if e.get("sh") and e.get("h")}
         self.stats["shadows_removed"] += self.store.gc_shadows(keep)
 
