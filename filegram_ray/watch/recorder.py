@@ -862,7 +862,8 @@ class Recorder:
             if now - self.last_activity > self.cfg.idle_rotate_s * 1000.0 and not self.pending and not self.ready:
                 self.close_session()
             elif self.cfg.snapshot_interval_s and now - self.last_snapshot > self.cfg.snapshot_interval_s * 1000:
-                self._append([self._snapshot(now)])
+                media = self._new_media()
+                self._flush_lines([self._snapshot(now)], media)
         if not self.pending and not self.ready and time.monotonic() - self.last_checkpoint > \
                 self.cfg.checkpoint_interval_s:
             self.checkpoint()
@@ -914,9 +915,10 @@ class Recorder:
         self.log.append(lines)
         self.session["lines"] = self.log.lines
 
-    def _append(self, events: list[dict[str, Any]]) -> None:
+    def _new_media(self):
+        """A fresh media store for the next events (the collector saves their blobs into it)."""
         self.collector.media = media = MediaStore() if self.cfg.content != "off" else _NoMedia()
-        self._flush_lines(events, media)
+        return media
 
     # ================================================================== sessions
     def _listing(self) -> list[tuple[str, bool]]:
@@ -965,13 +967,14 @@ class Recorder:
         if self.session is None:
             return
         end = self.last_activity
+        media = self._new_media()
         snap = self._snapshot(end)
         self.collector.now = end
         fin = self.collector.emit("session_end", {"total_iterations": 0, "total_tool_calls": 0,
                                                   "duration_ms": max(0, round(end - self.session["started_ms"]))},
                                   session_event=True)
         self.collector.drain()
-        self._append([snap, fin])
+        self._flush_lines([snap, fin], media)
         self.log.close()
         self.session.update(closed=True, ended_ms=end, lines=self.log.lines)
         self.store.save_sessions(self.sessions)
