@@ -3,6 +3,7 @@ diffs (issue 20, "Done when"). Every event read back is validated against the en
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -240,6 +241,14 @@ def test_session_frame_and_only_kept_or_session_types(tmp_path):
     assert types == ["session_start", "fs_snapshot", "file_write", "fs_snapshot", "session_end"]
     assert set(types) <= set(KEPT_TYPES) | {"session_start", "session_end", "fs_snapshot"}
     assert evs[1]["total_files"] == 0 and evs[3]["total_files"] == 1  # snapshot before / after the session
+    # reference §12 normalisation: the engine's listing blob (sorted paths), not upstream's nested tree
+    assert "directory_tree" not in evs[3] and json.loads(media_text(tmp_path / "store", evs[3]["media_ref"])) == \
+        ["w", "w/x.txt"]
+    # and the post-execution filter turns the virtual paths into folder-relative ones (not bare basenames)
+    from filegram_ray.engine.filter import filter_events
+
+    (root / "sub").mkdir()
+    assert filter_events([{**evs[2], "file_path": "/sandbox/w/sub/x.txt"}])[0]["file_path"] == "sub/x.txt"
     assert len(file_events(tmp_path / "store")) == 1
 
 

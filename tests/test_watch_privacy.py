@@ -103,7 +103,8 @@ def test_opt_out_marker_is_honoured(tmp_path):
         (root / "team" / "plan.md").write_text("plan v2\n")
         (root / "team" / "other.md").write_text("other\n")
         assert tail.brief() == []
-        (root / "private" / ".nofilegram").unlink()  # opting back in: from now on (no earlier copy: no diff)
+        (root / "private" / ".nofilegram").unlink()  # opting back in: from when the watcher has seen it
+        tail.new()
         (root / "private" / "diary.md").write_text("dear diary\nsecond entry\n")
         [ev] = tail.new()
         assert (ev["event_type"], ev["file_path"], ev["operation"]) == ("file_write", "/sandbox/w/private/diary.md",

@@ -34,13 +34,17 @@ def start(tmp_path: Path, **kw) -> tuple[Watcher, Path]:
 
 
 def all_events(store_path) -> list[dict]:
-    """Every event of every session of a store, in log order (each validated against the engine schema)."""
+    """Every event of every session of a store, in log order; each is validated against the engine schema and
+    each of its media references must resolve to a stored blob/diff."""
     st = WatchStore.open(store_path)
     out = []
     for rec in st.sessions():
         evs, _ = st.read_session(rec["session_id"])
         for i, e in enumerate(evs):
             parse_event(e, i)
+            for f in ("media_ref", "media_ref_old", "media_ref_new", "media_ref_diff"):
+                if f in e:
+                    assert (st.media_dir / e[f]["path"]).is_file(), (f, e)
             out.append(e)
     return out
 

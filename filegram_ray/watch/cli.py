@@ -28,6 +28,7 @@ def _config(args: argparse.Namespace, stored):
 
 
 def _watch(args: argparse.Namespace) -> int:
+    from filegram_ray.watch.observer import WatchLimitError
     from filegram_ray.watch.store import StoreBusyError, StoreError, WatchStore, is_watch_store
 
     try:
@@ -66,7 +67,7 @@ def _watch(args: argparse.Namespace) -> int:
         print(_banner(args, cfg), flush=True)
         summary = run_watch(args.out, args.dirs, cfg, duration_s=args.duration, on_status=status,
                             status_every_s=0 if args.quiet else args.status_every)
-    except (StoreError, StoreBusyError) as exc:
+    except (StoreError, StoreBusyError, WatchLimitError) as exc:
         print(f"filegram watch: {exc}", file=sys.stderr)
         return 2
     print(_summary_text(summary))

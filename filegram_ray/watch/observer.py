@@ -13,6 +13,7 @@ keeps a second watcher (or ``--forget``) out while this one runs.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import queue
@@ -30,9 +31,21 @@ from filegram_ray.watch.store import WatchStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Watcher", "run_watch"]
+__all__ = ["WatchLimitError", "Watcher", "run_watch"]
+
+
+class WatchLimitError(RuntimeError):
+    """The kernel refused more inotify watches or instances (one watch per sub-folder is needed)."""
 
 _KINDS = {"created", "modified", "closed", "closed_no_write", "opened", "deleted", "moved"}
+
+
+def _limit(name: str) -> str:
+    try:
+        with open(f"/proc/sys/fs/inotify/{name}") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def _make_observer():
@@ -120,7 +133,16 @@ class Watcher:
             handler = _handler_class()(self.q)
             for root in self.recorder.roots:
                 self._observer.schedule(handler, root.path, recursive=True)
-            self._observer.start()
+            try:
+                self._observer.start()  # adds the inotify watches before returning
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EMFILE):
+                    raise
+                raise WatchLimitError(
+                    f"the kernel refused more inotify watches ({exc}); inotify needs one watch per sub-folder, "
+                    f"ignored ones included. Raise the limit (current: {_limit('max_user_watches')} watches, "
+                    f"{_limit('max_user_instances')} instances), e.g. `sudo sysctl fs.inotify.max_user_watches="
+                    f"524288`, or watch smaller folders") from None
             self.started_at = time.time()
             self._thread = threading.Thread(target=self._run, name="filegram-watch-recorder", daemon=True)
             self._thread.start()

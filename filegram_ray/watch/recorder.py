@@ -207,6 +207,8 @@ class Recorder:
         self.redactor = Redactor(self.cfg.phone_region) if self.cfg.content == "redacted" else None
         self.index: dict[str, dict[str, Any]] = {}
         self.by_hash: dict[str, set[str]] = defaultdict(set)
+        self.subdirs: Counter = Counter()  # folder key -> number of recorded sub-folders (dir_create sibling_count)
+        self._dirty = False
         self.pending: dict[str, _Pending] = {}
         self.ready: list[_Item] = []
         self._seq = 0
@@ -231,21 +233,35 @@ class Recorder:
     # ================================================================== index helpers
     def _set(self, key: str, entry: dict[str, Any]) -> None:
         old = self.index.get(key)
-        if old and old.get("h"):
-            self.by_hash[old["h"]].discard(key)
+        if old is not None:
+            self._unlink(key, old)
         self.index[key] = entry
         if entry.get("h"):
             self.by_hash[entry["h"]].add(key)
+        if entry["k"] == "d":
+            self.subdirs[key.rpartition("/")[0]] += 1
+        self._dirty = True
+
+    def _unlink(self, key: str, e: dict[str, Any]) -> None:
+        if e.get("h"):
+            self.by_hash[e["h"]].discard(key)
+        if e["k"] == "d":
+            self.subdirs[key.rpartition("/")[0]] -= 1
 
     def _del(self, key: str, prefix: bool = False) -> None:
         keys = [key] + ([k for k in self.index if k.startswith(key + "/")] if prefix else [])
         for k in keys:
             e = self.index.pop(k, None)
-            if e and e.get("h"):
-                self.by_hash[e["h"]].discard(k)
+            if e is not None:
+                self._unlink(k, e)
+                self._dirty = True
 
     def _mv(self, src: str, dst: str) -> None:
+        """Re-key ``src`` and everything below it to ``dst`` (replacing what was there). A no-op when ``src`` is
+        not indexed, so replaying a move already applied changes nothing."""
         moved = [(k, dst + k[len(src):]) for k in self.index if k == src or k.startswith(src + "/")]
+        if not moved:
+            return
         entries = [(new, self.index[old]) for old, new in moved]
         for old, _ in moved:
             self._del(old)
@@ -630,8 +646,7 @@ class Recorder:
         self._set(key, {"k": "d"})
 
     def _dirs_in_parent(self, key: str) -> int:
-        parent = key.rpartition("/")[0]
-        return sum(1 for k, e in self.index.items() if e["k"] == "d" and k.rpartition("/")[0] == parent)
+        return max(0, self.subdirs[key.rpartition("/")[0]])
 
     def _on_deleted(self, path: str, is_dir: bool, t: float) -> None:
         loc = self.policy.locate(path)
@@ -847,7 +862,8 @@ class Recorder:
             if now - self.last_activity > self.cfg.idle_rotate_s * 1000.0 and not self.pending and not self.ready:
                 self.close_session()
             elif self.cfg.snapshot_interval_s and now - self.last_snapshot > self.cfg.snapshot_interval_s * 1000:
-                self._append([self._snapshot(now)])
+                media = self._new_media()
+                self._flush_lines([self._snapshot(now)], media)
         if not self.pending and not self.ready and time.monotonic() - self.last_checkpoint > \
                 self.cfg.checkpoint_interval_s:
             self.checkpoint()
@@ -899,9 +915,10 @@ class Recorder:
         self.log.append(lines)
         self.session["lines"] = self.log.lines
 
-    def _append(self, events: list[dict[str, Any]]) -> None:
+    def _new_media(self):
+        """A fresh media store for the next events (the collector saves their blobs into it)."""
         self.collector.media = media = MediaStore() if self.cfg.content != "off" else _NoMedia()
-        self._flush_lines(events, media)
+        return media
 
     # ================================================================== sessions
     def _listing(self) -> list[tuple[str, bool]]:
@@ -950,13 +967,14 @@ class Recorder:
         if self.session is None:
             return
         end = self.last_activity
+        media = self._new_media()
         snap = self._snapshot(end)
         self.collector.now = end
         fin = self.collector.emit("session_end", {"total_iterations": 0, "total_tool_calls": 0,
                                                   "duration_ms": max(0, round(end - self.session["started_ms"]))},
                                   session_event=True)
         self.collector.drain()
-        self._append([snap, fin])
+        self._flush_lines([snap, fin], media)
         self.log.close()
         self.session.update(closed=True, ended_ms=end, lines=self.log.lines)
         self.store.save_sessions(self.sessions)
@@ -974,7 +992,7 @@ class Recorder:
 
     def checkpoint(self) -> None:
         """Write the index with the log position it reflects (only valid when quiescent)."""
-        if not self.quiescent():
+        if not self.quiescent() or not self._dirty:
             return
         if self._shadow_todo:
             self._flush_shadows()
@@ -985,6 +1003,7 @@ class Recorder:
                                     "baseline_roots": sorted(self.baseline_roots), "written_at_ms":
                                     time.time() * 1000.0})
         self.last_checkpoint = time.monotonic()
+        self._dirty = False
         keep = {e["h"] for e in self.index.values() if e.get("sh") and e.get("h")}
         self.stats["shadows_removed"] += self.store.gc_shadows(keep)
 
