@@ -107,6 +107,30 @@ def _import(args) -> int:
     return 0
 
 
+def _run_folder(args) -> int:
+    import sys
+
+    from filegram_ray.jobargs import config_from_args
+    from filegram_ray.workspace.byof import run_folder
+    from filegram_ray.workspace.describe import DescribeOptions
+
+    extra = {}
+    if args.profiles:
+        extra["profiles"] = [p for item in args.profiles for p in item.split(",") if p]
+    if args.profiles_dir:
+        extra["profiles_dir"] = args.profiles_dir
+    cfg = config_from_args(args, extra)
+    opts = DescribeOptions(ocr=not args.no_ocr, asr=not args.no_asr, vlm=vlm_spec(args.vlm),
+                           max_audio_s=args.max_audio_s, max_keyframes=args.max_keyframes, threads=args.threads)
+    stages = [] if args.import_only else (args.stages or None)
+    res = run_folder(Path(args.dir), args.task, cfg, describe=opts, serial=args.serial,
+                     progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                     on_import=print_import_summary, **({"stages": stages} if stages is not None else {}))
+    if res["pipeline"] and "evaluate" in res["pipeline"]:
+        print(f"\nReport: {cfg.run().url('results/report.md')}")
+    return 0
+
+
 def add_describe_args(p: argparse.ArgumentParser) -> None:
     """The media-description options of ``workspace import`` (also used by ``filegram byof``)."""
     g = p.add_argument_group("media description (images, audio, video)")
@@ -139,4 +163,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     im.add_argument("--out", required=True)
     add_describe_args(im)
     im.set_defaults(func=_import)
+    from filegram_ray.jobargs import add_common_options
+    from filegram_ray.workspace.byof import BYOF_STAGES
+
+    rn = sub.add_parser("run", help="bring your own folder: import it as a task's workspace of a run, then run "
+                                    "generate -> encode -> render -> bench -> evaluate on it",
+                        description="Import DIR as TASK's workspace in the run directory (documents extracted, "
+                                    "media described), then run the pipeline for that task and the chosen profiles. "
+                                    "Rerunning resumes; a changed folder regenerates what was built on the old one.")
+    rn.add_argument("dir", help="source folder")
+    rn.add_argument("--task", required=True, help="task id the folder serves, e.g. T-07 (its instructions are run)")
+    rn.add_argument("--profiles", nargs="+", default=None, metavar="ID",
+                    help="profile ids (e.g. p3 p11 or p3,p11); default: the profiles of the config / set")
+    rn.add_argument("--profiles-dir", default=None, help="a profile set (from `filegram profiles new`)")
+    rn.add_argument("--stages", nargs="+", choices=list(BYOF_STAGES), default=None,
+                    help=f"stages to run after the import (default: {' '.join(BYOF_STAGES)})")
+    rn.add_argument("--import-only", action="store_true", help="only import into the run directory")
+    add_common_options(rn)
+    add_describe_args(rn)
+    rn.set_defaults(func=_run_folder)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
