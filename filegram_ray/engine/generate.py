@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,7 @@ def _peak_rss_mb() -> float:
         return 0.0
 
 
+@exclusive_stage(STAGE)
 def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the generate stage; returns the stage record (also merged into ``run.json``).
 

@@ -35,6 +35,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
@@ -403,6 +404,7 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+@exclusive_stage(STAGE)
 def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                  backbone: str | dict[str, Any] | None = None, serial: bool | None = None) -> dict[str, Any]:
     """Run the evaluate stage on ``config.run_dir``; returns a one-screen summary dict.

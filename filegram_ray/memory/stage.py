@@ -39,6 +39,7 @@ from filegram_ray.memory.index import (
     save_indices,
 )
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -144,13 +145,22 @@ def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool, cac
             out.append(fn({"text": np.asarray([r["text"] for r in rows[i:i + cfg.embed_batch_size]],
                                               dtype=object)})["vector"])
         return np.concatenate(out).astype(np.float32)
+    import warnings
+
     import ray
 
+    from filegram_ray.runtime import pool_capacity
+
     ds = ray.data.from_items([{"row": i, "text": r["text"]} for i, r in enumerate(rows)])
-    ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder, "batch_size": cfg.embed_batch_size,
-                                                           "cache_dir": cache_dir},
-                        batch_size=cfg.embed_batch_size, batch_format="numpy", num_cpus=cfg.embed_num_cpus,
-                        compute=ray.data.ActorPoolStrategy(size=max(1, cfg.embed_actors)))
+    size = max(1, min(cfg.embed_actors, pool_capacity(cfg.embed_num_cpus)))  # every actor can be placed (BR-08)
+    with warnings.catch_warnings():  # Ray 2.60 takes actor retry limits only through the deprecated remote args
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder,
+                                                               "batch_size": cfg.embed_batch_size,
+                                                               "cache_dir": cache_dir},
+                            batch_size=cfg.embed_batch_size, batch_format="numpy", num_cpus=cfg.embed_num_cpus,
+                            compute=ray.data.ActorPoolStrategy(size=size),
+                            max_restarts=3, max_task_retries=2)  # bounded: a dying embedder fails the stage
     got = ds.take_all()
     vecs = np.zeros((len(rows), len(got[0]["vector"])), dtype=np.float32)
     for r in got:
@@ -159,6 +169,7 @@ def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool, cac
 
 
 # ------------------------------------------------------------------ the stage
+@exclusive_stage("encode")
 def run_encode(config, *, serial: bool = False, address: str | None = None) -> dict[str, Any]:
     """Run the encode stage over a run directory.
 
@@ -196,7 +207,11 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     todo = [r for r in rows if cfg.force or not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")
             or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]  # record without its Engram: redo
     if not serial and (todo or rows):
+        from filegram_ray.runtime import check_cpu_request
+
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+        check_cpu_request(cfg.encode_num_cpus, "encode.encode_num_cpus")  # fail fast, never wait forever (BR-08)
+        check_cpu_request(cfg.embed_num_cpus, "encode.embed_num_cpus")
 
     # ---- Stage 1: Engrams in parallel
     t1 = time.perf_counter()

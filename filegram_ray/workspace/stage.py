@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from filegram_ray.runtime import map_units
+from filegram_ray.runtime import exclusive_stage, map_units
 
 __all__ = ["SeedConfig", "SeedWorker", "run_seed"]
 
@@ -74,6 +74,7 @@ def _tasks(config) -> list[dict[str, Any]]:
     return [t.model_dump(mode="json") for t in tasks]
 
 
+@exclusive_stage("seed")
 def run_seed(config) -> dict[str, Any]:
     """Build the bundles of ``config.tasks`` (None = all) into ``config.run_dir``; returns a summary dict
     {bundles, files, bytes, by_kind, errors: [error rows]}."""
