@@ -157,12 +157,18 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) ->
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
                  plots: bool = True) -> list[str]:
     """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``, ``text_vs_multimodal.png`` when FileGrd
-    items with text twins were evaluated); returns the paths written."""
+    items with text twins were evaluated) and ``results/timings.json``; returns the paths written.
+
+    Wall-clock figures (``info["seconds"]``) go to ``results/timings.json`` only, so ``report.md`` and the plots are
+    byte-identical across runs with the same seed (REL-report-timing-bytes-differ)."""
     written = []
     lines = ["# FileGramBench results", "",
              (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
-             f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} · "
-             f"{info.get('seconds')} s"), ""]
+             f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} "
+             "(wall time: `timings.json`)"), ""]
+    run.write_json("results/timings.json", {"evaluate_seconds": info.get("seconds"),
+                                            "n_units": info.get("n_units")})
+    written.append("results/timings.json")
     if info.get("sample_per_sub_task"):
         lines += [(f"**Sample:** {info['n_items']} of the bank's {info.get('n_bank')} items — a seeded sample of at "
                    f"most {info['sample_per_sub_task']} per sub-task and setting, plus the text twins of the sampled "
