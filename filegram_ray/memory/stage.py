@@ -17,6 +17,7 @@ functions without Ray.
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
@@ -87,7 +88,7 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
             eng = encode_engram(events, tid, task_id, media if media.exists() else None,
                                 upstream_quirks=upstream_quirks, source=src)
         run.write_text(f"engrams/{profile_id}/{task_id}.json", eng.to_json())
-        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events)})
+        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "upstream_quirks": bool(upstream_quirks)})
         row.update(n_events=eng.event_count, importance_score=eng.importance_score)
     except Exception as exc:  # noqa: BLE001 - one bad trajectory never sinks the batch
         row.update(status="error", error_type=type(exc).__name__, error=f"{tid}: {exc}"[:2000])
@@ -204,8 +205,9 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
         run.clear_done(STAGE_PROFILE)
-    todo = [r for r in rows if cfg.force or not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")
-            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]  # record without its Engram: redo
+    # redo: no record, a record without its Engram, or an Engram made with other settings (never mix two plans)
+    todo = [r for r in rows if cfg.force or not _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg)
+            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]
     if not serial and (todo or rows):
         from filegram_ray.runtime import check_cpu_request
 
@@ -226,6 +228,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         results = ray.data.from_items(todo).map(_make_encode_fn(run, cfg.upstream_quirks),
                                                 num_cpus=cfg.encode_num_cpus).take_all()
     errors = [r for r in results if r["status"] != "ok"]
+    redone_engrams = {r["trajectory_id"] for r in results if r["status"] == "ok"}
     import polars as pl
 
     err_schema = {"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8, "error_type": pl.Utf8,
@@ -238,18 +241,20 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     t2 = time.perf_counter()
     by_profile: dict[str, list[str]] = {}
     for r in rows:
-        if run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}"):
+        if _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg):
             by_profile.setdefault(r["profile_id"], []).append(r["task_id"])
     eng_index = [{"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t}
                  for p, ts in sorted(by_profile.items()) for t in sorted(ts)]
     run.write_table("engrams/index.parquet", pl.DataFrame(
         eng_index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8}))
     pending = []
+    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
+    settings = json.loads(json.dumps({"embedder": ident, "consolidate": ccfg}, sort_keys=True))  # as stored
     for pid, tids in sorted(by_profile.items()):
-        done = [d for d in run.done_records(STAGE_PROFILE) if d.get("unit") == pid] if run.is_done(
-            STAGE_PROFILE, pid) else []
-        if done and sorted(done[0].get("tasks", [])) == sorted(tids):
-            continue
+        done = _done_record(run, STAGE_PROFILE, pid)
+        if done and sorted(done.get("tasks", [])) == sorted(tids) and not redone_engrams & set(
+                f"{pid}/{t}" for t in tids) and all(done.get(k, v) == v for k, v in settings.items()):
+            continue  # same trajectories, same Engrams, same embedder and consolidation settings
         pending.append({"profile_id": pid, "task_ids": sorted(tids)})
     if not pending:
         cons = []
@@ -278,7 +283,6 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         emb_rows.extend({"text": t} for t in et)
         spans[pid] = {"chunks": (a, b), "episodes": (b, len(emb_rows))}
     vecs = _embed_rows(emb_rows, cfg, serial, run_cache_dir(run))
-    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
     for pid, store in stores.items():
         (ca, cb), (ea, eb) = spans[pid]["chunks"], spans[pid]["episodes"]
         _, cm = chunk_texts(store)
@@ -288,7 +292,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
                                                   ccfg["episode_cluster_threshold"])
         save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm, ident), build_index(ev, em, ident)))
         run.write_text(f"memory/{pid}/store.json", store.to_json())
-        run.mark_done(STAGE_PROFILE, pid, {"tasks": sorted(by_profile[pid]), "chunks": cb - ca,
+        run.mark_done(STAGE_PROFILE, pid, {**settings, "tasks": sorted(by_profile[pid]), "chunks": cb - ca,
                                            "episodes": eb - ea})
     t_embed = time.perf_counter() - t3
 
@@ -303,6 +307,20 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     }
     record_stage(run, "encode", summary, config.model_dump(mode="json"))
     return summary
+
+
+def _done_record(run, stage: str, unit: str) -> dict[str, Any] | None:
+    from filegram_ray.storage import safe_unit_name
+
+    rel = f"_done/{stage}/{safe_unit_name(unit)}.json"
+    return run.read_json(rel) if run.exists(rel) else None
+
+
+def _engram_current(run, tid: str, cfg: EncodeConfig) -> bool:
+    """A finished Engram made with this run's settings (records written before settings were recorded count as the
+    default settings)."""
+    rec = _done_record(run, STAGE_ENGRAM, tid)
+    return rec is not None and bool(rec.get("upstream_quirks", False)) == cfg.upstream_quirks
 
 
 def _make_encode_fn(run, q):
