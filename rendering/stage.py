@@ -278,15 +278,33 @@ class _Planner:
 
 
 # ----------------------------------------------------------------------------------------------------- the stage
-def _previous_rows(run: RunDir) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
+def _previous_rows(run: RunDir, plan: str) -> tuple[dict[str, dict[str, Any]], int]:
+    """Rows of earlier runs under ``plan`` (index and completion records), by unit id; the rows, files and completion
+    records of other plans are removed from the run directory. Returns (rows, number of other-plan rows removed)."""
+    current: dict[str, dict[str, Any]] = {}
+    stale: dict[str, dict[str, Any]] = {}
+
+    def take(r: dict[str, Any]) -> bool:
+        if (r.get("plan") or "") == plan:
+            current[r["unit_id"]] = r
+            return True
+        stale.setdefault(r["unit_id"], r)
+        return False
+
     if run.exists(INDEX_PATH):
         for r in run.read_table(INDEX_PATH).to_dicts():
-            rows[r["unit_id"]] = r
-    for rec in run.done_records(STAGE):
-        for r in rec.get("rows", []):
-            rows[r["unit_id"]] = r
-    return rows
+            take(r)
+    for name in run.listdir(f"_done/{STAGE}"):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        rec = run.read_json(f"_done/{STAGE}/{name}")
+        if not [take(r) for r in rec.get("rows", [])].count(True):
+            run.remove(f"_done/{STAGE}/{name}")  # a completion record of another plan only
+    stale = {u: r for u, r in stale.items() if u not in current}
+    for r in stale.values():
+        if r.get("path"):
+            run.remove(str(r["path"]))
+    return current, len(stale)
 
 
 def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]], int]:
@@ -318,17 +336,6 @@ def _write_table(run: RunDir, rel: str, columns: dict[str, str], rows: dict[str,
 
 def _write_index(run: RunDir, rows: dict[str, dict[str, Any]]) -> Any:
     return _write_table(run, INDEX_PATH, INDEX_COLUMNS, rows)
-
-
-def _drop_other_plans(run: RunDir, previous: dict[str, dict[str, Any]], plan: str) -> int:
-    """Remove the rows of earlier plans from ``previous`` and their derivative files from the run directory
-    (files the current plan also writes are rewritten anyway); returns how many rows were dropped."""
-    stale = {u: r for u, r in previous.items() if (r.get("plan") or "") != plan}
-    for u, r in stale.items():
-        del previous[u]
-        if r.get("path"):
-            run.remove(str(r["path"]))
-    return len(stale)
 
 
 def _summary(rows: list[dict[str, Any]], wall: float) -> tuple[str, dict[str, Any]]:
@@ -447,8 +454,7 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
     t0 = time.perf_counter()
     outputs, ignored = _text_outputs(run, cfg)
     plan = cfg.plan_key(config.seed)
-    previous = _previous_rows(run)
-    dropped = _drop_other_plans(run, previous, plan)
+    previous, dropped = _previous_rows(run, plan)
     if dropped:
         log.warning("render: the render settings or seed changed since the last render: %d derivatives of the "
                     "earlier plan removed, rendering under plan %s", dropped, plan)

@@ -5,6 +5,7 @@ kills its worker becomes an error row (BR-23), Ctrl-C ends a stage (BR-23), one 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -271,3 +272,7 @@ def test_rel_render_rerun_without_seed_mixes_derivatives_settings(tmp_path):
                              if p.is_file() and p.name not in ("index.parquet", "timings.parquet"))
     assert files(a) == files(b)
     assert not any(Path(a, p).exists() for p in before)
+    again = run_render(load_config(overrides=[f"run_dir={a}", *second]), serial=True, progress=False)
+    assert again["units_planned"] == 0 and again["rows_of_other_plans_removed"] == 0  # stable, no churn
+    recs = [json.loads(p.read_text()) for p in Path(a, "_done", "render").glob("*.json")]
+    assert recs and all(r["plan"] == ia["plan"][0] for rec in recs for r in rec["rows"])
