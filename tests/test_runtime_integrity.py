@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from raycluster import _pids_with
 
 from filegram_ray.config import load_config
 from filegram_ray.jobargs import common_parser, config_from_args
@@ -128,19 +129,6 @@ def _job_env(tmp_path: Path) -> dict[str, str]:
     env.update({"PYTHONPATH": str(REPO), "RAY_TMPDIR": tempfile.mkdtemp(prefix="fgi-", dir="/tmp"),
                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"})
     return env
-
-
-def _pids_with(marker: str) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if marker in cmd and int(d.name) != os.getpid():
-                out.append(int(d.name))
-    return out
 
 
 def test_br23_ctrl_c_ends_a_stage_whose_worker_keeps_dying(tmp_path):
