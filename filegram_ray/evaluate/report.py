@@ -163,7 +163,9 @@ def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
         per = ans["answer_s"] / ans["n_requests"]
         out += ["", (f"Answering: {ans['n_requests']} prompts through the `ray.data.llm` processor in "
                      f"{ans['answer_s']:.0f} s ({per:.2f} s per item; prompts built in {ans['prompt_s']:.0f} s); "
-                     f"judging {info.get('judge_s', 0):.0f} s.")]
+                     f"judging {info.get('judge_s', 0):.0f} s."
+                     + (f" {ans['n_context_cut']} contexts were cut to `evaluate.max_context_chars`."
+                        if ans.get("n_context_cut") else ""))]
     rows = info.get("judge_validity") or []
     if rows:
         expect = {"true_value": "≥ 90", "wrong_value": "between", "empty": "≤ 10"}
