@@ -130,3 +130,25 @@ def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone():
     spec = chat_spec(EvaluateConfig.model_validate(cfg.section("evaluate")).backbone)
     assert spec.kind == "vllm_engine" and spec.model_source.startswith("/models/")
     assert spec.runtime_env == {"pip": ["vllm>=0.8"]} and spec.engine_args()["tensor_parallel_size"] == 1
+
+
+def test_vllm_engine_processor_is_built_as_ray_documents(ray_local, tmp_path):
+    """The vLLM path's processor (no GPU and no vLLM needed to build it): chat template → tokenize → vLLM engine →
+    detokenize; the engine actors get the spec's runtime env and one GPU per tensor-parallel worker, the CPU stages
+    no runtime env (a ``{pip: [vllm]}`` is for the GPU workers only)."""
+    from filegram_ray.llm.processors import VLLMEngineSpec, build_chat_processor
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}))
+    spec = VLLMEngineSpec(model_source=str(model), runtime_env={"pip": ["vllm>=0.8"]}, tensor_parallel_size=1,
+                          max_concurrent_batches=3)
+    proc = build_chat_processor(spec)
+    assert proc.list_stage_names() == ["ChatTemplateStage", "TokenizeStage", "vLLMEngineStage", "DetokenizeStage"]
+    kw = {n: proc.get_stage_by_name(n).map_batches_kwargs for n in proc.list_stage_names()}
+    assert kw["vLLMEngineStage"]["runtime_env"] == {"pip": ["vllm>=0.8"]}
+    assert kw["vLLMEngineStage"]["num_gpus"] == 1 and kw["vLLMEngineStage"]["max_concurrency"] == 3
+    assert all(kw[n]["runtime_env"] == {} for n in ("ChatTemplateStage", "TokenizeStage", "DetokenizeStage"))
+    engine = proc.get_stage_by_name("vLLMEngineStage").fn_constructor_kwargs
+    assert engine["model"] == str(model) and engine["should_continue_on_error"] is True
+    assert engine["engine_kwargs"]["max_model_len"] == 8192
