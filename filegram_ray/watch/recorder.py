@@ -762,7 +762,11 @@ class Recorder:
 
     # ================================================================== resolution
     def _due(self, now: float) -> list[_Pending]:
-        return sorted((p for p in self.pending.values() if p.deadline <= now), key=lambda p: (p.first, p.key))
+        """Pending changes to resolve now: quiet long enough, or open for ``max_pending_ms`` (a file written
+        without pause — a log, a download — is recorded in steps, so it never holds the log back)."""
+        cap = self.cfg.max_pending_ms
+        return sorted((p for p in self.pending.values() if p.deadline <= now or now - p.first >= cap),
+                      key=lambda p: (p.first, p.key))
 
     def _resolve(self, p: _Pending, read_from: str | None = None) -> None:
         self.pending.pop(p.key, None)
@@ -794,7 +798,7 @@ class Recorder:
         else:
             obs = {"kind": "write", "rel": p.key, "existed": True, "before": None, "after": cap or "",
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
-        self._push(p.last, obs, [["set", p.key, entry]])
+        self._push(p.last, obs, [["set", p.key, entry]])  # an edit, when the text reached what is recorded
         self._set(p.key, entry)
 
     def _resolve_new(self, key: str, info: _FileInfo, first: float, last: float) -> None:
@@ -802,7 +806,7 @@ class Recorder:
         gone = self._moved_source(key, info)
         if gone is not None:  # the same content just vanished elsewhere: a move the kernel did not pair
             self.pending.pop(gone, None)
-            self._push(last, {"kind": "move", "src": gone, "dst": key, "dst_arg": key},
+            self._push(first, {"kind": "move", "src": gone, "dst": key, "dst_arg": key},
                        [["mv", gone, key], ["set", key, entry]])
             self._mv(gone, key)
             self._set(key, dict(entry, ca=self.index[key].get("ca")))
@@ -816,7 +820,7 @@ class Recorder:
         else:
             obs = {"kind": "write", "rel": key, "existed": False, "before": None, "after": cap or "",
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
-        self._push(last, obs, [["set", key, entry]])
+        self._push(first, obs, [["set", key, entry]])  # a new file is stamped when it appeared
         self._set(key, entry)
 
     def _moved_source(self, key: str, info: _FileInfo) -> str | None:
