@@ -8,7 +8,8 @@ Pipeline::
         ──▶ commit in timestamp order (barrier) ──▶ WatchCollector (the engine's Collector) ──▶ log lines
 
 * **Pending.** A created or modified file is read only after it has been quiet for ``debounce_ms`` (reference
-  §12: 2 s), or ``close_settle_ms`` after its writer closed it. Then it is compared with the index: same content
+  §12: 2 s), or ``close_settle_ms`` after its writer closed it, or at the latest ``max_pending_ms`` after its first
+  write (a file written without pause is recorded in steps). Then it is compared with the index: same content
   → nothing; known file → ``file_edit`` (text: before/after blobs + unified diff against the shadow copy) or
   ``file_write`` ``overwrite`` (binary or over ``max_blob_bytes``: no content); new file → ``file_copy`` when its
   content equals a file read in the last 10 s (reference §12; ``cp`` reads its source, and that read is absorbed
@@ -27,7 +28,9 @@ Pipeline::
   are discounted; re-opens within ``read_dedup_ms`` are one read. ``context_switch`` and ``cross_file_reference``
   are derived from reads and edits by the engine's rules.
 * **Ordering.** A resolved item is committed only when no pending change started earlier, so the log is in
-  timestamp order and the derived fields see reads and edits in the order they happened.
+  timestamp order and the derived fields see reads and edits in the order they happened (within one watched
+  folder: each has its own inotify watch and thread, so between folders the order is that of arrival). A new
+  file is stamped when it appeared, an edit when its text reached the recorded state.
 
 Each event line carries ``_state``: the index change it implies (``["set", key, entry]``, ``["del", key]``,
 ``["delp", key]`` (a folder and everything in it), ``["mv", src, dst]``). The index is checkpointed when the
