@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "filegram_ray.llm.cli",
     "rendering.cli",
     "filegram_ray.pipeline_cli",
+    "filegram_ray.validity.cli",
 ]
 
 

@@ -40,12 +40,13 @@ import contextlib
 import errno
 import os
 import posixpath
+import shutil
 import stat
 import time
 import unicodedata
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 VIRTUAL_PREFIX = "/sandbox"
@@ -133,7 +134,6 @@ class Budget:
     limits: Limits
     entries: int
     bytes: int
-    _taken: list[int] = field(default_factory=lambda: [0, 0])
 
     def take(self, entries: int = 0, nbytes: int = 0) -> None:
         """Account for ``entries`` new entries and ``nbytes`` more bytes; LimitExceeded if over a limit."""
@@ -215,8 +215,6 @@ class Sandbox:
                 sb._import_bundle(src)
             except BaseException:
                 sb.close()
-                import shutil
-
                 shutil.rmtree(root, ignore_errors=True)
                 raise
         return sb
@@ -243,7 +241,7 @@ class Sandbox:
             items = sorted(it, key=lambda e: e.name)
         taken: set[str] = set()
         for e in items:
-            shown = _join(src_rel, e.name)
+            shown = _join(src_rel, os.fsencode(e.name).decode("utf-8", "backslashreplace"))
             problem = name_problem(e.name)
             if problem:
                 self.skipped.append((shown, problem))
@@ -464,7 +462,7 @@ class Sandbox:
                 os.close(cfd)
 
     def usage(self, rel: str = ".", shown: str | None = None) -> Usage:
-        """What ``rel`` holds (see :class:`Usage`); a file → 1 entry of its size at depth 0."""
+        """What ``rel`` holds (see :class:`Usage`); a file → 0 entries, its size, depth 0."""
         st = self.lstat(rel, shown)
         if st is None:
             return Usage()
@@ -472,18 +470,40 @@ class Sandbox:
             return Usage(0, st.st_size if stat.S_ISREG(st.st_mode) else 0, 0, 0,
                          0 if stat.S_ISREG(st.st_mode) else 1)
         u = Usage()
-        base = 0 if rel in ("", ".") else len(rel) + 1
-        for _d, dirs, others in self.walk(rel, shown, what="size check"):
-            for e in dirs + others:
-                u.entries += 1
-                if e.kind == "file":
-                    u.bytes += e.size
-                elif e.kind != "dir":
-                    u.links += 1
-                sub = e.rel[base:]
-                u.depth = max(u.depth, components(sub))
-                u.chars = max(u.chars, len(sub))
+        with self._dir(rel, shown) as fd:
+            self._usage_fd(fd, 0, 0, u)
         return u
+
+    def _usage_fd(self, fd: int, depth: int, chars: int, u: Usage) -> None:
+        """Add what directory ``fd`` holds to ``u`` (``depth``/``chars``: of its path below the measured root).
+        Only regular files are stat'ed; the kind of the rest comes from the directory entry."""
+        self.check_time("size check")
+        subdirs = []
+        with os.scandir(fd) as it:
+            for e in it:
+                u.entries += 1
+                u.depth = max(u.depth, depth + 1)
+                n = chars + len(e.name) + (1 if depth else 0)
+                if n > u.chars:
+                    u.chars = n
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append((e.name, n))
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        u.bytes += e.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        u.entries -= 1
+                else:
+                    u.links += 1
+        for name, n in subdirs:
+            try:
+                cfd = os.open(name, _O_DIR, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # replaced since it was listed (a link now): not followed
+            try:
+                self._usage_fd(cfd, depth + 1, n, u)
+            finally:
+                os.close(cfd)
 
     # --- limits ------------------------------------------------------------------------------------------------
 

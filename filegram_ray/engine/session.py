@@ -26,10 +26,12 @@ import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import os
 import random
 import re
 import shutil
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +49,7 @@ EXEC_TIME_MS: dict[str, tuple[int, int]] = {
     "read": (4, 40), "write": (6, 60), "edit": (6, 60), "multiedit": (8, 80), "grep": (10, 150),
     "glob": (5, 80), "list": (4, 40), "bash": (15, 250),
 }
+log = logging.getLogger(__name__)
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -92,7 +95,11 @@ class EngineSession:
         self._start_ms = float(start_ms)
         self.sandbox = Sandbox.create(bundle_files_dir, Path(work_root) / "sandbox" / dirname,
                                       f"{VIRTUAL_PREFIX}/{dirname}", self.limits, clock=lambda: self._clock)
-        self._ctx = ToolContext(annotations=dict(annotations or {}))
+        if self.sandbox.skipped:
+            log.warning("%s: %d bundle entries not copied into the sandbox (link rule): %s", dirname,
+                        len(self.sandbox.skipped), "; ".join(f"{p} ({why})" for p, why in self.sandbox.skipped[:10]))
+        # paths are NFC inside the sandbox (sandbox.py): key the annotations the same way
+        self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", k): v for k, v in (annotations or {}).items()})
         self._time_rng = random.Random(sub_seed(self.seed, "timing"))
         id_rng = random.Random(sub_seed(self.seed, "event-ids"))
         self.media = MediaStore()

@@ -11,12 +11,12 @@ Constants (reference §1.1): read window default offset 1, limit 2000 lines; lin
 cut; the whole read output is capped at 30,000 chars. grep/glob report at most 100 matches (§3.3
 ``max_results``). Document kinds (pdf, docx, xlsx, pptx, eml, ics) are read through
 ``filegram_ray.workspace.extract.extract_text`` in a helper process stopped at the call's deadline
-(:mod:`filegram_ray.engine.extract_worker`); media kinds only through the session's annotations (a media file
-without one gives a "skipped" notice and no event).
+(:mod:`filegram_ray.engine.bounded`); media kinds only through the session's annotations (a media file without
+one gives a "skipped" notice and no event).
 
-Per-call bounds (:class:`~filegram_ray.engine.sandbox.Limits`): grep compiles the pattern with the ``regex``
-module (``re``-compatible V0 syntax) and matches each line with a timeout taken from the call's deadline; grep and
-glob walk the tree through descriptors and stop at the deadline; patterns are length-limited and brace expansion
+Per-call bounds (:class:`~filegram_ray.engine.sandbox.Limits`): grep matches lines with stdlib ``re`` in the same
+helper process, killed at the call's deadline; grep and glob walk the tree through descriptors and stop at the
+deadline; files over ``max_read_bytes`` are not read; patterns are length-limited and brace expansion
 stops at ``max_pattern_expansions`` alternatives; ``edit``/``multiedit`` project the result size (occurrences ×
 length change) and refuse before building the text. ``edit`` on a CRLF file (every newline is ``\r\n``) matches
 and writes LF-typed ``old_string``/``new_string`` as CRLF, so the file keeps its line endings.
@@ -32,8 +32,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import regex
 
 from filegram_ray.engine.bash import LIST_CAP, BashRefused, run_bash
 from filegram_ray.engine.sandbox import LimitExceeded, Sandbox
@@ -122,17 +120,17 @@ def _read_text_strict(sb: Sandbox, rel: str, shown: str) -> tuple[str, int]:
 def document_text(sb: Sandbox, rel: str, shown: str | None = None) -> str:
     """Extracted text of document ``rel`` (a kind in DOCUMENT_KINDS), bounded by the call's deadline and by
     ``max_read_bytes`` of input and of text. ToolError names the file when it cannot be read or takes too long."""
-    from filegram_ray.engine.extract_worker import ExtractFailed, ExtractTimeout, extract_document
+    from filegram_ray.engine.bounded import BoundedFailed, Overrun, extract_document
 
     data = sb.read_bytes(rel, shown)
     sb.check_time(f"reading {rel}")
     try:
         return extract_document(data, posixpath.basename(rel), timeout=sb.time_left(),
                                 max_chars=sb.limits.max_read_bytes)
-    except ExtractTimeout:
+    except Overrun:
         raise LimitExceeded(f"{rel}: text extraction stopped: the call ran past its time limit "
                             f"({sb.limits.max_call_s} s per call)") from None
-    except ExtractFailed as exc:
+    except BoundedFailed as exc:
         raise ToolError(f"{rel}: cannot extract text: {exc.reason}") from None
 
 
@@ -379,24 +377,21 @@ def expand_braces(pattern: str, limit: int) -> list[str]:
     return out
 
 
-def _compile_grep(pattern: str) -> Any:
-    try:
-        return regex.compile(pattern, flags=regex.V0)
-    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-
-
 def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".",
               include: Any = None) -> tuple[ToolResult, list[dict]]:
+    from filegram_ray.engine.bounded import BoundedFailed, Overrun, grep_files
+
     pattern = _pattern_arg(sb, "pattern", pattern)
     path = "." if path is None else _str_arg("path", path, allow_empty=False)
     includes = None if include is None else expand_braces(_pattern_arg(sb, "include", include),
                                                           sb.limits.max_pattern_expansions)
-    rx = _compile_grep(pattern)
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError) as exc:
+        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
     rel = sb.resolve(path, must_exist=True)
     files = [rel] if sb.kind(rel, path) == "file" else _regular_files(sb, rel, "grep")
-    hits: list[str] = []
-    total = 0
+    texts: list[tuple[str, bytes]] = []
     too_big = 0
     for frel in files:
         if includes and not any(fnmatch.fnmatch(posixpath.basename(frel), p) for p in includes):
@@ -407,36 +402,25 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
         except LimitExceeded:
             too_big += 1
             continue
-        if b"\x00" in data[:BINARY_SCAN]:
-            continue
-        for no, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if _search(sb, rx, line):
-                total += 1
-                if len(hits) < MAX_RESULTS:
-                    hits.append(f"{frel}:{no}: {line[:READ_LINE_CAP]}")
-    matched = min(total, MAX_RESULTS)
-    if not hits:
+        if b"\x00" not in data[:BINARY_SCAN]:
+            texts.append((frel, data))
+    try:
+        total, found = grep_files(pattern, texts, timeout=sb.time_left(), max_hits=MAX_RESULTS,
+                                  line_cap=READ_LINE_CAP)
+    except Overrun:
+        raise LimitExceeded(f"grep stopped: matching ran past the call's time limit "
+                            f"({sb.limits.max_call_s} s per call)") from None
+    except BoundedFailed as exc:
+        raise ToolError(exc.reason) from None
+    if not found:
         output = "No matches found"
     else:
         output = f"Found {total} matching lines" + (f" (showing {MAX_RESULTS})" if total > MAX_RESULTS else "")
-        output += "\n" + "\n".join(hits)
+        output += "\n" + "\n".join(f"{r}:{no}: {line}" for r, no, line in found)
     if too_big:
         output += f"\n[{too_big} file(s) over {sb.limits.max_read_bytes} bytes not searched]"
     return ToolResult(True, output), [{"kind": "search", "search_type": "grep", "query": pattern,
-                                       "matched": matched}]
-
-
-def _search(sb: Sandbox, rx: Any, line: str) -> bool:
-    left = sb.time_left()
-    if left is None:
-        return rx.search(line) is not None
-    try:
-        if left <= 0:
-            raise TimeoutError
-        return rx.search(line, timeout=left) is not None
-    except TimeoutError:
-        raise LimitExceeded(f"grep stopped: the pattern ran past the call's time limit "
-                            f"({sb.limits.max_call_s} s per call)") from None
+                                       "matched": min(total, MAX_RESULTS)}]
 
 
 def _glob_matcher(pattern: str) -> tuple[Callable[[list[str]], bool], int | None]:

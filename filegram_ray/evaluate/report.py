@@ -261,6 +261,11 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                                                          "score (0–100)"))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
-    run.write_text("results/report.md", "\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    if run.exists("results/validity.json"):  # `filegram validity RUN` has run: keep its summary section
+        from filegram_ray.validity.core import merge_report, summary_lines
+
+        text = merge_report(text, summary_lines(run.read_json("results/validity.json")))
+    run.write_text("results/report.md", text)
     written.append("results/report.md")
     return written

@@ -431,6 +431,18 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+def _open_answers(answers: pl.DataFrame, items: list[dict[str, Any]],
+                  key: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], str, str]]:
+    """``(item, reference, answer)`` of the answered open-ended rows (what :func:`score_rows` will judge)."""
+    by_id = {it["question_id"]: it for it in items}
+    out = []
+    for r in answers.filter(pl.col("status") == "ok").iter_rows(named=True):
+        it, k = by_id.get(r["question_id"]), key.get(r["question_id"])
+        if it is not None and k and not it.get("choices"):
+            out.append((it, str(k.get("correct_text") or k.get("correct") or ""), r["answer_text"]))
+    return out
+
+
 _JUDGE_CACHE = "results/judge/verdicts.parquet"
 
 
@@ -472,7 +484,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from filegram_ray.evaluate.report import write_report
-    from filegram_ray.evaluate.scoring import judge_validity, make_judge, summarise
+    from filegram_ray.evaluate.scoring import judge_validity, make_judge, summarise, validity_requests
     from filegram_ray.llm import make_backbone
     from filegram_ray.methods import method_names
     from filegram_ray.runtime import init_ray, map_units
@@ -568,6 +580,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     cache = _load_judge_cache(run)
     judge = make_judge(ecfg.judge, judge_spec, cache=cache)
     t_judge = time.perf_counter()
+    if hasattr(judge, "prefetch"):  # one processor pass for the answers' verdicts and the validity rows
+        judge.prefetch(_open_answers(answers, items, key) + (validity_requests(items, key, config.seed)
+                                                             if ecfg.validity else []))
     results = score_rows(answers, items, key, judge)
     validity = judge_validity(judge, items, key, config.seed) if ecfg.validity else None
     _save_judge_cache(run, cache)

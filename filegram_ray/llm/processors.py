@@ -120,6 +120,9 @@ class VLLMEngineSpec(_ChatSpecBase):
         runtime_env: Ray runtime env of the engine actors (e.g. ``{pip: [vllm]}`` on a cluster without vllm).
         max_concurrent_batches: batches in flight per engine.
         chat_template: a Jinja chat template overriding the model's (None = the model's own).
+        placement_group_config: Ray placement of each engine's workers (``{bundles: [{GPU: 1, CPU: 4}], strategy:
+            PACK}``; None = one GPU per tensor-parallel worker). ``{bundles: [{CPU: 1}]}`` puts an engine on CPU
+            (vLLM's CPU build).
     """
 
     kind: Literal["vllm_engine"] = "vllm_engine"
@@ -132,6 +135,7 @@ class VLLMEngineSpec(_ChatSpecBase):
     runtime_env: dict[str, Any] | None = None
     max_concurrent_batches: int = Field(4, ge=1)
     chat_template: str | None = None
+    placement_group_config: dict[str, Any] | None = None
     batch_size: int = Field(32, ge=1)
 
     def display(self) -> str:
@@ -289,6 +293,7 @@ def build_chat_processor(spec: ChatSpec):
         model_source=spec.model_source, engine_kwargs=spec.engine_args(), batch_size=spec.batch_size,
         concurrency=spec.concurrency, accelerator_type=spec.accelerator_type, runtime_env=spec.runtime_env,
         max_concurrent_batches=spec.max_concurrent_batches, should_continue_on_error=True,
+        placement_group_config=spec.placement_group_config,
         # the CPU stages (chat template, tokenizer) get no runtime env: a {pip: [vllm]} is for the engine actors
         chat_template_stage={"runtime_env": {}, **({"chat_template": spec.chat_template} if spec.chat_template
                                                    else {})},

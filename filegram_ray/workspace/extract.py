@@ -174,25 +174,25 @@ def _xlsx(path: Path) -> str:
     import openpyxl
 
     wb = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
-    budget = _TextBudget(path)
+    chars = _TextBudget(path)  # characters of text taken (MAX_EXTRACTED_CHARS)
     try:
         out: list[str] = []
-        budget = XLSX_MAX_CELLS
+        cells_left = XLSX_MAX_CELLS  # cells visited (XLSX_MAX_CELLS)
         for ws in wb.worksheets:
             out.append(f"# sheet: {ws.title}")
             # The declared dimension (or one formatted cell at XFD1048576) would pad every row to 16,384 columns
             # and emit every empty row up to it (BR-28): iterate the cells actually stored instead.
             ws.reset_dimensions()
             for row in ws.iter_rows(values_only=True):
-                budget -= len(row)
-                if budget < 0:
+                cells_left -= len(row)
+                if cells_left < 0:
                     out.append(f"[cut: more than {XLSX_MAX_CELLS} cells]")
                     break
                 cells = [_fmt_cell(v) for v in row]
                 while cells and cells[-1] == "":
                     cells.pop()
                 if cells:
-                    out.append(budget.take("\t".join(cells)))
+                    out.append(chars.take("\t".join(cells)))
             out.append("")
         return "\n".join(out).strip()
     finally:
