@@ -309,3 +309,15 @@ def test_a_file_written_without_pause_is_recorded_in_steps_and_holds_nothing_bac
     log_evs = [e for e in file_events(tmp_path / "store") if e.get("file_path") == "/sandbox/w/app.log"]
     assert log_evs[0]["event_type"] == "file_write" and {e["event_type"] for e in log_evs[1:]} == {"file_edit"}
     assert all(e["lines_added"] >= 0 and e["lines_deleted"] == 0 for e in log_evs[1:])
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_not_fatal(watch):
+    """Same failure family as case REL-import-invalid-utf8-filename-aborts: one bad name never sinks a batch."""
+    w, root, tail = watch
+    bad = os.path.join(os.fsencode(root), b"caf\xe9.txt")  # Latin-1 bytes: not UTF-8
+    with open(bad, "wb") as fh:
+        fh.write(b"x\n")
+    (root / "good.txt").write_text("ok\n")
+    assert tail.brief() == [("file_write", "w/good.txt", "create", 3)]
+    os.rename(bad, os.path.join(os.fsencode(root), b"cafe.txt"))  # renamed to a valid name: now it is new
+    assert tail.brief() == [("file_write", "w/cafe.txt", "create", 2)]
