@@ -54,7 +54,8 @@ __all__ = [
 STAGE = "evaluate"
 LETTERS = "ABCDEFGH"
 #: Methods evaluated by default: the context baselines, FileGramOS and its three channel ablations (ref §8.4).
-DEFAULT_METHODS = ["no_context", "full_context", "naive_rag", "eager_summarization", "filegramos",
+DEFAULT_METHODS = ["no_context", "full_context", "naive_rag", "eager_summarization", "visrag", "mem0", "zep",
+                   "memos", "simplemem", "evermemos", "memu", "mma", "filegramos",
                    "filegramos_no_procedural", "filegramos_no_semantic", "filegramos_no_episodic"]
 
 
@@ -600,8 +601,12 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     summary = summarise(results) if results.height else pl.DataFrame()
     if summary.height:
         run.write_table("results/summary.parquet", summary)
+    from filegram_ray.methods import make_method
+
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
+            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(bb_info.get("is_llm")))
+                             for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
