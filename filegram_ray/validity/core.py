@@ -7,9 +7,9 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
 1. **Tier recovery** per dimension. A classifier sees one session's fingerprint columns of that dimension
    (A: #1–3, B: #4–6, …, §7.3), log1p-transformed and standardised *per task* with statistics of the training
    sessions of the same task (a session is judged against how others did the same task), and predicts the
-   profile's tier: multinomial logistic regression (scikit-learn). *Per session* = accuracy over unperturbed
-   sessions; *per profile* = the tier with the highest summed log-probability over the profile's unperturbed
-   sessions. *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on
+   profile's tier: multinomial logistic regression with balanced class weights (scikit-learn). *Per session* =
+   accuracy over unperturbed sessions; *per profile* = the tier with the highest summed log-probability over the
+   profile's unperturbed sessions. *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on
    another run (``--train-run``), tested on this one. The store's deterministic rule classifier
    (:func:`filegram_ray.memory.classify.classify_rules`, §7.6) on each profile's means is reported beside it.
 2. **Perturbation effects**: for every perturbed session whose ``meta.json`` carries ``perturbation_check`` (the
@@ -67,6 +67,13 @@ BAND = 0.30
 #: Targets of issue #16 ("Done when").
 TARGETS = {"profile": 0.90, "session": 0.70, "flag_precision": 0.60, "flag_recall": 0.60}
 N_SPLITS = 5
+#: Floor of a task's feature spread, as a share of the feature's spread over all sessions (TaskScaler; ours).
+SD_FLOOR = 0.5
+#: A task whose spread of a feature is below this share of the overall spread does not let the feature vary
+#: (τ-flags, task-standardised reading; ours).
+MASK_SHARE = 0.1
+#: τ values scanned for the best operating point of the flags (ours; the memory uses τ = 1.5, reference §7.4).
+TAU_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -185,7 +192,9 @@ def _log(F: np.ndarray) -> np.ndarray:
 @dataclass
 class TaskScaler:
     """Per-task standardisation of log1p fingerprints: statistics of the fitted sessions of each task; a task the
-    scaler never saw uses the statistics of all fitted sessions. Zero spread → divide by 1."""
+    scaler never saw uses the statistics of all fitted sessions. A task's spread is floored at half the feature's
+    spread over all sessions (:data:`SD_FLOOR`), so a task where a dimension barely varies (T-09's outputs, an
+    empty workspace's reading) does not blow small differences up; zero spread → divide by 1."""
 
     mu: dict[str, np.ndarray] = field(default_factory=dict)
     sd: dict[str, np.ndarray] = field(default_factory=dict)
@@ -198,11 +207,16 @@ class TaskScaler:
             self.mu[t], self.sd[t] = rows.mean(axis=0), rows.std(axis=0)
         return self
 
+    def uninformative(self, tasks: list[str]) -> np.ndarray:
+        """(N, 17) bool: the task's spread of the feature is below :data:`MASK_SHARE` of the overall spread."""
+        return np.stack([self.sd.get(t, self.sd["*"]) < MASK_SHARE * self.sd["*"] for t in tasks])
+
     def transform(self, F: np.ndarray, tasks: list[str]) -> np.ndarray:
         L = _log(F)
         out = np.empty_like(L)
         for i, t in enumerate(tasks):
             mu, sd = self.mu.get(t, self.mu["*"]), self.sd.get(t, self.sd["*"])
+            sd = np.maximum(sd, SD_FLOOR * self.sd["*"])
             out[i] = (L[i] - mu) / np.where(sd > 1e-9, sd, 1.0)
         return out
 
@@ -210,7 +224,7 @@ class TaskScaler:
 def _model():
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(max_iter=3000, C=1.0)
+    return LogisticRegression(max_iter=3000, C=1.0, class_weight="balanced")
 
 
 def _fit_predict(train: list[Session], test: list[Session], dim: str) -> tuple[np.ndarray, np.ndarray]:
@@ -355,51 +369,91 @@ def _pr(tp: int, fp: int, fn: int) -> tuple[float, float]:
 
 
 def tau_flags(test: SessionSet, tau: float = DEVIATION_THRESHOLD) -> dict[str, Any]:
-    """Deviation flags against the perturbations (module docstring, measure 3), with the memory's functions.
+    """Deviation flags against the perturbations (module docstring, measure 3), with the memory's functions
+    (``normalize_fingerprints``, ``deviation``, ``locate_shifted``; reference §7.4) per profile over its sessions.
 
-    Returns ``{"store": {dim: {precision, recall, tp, fp, fn}, "all": {...}}, "per_dimension": {dim: {...}},
-    "tau": tau}``."""
+    Three readings, each with precision / recall per dimension:
+
+    * ``store``: the memory's own flags on the whole 17-D vector; a flagged session counts for the dimension of
+      its top shifted feature (a perturbation is found when it is flagged *and* attributed to its dimension);
+    * ``per_dimension``: the same τ rule on the dimension's own z-scored columns;
+    * ``per_dimension_task``: the same, after the per-task standardisation of :class:`TaskScaler` (fitted on the
+      run's unperturbed sessions): each session is judged against how everyone did that task, which separates
+      what the behaviour carries from the spread that different task types add to a profile's sessions. A
+      feature that a task does not let vary (its spread over profiles below :data:`MASK_SHARE` of the overall
+      spread: F in T-09, where no file may be created) is taken as the profile's usual value there.
+
+    Besides the memory's τ, each reading reports the best operating point over :data:`TAU_GRID`: the highest
+    recall at precision ≥ the target, with its τ (``best``).
+
+    Returns ``{"tau", "store": {dim: {...}, "all": {...}}, "per_dimension": {dim: {...}},
+    "per_dimension_task": {dim: {...}}}``; entries ``{precision, recall, tp, fp, fn, best: {tau, precision,
+    recall} | None}``."""
     from filegram_ray.memory.consolidate import deviation, locate_shifted, normalize_fingerprints
 
-    store = {d: Counter() for d in DIMENSIONS}
-    per_dim = {d: Counter() for d in DIMENSIONS}
+    grid = sorted({float(tau), *TAU_GRID})
+    store = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
+    per_dim = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
+    per_task = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
     total = Counter()
+    base = [s for s in test.sessions if s.perturbation is None]
+    scaler = TaskScaler().fit(np.stack([s.fp for s in base]), [s.task_id for s in base]) if base else None
+
+    def dim_flags(Z: np.ndarray, own: list[Session], into: dict[float, dict[str, Counter]]) -> None:
+        for d in DIMENSIONS:
+            Zd = Z[:, DIM_COLS[d]]
+            dist = np.linalg.norm(Zd - Zd.mean(axis=0), axis=1)
+            for t in grid:
+                cut = dist.mean() + t * dist.std(ddof=1)
+                for j, s in enumerate(own):
+                    f = bool(dist[j] > cut)
+                    truth = bool(s.perturbation and s.perturbation["dimension"] == d)
+                    into[t][d]["tp" if f and truth else "fp" if f else "fn" if truth else "tn"] += 1
+
     for pid in test.profiles:
         own = test.of(pid)
         if len(own) < 3:
             continue
-        Z = normalize_fingerprints(np.stack([s.fp for s in own]))
-        c, _, flags = deviation(Z, tau)
-        for j, s in enumerate(own):
-            pd = s.perturbation["dimension"] if s.perturbation else None
-            total["tp" if flags[j] and pd else "fp" if flags[j] else "fn" if pd else "tn"] += 1
-            top = locate_shifted(Z[j], c, 1)[0]["dimension"][0] if flags[j] else None
-            for d in DIMENSIONS:
-                if pd == d:
-                    store[d]["tp" if flags[j] and top == d else "fn"] += 1
-                    store[d]["flagged"] += bool(flags[j])
-                elif flags[j] and top == d:
-                    store[d]["fp"] += 1
-        for d in DIMENSIONS:
-            cols = DIM_COLS[d]
-            Zd = Z[:, cols]
-            cd = Zd.mean(axis=0)
-            dist = np.linalg.norm(Zd - cd, axis=1)
-            cut = dist.mean() + tau * dist.std(ddof=1)
+        F = np.stack([s.fp for s in own])
+        Z = normalize_fingerprints(F)
+        for t in grid:
+            c, _, flags = deviation(Z, t)
             for j, s in enumerate(own):
-                f = bool(dist[j] > cut)
-                truth = bool(s.perturbation and s.perturbation["dimension"] == d)
-                per_dim[d]["tp" if f and truth else "fp" if f else "fn" if truth else "tn"] += 1
+                pd = s.perturbation["dimension"] if s.perturbation else None
+                if t == tau:
+                    total["tp" if flags[j] and pd else "fp" if flags[j] else "fn" if pd else "tn"] += 1
+                top = locate_shifted(Z[j], c, 1)[0]["dimension"][0] if flags[j] else None
+                for d in DIMENSIONS:
+                    if pd == d:
+                        store[t][d]["tp" if flags[j] and top == d else "fn"] += 1
+                    elif flags[j] and top == d:
+                        store[t][d]["fp"] += 1
+        dim_flags(Z, own, per_dim)
+        if scaler is not None:
+            tasks = [s.task_id for s in own]
+            T = scaler.transform(F, tasks)
+            mask = scaler.uninformative(tasks)
+            T[mask] = np.nan
+            col_mean = np.nan_to_num(np.nanmean(np.where(mask, np.nan, T), axis=0)) if (~mask).any() else 0.0
+            T = np.where(mask, col_mean, T)
+            dim_flags(normalize_fingerprints(T), own, per_task)
 
-    def pack(c: Counter) -> dict[str, Any]:
+    def pack(by_tau: dict[float, Counter]) -> dict[str, Any]:
+        c = by_tau[tau]
         p, r = _pr(c["tp"], c["fp"], c["fn"])
-        return {"precision": p, "recall": r, "tp": c["tp"], "fp": c["fp"], "fn": c["fn"],
-                "flagged_any_dim": c.get("flagged", None)}
+        best = None
+        for t in grid:
+            bp, br = _pr(by_tau[t]["tp"], by_tau[t]["fp"], by_tau[t]["fn"])
+            if bp == bp and bp >= TARGETS["flag_precision"] and (best is None or br > best["recall"]):
+                best = {"tau": t, "precision": bp, "recall": br}
+        return {"precision": p, "recall": r, "tp": c["tp"], "fp": c["fp"], "fn": c["fn"], "best": best}
 
     p, r = _pr(total["tp"], total["fp"], total["fn"])
-    return {"tau": tau, "store": {**{d: pack(store[d]) for d in DIMENSIONS},
-                                  "all": {"precision": p, "recall": r, **{k: total[k] for k in ("tp", "fp", "fn")}}},
-            "per_dimension": {d: pack(per_dim[d]) for d in DIMENSIONS}}
+    return {"tau": tau, "tau_grid": grid,
+            "store": {**{d: pack({t: store[t][d] for t in grid}) for d in DIMENSIONS},
+                      "all": {"precision": p, "recall": r, **{k: total[k] for k in ("tp", "fp", "fn")}}},
+            "per_dimension": {d: pack({t: per_dim[t][d] for t in grid}) for d in DIMENSIONS},
+            "per_dimension_task": {d: pack({t: per_task[t][d] for t in grid}) for d in DIMENSIONS}}
 
 
 # ------------------------------------------------------------------------------------------------ counts
@@ -448,7 +502,7 @@ def render_markdown(res: dict[str, Any]) -> str:
                                                           if res.get("train_run") else ""), "",
          "## 1. Tier recovery (unperturbed sessions)", "",
          ("Classifier: the dimension's own fingerprint columns, log1p, standardised per task on the training "
-          "sessions, multinomial logistic regression. Per profile = summed log-probabilities over its sessions. "
+          "sessions, multinomial logistic regression (balanced class weights). Per profile = summed log-probabilities over its sessions. "
           f"Targets (issue #16): per profile ≥ {TARGETS['profile']:.2f}, per session ≥ {TARGETS['session']:.2f} "
           "(✗ = below)."), "",
          "| dim | LPO session | LPO profile | session by tier L/M/R | chance | rule classifier (profile) |"
@@ -484,17 +538,27 @@ def render_markdown(res: dict[str, Any]) -> str:
         L += ["", "No-op sessions: " + ", ".join(f"`{x}`" for x in pe["no_op_sessions"][:30])]
     tf = res["tau"]
     L += ["", f"## 3. Deviation flags (τ = {tf['tau']})", "",
-          ("Store flags = the memory's flags on the whole 17-D vector (a flagged session is attributed to the "
-           "dimension of its top shifted feature). Per-dimension flags = the same τ rule on that dimension's "
-           f"z-scored columns. Targets: precision ≥ {TARGETS['flag_precision']:.2f} and recall ≥ "
-           f"{TARGETS['flag_recall']:.2f}."), "",
-          "| dim | store precision | store recall | per-dim precision | per-dim recall | per-dim TP/FP/FN |",
+          ("Store = the memory's flags on the whole 17-D vector (a flagged session is attributed to the "
+           "dimension of its top shifted feature). Per-dim = the same τ rule on that dimension's z-scored "
+           "columns; task-standardised = the same after each feature is standardised per task over all profiles "
+           f"(how the session compares with others doing that task). Targets: precision ≥ "
+           f"{TARGETS['flag_precision']:.2f} and recall ≥ {TARGETS['flag_recall']:.2f}."), "",
+          "| dim | store P / R | per-dim P / R | task-standardised P / R | TP/FP/FN | best R at P ≥ target: "
+          "store · per-dim · task-std (τ) |",
           "|---|---|---|---|---|---|"]
+
+    def pr(x: dict[str, Any]) -> str:
+        return (f"{_f(x['precision'])}{_mark(x['precision'], TARGETS['flag_precision'])} / {_f(x['recall'])}"
+                f"{_mark(x['recall'], TARGETS['flag_recall'])}")
+
+    def best(x: dict[str, Any]) -> str:
+        b = x.get("best")
+        return "–" if not b else f"{_f(b['recall'])} ({b['tau']:g})"
+
     for d in DIMENSIONS:
-        s, p = tf["store"][d], tf["per_dimension"][d]
-        L.append(f"| {d} | {_f(s['precision'])} | {_f(s['recall'])} | {_f(p['precision'])}"
-                 f"{_mark(p['precision'], TARGETS['flag_precision'])} | {_f(p['recall'])}"
-                 f"{_mark(p['recall'], TARGETS['flag_recall'])} | {p['tp']}/{p['fp']}/{p['fn']} |")
+        st, p, q = tf["store"][d], tf["per_dimension"][d], tf["per_dimension_task"][d]
+        L.append(f"| {d} | {pr(st)} | {pr(p)} | {pr(q)} | {q['tp']}/{q['fp']}/{q['fn']} | "
+                 f"{best(st)} · {best(p)} · {best(q)} |")
     a = tf["store"]["all"]
     L += ["", f"Store flags over all dimensions: precision {_f(a['precision'])}, recall {_f(a['recall'])} "
               f"(TP {a['tp']}, FP {a['fp']}, FN {a['fn']})."]
@@ -519,13 +583,16 @@ def summary_lines(res: dict[str, Any]) -> list[str]:
     """A short "Behaviour validity" section for ``results/report.md``."""
     lpo = res["lpo"]
     rec = " · ".join(f"{d} {_f(lpo[d].get('session'))}/{_f(lpo[d].get('profile'))}" for d in DIMENSIONS)
-    flags = " · ".join(f"{d} {_f(res['tau']['per_dimension'][d]['precision'])}/"
-                       f"{_f(res['tau']['per_dimension'][d]['recall'])}" for d in DIMENSIONS)
+    def flags(kind: str) -> str:
+        return " · ".join(f"{d} {_f(res['tau'][kind][d]['precision'])}/{_f(res['tau'][kind][d]['recall'])}"
+                          for d in DIMENSIONS)
+
     return ["## Behaviour validity", "",
             f"- Tier recovery, leave-profiles-out, session/profile: {rec}",
             f"- Perturbations: {res['perturbations']['n']} planned, {res['perturbations']['checked']} checked, "
             f"{res['perturbations']['no_op']} no-op",
-            f"- τ-flags per dimension, precision/recall: {flags}",
+            f"- τ-flags precision/recall, memory's own flags: {flags('store')}",
+            f"- τ-flags precision/recall, per dimension, task-standardised: {flags('per_dimension_task')}",
             "- Details: [validity.md](validity.md)"]
 
 
