@@ -6,11 +6,12 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
 
 1. **Tier recovery** per dimension. A classifier sees one session's fingerprint columns of that dimension
    (A: #1–3, B: #4–6, …, §7.3), log1p-transformed and standardised *per task* with statistics of the training
-   sessions of the same task (a session is judged against how others did the same task), and predicts the
-   profile's tier: multinomial logistic regression with balanced class weights (scikit-learn). *Per session* =
-   accuracy over unperturbed sessions; *per profile* = the tier with the highest summed log-probability over the
-   profile's unperturbed sessions. *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on
-   another run (``--train-run``), tested on this one. The store's deterministic rule classifier
+   sessions of the same task, perturbed ones included (a session is judged against how others did the same
+   task), and predicts the profile's tier: multinomial logistic regression with balanced class weights
+   (scikit-learn), trained on unperturbed sessions. *Per session* = accuracy over unperturbed sessions; *per
+   profile* = the tier with the highest summed log-probability over the profile's unperturbed sessions.
+   *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on another run
+   (``--train-run``), tested on this one. The store's deterministic rule classifier
    (:func:`filegram_ray.memory.classify.classify_rules`, §7.6) on each profile's means is reported beside it.
 2. **Perturbation effects**: for every perturbed session whose ``meta.json`` carries ``perturbation_check`` (the
    generator's counterfactual run of the same unit without the perturbation), the shift of the perturbed
@@ -19,8 +20,9 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
    target tier, and the **no-op** count (the perturbed dimension's features equal the counterfactual's).
 3. **τ-flags** (§7.4, τ = 1.5, the memory's own ``normalize_fingerprints``/``deviation``/``locate_shifted``) per
    profile over all its sessions: *store flags* on the whole 17-D vector (recall per perturbed dimension; a
-   flagged session counts for the dimension its top shifted feature belongs to) and *per-dimension flags*
-   (the same τ rule on the dimension's own z-scored columns): precision and recall per dimension.
+   flagged session counts for the dimension its top shifted feature belongs to), *per-dimension flags* (the same
+   τ rule on the dimension's own z-scored columns) and the same after per-task standardisation: precision and
+   recall per dimension at τ = 1.5 and the best recall at precision ≥ 0.6 over a τ grid (:func:`tau_flags`).
 4. **Aggregate counts** against the paper (reference §0; TIER_TARGETS §5 size table): kept events per
    trajectory by type, share stripped, agent files, workspace input files.
 
@@ -227,11 +229,13 @@ def _model():
     return LogisticRegression(max_iter=3000, C=1.0, class_weight="balanced")
 
 
-def _fit_predict(train: list[Session], test: list[Session], dim: str) -> tuple[np.ndarray, np.ndarray]:
-    """Fit on ``train`` (label = profile tier) and return (predicted tiers, log-probabilities over TIERS) of
-    ``test``. A training fold with one tier predicts that tier."""
+def _fit_predict(train: list[Session], test: list[Session], dim: str,
+                 scale_on: list[Session] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Fit on ``train`` (label = profile tier; the per-task scaler on ``scale_on``, default ``train``) and return
+    (predicted tiers, log-probabilities over TIERS) of ``test``. A training fold with one tier predicts it."""
     cols = DIM_COLS[dim]
-    scaler = TaskScaler().fit(np.stack([s.fp for s in train]), [s.task_id for s in train])
+    scale_on = scale_on or train
+    scaler = TaskScaler().fit(np.stack([s.fp for s in scale_on]), [s.task_id for s in scale_on])
     Xtr = scaler.transform(np.stack([s.fp for s in train]), [s.task_id for s in train])[:, cols]
     ytr = np.asarray([s.tiers[dim] for s in train])
     Xte = scaler.transform(np.stack([s.fp for s in test]), [s.task_id for s in test])[:, cols]
@@ -284,7 +288,7 @@ def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = 
     for d in DIMENSIONS:
         if train is not None:
             tr = [s for s in train.sessions if s.perturbation is None]
-            pred, logp = _fit_predict(tr, sess, d)
+            pred, logp = _fit_predict(tr, sess, d, train.sessions)
         else:
             groups = np.asarray([s.profile_id for s in sess])
             k = min(n_splits, len(set(groups.tolist())))
@@ -295,7 +299,7 @@ def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = 
                 continue
             for tr_i, te_i in GroupKFold(n_splits=k).split(np.zeros(len(sess)), groups=groups):
                 tr = [sess[i] for i in tr_i if sess[i].perturbation is None]
-                p, lp = _fit_predict(tr, [sess[i] for i in te_i], d)
+                p, lp = _fit_predict(tr, [sess[i] for i in te_i], d, [sess[i] for i in tr_i])
                 pred[te_i], logp[te_i] = p, lp
         out[d] = _scores(sess, pred, logp, d)
     return out
@@ -329,9 +333,8 @@ def perturbation_effects(test: SessionSet, lpo: dict[str, Any] | None = None) ->
     Returns ``{"n": planned, "checked": with a counterfactual, "no_op": n, "no_op_sessions": [ids],
     "dimensions": {dim: {n, checked, no_op, effect_mean, effect_min, effect_median, leak_mean,
     to_target}}}``; effect = ‖Δ‖ over the dimension's columns in per-task standard deviations of log1p values
-    (pooled over this run's unperturbed sessions of the task)."""
-    base = [s for s in test.sessions if s.perturbation is None]
-    scaler = TaskScaler().fit(np.stack([s.fp for s in base]), [s.task_id for s in base]) if base else None
+    (over all of this run's sessions of the task)."""
+    scaler = TaskScaler().fit(np.stack([s.fp for s in test.sessions]), [s.task_id for s in test.sessions])
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     no_op: list[str] = []
     pert = [s for s in test.sessions if s.perturbation is not None]
@@ -377,8 +380,9 @@ def tau_flags(test: SessionSet, tau: float = DEVIATION_THRESHOLD) -> dict[str, A
     * ``store``: the memory's own flags on the whole 17-D vector; a flagged session counts for the dimension of
       its top shifted feature (a perturbation is found when it is flagged *and* attributed to its dimension);
     * ``per_dimension``: the same τ rule on the dimension's own z-scored columns;
-    * ``per_dimension_task``: the same, after the per-task standardisation of :class:`TaskScaler` (fitted on the
-      run's unperturbed sessions): each session is judged against how everyone did that task, which separates
+    * ``per_dimension_task``: the same, after the per-task standardisation of :class:`TaskScaler` (fitted on all of
+      the run's sessions: a candidate task is perturbed in about 5 of 8 profiles, so its unperturbed sessions alone
+      are few and skewed): each session is judged against how everyone did that task, which separates
       what the behaviour carries from the spread that different task types add to a profile's sessions. A
       feature that a task does not let vary (its spread over profiles below :data:`MASK_SHARE` of the overall
       spread: F in T-09, where no file may be created) is taken as the profile's usual value there.
@@ -396,8 +400,7 @@ def tau_flags(test: SessionSet, tau: float = DEVIATION_THRESHOLD) -> dict[str, A
     per_dim = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
     per_task = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
     total = Counter()
-    base = [s for s in test.sessions if s.perturbation is None]
-    scaler = TaskScaler().fit(np.stack([s.fp for s in base]), [s.task_id for s in base]) if base else None
+    scaler = TaskScaler().fit(np.stack([s.fp for s in test.sessions]), [s.task_id for s in test.sessions])
 
     def dim_flags(Z: np.ndarray, own: list[Session], into: dict[float, dict[str, Counter]]) -> None:
         for d in DIMENSIONS:
@@ -476,7 +479,10 @@ def aggregate_counts(test: SessionSet) -> dict[str, Any]:
     raw = sum(s.n_raw for s in test.sessions)
     creates = sum(s.proc["output_detail"]["files_created"] for s in test.sessions)
     rows["kept"] = {"ours": kept / n, "paper": PAPER_PER_TRAJ["kept"], "ratio": kept / n / PAPER_PER_TRAJ["kept"],
-                    "in_band": abs(kept / n / PAPER_PER_TRAJ["kept"] - 1) <= BAND}
+                    "in_band": None}
+    k_wo, p_wo = kept / n - other, PAPER_PER_TRAJ["kept"] - PAPER_PER_TRAJ["other"]
+    rows["kept without other"] = {"ours": k_wo, "paper": p_wo, "ratio": k_wo / p_wo, "in_band": abs(k_wo / p_wo - 1)
+                                  <= BAND}
     return {"n_trajectories": len(test.sessions), "per_traj": rows,
             "stripped": 1 - kept / raw if raw else float("nan"), "paper_stripped": PAPER_STRIPPED,
             "files_created_per_traj": creates / n, "paper_files_per_traj": PAPER_FILES_PER_TRAJ,
@@ -565,7 +571,8 @@ def render_markdown(res: dict[str, Any]) -> str:
     ag = res["counts"]
     L += ["", "## 4. Aggregate counts vs the paper (reference §0)", "",
           f"Per trajectory over {ag['n_trajectories']} trajectories; band ±{int(BAND * 100)} % (TIER_TARGETS §5; "
-          "'other' = search + rename + move + delete + copy is reported, not banded).", "",
+          "'other' = search + rename + move + delete + copy is reported, not banded, and so is the kept total "
+          "that contains it).", "",
           "| event type | ours | paper | ratio | in band |", "|---|---|---|---|---|"]
     for t, r in ag["per_traj"].items():
         band = "–" if r["in_band"] is None else ("yes" if r["in_band"] else "**no**")
