@@ -14,6 +14,15 @@ the fly with ``build_bundle(task, seed)`` into its own temp dir (the seed stage 
 is byte-identical to the one the seed stage would write). It is not written back to the run dir (several actors
 could race on it); run the seed stage first to keep the workspaces in the run.
 
+Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
+``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
+(the counterfactual) and the perturbed dimension's fingerprint features (ref §7.3) are compared. A shift that
+changes none of them is a no-op: the task's other active dimensions are tried in turn
+(:func:`filegram_ray.profiles.perturbation.alternatives`), and when none changes anything the unit is kept
+unperturbed. ``meta.json`` ``perturbation_check`` records the status (real | replaced | dropped), the plan, what
+was tried, both fingerprints and the shift; the index's ``perturbed`` column and the stage record follow what was
+applied. Cost: one extra simulation per perturbed unit (≈ 16 % more work for 5 of 32).
+
 Fault tolerance: a failing unit becomes an error row (``runtime.map_units``); an actor that dies is restarted and
 its unit resubmitted; a unit is written with atomic files and its completion record last, so a resubmitted or
 rerun unit rewrites identical bytes and is never counted twice.
