@@ -226,8 +226,23 @@ def _http_pre(model: str):
     return pre
 
 
-def _plain_messages(messages: Any) -> list[dict[str, str]]:
-    return [{"role": str(m["role"]), "content": str(m["content"])} for m in list(messages)]
+def _plain_messages(messages: Any) -> list[dict[str, Any]]:
+    """Messages with string content, or OpenAI content parts (``[{type: text, text}, {type: image_url,
+    image_url: {url}}]``, e.g. the import's media description) with the null fields Arrow adds to a part dropped."""
+    out = []
+    for m in list(messages):
+        content = m["content"]
+        if isinstance(content, str) or not hasattr(content, "__iter__") or isinstance(content, Mapping):
+            out.append({"role": str(m["role"]), "content": str(content)})
+            continue
+        parts = []
+        for part in content:
+            part = {k: v for k, v in dict(part).items() if v is not None}
+            if isinstance(part.get("image_url"), Mapping):
+                part["image_url"] = {k: v for k, v in dict(part["image_url"]).items() if v is not None}
+            parts.append(part)
+        out.append({"role": str(m["role"]), "content": parts})
+    return out
 
 
 def _http_post(row: dict[str, Any]) -> dict[str, Any]:
@@ -281,8 +296,9 @@ def _normalise(row: dict[str, Any]) -> dict[str, Any]:
                                     "raw")}
 
 
-def build_chat_processor(spec: ChatSpec):
+def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False):
     """The ``ray.data.llm`` processor for a spec: request rows in, reply rows out (module docstring).
+    ``multimodal``: messages carry images (content parts); a vLLM engine then runs Ray's prepare-multimodal stage.
 
     Raises:
         ImportError: ``kind: vllm_engine`` without vLLM installed (``pip install vllm`` on the GPU workers, or the
@@ -303,7 +319,7 @@ def build_chat_processor(spec: ChatSpec):
         model_source=spec.model_source, engine_kwargs=spec.engine_args(), batch_size=spec.batch_size,
         concurrency=spec.concurrency, accelerator_type=spec.accelerator_type, runtime_env=spec.runtime_env,
         max_concurrent_batches=spec.max_concurrent_batches, should_continue_on_error=True,
-        placement_group_config=spec.placement_group_config,
+        placement_group_config=spec.placement_group_config, prepare_multimodal_stage=bool(multimodal),
         # the CPU stages (chat template, tokenizer) get no runtime env: a {pip: [vllm]} is for the engine actors
         chat_template_stage={"runtime_env": {}, **({"chat_template": spec.chat_template} if spec.chat_template
                                                    else {})},
@@ -312,12 +328,14 @@ def build_chat_processor(spec: ChatSpec):
                            postprocess_map_kwargs=small)
 
 
-def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec) -> Iterator[dict[str, Any]]:
+def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec, *,
+             multimodal: bool = False) -> Iterator[dict[str, Any]]:
     """Send request rows through the spec's processor; yield reply rows as Ray Data streams them (any order).
 
     Args:
         requests: request rows (module docstring) or a Ray Dataset of them.
         spec: :class:`HttpChatSpec` or :class:`VLLMEngineSpec`.
+        multimodal: the messages carry images (:func:`build_chat_processor`).
 
     Raises:
         RuntimeError: the processor gave up on the endpoint (connection failures after ``max_retries``); replies
@@ -329,6 +347,6 @@ def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec) -> Ite
         [dict(r) for r in requests])
     if ds.count() == 0:
         return
-    out = build_chat_processor(spec)(ds).map(_normalise, num_cpus=0.1)
+    out = build_chat_processor(spec, multimodal=multimodal)(ds).map(_normalise, num_cpus=0.1)
     for row in out.iter_rows():
         yield dict(row)
