@@ -159,15 +159,18 @@ def test_media_resolution_from_folder(tmp_path):
     assert e.semantic["created_files"][1]["full_content"] == ""  # missing blob → silently empty (§7.1)
 
 
-def test_anonymize_and_errors():
+def test_anonymize_and_errors(caplog):
     assert anonymize_path("/sandbox/p1_methodical_T-01/docs/a.md") == "docs/a.md"
     assert anonymize_path("/sandbox/p1_methodical_T-01/") == "."
     assert anonymize_path("/Users/x/secret/a.md") == "a.md"
     assert anonymize_path("docs/a.md") == "docs/a.md"
     with pytest.raises(ValueError, match=r"ev.json: event #0 \(file_read\): field 'content_length'"):
         normalize_events([{"event_type": "file_read", "content_length": "lots"}], source="ev.json")
-    with pytest.raises(ValueError, match="missing field 'event_type'"):
-        normalize_events([{"file_path": "a"}], source="ev.json")
+    # an event without event_type is skipped with a warning naming the file and index (FID/missing_event_type)
+    with caplog.at_level("WARNING"):
+        kept = normalize_events([{"file_path": "a"}, {"event_type": "file_read", "file_path": "b"}], source="ev.json")
+    assert [e.file_path for e in kept] == ["b"]
+    assert "ev.json: event #0: missing field 'event_type': event skipped" in caplog.text
 
 
 def test_json_round_trip(eng):
