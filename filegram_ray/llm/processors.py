@@ -58,7 +58,8 @@ class _ChatSpecBase(BaseModel):
     max_tokens_open: int = Field(384, ge=1)
     #: rows per processor batch
     batch_size: int = Field(8, ge=1)
-    #: processor actors (HTTP: concurrent request workers; vLLM: engine replicas)
+    #: processor actors (HTTP: request workers, each sending its batch's requests one after another in Ray
+    #: 2.60's HTTP stage, so this is the number of requests in flight; vLLM: engine replicas)
     concurrency: int = Field(1, ge=1)
     #: display name; default ``<kind>:<model>``
     name: str | None = None
