@@ -197,19 +197,23 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
         run: the run directory (needs ``trajectories/index.parquet``).
         profiles / tasks: already-loaded records (models or dicts); ``None`` = use the project loaders.
         profiles_dir / tasks_dir: passed to the loaders.
-        profile_ids: restrict to these profiles.
+        profile_ids: restrict to these profiles (full ids or the short ``p<N>`` form).
 
     Raises:
         StorageError: the trajectory index is missing.
-        ValueError: a profile or meta.json is malformed (message names the file and field).
+        ValueError: a profile or meta.json is malformed (message names the file and field); a profile id of
+            ``profile_ids`` is not in the profile set.
     """
     if profiles is None:
         from filegram_ray.profiles import load_profiles  # the profile area's loader
 
         profiles = load_profiles(profiles_dir) if profiles_dir else load_profiles()
     precs = [profile_record(p, source=f"profile #{i}") for i, p in enumerate(profiles)]
-    if profile_ids:
-        keep = set(profile_ids)
+    if profile_ids:  # short ids (p1 → p1_methodical) resolve as in the generate stage; an unknown id is an error
+        from filegram_ray.config import match_ids
+
+        keep = set(match_ids(profile_ids, [p.profile_id for p in precs], "profiles",
+                             f"the profile set {profiles_dir or 'conf/profiles'}"))
         precs = [p for p in precs if p.profile_id in keep]
     known = {p.profile_id for p in precs}
 

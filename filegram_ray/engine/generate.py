@@ -156,6 +156,16 @@ class GenerateWorker:
     def __del__(self):  # best effort: the sandbox root of this actor
         shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
 
+    def bundle_hash(self, task_id: str) -> str | None:
+        """:func:`~filegram_ray.workspace.bundle.bundle_content_hash` of ``workspaces/<task_id>/bundle.json`` in the
+        run (None when the run has no bundle for the task: it is then built from (task, seed))."""
+        rel = f"workspaces/{task_id}/bundle.json"
+        if not self.run.exists(rel):
+            return None
+        from filegram_ray.workspace.bundle import bundle_content_hash
+
+        return bundle_content_hash(self.run.read_json(rel))
+
     def bundle_dir(self, task: Any, seed: int) -> Path | None:
         tid = task.task_id
         if tid in self.bundles:
@@ -177,17 +187,25 @@ class GenerateWorker:
         from filegram_ray.schema.task import Task
 
         uid = unit["unit_id"]
-        # Everything that decides the trajectory's bytes: a finished unit is reused only if it matches.
-        fingerprint = hashlib.sha256(json.dumps(
-            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
-             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION],
-            sort_keys=True, default=str).encode()).hexdigest()[:16]
+        bundle_sha = self.bundle_hash(str(unit["task"]["task_id"]))
+        # Everything that decides the trajectory's bytes: a finished unit is reused only if it matches — the
+        # bundle's content included, so a re-imported folder regenerates (case R2-generate-stale-trajectory-after-
+        # reimport). A bundle built on the fly is a function of (task, seed), already in the list.
+        settings = [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
+                    unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION]
+        if bundle_sha is not None:
+            settings.append({"bundle_sha256": bundle_sha})
+        fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
         if not self.force and self.run.is_done(STAGE, uid):
             rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
             if rec.get("fingerprint") == fingerprint and self.run.exists(
                     f"trajectories/{uid}/events.json"):
                 return {**rec, "status": "ok", "skipped": True}
-            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+            if rec.get("bundle_sha256", bundle_sha) != bundle_sha:
+                log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); "
+                            "regenerating", uid, unit["task"]["task_id"])
+            else:
+                log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
             Path(self.crash_marker).write_text("crashed once\n")
             os._exit(1)
@@ -241,7 +259,7 @@ class GenerateWorker:
                              "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         shutil.rmtree(dest, ignore_errors=True)
         record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
-                  "fingerprint": fingerprint,
+                  "fingerprint": fingerprint, "bundle_sha256": bundle_sha,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
                   "perturbation_status": (check or {}).get("status"),

@@ -9,8 +9,12 @@ visible to the agent)::
      "tts_engine": "piper:joe-us" | "synthetic-tone" | null}
 
 Media files carry an annotation (caption, transcript or scene list) — the content the engine's ``read`` tool
-returns for them (ref §1.1). Imported bundles leave annotations null and add ``text_chars`` per file; the
-extracted text is written to ``<dir>/extracted/<path>.txt``.
+returns for them (ref §1.1). Imported bundles describe their media on import (:mod:`filegram_ray.workspace.describe`:
+properties always, OCR, speech-to-text, a VLM when configured; the annotation adds ``source: "import"``,
+``described_by`` and ``properties``) and add ``text_chars`` per file; every file's view — a document's extracted
+text, a media file's annotation — is written to ``<dir>/extracted/<path>.txt``, the same text the engine's ``read``
+and ``grep`` show. A mail's ``Date`` as written stays in the view; its normalised form goes beside it, in the row's
+``date`` (:func:`~filegram_ray.workspace.extract.normalise_mail_date`).
 """
 
 from __future__ import annotations
@@ -20,19 +24,32 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from filegram_ray.workspace import writers as W
-from filegram_ray.workspace.extract import ExtractionError, extract_text, is_media, kind_of, media_class
+from filegram_ray.workspace.extract import (
+    ExtractionError,
+    eml_headers,
+    extract_text,
+    is_media,
+    kind_of,
+    media_class,
+    normalise_mail_date,
+)
 from filegram_ray.workspace.scenarios import FileSpec, build_plan
 from filegram_ray.workspace.specs import default_workspace
 from filegram_ray.workspace.world import World, sub_seed
 
-__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "import_bundle", "load_bundle", "task_workspace"]
+if TYPE_CHECKING:
+    from filegram_ray.workspace.describe import DescribeOptions
+
+__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "bundle_content_hash", "import_bundle", "load_bundle",
+           "task_workspace"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,12 @@ class BundleInfo:
     total_bytes: int
     by_kind: dict[str, int]
     errors: list[dict[str, str]] = field(default_factory=list)
+    #: import only: files imported under another name (``{"path", "warning"}``)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    #: import only: one row per media file, ``{"path", "modality", "described_by": [...], "skipped": [[what, why]]}``
+    described: list[dict[str, Any]] = field(default_factory=list)
+    #: :func:`bundle_content_hash` of the written bundle.json
+    content_hash: str = ""
 
 
 @dataclass
@@ -111,6 +134,16 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def bundle_content_hash(meta: dict[str, Any]) -> str:
+    """SHA-256 (hex) of what a trajectory made on a bundle depends on: every file's path, sha256 and annotation,
+    and the planted facts (case R2-generate-stale-trajectory-after-reimport: a re-imported folder changes it)."""
+    files = sorted(([f.get("path"), f.get("sha256"), f.get("annotation")] for f in meta.get("files", [])),
+                   key=lambda r: str(r[0]))
+    blob = json.dumps({"files": files, "facts": meta.get("facts", [])}, sort_keys=True, ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path, state: dict) -> dict | None:
@@ -212,7 +245,8 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
 
 
 def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list, errors: list, source: str,
-            tts: str | None, annotations: dict, extra: dict[str, dict] | None = None) -> BundleInfo:
+            tts: str | None, annotations: dict, extra: dict[str, dict] | None = None,
+            warnings: list[dict[str, str]] | None = None) -> BundleInfo:
     files_dir = out_dir / "files"
     rows = []
     for path in sorted(p for p in files_dir.rglob("*") if p.is_file()):
@@ -223,14 +257,17 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
         rows.append(row)
     meta = {"task_id": task_id, "seed": seed, "scenario": ws.get("scenario", ""), "language": ws.get("language", "en"),
             "source": source, "files": rows, "facts": facts, "errors": errors, "tts_engine": tts}
+    if warnings is not None:
+        meta["warnings"] = warnings
+    data = (json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")  # before any write
     tmp = out_dir / "bundle.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_bytes(data)
     os.replace(tmp, out_dir / "bundle.json")
     by_kind: dict[str, int] = {}
     for r in rows:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
-                      errors)
+                      errors, list(warnings or []), content_hash=bundle_content_hash(meta))
 
 
 def load_bundle(dir: Path | str) -> Bundle:
@@ -252,14 +289,88 @@ def load_bundle(dir: Path | str) -> Bundle:
                   meta.get("facts", []), meta.get("errors", []), meta)
 
 
-def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> BundleInfo:
-    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it and extract its text.
+#: most seconds one media file may take to decode its first :data:`MEDIA_PROBE_SECONDS` (ours)
+MEDIA_PROBE_TIMEOUT_S = 60
+#: seconds of an audio / video file decoded to check it is not corrupt (ours: the header, the codec set-up and
+#: the first frames are where a truncated or mislabelled file fails)
+MEDIA_PROBE_SECONDS = 10
 
-    Annotations stay null (nobody has described the media). A file that cannot be read (corrupt container,
-    unreadable) is listed in ``errors`` [{"path", "error"}] and the import completes for the rest; the extracted text
-    of each readable document goes to ``out_dir/extracted/<path>.txt``.
+
+def _safe_component(name: str) -> str:
+    """``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
+    surrogates, which no UTF-8 file can hold)."""
+    return "".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in name)
+
+
+def _printable(rel: str) -> str:
+    """A path for messages: valid UTF-8 with undecodable bytes shown as ``\\xNN``."""
+    return os.fsencode(rel).decode("utf-8", errors="backslashreplace")
+
+
+def _verify_media(path: Path, kind: str) -> str | None:
+    """Why the media file ``path`` does not decode, or None when it does.
+
+    Images: Pillow ``verify`` (also refuses decompression bombs). Audio and video: ffmpeg (the imageio-ffmpeg
+    binary) decodes the first :data:`MEDIA_PROBE_SECONDS` with ``-xerror``, within :data:`MEDIA_PROBE_TIMEOUT_S`.
+    """
+    cls = media_class(kind)
+    if cls == "image":
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                im.verify()
+        except Exception as exc:  # noqa: BLE001 - any decoder failure means "unreadable"
+            return f"unreadable image: {exc}".replace(str(path), path.name)
+        return None
+    import subprocess
+
+    import imageio_ffmpeg
+
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-nostdin", "-v", "error", "-xerror", "-i", str(path),
+           "-t", str(MEDIA_PROBE_SECONDS), "-f", "null", "-"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, timeout=MEDIA_PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return f"unreadable {cls}: not decoded within {MEDIA_PROBE_TIMEOUT_S} s"
+    if res.returncode != 0:
+        lines = [x for x in res.stderr.decode("utf-8", "replace").splitlines() if x.strip()]
+        why = lines[0] if lines else f"ffmpeg exit code {res.returncode}"
+        why = why.split("] ", 1)[-1].replace(str(path), path.name)
+        return f"unreadable {cls}: {why}"
+    return None
+
+
+def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
+                  describe: DescribeOptions | dict | None = None, progress: Callable[[str], None] | None = None,
+                  ) -> BundleInfo:
+    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it, extract its text and describe
+    its media.
+
+    Every media file that decodes gets an annotation (:mod:`filegram_ray.workspace.describe`: properties always;
+    OCR, speech-to-text and a VLM as ``describe`` allows and the packages are installed); what ran and what was
+    skipped is in ``BundleInfo.described``. ``describe``: :class:`DescribeOptions` (or its dict); ``None`` = the
+    defaults (OCR and speech on, no VLM). ``progress``: called with one line per media file described.
+    One bad file never aborts the import: a file that
+    cannot be read (corrupt or oversized container, a zip bomb, an image / audio / video file that does not decode,
+    a link, a special file, an unreadable folder) is listed in ``errors`` [{"path", "error"}] and the rest is
+    imported; the extracted text of each readable document goes to ``out_dir/extracted/<path>.txt``. A name that
+    is not valid UTF-8 is imported under a safe name (each such byte written ``%XX``; ``renamed_from`` in its row,
+    one entry in ``warnings``), so everything written is UTF-8 (cases BR-27, REL-import-invalid-utf8-filename-aborts).
     Raises: FileNotFoundError when ``src_dir`` is not a directory.
     """
+    import stat as _stat
+
+    from filegram_ray.workspace.describe import (
+        DescribeOptions,
+        MediaDescribeError,
+        MediaDescriber,
+        describe_with_vlm,
+    )
+
+    opts = describe if isinstance(describe, DescribeOptions) else DescribeOptions.model_validate(describe or {})
+    describer = MediaDescriber(opts)
+    descs: dict[str, Any] = {}
     src = Path(src_dir)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: import source is not a directory")
@@ -270,47 +381,110 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
             shutil.rmtree(d)
     files_dir.mkdir(parents=True)
     errors: list[dict[str, str]] = []
+    warnings: list[dict[str, str]] = []
     extra: dict[str, dict] = {}
-    src_real = src.resolve()
-    for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
-        rel = path.relative_to(src).as_posix()
-        # Never follow links: a link (or a file reached through a linked folder) could pull in anything on the
-        # host, e.g. /etc/passwd. Such entries are reported and left out.
-        if path.is_symlink() or not path.resolve().is_relative_to(src_real):
-            errors.append({"path": rel, "error": "symbolic link: not imported"})
-            continue
-        dest = files_dir / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(path, dest)
-        except OSError as exc:
-            errors.append({"path": rel, "error": f"cannot copy: {exc}"})
-            continue
-        kind = kind_of(dest)
-        if is_media(kind):
-            extra[rel] = {"text_chars": None, "modality": media_class(kind)}
-            if media_class(kind) == "image":  # a picture that does not decode is reported like a corrupt document
-                try:
-                    from PIL import Image
 
-                    with Image.open(dest) as im:
-                        im.verify()
-                except Exception as exc:  # noqa: BLE001 - any decoder failure means "unreadable"
-                    errors.append({"path": rel, "error": f"unreadable image: {exc}"})
-            continue
+    def walk_error(exc: OSError) -> None:
+        rel = Path(exc.filename).relative_to(src).as_posix() if exc.filename else "."
+        errors.append({"path": _safe_component(rel), "error": f"cannot read folder: {exc.strerror or exc}"})
+
+    entries: list[str] = []
+    for root, dirs, names in os.walk(src, onerror=walk_error, followlinks=False):
+        base = Path(root).relative_to(src)
+        for d in list(dirs):
+            if os.path.islink(os.path.join(root, d)):  # never follow links (module docstring of import)
+                entries.append((base / d).as_posix())
+                dirs.remove(d)
+        entries.extend((base / n).as_posix() for n in names)
+    for raw in sorted(entries):
+        rel = "/".join(_safe_component(c) for c in raw.split("/"))
         try:
-            text = extract_text(dest)
-        except ExtractionError as exc:
-            errors.append({"path": rel, "error": exc.reason})
-            extra[rel] = {"text_chars": None}
-            continue
-        out = ext_dir / (rel + ".txt")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        extra[rel] = {"text_chars": len(text)}
+            if rel != raw:
+                k, cand = 2, rel
+                while cand in extra or (files_dir / cand).exists():
+                    stem, dot, ext = rel.rpartition(".")
+                    cand = f"{stem}~{k}.{ext}" if dot and stem else f"{rel}~{k}"
+                    k += 1
+                rel = cand
+                warnings.append({"path": rel, "warning": f"file name is not valid UTF-8 ({_printable(raw)}): "
+                                                         f"imported as {rel!r}"})
+            path = src / raw
+            st = os.lstat(path)
+            # Never follow links: a link (or a file reached through a linked folder) could pull in anything on the
+            # host, e.g. /etc/passwd. Such entries are reported and left out; so are FIFOs, sockets and devices
+            # (copying a FIFO would block forever).
+            if _stat.S_ISLNK(st.st_mode):
+                errors.append({"path": rel, "error": "symbolic link: not imported"})
+                continue
+            if not _stat.S_ISREG(st.st_mode):
+                errors.append({"path": rel, "error": "not a regular file: not imported"})
+                continue
+            dest = files_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.copyfile(path, dest)
+            except OSError as exc:
+                errors.append({"path": rel, "error": f"cannot copy: {exc.strerror or exc}"})
+                continue
+            if rel != raw:
+                extra[rel] = {"renamed_from": _printable(raw)}
+            kind = kind_of(dest)
+            if is_media(kind):
+                extra[rel] = {**extra.get(rel, {}), "text_chars": None, "modality": media_class(kind)}
+                why = _verify_media(dest, kind)  # a media file that does not decode is reported like a document
+                if why:
+                    errors.append({"path": rel, "error": why})
+                    continue
+                if progress:
+                    progress(f"describing {rel} ({media_class(kind)})")
+                try:
+                    descs[rel] = describer.describe(dest, kind)
+                except MediaDescribeError as exc:
+                    errors.append({"path": rel, "error": str(exc).replace(dest.name, rel, 1)})
+                continue
+            try:
+                text = extract_text(dest)
+            except ExtractionError as exc:
+                errors.append({"path": rel, "error": exc.reason.replace(str(dest), rel)})
+                extra[rel] = {**extra.get(rel, {}), "text_chars": None}
+                continue
+            _write_view(ext_dir, rel, text)
+            extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+            if kind == "eml":  # the normalised date beside the view, never in it (R2-eml-date-year-0001-rewritten)
+                date = eml_headers(dest.read_bytes()).get("Date")
+                if date is not None:
+                    extra[rel]["date"] = normalise_mail_date(date)
+        except Exception as exc:  # noqa: BLE001 - one bad file never aborts the import; it is named in errors
+            errors.append({"path": rel, "error": f"{type(exc).__name__}: {exc}"})
+    if opts.vlm and descs:
+        if progress:
+            progress(f"describing {sum(d.modality != 'audio' for d in descs.values())} images / videos with the VLM")
+        describe_with_vlm(descs, opts.vlm)
+    annotations: dict[str, dict] = {}
+    described: list[dict[str, Any]] = []
+    for rel, d in sorted(descs.items()):
+        annotations[rel] = d.annotation()
+        text = annotations[rel]["content"]
+        _write_view(ext_dir, rel, text)
+        extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+        if d.skipped:
+            extra[rel]["description_skipped"] = [list(x) for x in d.skipped]
+        described.append({"path": rel, "modality": d.modality, "described_by": list(d.methods),
+                          "skipped": [list(x) for x in d.skipped]})
     try:
         ws = default_workspace(task_id)
     except KeyError:
         ws = {"scenario": "imported"}
-    ws = {**ws, "scenario": f"imported:{src.name}"}
-    return _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations={}, extra=extra)
+    ws = {**ws, "scenario": f"imported:{_safe_component(src.name)}"}
+    info = _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations=annotations,
+                   extra=extra, warnings=warnings)
+    info.described = described
+    return info
+
+
+def _write_view(ext_dir: Path, rel: str, text: str) -> None:
+    out = ext_dir / (rel + ".txt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
