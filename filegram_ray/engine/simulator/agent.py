@@ -5,9 +5,14 @@ Every number below comes from TIER_TARGETS.md (cited per constant as ``TT §x``)
 and FILEGRAM_REFERENCE §6.3. One tool call per iteration (the upstream agent's shape, ref §3.3), so the share of
 stripped metadata events resembles the paper's 74 % (ref §0).
 
-Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, task id) drives every choice; a
-second stream with the same key plus ``"scratch"`` decides the scratch files, so scratch creation is identical
-across E tiers and unaffected by an E perturbation (TT §2.5).
+Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, task id) drives every choice.
+Scratch files are fixed per workspace kind (:meth:`PersonaAgent.scratch_plan`), so they are identical across E
+tiers and unaffected by an E perturbation (TT §2.5).
+
+Issue #16 (behaviour must carry the profile): each tier acts in every task type where the task allows it, with
+counts that stay steady from task to task — E curates the workspace's planted clutter (:meth:`curate`), C decides
+where outputs go and moves them into place (:meth:`layout`), D revises organize notes too, A reviews its own
+outputs in an empty workspace — so one session shows the tier and a perturbed session stands out.
 
 Clock: the session's simulated clock advances by thinking time per iteration (rhythm-dependent), reading time
 proportional to the read output (0.5 ms/char) and writing time proportional to the written content
@@ -104,7 +109,6 @@ class PersonaAgent:
         self.tid = str(task.task_id)
         self.ttype = str(task.type)
         self.rng = random.Random(derive_seed(seed, persona.profile_id, self.tid))
-        self.scratch_rng = random.Random(derive_seed(seed, persona.profile_id, self.tid, "scratch"))
         self.chart_format = chart_format
         self.rules = TASK_RULES.get(self.tid, {})
         self.nb = Notebook()
