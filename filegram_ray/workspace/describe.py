@@ -455,9 +455,18 @@ def describe_with_vlm(descs: dict[str, MediaDescription], spec: Any) -> dict[str
                 continue
             descs[rel].methods.append(f"vlm:{cs.display()}")
             descs[rel].sections.append((f"Description (VLM, {cs.display()}):", reply.splitlines()))
-    except RuntimeError as exc:
+    except Exception as exc:  # noqa: BLE001 - the endpoint is unreachable (Ray wraps the error): name it per file
+        why = _short_reason(exc)
         for row in rows:
             if row["req_key"] not in got:
-                errors[row["req_key"]] = str(exc)
-                descs[row["req_key"]].skipped.append(("vlm", str(exc)))
+                errors[row["req_key"]] = why
+                descs[row["req_key"]].skipped.append(("vlm", why))
     return errors
+
+
+def _short_reason(exc: BaseException) -> str:
+    """The innermost ``SomeError: message`` line of an exception's text (Ray's wrapped errors quote whole
+    rows and tracebacks), cut to 300 characters."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    found = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*?: ", ln) and len(ln) < 2000]
+    return (found[-1] if found else f"{type(exc).__name__}: {lines[0] if lines else ''}")[:300]

@@ -166,10 +166,16 @@ def _docx(path: Path) -> str:
 
 
 def _fmt_cell(value) -> str:
+    """A cell's cached value as text: whole floats without ``.0``; a date-time at midnight as its date (a date
+    cell stores no time; openpyxl reads every date as a datetime)."""
+    import datetime as dt
+
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, dt.datetime) and value.time() == dt.time(0) and value.tzinfo is None:
+        return value.date().isoformat()
     return str(value)
 
 
@@ -316,7 +322,7 @@ def _eml(path: Path) -> str:
     body = msg.get_body(preferencelist=("plain", "html"))
     text = ""
     if body is not None:
-        text = body.get_content()
+        text = body.get_content().replace("\r\n", "\n")  # RFC 5322 line ends are transport, not text
         if body.get_content_type() == "text/html":
             text = _TAG.sub("", text)
     attachments = [part.get_filename() for part in msg.iter_attachments() if part.get_filename()]
