@@ -139,12 +139,15 @@ class RunDir:
         return self.read_bytes(rel).decode("utf-8")
 
     def read_json(self, rel: str) -> Any:
+        """Parsed JSON of ``rel`` with the strict reader :func:`~filegram_ray.limits.load_json` (UTF-8, no
+        duplicate keys, no lone surrogates, bounded nesting). Raises StorageError naming the URI and ``rel``."""
+        from filegram_ray.limits import load_json
+
         data = self.read_bytes(rel)
         try:
-            return json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise StorageError(f"{self.uri}: {rel}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") \
-                from exc
+            return load_json(data, f"{self.uri}: {rel}")
+        except ValueError as exc:
+            raise StorageError(str(exc)) from None
 
     def listdir(self, rel: str = "") -> list[str]:
         """Names (not paths) of the entries directly under ``rel``; empty if it does not exist."""
@@ -361,11 +364,16 @@ class RunDir:
         """Read a Parquet table as a polars DataFrame.
 
         Raises:
-            StorageError: if the table does not exist.
+            StorageError: if the table does not exist or is not a readable Parquet file (names the file).
         """
         import polars as pl
 
-        return pl.read_parquet(io.BytesIO(self.read_bytes(rel)))
+        data = self.read_bytes(rel)
+        try:
+            return pl.read_parquet(io.BytesIO(data))
+        except Exception as exc:  # noqa: BLE001 - polars/pyarrow raise several types for a corrupt file
+            raise StorageError(f"{self.uri}: {rel}: not a readable Parquet table ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
 
     def pyarrow_filesystem(self):
         """A ``pyarrow.fs.FileSystem`` view of this run directory's filesystem (for Ray Data I/O)."""

@@ -226,7 +226,7 @@ class GenerateWorker:
                 info = sess.write_trajectory(dest)
                 started = sess.events[0]["timestamp"] if sess.events else 0.0
                 return {"info": info, "started": started, "duration": sess.clock_ms - started,
-                        "outputs": sess.output_files()}
+                        "outputs": sess.output_files(), "sandbox": sess.sandbox_record()}
             finally:
                 sess.close()
 
@@ -244,7 +244,8 @@ class GenerateWorker:
             completed=True,
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
-            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
+            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")},
+            sandbox=res["sandbox"] if any(res["sandbox"].values()) else None)
         meta_d = meta.to_json_dict()
         meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
 
