@@ -276,3 +276,48 @@ def test_several_folders_each_its_own_virtual_root(tmp_path):
         w.stop()
     starts = [e["target_directory"] for e in all_events(tmp_path / "store") if e["event_type"] == "session_start"]
     assert starts == ["/sandbox/docs", "/sandbox/docs-2"]
+
+
+def test_a_file_written_without_pause_is_recorded_in_steps_and_holds_nothing_back(tmp_path):
+    import threading
+
+    from watch_helpers import wait_until
+
+    w, root = start(tmp_path, max_pending_ms=500)
+    stop = threading.Event()
+
+    def writer():
+        with open(root / "app.log", "a") as fh:
+            while not stop.is_set():
+                fh.write("tick\n")
+                fh.flush()
+                stop.wait(0.05)  # faster than the 300 ms debounce: never quiet
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        (root / "other.txt").write_text("meanwhile\n")
+        wait_until(lambda: any(e.get("file_path") == "/sandbox/w/other.txt" for e in file_events(w.store.path)),
+                   20, "other.txt recorded while app.log is still being written")
+        wait_until(lambda: sum(e.get("file_path") == "/sandbox/w/app.log" for e in file_events(w.store.path)) >= 2,
+                   20, "app.log recorded in steps")
+    finally:
+        stop.set()
+        t.join()
+        w.sync()
+        w.stop()
+    log_evs = [e for e in file_events(tmp_path / "store") if e.get("file_path") == "/sandbox/w/app.log"]
+    assert log_evs[0]["event_type"] == "file_write" and {e["event_type"] for e in log_evs[1:]} == {"file_edit"}
+    assert all(e["lines_added"] >= 0 and e["lines_deleted"] == 0 for e in log_evs[1:])
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_not_fatal(watch):
+    """Same failure family as case REL-import-invalid-utf8-filename-aborts: one bad name never sinks a batch."""
+    w, root, tail = watch
+    bad = os.path.join(os.fsencode(root), b"caf\xe9.txt")  # Latin-1 bytes: not UTF-8
+    with open(bad, "wb") as fh:
+        fh.write(b"x\n")
+    (root / "good.txt").write_text("ok\n")
+    assert tail.brief() == [("file_write", "w/good.txt", "create", 3)]
+    os.rename(bad, os.path.join(os.fsencode(root), b"cafe.txt"))  # renamed to a valid name: now it is new
+    assert tail.brief() == [("file_write", "w/cafe.txt", "create", 2)]

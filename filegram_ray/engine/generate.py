@@ -14,6 +14,15 @@ the fly with ``build_bundle(task, seed)`` into its own temp dir (the seed stage 
 is byte-identical to the one the seed stage would write). It is not written back to the run dir (several actors
 could race on it); run the seed stage first to keep the workspaces in the run.
 
+Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
+``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
+(the counterfactual) and the perturbed dimension's fingerprint features (ref §7.3) are compared. A shift that
+changes none of them is a no-op: the task's other active dimensions are tried in turn
+(:func:`filegram_ray.profiles.perturbation.alternatives`), and when none changes anything the unit is kept
+unperturbed. ``meta.json`` ``perturbation_check`` records the status (real | replaced | dropped), the plan, what
+was tried, both fingerprints and the shift; the index's ``perturbed`` column and the stage record follow what was
+applied. Cost: one extra simulation per perturbed unit (≈ 16 % more work for 5 of 32).
+
 Fault tolerance: a failing unit becomes an error row (``runtime.map_units``); an actor that dies is restarted and
 its unit resubmitted; a unit is written with atomic files and its completion record last, so a resubmitted or
 rerun unit rewrites identical bytes and is never counted twice.
@@ -36,6 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +226,7 @@ class GenerateWorker:
                 info = sess.write_trajectory(dest)
                 started = sess.events[0]["timestamp"] if sess.events else 0.0
                 return {"info": info, "started": started, "duration": sess.clock_ms - started,
-                        "outputs": sess.output_files()}
+                        "outputs": sess.output_files(), "sandbox": sess.sandbox_record()}
             finally:
                 sess.close()
 
@@ -234,7 +244,8 @@ class GenerateWorker:
             completed=True,
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
-            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
+            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")},
+            sandbox=res["sandbox"] if any(res["sandbox"].values()) else None)
         meta_d = meta.to_json_dict()
         meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
 
@@ -312,6 +323,7 @@ def _peak_rss_mb() -> float:
         return 0.0
 
 
+@exclusive_stage(STAGE)
 def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the generate stage; returns the stage record (also merged into ``run.json``).
 

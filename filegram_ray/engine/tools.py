@@ -334,8 +334,11 @@ def tool_write(sb: Sandbox, ctx: ToolContext, file_path: Any = None,
               "written_chars": len(content), "tool": "write"}])
 
 
-def _utf8_len(s: str) -> int:
-    return len(s.encode("utf-8", "surrogatepass"))
+def _utf8_len(s: str, what: str) -> int:
+    try:
+        return len(s.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: never written (BR-27)
+        raise ToolError(f"{what} is not encodable as UTF-8") from None
 
 
 def _is_crlf(text: str) -> bool:
@@ -364,7 +367,7 @@ def _apply_edit(text: str, nbytes: int, old: str, new: str, replace_all: bool, r
     if count > 1 and not replace_all:
         raise ToolError(f"old_string occurs {count} times in {rel}; add context or set replace_all")
     n = count if replace_all else 1
-    projected = nbytes + n * (_utf8_len(new) - _utf8_len(old))
+    projected = nbytes + n * (_utf8_len(new, "new_string") - _utf8_len(old, "old_string"))
     if projected > limit:
         raise LimitExceeded(f"edit would make {rel} {projected} bytes; the limit is {limit} "
                             f"({n} replacement(s); nothing was changed)")

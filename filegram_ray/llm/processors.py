@@ -26,6 +26,7 @@ response; only connection failures after ``max_retries`` raise); the vLLM proces
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
@@ -57,7 +58,8 @@ class _ChatSpecBase(BaseModel):
     max_tokens_open: int = Field(384, ge=1)
     #: rows per processor batch
     batch_size: int = Field(8, ge=1)
-    #: processor actors (HTTP: concurrent request workers; vLLM: engine replicas)
+    #: processor actors (HTTP: request workers, each sending its batch's requests one after another in Ray
+    #: 2.60's HTTP stage, so this is the number of requests in flight; vLLM: engine replicas)
     concurrency: int = Field(1, ge=1)
     #: display name; default ``<kind>:<model>``
     name: str | None = None
@@ -72,8 +74,9 @@ class HttpChatSpec(_ChatSpecBase):
         api_key: bearer token (``EMPTY`` for local servers).
         qps: request rate cap per worker (None = the processor's default: sequential per batch).
         max_retries: retries of a request on a connection error, timeout or 408/429/502/503/504.
-        timeout: seconds per request of the one-off client (:class:`~filegram_ray.llm.OpenAIBackbone`, used for
-            the start-up probe and ingest-time completions).
+        timeout: seconds per request, for the processor's HTTP session (aiohttp's own default, 300 s, is shorter
+            than one long prompt on a busy 2-core CPU server) and for the one-off client
+            (:class:`~filegram_ray.llm.OpenAIBackbone`: start-up probe, ingest-time completions).
         num_cpus: Ray CPUs per request worker (0.25: HTTP workers wait, they do not compute).
     """
 
@@ -265,6 +268,13 @@ def _http_post(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _session(timeout_s: float):
+    """An aiohttp session whose requests may take ``timeout_s`` seconds (the HTTP stage's session factory)."""
+    import aiohttp
+
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
 def _vllm_pre(row: dict[str, Any]) -> dict[str, Any]:
     return {"messages": _plain_messages(row["messages"]),
             "sampling_params": {"temperature": float(row["temperature"]), "max_tokens": int(row["max_tokens"])}}
@@ -302,7 +312,8 @@ def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False):
         cfg = HttpRequestProcessorConfig(
             url=spec.url, headers={"Authorization": f"Bearer {spec.api_key}"}, batch_size=spec.batch_size,
             concurrency=spec.concurrency, qps=spec.qps, max_retries=spec.max_retries,
-            http_request_stage={"num_cpus": spec.num_cpus, "concurrency": spec.concurrency})
+            http_request_stage={"num_cpus": spec.num_cpus, "concurrency": spec.concurrency},
+            session_factory=functools.partial(_session, float(spec.timeout)))
         return build_processor(cfg, preprocess=_http_pre(spec.model), postprocess=_http_post,
                                preprocess_map_kwargs=small, postprocess_map_kwargs=small)
     cfg = vLLMEngineProcessorConfig(

@@ -75,6 +75,8 @@ class WatchConfig(BaseModel):
                              "last write before a change is read")
     close_settle_ms: int = Field(250, ge=0, description="ours: wait after the writer closed the file (catches "
                                  "the rename of an atomic save), instead of the full debounce")
+    max_pending_ms: int = Field(10_000, gt=0, description="ours: a file written without a quiet gap is read and "
+                                "recorded at least this often (later events wait for it: it bounds their lag)")
     delete_recheck_ms: int = Field(500, ge=0, description="reference §12: a deleted path is re-checked after "
                                    "0.5 s (atomic saves reappear)")
     copy_window_ms: int = Field(1000, ge=0, description="a new file whose content equals a file read within this "

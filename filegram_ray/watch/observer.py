@@ -40,6 +40,16 @@ class WatchLimitError(RuntimeError):
 _KINDS = {"created", "modified", "closed", "closed_no_write", "opened", "deleted", "moved"}
 
 
+class _QuietStopRace(logging.Filter):
+    """Drop watchdog's error line about a race in its own shutdown (harmless: emitted after we stopped it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in str(record.msg)
+
+
+logging.getLogger("watchdog.observers.inotify").addFilter(_QuietStopRace())
+
+
 def _limit(name: str) -> str:
     try:
         with open(f"/proc/sys/fs/inotify/{name}") as fh:

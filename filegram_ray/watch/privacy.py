@@ -103,7 +103,8 @@ class PathPolicy:
 
     def reason(self, root: Root, rel: str, is_dir: bool = False) -> str | None:
         """Why ``rel`` (inside ``root``) is not recorded, or None if it is: ``store``, ``hidden``, ``pattern``,
-        ``opt-out``, ``internal``."""
+        ``opt-out``, ``internal``, ``undecodable-name`` (a file name that is not UTF-8 cannot be written into the
+        UTF-8 event log; such files are skipped, never the whole batch)."""
         key = (root.path, rel, is_dir)
         if key in self._reasons:
             return self._reasons[key]
@@ -120,6 +121,10 @@ class PathPolicy:
             return "opt-out" if self._opted_out(root, "") else None
         if rel.startswith(".filegram-sync-"):
             return "internal"
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # a name that is not UTF-8 (os.fsdecode kept its bytes as surrogates)
+            return "undecodable-name"
         if self.config.ignore_hidden and any(part.startswith(".") for part in rel.split("/")):
             return "hidden"
         if self.spec.match_file(rel + "/" if is_dir else rel):

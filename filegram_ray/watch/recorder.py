@@ -8,7 +8,8 @@ Pipeline::
         ──▶ commit in timestamp order (barrier) ──▶ WatchCollector (the engine's Collector) ──▶ log lines
 
 * **Pending.** A created or modified file is read only after it has been quiet for ``debounce_ms`` (reference
-  §12: 2 s), or ``close_settle_ms`` after its writer closed it. Then it is compared with the index: same content
+  §12: 2 s), or ``close_settle_ms`` after its writer closed it, or at the latest ``max_pending_ms`` after its first
+  write (a file written without pause is recorded in steps). Then it is compared with the index: same content
   → nothing; known file → ``file_edit`` (text: before/after blobs + unified diff against the shadow copy) or
   ``file_write`` ``overwrite`` (binary or over ``max_blob_bytes``: no content); new file → ``file_copy`` when its
   content equals a file read in the last 10 s (reference §12; ``cp`` reads its source, and that read is absorbed
@@ -27,7 +28,9 @@ Pipeline::
   are discounted; re-opens within ``read_dedup_ms`` are one read. ``context_switch`` and ``cross_file_reference``
   are derived from reads and edits by the engine's rules.
 * **Ordering.** A resolved item is committed only when no pending change started earlier, so the log is in
-  timestamp order and the derived fields see reads and edits in the order they happened.
+  timestamp order and the derived fields see reads and edits in the order they happened (within one watched
+  folder: each has its own inotify watch and thread, so between folders the order is that of arrival). A new
+  file is stamped when it appeared, an edit when its text reached the recorded state.
 
 Each event line carries ``_state``: the index change it implies (``["set", key, entry]``, ``["del", key]``,
 ``["delp", key]`` (a folder and everything in it), ``["mv", src, dst]``). The index is checkpointed when the
@@ -762,7 +765,11 @@ class Recorder:
 
     # ================================================================== resolution
     def _due(self, now: float) -> list[_Pending]:
-        return sorted((p for p in self.pending.values() if p.deadline <= now), key=lambda p: (p.first, p.key))
+        """Pending changes to resolve now: quiet long enough, or open for ``max_pending_ms`` (a file written
+        without pause — a log, a download — is recorded in steps, so it never holds the log back)."""
+        cap = self.cfg.max_pending_ms
+        return sorted((p for p in self.pending.values() if p.deadline <= now or now - p.first >= cap),
+                      key=lambda p: (p.first, p.key))
 
     def _resolve(self, p: _Pending, read_from: str | None = None) -> None:
         self.pending.pop(p.key, None)
@@ -794,7 +801,7 @@ class Recorder:
         else:
             obs = {"kind": "write", "rel": p.key, "existed": True, "before": None, "after": cap or "",
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
-        self._push(p.last, obs, [["set", p.key, entry]])
+        self._push(p.last, obs, [["set", p.key, entry]])  # an edit, when the text reached what is recorded
         self._set(p.key, entry)
 
     def _resolve_new(self, key: str, info: _FileInfo, first: float, last: float) -> None:
@@ -802,7 +809,7 @@ class Recorder:
         gone = self._moved_source(key, info)
         if gone is not None:  # the same content just vanished elsewhere: a move the kernel did not pair
             self.pending.pop(gone, None)
-            self._push(last, {"kind": "move", "src": gone, "dst": key, "dst_arg": key},
+            self._push(first, {"kind": "move", "src": gone, "dst": key, "dst_arg": key},
                        [["mv", gone, key], ["set", key, entry]])
             self._mv(gone, key)
             self._set(key, dict(entry, ca=self.index[key].get("ca")))
@@ -816,7 +823,7 @@ class Recorder:
         else:
             obs = {"kind": "write", "rel": key, "existed": False, "before": None, "after": cap or "",
                    "written_chars": entry["c"] if entry["c"] is not None else info.size, "tool": "write"}
-        self._push(last, obs, [["set", key, entry]])
+        self._push(first, obs, [["set", key, entry]])  # a new file is stamped when it appeared
         self._set(key, entry)
 
     def _moved_source(self, key: str, info: _FileInfo) -> str | None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from filegram_ray.names import escape_bytes, free_name, printable
 from filegram_ray.workspace import writers as W
 from filegram_ray.workspace.extract import (
     ExtractionError,
@@ -296,15 +297,11 @@ MEDIA_PROBE_TIMEOUT_S = 60
 MEDIA_PROBE_SECONDS = 10
 
 
-def _safe_component(name: str) -> str:
-    """``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
-    surrogates, which no UTF-8 file can hold)."""
-    return "".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in name)
-
-
-def _printable(rel: str) -> str:
-    """A path for messages: valid UTF-8 with undecodable bytes shown as ``\\xNN``."""
-    return os.fsencode(rel).decode("utf-8", errors="backslashreplace")
+#: ``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
+#: surrogates, which no UTF-8 file can hold): the one rule of :mod:`filegram_ray.names`, shared with the engine
+_safe_component = escape_bytes
+#: a path for messages: valid UTF-8 with undecodable bytes shown as ``\xNN``
+_printable = printable
 
 
 def _verify_media(path: Path, kind: str) -> str | None:
@@ -399,13 +396,10 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
     for raw in sorted(entries):
         rel = "/".join(_safe_component(c) for c in raw.split("/"))
         try:
-            if rel != raw:
-                k, cand = 2, rel
-                while cand in extra or (files_dir / cand).exists():
-                    stem, dot, ext = rel.rpartition(".")
-                    cand = f"{stem}~{k}.{ext}" if dot and stem else f"{rel}~{k}"
-                    k += 1
-                rel = cand
+            if rel != raw:  # a taken %XX name gets ~2, ~3 … before its extension (filegram_ray.names)
+                head, _, base = rel.rpartition("/")
+                rel = (f"{head}/" if head else "") + free_name(
+                    base, lambda n, h=head: (f"{h}/{n}" if h else n) in extra or (files_dir / h / n).exists())
                 warnings.append({"path": rel, "warning": f"file name is not valid UTF-8 ({_printable(raw)}): "
                                                          f"imported as {rel!r}"})
             path = src / raw

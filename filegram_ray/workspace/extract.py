@@ -47,6 +47,7 @@ from filegram_ray.limits import (
     check_file_size,
     check_zip,
 )
+from filegram_ray.names import escape_bytes
 
 __all__ = [
     "DOCUMENT_KINDS",
@@ -399,11 +400,16 @@ def _json(path: Path) -> str:
 def extract_text(path: Path | str) -> str:
     """Readable text of ``path`` according to its kind (see module docstring).
 
-    Returns: str (may be empty for an empty text file).
+    Returns: str (may be empty for an empty text file), always encodable as UTF-8: a lone surrogate a parser
+    leaves (the email parser keeps undecodable header bytes that way; a JSON ``"\\udce9"`` escape) is written by
+    the rule of :mod:`filegram_ray.names` (``%XX`` / U+FFFD; case BR-27).
     Raises: ``ExtractionError`` naming the file when it is missing, corrupt, a media kind, or an unknown
     binary kind.
     """
-    p = Path(path)
+    return escape_bytes(_extract_text(Path(path)))
+
+
+def _extract_text(p: Path) -> str:
     kind = kind_of(p)
     if is_media(kind):
         raise ExtractionError(p, f"media kind {kind!r} has no text (use its annotation)")
