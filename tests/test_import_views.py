@@ -93,3 +93,38 @@ def test_workspace_run_imports_into_the_run_and_generates(tmp_path):
     assert main(argv) == 0
     rec = json.loads((run_dir / "run.json").read_text())["stages"]["generate"]
     assert rec["skipped"] == 1 and rec["ok"] == 1
+
+
+def test_a_slow_document_does_not_keep_the_others_unsearched(tmp_path):
+    """grep extracts each document within the call's budget; one that overruns is named as not searched, and later
+    greps in the process skip it at once so the documents after it are searched (read still tries it)."""
+    import docx
+    from test_engine_confinement import _wide_xlsx
+
+    from filegram_ray.engine import EngineSession
+    from filegram_ray.engine.sandbox import Limits
+
+    files = tmp_path / "files"
+    files.mkdir()
+    _wide_xlsx(files / "a_wide.xlsx", 3001)  # its own bytes: no other test has marked it slow in this process
+    d = docx.Document()
+    d.add_paragraph("budget of the small report")
+    d.save(files / "b_small.docx")
+    (files / "c.md").write_text("budget note\n", encoding="utf-8")
+    sess = EngineSession(files, tmp_path / "w", "p1_x", "T-07", seed=1, start_ms=1.7e12, annotations={},
+                         limits=Limits(max_call_s=2.0))
+    sess.start()
+    try:
+        with sess.iteration():
+            first = sess.call("grep", pattern="budget", path=".")
+        assert first.ok, first.output
+        assert "[1 document(s) not searched: text extraction ran past" in first.output
+        assert "[2 more file(s) not searched: the call's time ran out" in first.output
+        with sess.iteration():
+            second = sess.call("grep", pattern="budget", path=".")
+        assert "b_small.docx:1: budget of the small report" in second.output, second.output
+        assert "c.md:1: budget note" in second.output
+        assert "[1 document(s) not searched: text extraction ran past" in second.output
+    finally:
+        sess.finish()
+        sess.close()

@@ -18,7 +18,10 @@ One view per file (case R2-eml-grep-line-numbers-differ-from-read): ``read`` and
 file — :func:`file_view`: a document's extracted text, a media file's annotation, a text file's decoded bytes — so
 a line number grep reports is the ``offset`` at which read shows that line, and the ``view_range`` recorded for a
 read counts lines of that view. Extracted views are cached per process by content (SHA-256 of the bytes), so a
-grep across a folder extracts each document once.
+grep across a folder extracts each document once. grep gives each document's extraction the call's time left
+minus :data:`GREP_MATCH_RESERVE` of it (kept for matching); a document that overruns ends the collection (it and
+the files after it are named as not searched) and later greps in the process skip it at once, so one slow
+document never keeps the rest of a folder unsearched.
 
 Per-call bounds (:class:`~filegram_ray.engine.sandbox.Limits`): grep matches lines with stdlib ``re`` in the same
 helper process, killed at the call's deadline; grep and glob walk the tree through descriptors and stop at the
@@ -160,16 +163,23 @@ class _ViewCache:
 
 
 _VIEWS = _ViewCache()
+#: documents (view-cache keys) whose extraction overran a grep's time budget in this process: later greps skip
+#: them at once (and say so), so one slow document does not keep the files after it unsearched; read still tries
+_SLOW_VIEWS: set[tuple[bytes, str, int]] = set()
+
+
+def _view_key(sb: Sandbox, rel: str, data: bytes) -> tuple[bytes, str, int]:
+    import hashlib
+
+    return hashlib.sha256(data).digest(), _kind(rel), sb.limits.max_read_bytes
 
 
 def _extract_view(sb: Sandbox, rel: str, data: bytes, timeout: float | None = None) -> str:
     """Extracted text of document bytes ``data`` (cached by content), within ``timeout`` seconds (default: the
     call's time left); Overrun / BoundedFailed pass through."""
-    import hashlib
-
     from filegram_ray.engine.bounded import extract_document
 
-    key = (hashlib.sha256(data).digest(), _kind(rel), sb.limits.max_read_bytes)
+    key = _view_key(sb, rel, data)
     text = _VIEWS.get(key)
     if text is None:
         text = extract_document(data, posixpath.basename(rel), timeout=sb.time_left() if timeout is None else timeout,
@@ -469,10 +479,10 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
     rel = sb.resolve(path, must_exist=True)
     files = [rel] if sb.kind(rel, path) == "file" else _regular_files(sb, rel, "grep")
     texts: list[tuple[str, bytes]] = []
-    too_big = unreadable = slow = 0
-    for frel in files:
-        if includes and not any(fnmatch.fnmatch(posixpath.basename(frel), p) for p in includes):
-            continue
+    too_big = unreadable = slow = left_out = 0
+    files = [f for f in files
+             if not includes or any(fnmatch.fnmatch(posixpath.basename(f), p) for p in includes)]
+    for i, frel in enumerate(files):
         sb.check_time("grep")
         kind = _kind(frel)
         if _is_media(kind):  # the annotation read shows, or nothing (R2-eml-grep-line-numbers-differ-from-read)
@@ -486,7 +496,8 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
             too_big += 1
             continue
         if kind in DOCUMENT_KINDS:  # the extracted text read shows, numbered the same way
-            if slow:
+            key = _view_key(sb, frel, data)
+            if key in _SLOW_VIEWS and _VIEWS.get(key) is None:
                 slow += 1
                 continue
             left = sb.time_left()
@@ -496,7 +507,11 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
                     raise Overrun()
                 texts.append((frel, _extract_view(sb, frel, data, budget).encode("utf-8", "surrogatepass")))
             except Overrun:
+                if budget is not None and budget > 0 and len(_SLOW_VIEWS) < VIEW_CACHE_ENTRIES:
+                    _SLOW_VIEWS.add(key)  # it had time of its own and did not finish
                 slow += 1
+                left_out = len(files) - i - 1  # the rest of the call's time is for matching what was read
+                break
             except BoundedFailed:
                 unreadable += 1
             continue
@@ -504,7 +519,7 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
             texts.append((frel, data))
     try:
         total, found = grep_files(pattern, texts, timeout=sb.time_left(), max_hits=MAX_RESULTS,
-                                  line_cap=READ_LINE_CAP)
+                                  line_cap=READ_LINE_CAP) if texts else (0, [])
     except Overrun:
         raise LimitExceeded(f"grep stopped: matching ran past the call's time limit "
                             f"({sb.limits.max_call_s} s per call)") from None
@@ -521,7 +536,9 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
         output += f"\n[{unreadable} document(s) not searched: their text cannot be extracted]"
     if slow:
         output += (f"\n[{slow} document(s) not searched: text extraction ran past the call's time limit "
-                   f"({sb.limits.max_call_s} s); grep again to continue]")
+                   f"({sb.limits.max_call_s} s)]")
+    if left_out:
+        output += f"\n[{left_out} more file(s) not searched: the call's time ran out; grep again to search them]"
     return ToolResult(True, output), [{"kind": "search", "search_type": "grep", "query": pattern,
                                        "matched": min(total, MAX_RESULTS)}]
 
