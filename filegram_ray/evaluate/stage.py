@@ -607,7 +607,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
 
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
-            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(bb_info.get("is_llm")))
+            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(llm_ingest))
                              for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
