@@ -31,11 +31,12 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,19 @@ class GenerateConfig(BaseModel):
     chart_format: str = Field("svg", pattern="^(svg|png)$", description="F-L chart files (engine write is text)")
     upstream_quirks: bool = Field(False, description="engine reproduces upstream quirks (ref §13)")
     force: bool = Field(False, description="redo finished units")
+    agent: Literal["simulator", "llm"] = Field(
+        "simulator", description="simulator = the seeded persona simulator; llm = the LLM agent (generate.llm)")
+    llm: LLMAgentConfig | None = Field(None, description="the LLM agent's server and limits (agent: llm)")
     crash_on_unit: str | None = Field(None, description="TEST ONLY: os._exit() once on this unit id")
     crash_marker: str | None = Field(None, description="TEST ONLY: marker file gating crash_on_unit")
+
+
+    @model_validator(mode="after")
+    def _llm_section(self) -> GenerateConfig:
+        if self.agent == "llm" and (self.llm is None or (not self.llm.base_url and self.llm.serve is None)):
+            raise ValueError("generate.agent=llm needs generate.llm.base_url (an OpenAI-compatible /v1 URL) or "
+                             "generate.llm.serve (a server the stage starts)")
+        return self
 
 
 def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str) -> list[Any]:
@@ -143,7 +155,6 @@ class GenerateWorker:
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
         from filegram_ray.engine.simulator import AGENT_VERSION, simulate_trajectory
-        from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
         from filegram_ray.schema.profile import Profile
         from filegram_ray.schema.task import Task
 
@@ -152,12 +163,9 @@ class GenerateWorker:
         fingerprint = hashlib.sha256(json.dumps(
             [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), self.upstream_quirks,
              self.chart_format, AGENT_VERSION], sort_keys=True, default=str).encode()).hexdigest()[:16]
-        if not self.force and self.run.is_done(STAGE, uid):
-            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
-            if rec.get("fingerprint") == fingerprint and self.run.exists(
-                    f"trajectories/{uid}/events.json"):
-                return {**rec, "status": "ok", "skipped": True}
-            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+        done = self.finished_row(uid, fingerprint)
+        if done is not None:
+            return done
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
             Path(self.crash_marker).write_text("crashed once\n")
             os._exit(1)
@@ -170,6 +178,27 @@ class GenerateWorker:
         work = self.tmp / "work"
         sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=pert,
                                    chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
+        return self.write_unit(uid, profile, task, seed, pert, sess, t0, fingerprint,
+                               agent_kind="persona-simulator", agent_version=AGENT_VERSION)
+
+    def finished_row(self, uid: str, fingerprint: str) -> dict[str, Any] | None:
+        """The completion record of a unit already generated with the same ``fingerprint`` (a skip), else None."""
+        if not self.force and self.run.is_done(STAGE, uid):
+            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
+            if rec.get("fingerprint") == fingerprint and self.run.exists(
+                    f"trajectories/{uid}/events.json"):
+                return {**rec, "status": "ok", "skipped": True}
+            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+        return None
+
+    def write_unit(self, uid: str, profile: Any, task: Any, seed: int, pert: dict[str, Any] | None, sess: Any,
+                   t0: float, fingerprint: str, *, agent_kind: str, agent_version: str,
+                   extra_files: dict[str, bytes] | None = None, record_extra: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """Write a finished session as ``trajectories/<profile>/<task>/`` (+ ``extra_files`` beside the events)
+        with its meta.json, then the completion record; closes the session. Returns the result row."""
+        from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
+
         dest = self.tmp / "traj" / profile.profile_id / task.task_id
         shutil.rmtree(dest, ignore_errors=True)
         try:
@@ -177,13 +206,18 @@ class GenerateWorker:
             started = sess.events[0]["timestamp"] if sess.events else 0.0
             duration = sess.clock_ms - started
             outputs = sess.output_files()
+            completed = bool(getattr(sess, "completed", True))
         finally:
             sess.close()
+        for name, data in (extra_files or {}).items():
+            tmp = dest / (name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest / name)
         kept_counts = Counter(e["event_type"] for e in _read_events(dest / "events.json"))
         meta = TrajectoryMeta(
             trajectory_id=uid, profile_id=profile.profile_id, task_id=task.task_id, seed=seed,
-            agent_kind="persona-simulator", agent_version=AGENT_VERSION,
-            perturbation=Perturbation.model_validate(pert) if pert else None, completed=True,
+            agent_kind=agent_kind, agent_version=agent_version,
+            perturbation=Perturbation.model_validate(pert) if pert else None, completed=completed,
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
             versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
@@ -205,7 +239,7 @@ class GenerateWorker:
                   "fingerprint": fingerprint,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
-                  "outputs": out_rows,
+                  "outputs": out_rows, **(record_extra or {}),
                   "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
         self.run.mark_done(STAGE, uid, record)
         return {**record, "status": "ok"}
@@ -258,8 +292,13 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
                    "tts": str(config.section("workspace").get("tts", "auto"))}
     if not gcfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
-    rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,
-                     num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
+    if gcfg.agent == "llm":
+        from filegram_ray.engine.agents.stage import map_llm_units
+
+        rows = map_llm_units(gcfg, units, init_kwargs)
+    else:
+        rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,
+                         num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
     wall = time.perf_counter() - t0
     by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
     pert_ids = {u["unit_id"] for u in units if u["perturbation"]}
