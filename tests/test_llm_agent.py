@@ -365,3 +365,42 @@ def test_generate_stage_llm_agent(tmp_path):
         assert tr["stop_reason"] == "finished" and tr["model"] == "scripted"
         blob = (d / "events.json").read_text() + (d / "summary.json").read_text()
         assert "perturb" not in blob.lower()
+
+
+def test_stage_server_dies_mid_run_error_rows_name_url(tmp_path):
+    """The probe answers, then every completion fails: the shard stops at once (one session's retries, not one
+    per trajectory) and each trajectory becomes an error row naming the URL."""
+    from filegram_ray.engine.generate import run_generate
+
+    with ScriptedChatServer(lambda b, n: (503, {"error": {"message": "overloaded"}})) as srv:
+        over = [f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03,T-04]", "generate.serial=true",
+                "generate.agent=llm", f"generate.llm.base_url={srv.base_url}", "generate.llm.retries=2",
+                "generate.llm.backoff_s=0.01", "generate.llm.sessions_per_actor=1"]
+        rec = run_generate(load_config(None, over))
+        assert rec["ok"] == 0 and rec["error"] == 2 and len(srv.requests) == 3
+    from filegram_ray.storage import RunDir
+
+    idx = RunDir(str(tmp_path / "run")).read_table("trajectories/index.parquet")
+    assert all(srv.base_url in e for e in idx["error"].to_list())
+
+
+def test_stage_llm_agent_on_ray_actors(tmp_path, ray_local):
+    """The same stage on Ray actors: shards travel to 2 actors, each runs its sessions, rows come back per
+    trajectory."""
+    from filegram_ray.engine.generate import run_generate
+
+    def script(body, n):
+        if len(body["messages"]) == 2:
+            return completion(None, [native_call("write", {"file_path": "a.md", "content": "# A\n"})])
+        return completion("Done.")
+
+    with ScriptedChatServer(script) as srv:
+        over = [f"run_dir={tmp_path / 'run'}", "profiles=[p3,p17]", "tasks=[T-03,T-04]", "generate.agent=llm",
+                "generate.num_actors=2", "generate.num_cpus_per_actor=0.5", f"generate.llm.base_url={srv.base_url}",
+                "generate.llm.shard_size=2", "generate.llm.sessions_per_actor=2"]
+        rec = run_generate(load_config(None, over))
+    assert rec["ok"] == 4 and rec["error"] == 0 and len(srv.requests) == 8
+    for p in ("p3_efficient_executor", "p17_creative_archivist"):
+        for t in ("T-03", "T-04"):
+            d = tmp_path / "run" / "trajectories" / p / t
+            assert (d / "transcript.json").exists() and (d / "outputs" / "a.md").read_text() == "# A\n"

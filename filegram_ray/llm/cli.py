@@ -43,7 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
     from filegram_ray.llm.server import LlamaCppServer
 
     srv = LlamaCppServer(args.model, port=args.port, host=args.host, n_ctx=args.n_ctx, n_threads=args.threads,
-                         chat_format=args.chat_format, alias=args.alias, cache_dir=args.cache_dir,
+                         chat_format=None if args.chat_format == "gguf" else args.chat_format, alias=args.alias, cache_dir=args.cache_dir,
                          run_dir=args.run_dir, log_path=args.log, startup_timeout=args.startup_timeout)
     print(f"starting: {' '.join(srv.command())}", flush=True)
     srv.start()
@@ -92,7 +92,8 @@ def register(sub) -> None:
     s.add_argument("--n-ctx", type=int, default=None, help="context window in tokens (default: the model's entry)")
     s.add_argument("--threads", type=int, default=None, help="threads (default: every core available)")
     s.add_argument("--chat-format", default="auto",
-                   help="llama-cpp-python chat format (default: the measured one for a packaged model)")
+                   help="llama-cpp-python chat format (default: the measured one for a packaged model; 'gguf' = "
+                        "the model's own template, which the LLM agent uses: tool calls come back as JSON text)")
     s.add_argument("--log", default=None, help="server log file (default /tmp/llama_server_<port>.log)")
     s.add_argument("--startup-timeout", type=float, default=180.0, help="seconds to wait for the server")
     cache_opts(s)
