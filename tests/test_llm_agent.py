@@ -65,9 +65,13 @@ def test_tool_calls_native_and_several_and_none():
     assert [c.name for c in calls] == ["list", "read"] and all(c.ok for c in calls)
     calls, rest = parse_tool_calls({"content": "All done: summary.md is written."})
     assert calls == [] and rest == "All done: summary.md is written."
-    # JSON that is not a call is text
+    # JSON that is not a call is text: no tool named, or a "name" that is no tool and no arguments
     calls, _ = parse_tool_calls({"content": 'The file holds {"a": 1}.'})
     assert calls == []
+    calls, _ = parse_tool_calls({"content": '```json\n{"name": "Investment Analysis Framework", "sections": []}\n```'})
+    assert calls == []
+    calls, _ = parse_tool_calls({"content": '{"name": "read_file", "arguments": {"file_path": "a"}}'})
+    assert [(c.name, c.ok) for c in calls] == [("read_file", True)]  # runs; the session answers "unknown tool"
 
 
 @pytest.mark.parametrize("message, needle", [

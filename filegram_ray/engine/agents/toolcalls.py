@@ -8,8 +8,9 @@ own template writes ``{"name": …, "arguments": {…}}`` in ``content``, often 
 1. ``message["tool_calls"]`` (``function.arguments`` a JSON string or an object);
 2. in ``content``: ``<tool_call>`` blocks, fenced blocks (```` ```json ````, ```` ``` ````), then bare JSON objects
    or arrays of objects, and ``functions.<name>:`` followed by a JSON object — an object counts as a call when it
-   names a tool (``name`` / ``tool`` / ``tool_name`` / ``function`` as a string or ``{name, arguments}``), with its
-   arguments under ``arguments`` / ``parameters`` / ``args`` / ``input`` (an object or a JSON string).
+   names a tool (``name`` / ``tool`` / ``tool_name`` / ``function`` as a string or ``{name, arguments}``) with its
+   arguments under ``arguments`` / ``parameters`` / ``args`` / ``input`` (an object or a JSON string); an object
+   whose ``name`` is not one of the offered tools and that has no arguments key is content, not a call.
 
 JSON is read leniently: raw newlines inside strings (``strict=False``), trailing commas. A call that cannot be
 used — arguments that are not JSON or not an object, a ``name`` that is not a string, text that plainly tries a call
@@ -33,6 +34,8 @@ _FUNCTIONS_RX = re.compile(r"functions\.([A-Za-z_][A-Za-z0-9_]*)\s*:")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
+#: the 8 behavioural-mode tools (reference §1.1; ``engine.tools.TOOLS``)
+TOOL_NAMES: tuple[str, ...] = ("read", "write", "edit", "multiedit", "grep", "glob", "list", "bash")
 #: most JSON candidates tried in one reply (bounds the work on a long, brace-heavy text)
 MAX_CANDIDATES = 200
 
@@ -94,10 +97,12 @@ def _arguments(value: Any) -> tuple[dict[str, Any] | None, str | None]:
     return None, f"arguments must be a JSON object, got {type(value).__name__}"
 
 
-def _call_from_object(obj: dict[str, Any], cid: str, raw: str) -> ToolCall | None:
-    """A call when ``obj`` names a tool; None when it is some other JSON object."""
+def _call_from_object(obj: dict[str, Any], cid: str, raw: str, tools: frozenset[str]) -> ToolCall | None:
+    """A call when ``obj`` names one of ``tools``, or names anything and carries an arguments key; None when it is
+    some other JSON object (e.g. ``{"name": "Q3 report", "sections": [...]}`` written as content)."""
     name: Any = None
     args: Any = None
+    has_args = False
     for k in _NAME_KEYS:
         if k in obj:
             name = obj[k]
@@ -105,13 +110,17 @@ def _call_from_object(obj: dict[str, Any], cid: str, raw: str) -> ToolCall | Non
     else:
         return None
     if isinstance(name, dict):  # {"function": {"name": ..., "arguments": ...}} (an OpenAI tool_calls entry)
+        has_args = "arguments" in name or "parameters" in name
         args = name.get("arguments", name.get("parameters"))
         name = name.get("name")
     else:
         for k in _ARG_KEYS:
             if k in obj:
-                args = obj[k]
+                args, has_args = obj[k], True
                 break
+    known = isinstance(name, str) and name.strip() in tools
+    if not known and not has_args:
+        return None
     if not isinstance(name, str) or not name.strip():
         return ToolCall(cid, None, None, f"the tool name must be a string, got {name!r}"[:200], "content", raw)
     arguments, err = _arguments(args)
@@ -144,7 +153,7 @@ def _json_values(text: str) -> list[tuple[Any, str]]:
     return out
 
 
-def _calls_in_text(text: str, next_id) -> tuple[list[ToolCall], list[tuple[int, int]]]:
+def _calls_in_text(text: str, next_id, tools: frozenset[str]) -> tuple[list[ToolCall], list[tuple[int, int]]]:
     calls: list[ToolCall] = []
     spans: list[tuple[int, int]] = []
 
@@ -154,7 +163,7 @@ def _calls_in_text(text: str, next_id) -> tuple[list[ToolCall], list[tuple[int, 
             items = obj if isinstance(obj, list) else [obj]
             for it in items:
                 if isinstance(it, dict):
-                    c = _call_from_object(it, next_id(), raw)
+                    c = _call_from_object(it, next_id(), raw, tools)
                     if c is not None:
                         found.append(c)
         return found
@@ -199,12 +208,15 @@ def _calls_in_text(text: str, next_id) -> tuple[list[ToolCall], list[tuple[int, 
     return [], []
 
 
-def parse_tool_calls(message: dict[str, Any], id_prefix: str = "call") -> tuple[list[ToolCall], str]:
+def parse_tool_calls(message: dict[str, Any], id_prefix: str = "call",
+                     tools: tuple[str, ...] | frozenset[str] = TOOL_NAMES) -> tuple[list[ToolCall], str]:
     """Tool calls of one assistant message (module docstring) and the message's remaining text.
 
     Args:
         message: the ``choices[0].message`` object as a dict (``content``, ``tool_calls``).
         id_prefix: prefix of the ids given to calls found in text (``<prefix>_<n>``).
+        tools: the tool names offered; a JSON object in the text counts as a call when it names one of them, or
+            names anything together with an arguments key (then the session answers "unknown tool").
 
     Returns:
         ``(calls, text)``: the calls in order (possibly with ``error`` set) and the content without the parts
@@ -236,7 +248,7 @@ def parse_tool_calls(message: dict[str, Any], id_prefix: str = "call") -> tuple[
         calls.append(ToolCall(cid, name.strip(), args, err, "native", str(raw)[:2000] if raw is not None else ""))
     if calls:
         return calls, content.strip()
-    calls, spans = _calls_in_text(content, next_id)
+    calls, spans = _calls_in_text(content, next_id, frozenset(tools))
     rest = content
     for a, b in sorted(spans, reverse=True):
         rest = rest[:a] + rest[b:]
