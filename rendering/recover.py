@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -64,10 +65,27 @@ def _xlsx(data: bytes) -> str:
     wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     blocks = []
     for ws in wb.worksheets:
-        rows = ["\t".join("" if v is None else str(v) for v in row) for row in ws.iter_rows(values_only=True)]
+        rows = ["\t".join(_cell_text(c) for c in row) for row in ws.iter_rows()]
         blocks.append(f"[Sheet] {ws.title}\n" + "\n".join(rows))
     wb.close()
     return "\n\n".join(blocks)
+
+
+_NUMBER_FORMAT_RE = re.compile(r"(#,##)?0(\.0+)?")
+
+
+def _cell_text(cell) -> str:
+    """A cell as a person reads it: a number in a ``0.00`` / ``#,##0`` / ``#,##0.00`` format is shown with it (so
+    ``1,200`` written by the xlsx renderer reads back as ``1,200``), every other value as ``str``."""
+    v = getattr(cell, "value", None)
+    if v is None:
+        return ""
+    fmt = getattr(cell, "number_format", "General") or "General"
+    m = _NUMBER_FORMAT_RE.fullmatch(fmt)
+    if m and isinstance(v, (int, float)) and not isinstance(v, bool):
+        decimals = len(m.group(2)) - 1 if m.group(2) else 0
+        return f"{v:{',' if m.group(1) else ''}.{decimals}f}"
+    return str(v)
 
 
 def _png(data: bytes) -> str | None:
@@ -76,7 +94,7 @@ def _png(data: bytes) -> str | None:
     with Image.open(io.BytesIO(data)) as im:
         im.load()
         text = im.text.get("Description") if hasattr(im, "text") else None
-    return str(text) if text else None
+    return str(text) if text is not None else None  # an empty caption is a caption (an empty page)
 
 
 def _wav(data: bytes) -> str | None:
@@ -101,9 +119,9 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
                   transcript: str | None = None) -> str:
     """:func:`recover_text` on bytes already in memory; ``ext`` without the dot (``pdf``, ``png`` …)."""
     ext = ext.lower().lstrip(".")
+    if ext in ("docx", "pptx", "xlsx"):
+        check_zip(data, name)  # a decompression bomb is refused before the library inflates it (names the file)
     try:
-        if ext in ("docx", "pptx", "xlsx"):
-            check_zip(data, name)  # a decompression bomb is refused before the library inflates it
         if ext == "pdf":
             return _pdf(data, name)
         if ext == "docx":
@@ -128,6 +146,8 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
         raise
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
+    except Exception as exc:  # the format's reader failed on a corrupt file: a bad input, named, not a crash
+        raise ValueError(f"{name}: not a readable .{ext} file ({type(exc).__name__}: {exc})") from exc
     raise ValueError(f"{name}: cannot recover text from a .{ext} file")
 
 

@@ -135,7 +135,7 @@ def test_property_random_edits_apply_diff_old_is_new(pair):
 
 
 @pytest.mark.skipif(PATCH is None or GIT is None, reason="needs GNU patch and git")
-@settings(PROPS, max_examples=40)
+@settings(PROPS, max_examples=30)
 @given(edited())
 def test_property_patch_and_git_apply_rebuild_new(pair):
     """The same property through GNU patch and git apply, byte for byte."""

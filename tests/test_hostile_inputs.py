@@ -430,3 +430,20 @@ def test_events_complete_helper_matches_schema():
     for i, e in enumerate(complete([{"event_type": "file_read", "file_path": "a.md", "file_type": "md",
                                      "view_count": 1, "content_length": 3}], "pa_reader")):
         parse_event(e, i)
+
+
+def test_xlsx_extraction_bounds_cells_and_characters(tmp_path, monkeypatch):
+    """Both xlsx bounds hold together: the cell count (BR-28) and the text budget (MAX_EXTRACTED_CHARS); the merge of
+    the two once shadowed one counter with the other and every xlsx extraction raised AttributeError."""
+    import openpyxl
+
+    from filegram_ray.workspace import extract as X
+
+    p = tmp_path / "book.xlsx"
+    wb = openpyxl.Workbook()
+    wb.active["A1"], wb.active["B2"] = "name", 3
+    wb.save(p)
+    assert extract_text(p) == "# sheet: Sheet\nname\n\t3"
+    monkeypatch.setattr(X._TextBudget.__init__, "__defaults__", (3,))
+    with pytest.raises(ExtractionError, match=r"book.xlsx: cannot extract text: too large: more than 3 characters"):
+        extract_text(p)

@@ -71,13 +71,17 @@ class TaskRec:
 
 @dataclass(frozen=True)
 class TrajRec:
-    """A usable trajectory; ``perturbation`` = ``{"dimension", "from", "to"}`` or ``None`` (reference §5.7)."""
+    """A usable trajectory; ``perturbation`` = ``{"dimension", "from", "to"}`` or ``None`` (reference §5.7).
+
+    ``shift_real``: the generator's counterfactual check (``meta.json`` ``perturbation_check``): True = the shift
+    changed the perturbed dimension's features, False = it did not (a no-op), None = not checked."""
 
     trajectory_id: str
     profile_id: str
     task_id: str
     perturbation: dict[str, str] | None = None
     fingerprint: tuple[float, ...] | None = None
+    shift_real: bool | None = None
 
     @property
     def perturbed(self) -> bool:
@@ -233,6 +237,7 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             continue
         tid = r["trajectory_id"]
         pert = None
+        shift_real = None
         if r.get("perturbed") is None or bool(r.get("perturbed")):
             meta_rel = f"trajectories/{tid}/meta.json"
             if run.exists(meta_rel):
@@ -243,6 +248,9 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
                         if f not in pert:
                             raise ValueError(f"{meta_rel}: field 'perturbation.{f}' is missing")
                     pert = {"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}
+                    check = meta.get("perturbation_check") or {}
+                    if check.get("status") in ("real", "replaced", "dropped"):
+                        shift_real = check["status"] != "dropped" and bool(check.get("shift"))
             elif r.get("perturbed"):
                 raise ValueError(f"{meta_rel}: missing, but the index marks {tid} as perturbed")
         fp = None
@@ -256,7 +264,7 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             if isinstance(raw, list):
                 fp = tuple(float(x) for x in raw)
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
-                             perturbation=pert, fingerprint=fp))
+                             perturbation=pert, fingerprint=fp, shift_real=shift_real))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
     return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered)
 

@@ -65,10 +65,6 @@ class Command:
     flags: str
     operands: tuple[str, ...]
 
-    @property
-    def words(self) -> int:
-        return 1 + len(self.operands) + (1 if self.flags else 0)
-
 
 def tokenize(command: str) -> list[tuple[str, str]]:
     """``[("word", text) | ("op", operator)]`` after bash quote removal; BashRefused for anything outside the
@@ -88,6 +84,12 @@ def tokenize(command: str) -> list[tuple[str, str]]:
             toks.append(("word", "".join(word)))
             word = None
 
+    def add(text: str) -> None:
+        nonlocal word
+        if word is None:
+            word = []
+        word.append(text)
+
     while i < n:
         c = command[i]
         if c in " \t":
@@ -97,10 +99,10 @@ def tokenize(command: str) -> list[tuple[str, str]]:
             j = command.find("'", i + 1)
             if j < 0:
                 raise BashRefused("cannot parse command: no closing quotation (')")
-            word = (word or []) + [command[i + 1:j]]
+            add(command[i + 1:j])
             i = j + 1
         elif c == '"':
-            buf: list[str] = []
+            add("")  # "" is a word even when empty
             j = i + 1
             while True:
                 if j >= n:
@@ -109,19 +111,18 @@ def tokenize(command: str) -> list[tuple[str, str]]:
                 if d == '"':
                     break
                 if d == "\\" and j + 1 < n and command[j + 1] in '$`"\\':
-                    buf.append(command[j + 1])
+                    add(command[j + 1])
                     j += 2
                     continue
                 if d in "$`":
                     raise BashRefused(f"refused: {_REFUSED[d]} ({d!r}) inside double quotes is not supported")
-                buf.append(d)
+                add(d)
                 j += 1
-            word = (word or []) + buf
             i = j + 1
         elif c == "\\":
             if i + 1 >= n:
                 raise BashRefused("cannot parse command: it ends with a backslash")
-            word = (word or []) + [command[i + 1]]
+            add(command[i + 1])
             i += 2
         elif c in _OPERATOR_CHARS:
             flush()
@@ -132,7 +133,7 @@ def tokenize(command: str) -> list[tuple[str, str]]:
             what = "comment" if c == "#" else _REFUSED[c]
             raise BashRefused(f"refused: {what} ({c!r}) is not supported; {_ALLOWED_HINT}")
         else:
-            word = (word or []) + [c]
+            add(c)
             i += 1
     flush()
     return toks
@@ -244,6 +245,8 @@ def _ls(r: _Run) -> None:
         kind = sb.kind(rel, arg)
         if kind is None:
             r.fail(f"cannot access '{arg}': No such file or directory")
+        elif kind == "file" and arg.endswith("/"):
+            r.fail(f"cannot access '{arg}': Not a directory")
         elif kind == "dir":
             n, names = _listing(sb, rel, r.flags)
             if len(targets) > 1:
@@ -301,6 +304,10 @@ def _touch(r: _Run) -> None:
         if rel is None:
             continue
         kind = "dir" if rel == "." else sb.kind(rel, arg)
+        if arg.endswith("/") and kind != "dir":
+            if kind is not None or "c" not in r.flags:
+                r.fail(f"setting times of '{arg}': {'Not a directory' if kind else 'No such file or directory'}")
+            continue
         if kind is not None:
             sb.touch(rel, arg)
             continue
@@ -332,6 +339,10 @@ def _rm(r: _Run) -> None:
         if kind is None:
             if "f" not in r.flags:
                 r.fail(f"cannot remove '{arg}': No such file or directory")
+            continue
+        if kind == "file" and arg.endswith("/"):
+            if "f" not in r.flags:  # rm -f ignores it, like a missing name (coreutils)
+                r.fail(f"cannot remove '{arg}': Not a directory")
             continue
         removed: list[str] = []
         if kind == "dir":
@@ -390,19 +401,29 @@ def _mv_cp(r: _Run) -> None:
             continue
         name = posixpath.basename(srel)
         trel = (name if drel == "." else f"{drel}/{name}") if dkind == "dir" else drel
+        try:
+            tkind = sb.kind(trel, darg) if trel != srel else skind
+        except SandboxError as exc:
+            r.fail(str(exc))
+            continue
+        if prog == "mv" and no_clobber and tkind is not None:
+            continue  # mv -n: an existing destination is left alone (coreutils 9.1: silently, status 0)
+        if skind == "file" and sarg.endswith("/"):
+            r.fail(f"cannot stat '{sarg}': Not a directory")
+            continue
+        if darg.endswith("/") and dkind != "dir" and (dkind is not None or skind != "dir"):
+            r.fail(f"cannot move '{sarg}' to '{darg}': Not a directory" if prog == "mv" else
+                   f"cannot create regular file '{darg}': Not a directory")
+            continue
         if trel == srel:
-            r.fail(f"'{sarg}' and '{darg}' are the same file")
+            if not (no_clobber and skind == "file"):  # cp -n skips before comparing (coreutils)
+                r.fail(f"'{sarg}' and '{darg}' are the same file")
             continue
         if trel.startswith(srel + "/"):
             r.fail(f"cannot {prog} '{sarg}' to a subdirectory of itself")
             continue
-        try:
-            if sb.kind(_parent(trel)) != "dir":
-                r.fail(f"cannot {prog} to '{darg}': No such file or directory")
-                continue
-            tkind = sb.kind(trel, darg)
-        except SandboxError as exc:
-            r.fail(str(exc))
+        if sb.kind(_parent(trel)) != "dir":
+            r.fail(f"cannot {prog} to '{darg}': No such file or directory")
             continue
         if tkind == "dir" and skind != "dir":
             r.fail(f"cannot overwrite directory '{darg}' with non-directory")
@@ -411,14 +432,11 @@ def _mv_cp(r: _Run) -> None:
             r.fail(f"cannot overwrite non-directory '{darg}' with directory '{sarg}'")
             continue
         existed = tkind is not None
-        if existed and no_clobber and (prog == "mv" or skind == "file"):
-            continue  # -n: the destination is left as it is (coreutils 9.1: silently, status 0)
+        if existed and no_clobber and skind == "file":
+            continue  # cp -n: an existing destination file is left alone (coreutils 9.1: silently, status 0)
         try:
             if prog == "mv":
-                if tkind == "dir":
-                    r.fail(f"cannot move '{sarg}' onto existing directory '{darg}'")
-                    continue
-                sb.rename(srel, trel, sarg, darg)
+                sb.rename(srel, trel, sarg, darg)  # onto a folder: only an empty one is replaced (rename(2))
             else:
                 if skind == "dir" and not r.flags & {"r", "R", "a"}:
                     r.fail(f"-r not specified; omitting directory '{sarg}'")
@@ -448,8 +466,11 @@ def run_bash(sb: Sandbox, command: str) -> tuple[int, list[str], list[dict[str, 
     """Parse and run ``command``; returns (exit status of the last sub-command run, output lines,
     observations). Raises BashRefused / SandboxError / LimitExceeded before anything runs when the command is
     refused as a whole."""
+    longest = sb.limits.max_bash_words * (sb.limits.max_path_chars + 3)
+    if len(command) > longest:
+        raise LimitExceeded(f"command is longer than {longest} chars")
     cmds = parse_bash(command)
-    words = sum(c.words for c in cmds)
+    words = sum(1 for kind, _text in tokenize(command) if kind == "word")
     if words > sb.limits.max_bash_words:
         raise LimitExceeded(f"command has {words} words; the limit is {sb.limits.max_bash_words}")
     for c in cmds:  # pre-flight: one refused path refuses the whole command

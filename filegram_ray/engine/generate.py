@@ -14,6 +14,19 @@ the fly with ``build_bundle(task, seed)`` into its own temp dir (the seed stage 
 is byte-identical to the one the seed stage would write). It is not written back to the run dir (several actors
 could race on it); run the seed stage first to keep the workspaces in the run.
 
+Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
+``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
+(the counterfactual) and the perturbed dimension's fingerprint features (ref §7.3) are compared. A shift that
+changes none of them is a no-op: the task's other active dimensions are tried in turn
+(:func:`filegram_ray.profiles.perturbation.alternatives`), and when none changes anything the unit is kept
+unperturbed. ``meta.json`` ``perturbation_check`` records the status (real | replaced | dropped), the plan, what
+was tried, both fingerprints and the shift; the index's ``perturbed`` column and the stage record follow what was
+applied. Cost: one extra simulation per perturbed unit (≈ 16 % more work for 5 of 32).
+
+LLM agent (``generate.agent: llm``, issue #15): the same units, run by :mod:`filegram_ray.engine.agents` against an
+OpenAI-compatible server (``generate.llm``); same files plus ``transcript.json``. Its perturbations are applied as
+planned through the prompt (no counterfactual run: the model's sampling is not reproducible).
+
 Fault tolerance: a failing unit becomes an error row (``runtime.map_units``); an actor that dies is restarted and
 its unit resubmitted; a unit is written with atomic files and its completion record last, so a resubmitted or
 rerun unit rewrites identical bytes and is never counted twice.
@@ -37,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.config import PipelineConfig
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +68,8 @@ class GenerateConfig(BaseModel):
     num_cpus_per_actor: float = Field(0.5, gt=0, description="≤ 0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
     serial: bool = Field(False, description="run in this process without Ray")
     perturb: bool = Field(True, description="apply the ref §5.7 perturbation plan (5 trajectories per profile)")
+    verify_perturbations: bool = Field(True, description="run each perturbed unit again without its perturbation "
+                                       "and keep the shift only if the dimension's features change (issue #16)")
     chart_format: str = Field("svg", pattern="^(svg|png)$", description="F-L chart files (engine write is text)")
     upstream_quirks: bool = Field(False, description="engine reproduces upstream quirks (ref §13)")
     force: bool = Field(False, description="redo finished units")
@@ -62,7 +78,6 @@ class GenerateConfig(BaseModel):
     llm: LLMAgentConfig | None = Field(None, description="the LLM agent's server and limits (agent: llm)")
     crash_on_unit: str | None = Field(None, description="TEST ONLY: os._exit() once on this unit id")
     crash_marker: str | None = Field(None, description="TEST ONLY: marker file gating crash_on_unit")
-
 
     @model_validator(mode="after")
     def _llm_section(self) -> GenerateConfig:
@@ -93,25 +108,43 @@ def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]
     all_profiles = load_profiles(cfg.profiles_dir)
     profiles = _select(all_profiles, cfg.profiles, "profile_id", "profiles")
     tasks = _select(load_tasks(cfg.tasks_dir), cfg.tasks, "task_id", "tasks")
-    plan: dict[tuple[str, str], Any] = {}
-    if gcfg.perturb:
-        try:
-            from filegram_ray.profiles.perturbation import plan_perturbations
-        except ImportError:  # pragma: no cover - the profiles area provides it
-            log.warning("filegram_ray.profiles.perturbation is missing: no perturbed trajectories")
-        else:
-            plan = dict(plan_perturbations(all_profiles, cfg.seed))
+    from filegram_ray.profiles.perturbation import alternatives, plan_perturbations
+
+    plan: dict[tuple[str, str], Any] = dict(plan_perturbations(all_profiles, cfg.seed)) if gcfg.perturb else {}
     units = []
     for p in profiles:
         for t in tasks:
             pert = plan.get((p.profile_id, t.task_id))
-            pdict = None
+            pdict, alts = None, []
             if pert is not None:
-                frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
-                pdict = {"dimension": pert.dimension, "from": frm, "to": pert.to}
+                pdict = _pert_dict(pert)
+                if gcfg.verify_perturbations:
+                    alts = [_pert_dict(a) for a in alternatives(p, t.task_id, pert, cfg.seed)]
             units.append({"unit_id": f"{p.profile_id}/{t.task_id}", "profile": p.model_dump(mode="json"),
-                          "task": t.model_dump(mode="json"), "seed": int(cfg.seed), "perturbation": pdict})
+                          "task": t.model_dump(mode="json"), "seed": int(cfg.seed), "perturbation": pdict,
+                          "alternatives": alts, "verify": bool(gcfg.verify_perturbations)})
     return units
+
+
+def _pert_dict(pert: Any) -> dict[str, str]:
+    frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
+    return {"dimension": pert.dimension, "from": frm, "to": pert.to}
+
+
+def trajectory_fingerprint(traj_dir: Path) -> list[float]:
+    """The 17-D fingerprint (reference §7.3) of a written trajectory, with the memory's own feature code."""
+    from filegram_ray.engine.simulator.calibration import procedural
+    from filegram_ray.memory.features import fingerprint
+
+    return [float(x) for x in fingerprint(procedural(traj_dir))]
+
+
+def perturbation_shift(dim: str, base: list[float], pert: list[float]) -> dict[str, list[float]]:
+    """``{feature: [without, with]}`` over the fingerprint features of dimension ``dim`` (reference §7.3)."""
+    from filegram_ray.memory.constants import FINGERPRINT_FEATURES
+
+    return {f"{attr}.{key}": [base[i], pert[i]] for i, (d, attr, key) in enumerate(FINGERPRINT_FEATURES)
+            if d == dim}
 
 
 class GenerateWorker:
@@ -139,6 +172,16 @@ class GenerateWorker:
     def __del__(self):  # best effort: the sandbox root of this actor
         shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
 
+    def bundle_hash(self, task_id: str) -> str | None:
+        """:func:`~filegram_ray.workspace.bundle.bundle_content_hash` of ``workspaces/<task_id>/bundle.json`` in the
+        run (None when the run has no bundle for the task: it is then built from (task, seed))."""
+        rel = f"workspaces/{task_id}/bundle.json"
+        if not self.run.exists(rel):
+            return None
+        from filegram_ray.workspace.bundle import bundle_content_hash
+
+        return bundle_content_hash(self.run.read_json(rel))
+
     def bundle_dir(self, task: Any, seed: int) -> Path | None:
         tid = task.task_id
         if tid in self.bundles:
@@ -159,11 +202,11 @@ class GenerateWorker:
         from filegram_ray.schema.task import Task
 
         uid = unit["unit_id"]
-        # Everything that decides the trajectory's bytes: a finished unit is reused only if it matches.
-        fingerprint = hashlib.sha256(json.dumps(
-            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), self.upstream_quirks,
-             self.chart_format, AGENT_VERSION], sort_keys=True, default=str).encode()).hexdigest()[:16]
-        done = self.finished_row(uid, fingerprint)
+        bundle_sha = self.bundle_hash(str(unit["task"]["task_id"]))
+        fingerprint = self.unit_fingerprint(
+            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
+             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION], bundle_sha)
+        done = self.finished_row(unit, fingerprint, bundle_sha)
         if done is not None:
             return done
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
@@ -176,51 +219,72 @@ class GenerateWorker:
         pert = unit.get("perturbation")
         bdir = self.bundle_dir(task, seed)
         work = self.tmp / "work"
-        sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=pert,
-                                   chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
-        return self.write_unit(uid, profile, task, seed, pert, sess, t0, fingerprint,
-                               agent_kind="persona-simulator", agent_version=AGENT_VERSION)
 
-    def finished_row(self, uid: str, fingerprint: str) -> dict[str, Any] | None:
+        def simulate(p: dict[str, str] | None, dest: Path) -> dict[str, Any]:
+            sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=p,
+                                       chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
+            shutil.rmtree(dest, ignore_errors=True)
+            try:
+                info = sess.write_trajectory(dest)
+                started = sess.events[0]["timestamp"] if sess.events else 0.0
+                return {"info": info, "started": started, "duration": sess.clock_ms - started,
+                        "outputs": sess.output_files(), "sandbox": sess.sandbox_record()}
+            finally:
+                sess.close()
+
+        dest = self.tmp / "traj" / profile.profile_id / task.task_id
+        res = simulate(pert, dest)
+        check = None
+        if pert is not None and unit.get("verify", True):
+            res, pert, check = self.verify(simulate, dest, res, pert, list(unit.get("alternatives") or []))
+        return self.write_unit(uid, profile, task, seed, pert, dest, res, t0, fingerprint, bundle_sha,
+                               agent_kind="persona-simulator", agent_version=AGENT_VERSION, check=check)
+
+    @staticmethod
+    def unit_fingerprint(settings: list[Any], bundle_sha: str | None) -> str:
+        """Hash of everything that decides the trajectory's bytes (``settings``): a finished unit is reused only if
+        it matches — the bundle's content included, so a re-imported folder regenerates (case R2-generate-stale-
+        trajectory-after-reimport). A bundle built on the fly is a function of (task, seed), already in the list."""
+        settings = list(settings)
+        if bundle_sha is not None:
+            settings.append({"bundle_sha256": bundle_sha})
+        return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def finished_row(self, unit: dict[str, Any], fingerprint: str, bundle_sha: str | None) -> dict[str, Any] | None:
         """The completion record of a unit already generated with the same ``fingerprint`` (a skip), else None."""
+        uid = unit["unit_id"]
         if not self.force and self.run.is_done(STAGE, uid):
             rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
             if rec.get("fingerprint") == fingerprint and self.run.exists(
                     f"trajectories/{uid}/events.json"):
                 return {**rec, "status": "ok", "skipped": True}
-            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+            if rec.get("bundle_sha256", bundle_sha) != bundle_sha:
+                log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); "
+                            "regenerating", uid, unit["task"]["task_id"])
+            else:
+                log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
         return None
 
-    def write_unit(self, uid: str, profile: Any, task: Any, seed: int, pert: dict[str, Any] | None, sess: Any,
-                   t0: float, fingerprint: str, *, agent_kind: str, agent_version: str,
-                   extra_files: dict[str, bytes] | None = None, record_extra: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
-        """Write a finished session as ``trajectories/<profile>/<task>/`` (+ ``extra_files`` beside the events)
-        with its meta.json, then the completion record; closes the session. Returns the result row."""
+    def write_unit(self, uid: str, profile: Any, task: Any, seed: int, pert: dict[str, str] | None, dest: Path,
+                   res: dict[str, Any], t0: float, fingerprint: str, bundle_sha: str | None, *, agent_kind: str,
+                   agent_version: str, check: dict[str, Any] | None = None,
+                   record_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Finish a trajectory folder written at ``dest`` (``res``: ``info``, ``started``, ``duration``,
+        ``outputs``, ``sandbox``, optional ``completed``): meta.json, upload to ``trajectories/<profile>/<task>/``,
+        then the completion record. Returns the result row."""
         from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
 
-        dest = self.tmp / "traj" / profile.profile_id / task.task_id
-        shutil.rmtree(dest, ignore_errors=True)
-        try:
-            info = sess.write_trajectory(dest)
-            started = sess.events[0]["timestamp"] if sess.events else 0.0
-            duration = sess.clock_ms - started
-            outputs = sess.output_files()
-            completed = bool(getattr(sess, "completed", True))
-        finally:
-            sess.close()
-        for name, data in (extra_files or {}).items():
-            tmp = dest / (name + ".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, dest / name)
+        info, started, duration, outputs = res["info"], res["started"], res["duration"], res["outputs"]
         kept_counts = Counter(e["event_type"] for e in _read_events(dest / "events.json"))
         meta = TrajectoryMeta(
             trajectory_id=uid, profile_id=profile.profile_id, task_id=task.task_id, seed=seed,
             agent_kind=agent_kind, agent_version=agent_version,
-            perturbation=Perturbation.model_validate(pert) if pert else None, completed=completed,
+            perturbation=Perturbation.model_validate(pert) if pert else None, perturbation_check=check,
+            completed=bool(res.get("completed", True)),
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
-            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
+            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")},
+            sandbox=res["sandbox"] if any(res["sandbox"].values()) else None)
         meta_d = meta.to_json_dict()
         meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
 
@@ -236,13 +300,45 @@ class GenerateWorker:
                              "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         shutil.rmtree(dest, ignore_errors=True)
         record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
-                  "fingerprint": fingerprint,
+                  "fingerprint": fingerprint, "bundle_sha256": bundle_sha,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
+                  "perturbation_status": (check or {}).get("status"),
                   "outputs": out_rows, **(record_extra or {}),
                   "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
         self.run.mark_done(STAGE, uid, record)
         return {**record, "status": "ok"}
+
+
+    def verify(self, simulate, dest: Path, res: dict[str, Any], planned: dict[str, str],
+               alts: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, str] | None, dict[str, Any]]:
+        """Counterfactual check of a perturbation (issue #16): simulate the same unit without it and compare the
+        perturbed dimension's fingerprint features. A shift that changes none of them is a no-op: the next of
+        ``alts`` is tried; if none changes anything the unit is kept unperturbed (the counterfactual run).
+
+        Returns (simulation result written at ``dest``, applied perturbation or None, the ``meta.json``
+        ``perturbation_check`` record: status real | replaced | dropped, planned, applied, tried,
+        baseline_fingerprint, fingerprint, shift {feature: [without, with]})."""
+        base_dir = self.tmp / "counterfactual" / dest.parent.name / dest.name
+        base_res = simulate(None, base_dir)
+        base_fp = trajectory_fingerprint(base_dir)
+        tried: list[dict[str, Any]] = []
+        for k, cand in enumerate([planned, *alts]):
+            if k:
+                res = simulate(cand, dest)
+            fp = trajectory_fingerprint(dest)
+            shift = perturbation_shift(cand["dimension"], base_fp, fp)
+            real = any(a != b for a, b in shift.values())
+            tried.append({**cand, "real": real})
+            if real:
+                shutil.rmtree(base_dir, ignore_errors=True)
+                return res, cand, {"status": "real" if k == 0 else "replaced", "planned": planned, "applied": cand,
+                                   "tried": tried, "baseline_fingerprint": base_fp, "fingerprint": fp,
+                                   "shift": shift}
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.move(str(base_dir), str(dest))
+        return base_res, None, {"status": "dropped", "planned": planned, "applied": None, "tried": tried,
+                                "baseline_fingerprint": base_fp, "fingerprint": base_fp, "shift": {}}
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:
@@ -266,6 +362,7 @@ def _peak_rss_mb() -> float:
         return 0.0
 
 
+@exclusive_stage(STAGE)
 def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the generate stage; returns the stage record (also merged into ``run.json``).
 
@@ -301,7 +398,11 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
                          num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
     wall = time.perf_counter() - t0
     by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
-    pert_ids = {u["unit_id"] for u in units if u["perturbation"]}
+    # what was applied (the counterfactual check can replace or drop a planned shift), else what was planned
+    pert_ids = {u["unit_id"] for u in units if (by_unit.get(u["unit_id"]) or {}).get("perturbed",
+                                                                                       bool(u["perturbation"]))}
+    pstatus = Counter((by_unit.get(u["unit_id"]) or {}).get("perturbation_status") for u in units
+                      if u["perturbation"])
     index, outs = [], []
     for u in units:
         uid = u["unit_id"]
@@ -339,6 +440,7 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
     record = {
         "units": len(units), "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
         "skipped": sum(1 for r in ok_rows if r.get("skipped")), "perturbed": len(pert_ids),
+        "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
         "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
         "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),
         "files_created": int(mix.get("file_write", 0)), "output_files": len(outs),
@@ -361,6 +463,10 @@ def print_summary(rec: dict[str, Any], file=sys.stdout) -> None:
     print("\nGenerate summary", file=file)
     print(f"  trajectories   ok {rec['ok']}  error {rec['error']}  (skipped as done: {rec['skipped']}, "
           f"perturbed: {rec['perturbed']})", file=file)
+    pc = rec.get("perturbation_check") or {}
+    if any(pc.values()):
+        print(f"  perturbations  counterfactual check: real {pc.get('real', 0)}, replaced by another dimension "
+              f"{pc.get('replaced', 0)}, dropped (no-op) {pc.get('dropped', 0)}", file=file)
     print(f"  events         raw {raw}  kept {kept}  stripped {strip:.1f} %", file=file)
     print(f"  output files   {rec['output_files']}  (file_write events {rec['files_created']})", file=file)
     print(f"  wall time      {rec['wall_s']:.1f} s", file=file)

@@ -26,10 +26,12 @@ import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import os
 import random
 import re
 import shutil
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +42,7 @@ from filegram_ray.engine.filter import filter_events
 from filegram_ray.engine.media import MediaStore
 from filegram_ray.engine.sandbox import VIRTUAL_PREFIX, Limits, OpCounter, Sandbox, SandboxError
 from filegram_ray.engine.tools import TOOLS, ToolContext, ToolError, ToolResult, list_tree
+from filegram_ray.names import escape_bytes
 from filegram_ray.schema.events import dumps_events
 
 #: simulated tool latency ranges in ms, (low, high) inclusive — our own model, not a reference constant.
@@ -47,6 +50,7 @@ EXEC_TIME_MS: dict[str, tuple[int, int]] = {
     "read": (4, 40), "write": (6, 60), "edit": (6, 60), "multiedit": (8, 80), "grep": (10, 150),
     "glob": (5, 80), "list": (4, 40), "bash": (15, 250),
 }
+log = logging.getLogger(__name__)
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -92,7 +96,14 @@ class EngineSession:
         self._start_ms = float(start_ms)
         self.sandbox = Sandbox.create(bundle_files_dir, Path(work_root) / "sandbox" / dirname,
                                       f"{VIRTUAL_PREFIX}/{dirname}", self.limits, clock=lambda: self._clock)
-        self._ctx = ToolContext(annotations=dict(annotations or {}))
+        if self.sandbox.skipped:
+            log.warning("%s: %d bundle entries not copied into the sandbox (link rule): %s", dirname,
+                        len(self.sandbox.skipped), "; ".join(f"{p} ({why})" for p, why in self.sandbox.skipped[:10]))
+        if self.sandbox.renamed:
+            log.warning("%s: %d bundle names are not valid UTF-8, copied under %%XX names: %s", dirname,
+                        len(self.sandbox.renamed), "; ".join(f"{a} -> {b}" for a, b in self.sandbox.renamed[:10]))
+        # paths are NFC inside the sandbox (sandbox.py): key the annotations the same way
+        self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", k): v for k, v in (annotations or {}).items()})
         self._time_rng = random.Random(sub_seed(self.seed, "timing"))
         id_rng = random.Random(sub_seed(self.seed, "event-ids"))
         self.media = MediaStore()
@@ -275,8 +286,11 @@ class EngineSession:
     def _scrub(self, value: Any) -> Any:
         """Replace the real sandbox directory by the virtual root inside recorded arguments — only where it
         stands as a whole path (followed by ``/``, the end, a quote, a space or a separator), so a sibling
-        folder whose name merely starts with the sandbox's name is recorded as the agent wrote it."""
+        folder whose name merely starts with the sandbox's name is recorded as the agent wrote it. A lone
+        surrogate an agent typed (a JSON ``"\\udce9"`` escape) is recorded by the :mod:`filegram_ray.names` rule
+        (``%E9``), so events stay valid UTF-8 (BR-27)."""
         if isinstance(value, str):
+            value = escape_bytes(value)
             if self._scrub_rx is None:
                 reals = sorted({str(self.sandbox.root), self.sandbox.real_root}, key=len, reverse=True)
                 self._scrub_rx = re.compile("(?:" + "|".join(map(re.escape, reals)) + r")(?=$|[/\s'\";&:,)\]])")
@@ -284,7 +298,7 @@ class EngineSession:
         if isinstance(value, list):
             return [self._scrub(x) for x in value]
         if isinstance(value, dict):
-            return {k: self._scrub(x) for k, x in value.items()}
+            return {self._scrub(k) if isinstance(k, str) else k: self._scrub(x) for k, x in value.items()}
         return value
 
     def _virtual_or_raw(self, raw: Any) -> str | None:
@@ -330,6 +344,13 @@ class EngineSession:
             except SandboxError:
                 continue
         return sorted(out)
+
+    def sandbox_record(self) -> dict[str, list[dict[str, str]]]:
+        """What the bundle copy and the listings changed or left out (``meta.json`` ``sandbox``; empty lists when
+        nothing): ``renamed`` [{"path": sandbox-relative new name, "renamed_from": original with ``\\xNN``}],
+        ``skipped`` [{"path", "reason"}] (BR-27, the link rule)."""
+        return {"renamed": [{"path": new, "renamed_from": old} for old, new in self.sandbox.renamed],
+                "skipped": [{"path": p, "reason": why} for p, why in self.sandbox.skipped]}
 
     def summary(self) -> dict[str, Any]:
         """summary.json content (reference §2.3), computed from the raw events."""

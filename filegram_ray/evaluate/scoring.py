@@ -41,6 +41,7 @@ __all__ = [
     "likert_to_100",
     "make_judge",
     "parse_judge_reply",
+    "validity_requests",
     "score_mcq",
     "summarise",
 ]
@@ -265,6 +266,11 @@ class LLMJudge:
     def judge(self, item: Mapping[str, Any], reference: str, answer: str) -> int | None:
         return self.judge_many([(item, reference, answer)])[0][0]
 
+    def prefetch(self, requests: Sequence[tuple[Mapping[str, Any], str, str]]) -> None:
+        """Judge ``requests`` now in one processor pass; later calls on them are answered from the cache."""
+        if requests:
+            self.judge_many(requests)
+
 
 def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | None = None):
     """``"auto"`` (LLM judge when ``backbone`` is a language-model config, else rubric), ``"llm"`` or
@@ -303,24 +309,7 @@ def judge_validity(judge, items: Sequence[Mapping[str, Any]], key: Mapping[str, 
     (``empty``). Returns one row per case: judge, case, n, mean, lo, hi (the bounds of
     :data:`VALIDITY_CASES`, on 0–100), ok (mean within bounds; for ``wrong_value`` strictly between), n_unscored.
     """
-    import random
-
-    from filegram_ray.llm.backbones import stable_seed
-
-    reqs: list[tuple[str, Mapping[str, Any], str, str]] = []
-    for it in items:
-        if it.get("choices"):
-            continue
-        k = key.get(str(it.get("question_id")), {})
-        ref = str(k.get("correct_text") or k.get("correct") or "")
-        if not ref:
-            continue
-        reqs.append(("true_value", it, ref, ref))
-        others = [v for v in _value_space(it) if _norm(v) != _norm(ref)]
-        if others:
-            wrong = random.Random(stable_seed(seed, "judge-validity", it.get("question_id"))).choice(others)
-            reqs.append(("wrong_value", it, ref, wrong))
-        reqs.append(("empty", it, ref, ""))
+    reqs = _validity_cases(items, key, seed)
     schema = {"judge": pl.Utf8, "case": pl.Utf8, "n": pl.Int64, "mean": pl.Float64, "lo": pl.Float64,
               "hi": pl.Float64, "ok": pl.Boolean, "n_unscored": pl.Int64}
     if not reqs:
@@ -340,6 +329,35 @@ def judge_validity(judge, items: Sequence[Mapping[str, Any]], key: Mapping[str, 
         rows.append({"judge": judge.name, "case": case, "n": len(scores), "mean": mean, "lo": lo, "hi": hi,
                      "ok": ok, "n_unscored": len(scores) - len(got)})
     return pl.DataFrame(rows, schema=schema)
+
+
+def validity_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
+                      seed: int) -> list[tuple[Mapping[str, Any], str, str]]:
+    """The ``(item, reference, answer)`` requests :func:`judge_validity` will make (to prefetch them)."""
+    return [(it, ref, ans) for _, it, ref, ans in _validity_cases(items, key, seed)]
+
+
+def _validity_cases(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
+                    seed: int) -> list[tuple[str, Mapping[str, Any], str, str]]:
+    import random
+
+    from filegram_ray.llm.backbones import stable_seed
+
+    reqs: list[tuple[str, Mapping[str, Any], str, str]] = []
+    for it in items:
+        if it.get("choices"):
+            continue
+        k = key.get(str(it.get("question_id")), {})
+        ref = str(k.get("correct_text") or k.get("correct") or "")
+        if not ref:
+            continue
+        reqs.append(("true_value", it, ref, ref))
+        others = [v for v in _value_space(it) if _norm(v) != _norm(ref)]
+        if others:
+            wrong = random.Random(stable_seed(seed, "judge-validity", it.get("question_id"))).choice(others)
+            reqs.append(("wrong_value", it, ref, wrong))
+        reqs.append(("empty", it, ref, ""))
+    return reqs
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -35,6 +35,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class EvaluateConfig(BaseModel):
         judge_backbone: the judge's language model (same shapes as ``backbone``); None = the answering backbone.
         ingest_llm: with an OpenAI-compatible backbone, let methods call it at ingest (Eager Summarization's
             summaries, FileGramOS consolidation); false = their non-LLM path (much faster on a CPU server).
+        max_context_chars: language-model path only: cut each retrieved context to this many characters before
+            it goes into the prompt (the answering model's window; None = no cut). Applies to every method alike;
+            the report counts the cut prompts.
         wave_units: work units per prompt-and-answer wave of the language-model path (bounds driver memory; a unit
             is written as soon as its last answer is in).
         settings: item settings to evaluate (``text``, ``multimodal``).
@@ -101,6 +105,7 @@ class EvaluateConfig(BaseModel):
     judge: str = "auto"
     judge_backbone: str | dict[str, Any] | None = None
     ingest_llm: bool = True
+    max_context_chars: int | None = Field(None, ge=1)
     wave_units: int = Field(64, ge=1)
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
     multimodal_content: str = "auto"
@@ -431,6 +436,18 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+def _open_answers(answers: pl.DataFrame, items: list[dict[str, Any]],
+                  key: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], str, str]]:
+    """``(item, reference, answer)`` of the answered open-ended rows (what :func:`score_rows` will judge)."""
+    by_id = {it["question_id"]: it for it in items}
+    out = []
+    for r in answers.filter(pl.col("status") == "ok").iter_rows(named=True):
+        it, k = by_id.get(r["question_id"]), key.get(r["question_id"])
+        if it is not None and k and not it.get("choices"):
+            out.append((it, str(k.get("correct_text") or k.get("correct") or ""), r["answer_text"]))
+    return out
+
+
 _JUDGE_CACHE = "results/judge/verdicts.parquet"
 
 
@@ -459,6 +476,7 @@ def _probe(spec) -> None:
         raise ValueError(f"evaluate: backbone {spec.display()} at {spec.base_url} is not answering: {exc}") from exc
 
 
+@exclusive_stage(STAGE)
 def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                  backbone: str | dict[str, Any] | None = None, serial: bool | None = None) -> dict[str, Any]:
     """Run the evaluate stage on ``config.run_dir``; returns a one-screen summary dict.
@@ -472,7 +490,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from filegram_ray.evaluate.report import write_report
-    from filegram_ray.evaluate.scoring import judge_validity, make_judge, summarise
+    from filegram_ray.evaluate.scoring import judge_validity, make_judge, summarise, validity_requests
     from filegram_ray.llm import make_backbone
     from filegram_ray.methods import method_names
     from filegram_ray.runtime import init_ray, map_units
@@ -535,7 +553,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             run, todo, spec=spec, stage=STAGE, unit_schema=_UNIT_SCHEMA, method_options=ecfg.method_options,
             ingest_backbone=ingest_backbone, seed=config.seed, multimodal_content=mm_mode,
             multimodal_formats=ecfg.multimodal_formats, num_actors=ecfg.num_actors,
-            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units)
+            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units,
+            max_context_chars=ecfg.max_context_chars)
     for m, units in plan.items() if spec is None else ():
         todo = [u for u in units if not _unit_complete(run, u)]
         log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
@@ -568,6 +587,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     cache = _load_judge_cache(run)
     judge = make_judge(ecfg.judge, judge_spec, cache=cache)
     t_judge = time.perf_counter()
+    if hasattr(judge, "prefetch"):  # one processor pass for the answers' verdicts and the validity rows
+        judge.prefetch(_open_answers(answers, items, key) + (validity_requests(items, key, config.seed)
+                                                             if ecfg.validity else []))
     results = score_rows(answers, items, key, judge)
     validity = judge_validity(judge, items, key, config.seed) if ecfg.validity else None
     _save_judge_cache(run, cache)

@@ -17,6 +17,7 @@ functions without Ray.
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
@@ -40,6 +41,7 @@ from filegram_ray.memory.index import (
     save_indices,
 )
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,8 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
             eng = encode_engram(events, tid, task_id, media if media.exists() else None,
                                 upstream_quirks=upstream_quirks, source=src)
         run.write_text(f"engrams/{profile_id}/{task_id}.json", eng.to_json())
-        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems)})
+        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems),
+                                          "upstream_quirks": bool(upstream_quirks)})
         row.update(n_events=eng.event_count, importance_score=eng.importance_score)
     except Exception as exc:  # noqa: BLE001 - one bad trajectory never sinks the batch
         row.update(status="error", error_type=type(exc).__name__, error=f"{tid}: {exc}"[:2000])
@@ -153,13 +156,22 @@ def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool, cac
             out.append(fn({"text": np.asarray([r["text"] for r in rows[i:i + cfg.embed_batch_size]],
                                               dtype=object)})["vector"])
         return np.concatenate(out).astype(np.float32)
+    import warnings
+
     import ray
 
+    from filegram_ray.runtime import pool_capacity
+
     ds = ray.data.from_items([{"row": i, "text": r["text"]} for i, r in enumerate(rows)])
-    ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder, "batch_size": cfg.embed_batch_size,
-                                                           "cache_dir": cache_dir},
-                        batch_size=cfg.embed_batch_size, batch_format="numpy", num_cpus=cfg.embed_num_cpus,
-                        compute=ray.data.ActorPoolStrategy(size=max(1, cfg.embed_actors)))
+    size = max(1, min(cfg.embed_actors, pool_capacity(cfg.embed_num_cpus)))  # every actor can be placed (BR-08)
+    with warnings.catch_warnings():  # Ray 2.60 takes actor retry limits only through the deprecated remote args
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder,
+                                                               "batch_size": cfg.embed_batch_size,
+                                                               "cache_dir": cache_dir},
+                            batch_size=cfg.embed_batch_size, batch_format="numpy", num_cpus=cfg.embed_num_cpus,
+                            compute=ray.data.ActorPoolStrategy(size=size),
+                            max_restarts=3, max_task_retries=2)  # bounded: a dying embedder fails the stage
     got = ds.take_all()
     vecs = np.zeros((len(rows), len(got[0]["vector"])), dtype=np.float32)
     for r in got:
@@ -168,6 +180,7 @@ def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool, cac
 
 
 # ------------------------------------------------------------------ the stage
+@exclusive_stage("encode")
 def run_encode(config, *, serial: bool = False, address: str | None = None) -> dict[str, Any]:
     """Run the encode stage over a run directory.
 
@@ -213,10 +226,15 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
         run.clear_done(STAGE_PROFILE)
-    todo = [r for r in rows if cfg.force or not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")
-            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]  # record without its Engram: redo
+    # redo: no record, a record without its Engram, or an Engram made with other settings (never mix two plans)
+    todo = [r for r in rows if cfg.force or not _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg)
+            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]
     if not serial and (todo or rows):
+        from filegram_ray.runtime import check_cpu_request
+
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+        check_cpu_request(cfg.encode_num_cpus, "encode.encode_num_cpus")  # fail fast, never wait forever (BR-08)
+        check_cpu_request(cfg.embed_num_cpus, "encode.embed_num_cpus")
 
     # ---- Stage 1: Engrams in parallel
     t1 = time.perf_counter()
@@ -231,6 +249,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         results = ray.data.from_items(todo).map(_make_encode_fn(run, cfg.upstream_quirks),
                                                 num_cpus=cfg.encode_num_cpus).take_all()
     errors = [r for r in results if r["status"] != "ok"]
+    redone_engrams = {r["trajectory_id"] for r in results if r["status"] == "ok"}
     import polars as pl
 
     err_schema = {"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8, "error_type": pl.Utf8,
@@ -243,18 +262,20 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     t2 = time.perf_counter()
     by_profile: dict[str, list[str]] = {}
     for r in rows:
-        if run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}"):
+        if _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg):
             by_profile.setdefault(r["profile_id"], []).append(r["task_id"])
     eng_index = [{"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t}
                  for p, ts in sorted(by_profile.items()) for t in sorted(ts)]
     run.write_table("engrams/index.parquet", pl.DataFrame(
         eng_index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8}))
     pending = []
+    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
+    settings = json.loads(json.dumps({"embedder": ident, "consolidate": ccfg}, sort_keys=True))  # as stored
     for pid, tids in sorted(by_profile.items()):
-        done = [d for d in run.done_records(STAGE_PROFILE) if d.get("unit") == pid] if run.is_done(
-            STAGE_PROFILE, pid) else []
-        if done and sorted(done[0].get("tasks", [])) == sorted(tids):
-            continue
+        done = _done_record(run, STAGE_PROFILE, pid)
+        if done and sorted(done.get("tasks", [])) == sorted(tids) and not redone_engrams & set(
+                f"{pid}/{t}" for t in tids) and all(done.get(k, v) == v for k, v in settings.items()):
+            continue  # same trajectories, same Engrams, same embedder and consolidation settings
         pending.append({"profile_id": pid, "task_ids": sorted(tids)})
     if not pending:
         cons = []
@@ -283,7 +304,6 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         emb_rows.extend({"text": t} for t in et)
         spans[pid] = {"chunks": (a, b), "episodes": (b, len(emb_rows))}
     vecs = _embed_rows(emb_rows, cfg, serial, run_cache_dir(run))
-    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
     for pid, store in stores.items():
         (ca, cb), (ea, eb) = spans[pid]["chunks"], spans[pid]["episodes"]
         _, cm = chunk_texts(store)
@@ -293,7 +313,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
                                                   ccfg["episode_cluster_threshold"])
         save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm, ident), build_index(ev, em, ident)))
         run.write_text(f"memory/{pid}/store.json", store.to_json())
-        run.mark_done(STAGE_PROFILE, pid, {"tasks": sorted(by_profile[pid]), "chunks": cb - ca,
+        run.mark_done(STAGE_PROFILE, pid, {**settings, "tasks": sorted(by_profile[pid]), "chunks": cb - ca,
                                            "episodes": eb - ea})
     t_embed = time.perf_counter() - t3
 
@@ -313,6 +333,20 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         first = f"; first error: {errors[0]['error']}" if errors else ""
         raise ValueError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
     return summary
+
+
+def _done_record(run, stage: str, unit: str) -> dict[str, Any] | None:
+    from filegram_ray.storage import safe_unit_name
+
+    rel = f"_done/{stage}/{safe_unit_name(unit)}.json"
+    return run.read_json(rel) if run.exists(rel) else None
+
+
+def _engram_current(run, tid: str, cfg: EncodeConfig) -> bool:
+    """A finished Engram made with this run's settings (records written before settings were recorded count as the
+    default settings)."""
+    rec = _done_record(run, STAGE_ENGRAM, tid)
+    return rec is not None and bool(rec.get("upstream_quirks", False)) == cfg.upstream_quirks
 
 
 def _make_encode_fn(run, q):

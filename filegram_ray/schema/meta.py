@@ -40,15 +40,25 @@ class TrajectoryMeta(BaseModel):
     agent_kind: str = Field("persona-simulator", description="persona-simulator | llm-agent")
     agent_version: str = ""
     perturbation: Perturbation | None = None
+    perturbation_check: dict[str, Any] | None = Field(
+        None, description="the generator's counterfactual check of a planned perturbation: fingerprints with and "
+        "without it, the shift of the perturbed dimension's features, whether it is real, the plan it replaced")
     completed: bool = True
     started_at_ms: float = Field(0.0, description="simulated epoch ms of session_start")
     duration_ms: float = Field(0.0, description="simulated duration (ms)")
     wall_time_s: float = Field(0.0, description="real seconds spent generating")
     event_counts: dict[str, int] = Field(default_factory=dict, description="raw / kept / per type")
     versions: dict[str, str] = Field(default_factory=dict)
+    sandbox: dict[str, list[dict[str, str]]] | None = Field(
+        None, description="bundle entries the engine's sandbox copy renamed or left out: {'renamed': [{path, "
+        "renamed_from}], 'skipped': [{path, reason}]} (a name that is not valid UTF-8 gets its %XX name, case "
+        "BR-27; links and special files are skipped); absent when nothing was")
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        d = self.model_dump(mode="json", by_alias=True)
+        if d.get("sandbox") is None:
+            d.pop("sandbox", None)
+        return d
 
 
 class RunManifest(BaseModel):

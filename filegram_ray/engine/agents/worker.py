@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import shutil
 import time
 from typing import Any
 
@@ -55,13 +57,12 @@ class LLMGenerateWorker(GenerateWorker):
         self.cfg = LLMAgentConfig.model_validate(llm)
         self.base_urls, self.model, self.provider, self.api_key = list(base_urls), model, provider, api_key
 
-    def fingerprint(self, unit: dict[str, Any]) -> str:
+    def fingerprint(self, unit: dict[str, Any], bundle_sha: str | None) -> str:
         """What decides the trajectory besides the server's sampling: a finished unit is reused only if it
         matches (the endpoint URL is not part of it: the same model may move)."""
-        return hashlib.sha256(json.dumps(
+        return self.unit_fingerprint(
             [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), self.upstream_quirks,
-             AGENT_VERSION, self.model, self.cfg.behaviour_key()], sort_keys=True, default=str).encode()
-        ).hexdigest()[:16]
+             AGENT_VERSION, self.model, self.cfg.behaviour_key()], bundle_sha)
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
         units = list(unit.get("units") or [unit])
@@ -73,12 +74,13 @@ class LLMGenerateWorker(GenerateWorker):
         rows: list[dict[str, Any]] = []
         todo = []
         for u in units:
-            fp = self.fingerprint(u)
-            done = self.finished_row(u["unit_id"], fp)
+            sha = self.bundle_hash(str(u["task"]["task_id"]))
+            fp = self.fingerprint(u, sha)
+            done = self.finished_row(u, fp, sha)
             if done is not None:
                 rows.append(done)
             else:
-                todo.append((u, fp))
+                todo.append((u, (fp, sha)))
         for u, _ in todo:  # bundles built before the loop starts (building one is slow and synchronous)
             try:
                 self.bundle_dir(Task.model_validate(u["task"]), int(u["seed"]))
@@ -90,25 +92,26 @@ class LLMGenerateWorker(GenerateWorker):
         down = {e.base_url: asyncio.Event() for e in endpoints}
         sem = asyncio.Semaphore(self.cfg.sessions_per_actor)
 
-        async def one(k: int, u: dict[str, Any], fp: str) -> dict[str, Any]:
+        async def one(k: int, u: dict[str, Any], key: tuple[str, str | None]) -> dict[str, Any]:
             uid = u["unit_id"]
             ep = endpoints[_endpoint_index(uid, len(endpoints))]
             async with sem:
                 if down[ep.base_url].is_set():
                     return error_row(uid, LLMServerUnavailable(f"LLM server at {ep.base_url} is down"), STAGE)
                 try:
-                    return await self._one(u, fp, ep, down[ep.base_url])
+                    return await self._one(u, key, ep, down[ep.base_url])
                 except Exception as exc:  # one trajectory never sinks the shard
                     return error_row(uid, exc, STAGE)
 
         try:
-            rows += await asyncio.gather(*(one(k, u, fp) for k, (u, fp) in enumerate(todo)))
+            rows += await asyncio.gather(*(one(k, u, key) for k, (u, key) in enumerate(todo)))
         finally:
             for e in endpoints:
                 await e.aclose()
         return rows
 
-    async def _one(self, u: dict[str, Any], fp: str, ep: ChatEndpoint, down: asyncio.Event) -> dict[str, Any]:
+    async def _one(self, u: dict[str, Any], key: tuple[str, str | None], ep: ChatEndpoint,
+                   down: asyncio.Event) -> dict[str, Any]:
         from filegram_ray.schema.profile import Profile
         from filegram_ray.schema.task import Task
 
@@ -123,14 +126,27 @@ class LLMGenerateWorker(GenerateWorker):
         res = await run_llm_trajectory(profile, task, bdir, work, seed=seed, endpoint=ep, cfg=self.cfg,
                                        perturbation=pert, provider=self.provider,
                                        upstream_quirks=self.upstream_quirks, down=down)
-        transcript = (json.dumps(res.transcript, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        sess = res.session
+        dest = self.tmp / "traj" / profile.profile_id / task.task_id
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            info = sess.write_trajectory(dest)
+            started = sess.events[0]["timestamp"] if sess.events else 0.0
+            written = {"info": info, "started": started, "duration": sess.clock_ms - started,
+                       "outputs": sess.output_files(), "sandbox": sess.sandbox_record(),
+                       "completed": sess.completed}
+        finally:
+            sess.close()
+        data = (json.dumps(res.transcript, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        (dest / "transcript.json.tmp").write_bytes(data)
+        os.replace(dest / "transcript.json.tmp", dest / "transcript.json")
         extra = {"agent": "llm", "stop_reason": res.stop_reason, "iterations": res.iterations,
                  "tool_calls": res.tool_calls, "malformed_calls": res.malformed_calls,
                  "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                 "completed": res.stop_reason != "llm_error", "llm_wall_s": round(res.wall_s, 3)}
-        return self.write_unit(uid, profile, task, seed, pert, res.session, t0, fp, agent_kind="llm-agent",
-                               agent_version=f"{AGENT_VERSION}:{self.model}",
-                               extra_files={"transcript.json": transcript}, record_extra=extra)
+                 "completed": sess.completed, "llm_wall_s": round(res.wall_s, 3)}
+        fp, sha = key
+        return self.write_unit(uid, profile, task, seed, pert, dest, written, t0, fp, sha, agent_kind="llm-agent",
+                               agent_version=f"{AGENT_VERSION}:{self.model}", record_extra=extra)
 
 
 def _endpoint_index(uid: str, n: int) -> int:

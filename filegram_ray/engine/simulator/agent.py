@@ -5,9 +5,14 @@ Every number below comes from TIER_TARGETS.md (cited per constant as ``TT §x``)
 and FILEGRAM_REFERENCE §6.3. One tool call per iteration (the upstream agent's shape, ref §3.3), so the share of
 stripped metadata events resembles the paper's 74 % (ref §0).
 
-Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, task id) drives every choice; a
-second stream with the same key plus ``"scratch"`` decides the scratch files, so scratch creation is identical
-across E tiers and unaffected by an E perturbation (TT §2.5).
+Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, task id) drives every choice.
+Scratch files are fixed per workspace kind (:meth:`PersonaAgent.scratch_plan`), so they are identical across E
+tiers and unaffected by an E perturbation (TT §2.5).
+
+Issue #16 (behaviour must carry the profile): each tier acts in every task type where the task allows it, with
+counts that stay steady from task to task — E curates the workspace's planted clutter (:meth:`curate`), C decides
+where outputs go and moves them into place (:meth:`layout`), D revises organize notes too, A reviews its own
+outputs in an empty workspace — so one session shows the tier and a perturbed session stands out.
 
 Clock: the session's simulated clock advances by thinking time per iteration (rhythm-dependent), reading time
 proportional to the read output (0.5 ms/char) and writing time proportional to the written content
@@ -36,7 +41,7 @@ from filegram_ray.engine.simulator.writer import (
     svg_chart,
 )
 
-AGENT_VERSION = "persona-simulator/1"
+AGENT_VERSION = "persona-simulator/2"
 
 #: Extensions the read tool turns into text (extractors) — ref §1.1; media need an annotation (no event otherwise).
 DOC_EXT = {".md", ".txt", ".csv", ".json", ".eml", ".ics", ".docx", ".pdf", ".xlsx", ".pptx", ".yaml", ".yml",
@@ -53,8 +58,24 @@ FAMILY = {
 }
 FAMILY_ZH = {"documents": "文档资料", "communications": "邮件日程", "data": "数据表格", "images": "图片素材",
              "audio": "音频录音", "video": "视频文件", "misc": "其他杂项"}
-JUNK = re.compile(r"(\.tmp$|\.temp$|\.bak$|~$|\.swp$|copy|\(\d\)|副本|untitled|final_final|^\~)", re.IGNORECASE)
 TEMP_EXT = {".tmp", ".temp", ".bak", ".swp", ".swo", ".pyc", ".o", ".log"}  # ref §3.4 was_temporary
+#: Workspace clutter by category, recognised by name the way a person would (issue #16; TIER_TARGETS §2.5 "what
+#: gets deleted"): temporary/autosave files, duplicates, superseded or worthless leftovers. Matches the clutter the
+#: seed stage plants (``workspace.scenarios._plant_clutter`` / ``_plant_junk``). Checked in this order.
+CLUTTER: tuple[tuple[str, re.Pattern], ...] = (
+    ("temp", re.compile(r"(\.tmp$|\.temp$|\.swp$|\.swo$|\.bak$|~$|^~|^\.~lock)", re.IGNORECASE)),
+    ("duplicate", re.compile(r"( \(\d+\)\.[^.]+$|[ _]copy(\s?\(\d+\))?\d*\.[^.]+$|副本|final_final)", re.IGNORECASE)),
+    ("superseded", re.compile(r"(_old\.[^.]+$|\.old$|\.orig$|_superseded|_obsolete|^untitled)", re.IGNORECASE)),
+)
+
+
+def clutter_category(path: str) -> str | None:
+    """``"temp"``, ``"duplicate"``, ``"superseded"`` or None for a workspace path (by its file name)."""
+    name = PurePosixPath(path).name
+    for cat, rx in CLUTTER:
+        if rx.search(name):
+            return cat
+    return None
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {
@@ -88,7 +109,6 @@ class PersonaAgent:
         self.tid = str(task.task_id)
         self.ttype = str(task.type)
         self.rng = random.Random(derive_seed(seed, persona.profile_id, self.tid))
-        self.scratch_rng = random.Random(derive_seed(seed, persona.profile_id, self.tid, "scratch"))
         self.chart_format = chart_format
         self.rules = TASK_RULES.get(self.tid, {})
         self.nb = Notebook()
@@ -239,14 +259,14 @@ class PersonaAgent:
         tier, rng = self.T["A"], self.rng
         acts: list[Any] = []
         if tier == "L":
-            # Sequential, whole files, ≥ 70 % coverage, 14–25 reads, ≥ 3 revisits; no search (TT §2.1 A-L).
-            cover = 1.0 if self.p.thoroughness == "exhaustive" else rng.uniform(0.8, 0.95)
-            n = max(1, min(len(readable), round(len(readable) * cover * budget_scale), 21))
-            if n < len(readable) * 0.7 * budget_scale:
-                n = min(len(readable), round(len(readable) * 0.7 * budget_scale + 0.5))
+            # Sequential, whole files, no search, then revisits of the key files (TT §2.1 A-L). The number of
+            # files read is capped at 9–10 so that the whole set keeps the paper's ≈ 7 reads per trajectory
+            # (ref §0; TT §5 consequence 2); 2–3 revisits keep revisit_ratio at ≈ 0.2 (TT §2.1 band 0.12–0.30).
+            cap = 10 if self.p.thoroughness == "exhaustive" else 9
+            n = max(1, min(len(readable), round(cap * budget_scale)))
             order = sorted(readable)[:n] if self.p.working_style == "methodical" else readable[:n]
             acts += [lambda f=f: self.read(f) for f in order]
-            k = max(3, min(5, round(len(order) * 0.2))) if len(order) >= 3 else len(order) and 1
+            k = 3 if len(order) >= 10 else 2 if len(order) >= 5 else 1
             acts.append(lambda k=k: [self.read(f) for f in self.nb.richest(k)])
         elif tier == "M":
             # ≥ 3 keyword greps + 1 type glob before any read; reads of the hit windows; a search before each
@@ -262,6 +282,7 @@ class PersonaAgent:
                     if h[0] not in state["read"] and h not in state["hits"]:
                         state["hits"].append(h)
 
+            acts.append(lambda: self.ls("."))  # one look at the top level (TT §2.1 A-M browses 0–1)
             for kw in kws[:3]:
                 acts.append(lambda kw=kw: search(kw))
             if self.p.thoroughness == "exhaustive":
@@ -296,8 +317,9 @@ class PersonaAgent:
             ext = self.dominant_ext()
             if self.p.thoroughness != "minimal":
                 acts.append(lambda: self.glob(f"**/*{ext}"))
-            cover = {"exhaustive": 0.9, "balanced": 0.7, "minimal": 0.5}.get(self.p.thoroughness, 0.7)
-            n = max(1, min(len(readable), max(8, round(len(readable) * cover * budget_scale)), 20))
+            # Many shallow reads, but ≤ 10 per session so the set keeps ≈ 7 reads per trajectory (ref §0).
+            cap = {"exhaustive": 10, "balanced": 9, "minimal": 7}.get(self.p.thoroughness, 9)
+            n = max(1, min(len(readable), round(cap * budget_scale)))
             head = rng.choice((10, 15, 20))
             acts += [lambda f=f: self.read(f, limit=head) for f in readable[:n]]
         return acts
@@ -350,6 +372,8 @@ class PersonaAgent:
                 first = False
         for f in final:
             f()
+        if self.T["A"] == "R" and self.files:  # A-R checks the result with one more listing (TT §2.1 browses 3–6)
+            self.ls(".")
         if self.p.rhythm == "phased":
             self.sess.advance(self.rng.randint(8000, 20000))
 
@@ -382,6 +406,14 @@ class PersonaAgent:
                     self.own_order[self.own_order.index(a)] = b
                 if a in self.files:
                     self.files[self.files.index(a)] = b
+                # a moved folder takes its files along
+                for i, f in enumerate(self.files):
+                    if f.startswith(a + "/"):
+                        self.files[i] = b + f[len(a):]
+                for f in [f for f in self.own_order if f.startswith(a + "/")]:
+                    g = b + f[len(a):]
+                    self.own[g] = self.own.pop(f)
+                    self.own_order[self.own_order.index(f)] = g
 
     def rm(self, paths: list[str]) -> None:
         if not paths:
@@ -461,7 +493,12 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ layout per C tier (TT §2.3)
     def layout(self) -> dict[str, str]:
-        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``) and the folders to create."""
+        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``; ``base``/``mid`` = the C-L tree
+        levels) per C tier (TT §2.3). C-L: a three-level topic tree; C-M: one short folder for the outputs
+        (``reports/``, ``notes/`` in revision tasks), so the tier shows in where the outputs go in every task type
+        (issue #16), not only when another dimension asks for a folder. F-L visuals sit beside the report they
+        illustrate (no extra folder: the folder count then follows C alone, and the set keeps the paper's ≈ 1.5
+        dir_create per trajectory, ref §0); C-R: everything in the root."""
         C = self.T["C"]
         zh = self.lang == "zh"
         if C == "L":
@@ -469,31 +506,34 @@ class PersonaAgent:
             if self.p.naming == "short_abbrev":
                 base = base.split("_")[0][:10]
             a = f"{base}/analysis" if not zh else f"{base}/分析"
-            out = {"main": f"{a}/reports" if not zh else f"{a}/报告", "aux": f"{base}/references/sources"
-                   if not zh else f"{base}/参考/来源", "fig": f"{a}/figures" if not zh else f"{a}/图表",
-                   "scratch": base, "base": base, "mid": a}
-            return out
+            main = f"{a}/reports" if not zh else f"{a}/报告"
+            return {"main": main, "aux": f"{base}/references/sources" if not zh else f"{base}/参考/来源",
+                    "fig": main, "scratch": "", "base": base, "mid": a,
+                    "notes": f"{base}/notes/working" if not zh else f"{base}/笔记/工作"}
         if C == "M":
-            fig = "figures" if self.T["F"] == "L" else ""
-            aux = "docs" if self.T["B"] == "L" else ""
-            return {"main": "", "aux": aux, "fig": fig, "scratch": "", "base": "", "mid": ""}
+            out_dir = "notes" if self.ttype in ("iterate", "maintain") else "reports"
+            return {"main": out_dir, "aux": out_dir, "fig": out_dir, "scratch": "", "base": "", "mid": ""}
         return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
 
     def setup_dirs(self, lay: dict[str, str]) -> None:
         C = self.T["C"]
         if C == "L":
-            paths = [lay["main"], lay["aux"]]
-            if self.T["F"] == "L":
-                paths.append(lay["fig"])
-            paths.append(f"{lay['base']}/notes/working" if self.lang == "en" else f"{lay['base']}/笔记/工作")
-            if self.rng.random() < 0.5:
-                paths.append(f"{lay['mid']}/data" if self.lang == "en" else f"{lay['mid']}/数据")
+            paths = [lay["main"], lay["aux"], lay["notes"]]
             for p in paths:  # one mkdir -p per branch: each is one dir_create at depth 3 (TT §1)
                 self.mkdir(p)
         elif C == "M":
-            for key in ("aux", "fig"):
-                if lay[key]:
-                    self.mkdir(lay[key])
+            self.mkdir(*dict.fromkeys(lay[k] for k in ("main", "fig") if lay[k]))
+
+    def file_scratch(self, plan: list[tuple[str, str]], lay: dict[str, str]) -> None:
+        """C-L files its working notes (written in the root while working) into the notes branch of its tree at
+        the end, as it files the deliverable (TT §2.3 C-L: put files in place with ``mv``; nothing loose in the
+        root)."""
+        if self.T["C"] != "L" or not lay.get("notes"):
+            return
+        pairs = [(rel, f"{lay['notes']}/{PurePosixPath(rel).name}") for _, rel in plan if rel in self.own]
+        self.mv(pairs)
+        moved = dict(pairs)
+        plan[:] = [(k, moved.get(rel, rel)) for k, rel in plan]
 
     @staticmethod
     def join(folder: str, name: str) -> str:
@@ -516,10 +556,16 @@ class PersonaAgent:
         self.sess.finish(completed=True)
 
     def scratch_plan(self) -> list[tuple[str, str]]:
-        """Scratch files (kind, ext): drawn from the E-independent stream (TT §2.5: same count in every E tier)."""
-        u = self.scratch_rng.random()
-        n = 0 if u < 0.3 else (1 if u < 0.8 else 2)
-        return [("scratch", ".tmp"), ("outline", ".md")][:n]
+        """Scratch files (kind, ext), the same in every E tier and every session (TT §2.5: E decides only their
+        fate). Every session drafts an outline first; a non-empty workspace brings its own clutter for curation
+        (``workspace.scenarios._plant_clutter``), while in an empty workspace the session also keeps a temporary
+        working buffer, so E-M has a temporary file to remove there too. Fixed counts keep the E features of a
+        profile's sessions steady, so a shifted session stands out (issue #16)."""
+        if self.rules.get("no_new_files"):  # T-09: no new file but the optional notes (the task wins, TT)
+            return []
+        if self.files:
+            return [("outline", ".md")]
+        return [("scratch", ".tmp"), ("outline", ".md")]
 
     def prescribed_names(self) -> list[str]:
         names = re.findall(r"\b([A-Za-z0-9_\-]+\.(?:md|csv|txt|json))\b", self.prompt_en)
@@ -563,15 +609,19 @@ class PersonaAgent:
             aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 3))))
             if self.T["C"] != "R":
                 aux.append(("index", self.join(lay["base"] or lay["aux"], self.name("index", ".md", 4))))
-        elif B == "M" and self.p.a("documentation") == "comprehensive":
+        elif B == "M" and (self.p.a("documentation") == "comprehensive" or "max_lines" in self.rules):
+            # p9's comprehensive documentation, or a task that caps the main file (T-16: ≤ 30 lines): a balanced
+            # writer moves the detail into one supporting file instead of dropping it (TT §2.2 B-M: 1–2 files)
             aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 2))))
         for extra in prescribed[1:2]:
             if B != "R":
                 aux.append(("log", self.join(lay["aux"], extra)))
         for kind, rel in aux:
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
-        # The main deliverable: written to the root first and moved into place under C-L (TT §2.3 C-L "mv").
-        main_tmp = main_name if self.T["C"] == "L" else self.join(lay["main"], main_name)
+        # The main deliverable: drafted in the root and moved into place when done under C-L and C-M (TT §2.3:
+        # C-L puts files in place with mv; C-M files 0–3 things), so files_moved keeps the tier order L > M > R
+        # in every task type.
+        main_tmp = main_name if self.T["C"] in ("L", "M") else self.join(lay["main"], main_name)
         main_final = self.join(lay["main"], main_name)
 
         def write_main() -> None:
@@ -582,17 +632,48 @@ class PersonaAgent:
         writes.append(write_main)
         final: list[Any] = []
         final.append(lambda: self.self_revise(main_tmp))
-        if self.T["E"] == "L":
-            final.append(lambda: self.curate(plan))
         if main_tmp != main_final:
             final.append(lambda: self.mv([(main_tmp, main_final)]))
+        final.append(lambda: self.file_scratch(plan, lay))
         if self.T["C"] == "L":
             final.append(lambda: self.readmes(lay))
         if self.p.error_handling == "defensive":
             final.append(lambda: self.read_back(main_final))
-        if self.T["E"] == "M":
-            final.append(lambda: self.curate(plan))
+        if not self.files:
+            final.append(self.review_outputs)
+        final.append(lambda: self.curate(plan))
         self.interleave(reads, writes, final)
+
+    def review_outputs(self) -> None:
+        """Empty workspace (T-03/T-04/T-20): the agent's own outputs are the only material to consume, so the A
+        tier shows in how it reviews them (TT §1: re-reading one's own output is a revisit; issue #16 "wherever
+        the task allows it"). A-L reads up to 4 own files whole and re-reads the first (revisit ≈ 0.2); A-M
+        greps 3 keywords and reads 2 hit windows (search_ratio 0.6); A-R lists the root and its folders, globs
+        the text files once and reads the first 15 lines of 2 files it has not opened (browse_ratio ≥ 0.3)."""
+        own = [r for r in self.own_order if r in self.own and PurePosixPath(r).suffix in EDITABLE_EXT]
+        if not own:
+            return
+        A = self.T["A"]
+        if A == "L":
+            for r in own[:4]:
+                self.read(r)
+            self.read(own[0])
+        elif A == "M":
+            words = [w for w in re.findall(r"[A-Za-z]{5,}", self.topic_en) if w.lower() not in _STOP]
+            kws = (words + ["summary", "next", "total"])[:3]
+            hits: list[tuple[str, int]] = []
+            for kw in kws:
+                hits += [h for h in self.grep(kw) if h[0] in self.own and h not in hits]
+            for f, line in (hits or [(own[0], 1)])[:2]:
+                self.read(f, offset=max(1, line - 12), limit=40)
+        else:
+            self.ls(".")
+            for d in [d for d in self.created_dirs if "/" not in d][:2]:
+                self.ls(d)
+            self.glob("**/*.md")
+            fresh = [r for r in own if r not in self.view] or own
+            for r in fresh[:2]:
+                self.read(r, limit=15)
 
     def chart(self, title: str) -> str | bytes:
         figs = chart_figures(self.nb)
@@ -628,7 +709,7 @@ class PersonaAgent:
         if D == "L":
             if self.p.version != "overwrite":
                 self.cp(rel, rel + ".bak")
-            for _ in range(rng.randint(3, 5)):
+            for _ in range(3):  # TT §2.4 D-L create task [2–5]; 3 keeps the set near the paper's 1.65 edits (ref §0)
                 self.small_edit(rel)
         elif D == "M":
             for _ in range(rng.randint(1, 2)):
@@ -689,48 +770,65 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ E: curation of own files (TT §2.5)
     def curate(self, plan: list[tuple[str, str]]) -> None:
-        """E-L: delete own scratch/intermediate files; E-M: delete a temporary-extension scratch file now and
-        then (18 % when one exists, giving 1 delete in 10–25 % of trajectories); E-R: keep everything."""
+        """Curation of the workspace's own clutter and of the agent's scratch files (TT §2.5; issue #16).
+
+        E-L (selective) deletes every clutter file of the workspace (:func:`clutter_category`: temporary files,
+        duplicates, superseded versions) and its own scratch notes; E-M (pragmatic) deletes the obvious
+        temporary files only and keeps drafts, duplicates and its own notes; E-R (preservative) deletes nothing.
+        Every non-empty bundle carries clutter (``workspace.scenarios._plant_clutter``) and an empty one gets the
+        session's own scratch (:meth:`scratch_plan`), so the tier shows in one session: L 4 deletes (3 clutter files
+        and the outline; 2 in an empty workspace), M 1, R 0 (more where a task plants more junk: T-17, T-21)."""
         E = self.T["E"]
-        scratch = [rel for kind, rel in plan if rel in self.own]
+        clutter = [(f, c) for f in self.files if (c := clutter_category(f))]
+        scratch = [rel for _, rel in plan if rel in self.own]
         if E == "L":
-            self.rm(scratch)
+            self.rm([f for f, _ in clutter] + scratch)
         elif E == "M":
-            tmp = [r for r in scratch if PurePosixPath(r).suffix in TEMP_EXT]
-            if tmp and self.rng.random() < 0.18:
-                self.rm(tmp[:1])
+            self.rm([f for f, c in clutter if c == "temp"] + [r for r in scratch if clutter_category(r) == "temp"])
 
     # ------------------------------------------------------------------ revision tasks (iterate / maintain)
     def flow_revise(self) -> None:
         """Iterate / maintain: read (A), change existing files per D (edits / backups / overwrites), write the
-        task's notes file per B, curate scratch per E; T-18 ends in a reorganisation."""
+        task's notes file per B where the C tier puts outputs (C-L: moved into the topic tree; C-M: ``notes/``),
+        F-L visuals, curate clutter and scratch per E; T-18 ends in a reorganisation."""
         reads = self.reading_actions(budget_scale=0.8)
         targets = self.edit_targets()
         lay = self.layout()
+        C, F = self.T["C"], self.T["F"]
+        notes_ok = not (self.rules.get("no_new_files") and self.T["B"] == "R")
+        visuals = F == "L" and not self.rules.get("no_new_files")
         writes: list[Any] = []
         plan: list[tuple[str, str]] = []
+        if notes_ok or visuals:
+            writes.append(lambda: self.setup_dirs(lay))
         for kind, ext in self.scratch_plan():
-            rel = self.join(lay["scratch"] if self.T["C"] != "L" else "", self.name(kind, ext))
+            rel = self.join(lay["scratch"] if notes_ok or visuals else "", self.name(kind, ext))
             plan.append((kind, rel))
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         writes.append(lambda: self.revise_files(targets))
         final: list[Any] = []
-        notes_ok = not (self.rules.get("no_new_files") and self.T["B"] == "R")
         if notes_ok:
             names = self.prescribed_names()
             note = names[0] if names else self.name("log", ".md")
-            final.append(lambda: self.write(note, self.render("log")))
-        if self.T["F"] == "L" and not self.rules.get("no_new_files"):
-            fold = "figures" if self.T["C"] != "R" else ""
-            if fold:
-                final.append(lambda: self.mkdir(fold))
-            pre = "" if fold else "fig_"
-            final.append(lambda: self.write(self.join(fold, pre + self.name("csv", ".csv")),
+            note_tmp = note if C in ("L", "M") else self.join(lay["main"], note)
+            note_final = self.join(lay["main"], note)
+            final.append(lambda: self.write(note_tmp, self.render("log")))
+            if note_tmp != note_final:
+                final.append(lambda: self.mv([(note_tmp, note_final)]))
+        if visuals:
+            pre = "" if lay["fig"] else "fig_"
+            final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("csv", ".csv")),
                                             csv_text(chart_figures(self.nb))))
+            ext = ".png" if self.chart_format == "png" else ".svg"
+            final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("chart", ext)),
+                                            self.chart(self.topic())))
+        if notes_ok or visuals:
+            final.append(lambda: self.file_scratch(plan, lay))
+        if C == "L" and (notes_ok or visuals):
+            final.append(lambda: self.readmes(lay))
         if self.rules.get("reorg"):
             final.append(lambda: self.reorganise(self.rules["reorg"]))
-        if self.T["E"] != "R":
-            final.append(lambda: self.curate(plan))
+        final.append(lambda: self.curate(plan))
         self.interleave(reads, writes, final)
 
     def edit_targets(self) -> list[str]:
@@ -761,7 +859,7 @@ class PersonaAgent:
             if D == "L":
                 if self.p.version != "overwrite":
                     self.cp(rel, rel + ".bak")  # backup before the first edit (TT §2.4 D-L)
-                for _ in range(max(self.rng.randint(3, 5), -(-self.rng.randint(6, 10) // len(targets)))):
+                for _ in range(max(3, -(-self.rng.randint(6, 8) // len(targets)))):  # TT §2.4: 6–15, ≥ 3
                     self.small_edit(rel)
             elif D == "M":
                 if self.p.version == "archive_old" and self.T["C"] != "R":
@@ -792,6 +890,10 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ organize tasks (TT §2.3 organize row)
     def flow_organize(self) -> None:
+        """Organize: read (A, reduced budget), curate clutter and scratch first (E: what is pruned is not
+        sorted), sort the rest per C, write the task's note (B) and revise it per D, and per F an index: F-L a
+        CSV index plus a chart of the categories, F-M a Markdown-table index and F-R a plain list where the task
+        asks for an index (T-29)."""
         reads = self.reading_actions(budget_scale=0.6)
         writes: list[Any] = []
         plan: list[tuple[str, str]] = []
@@ -799,40 +901,50 @@ class PersonaAgent:
             rel = self.name(kind, ext)
             plan.append((kind, rel))
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
-        final = [self.organise_files]
+        final: list[Any] = [lambda: self.curate(plan), self.organise_files]
         names = self.prescribed_names()
         note = names[0] if names else self.name("log", ".md")
-        final.append(lambda: self.write(note, self.render("log")))
-        if (self.rules.get("index_file") or self.T["F"] == "L") and self.T["F"] in ("L", "M"):
+        F = self.T["F"]
+        index_table = F == "M" and bool(self.rules.get("index_file"))
+
+        def write_note() -> None:
+            spec = self.doc_spec("log", self.title("log"))
+            if index_table:  # the index carries this session's table (F-M: one table set per deliverable)
+                spec.table_rows = 0
+            self.write(note, self.render("log", spec=spec))
+
+        final.append(write_note)
+        if F == "L":
             final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
-        if self.T["E"] != "R":
-            final.append(lambda: self.curate(plan))
+            ext = ".png" if self.chart_format == "png" else ".svg"
+            final.append(lambda: self.write(("fig_" if self.T["C"] == "R" else "") + self.name("chart", ext),
+                                            self.chart(self.topic())))
+        elif self.rules.get("index_file"):
+            final.append(lambda: self.write(self.name("index", ".md"), self.index_md(table=F == "M")))
+        final.append(lambda: self.self_revise(note))
         self.interleave(reads, writes, final)
 
     def index_csv(self) -> str:
         rows = ["path,kind"] + [f"{f},{PurePosixPath(f).suffix.lstrip('.')}" for f in self.files[:12]]
         return "\n".join(rows) + "\n"
 
+    def index_md(self, table: bool) -> str:
+        """An index of the sorted files: a Markdown table (F-M) or a plain bullet list (F-R), ≤ 12 entries."""
+        files = self.files[:12]
+        head = "# Index" if self.lang == "en" else "# 索引"
+        if table:
+            rows = ["| path | kind |", "|---|---|"] + [f"| {f} | {PurePosixPath(f).suffix.lstrip('.')} |"
+                                                     for f in files]
+        else:
+            rows = [f"- {f}" for f in files]
+        return "\n".join([head, "", *rows]) + "\n"
+
     def organise_files(self) -> None:
-        C, E, zh = self.T["C"], self.T["E"], self.lang == "zh"
-        files = [f for f in self.files]
-        junk = [f for f in files if JUNK.search(PurePosixPath(f).name)]
-        keep = [f for f in files if f not in junk]
-        # Junk handling is curation (TT §2.5 table): E-L removes junk, E-M only temporary extensions, E-R keeps
-        # it (moved to archive/ when C allows folders).
-        if junk:
-            if E == "L":
-                self.rm(junk)
-            elif E == "M":
-                tmp = [f for f in junk if PurePosixPath(f).suffix.lower() in TEMP_EXT]
-                self.rm(tmp[:1])
-                keep += [f for f in junk if f not in tmp[:1]]
-            else:
-                if C != "R":
-                    self.mkdir("archive")
-                    self.mv([(f, f"archive/{PurePosixPath(f).name}") for f in junk])
-                else:
-                    keep += junk
+        """Sort every remaining workspace file per C tier (TT §2.3 organize row); clutter that curation kept
+        (E-M, E-R) is sorted like any other file, so the C features do not depend on the E tier beyond the
+        number of files left."""
+        C, zh = self.T["C"], self.lang == "zh"
+        keep = list(self.files)
         groups: OrderedDict[str, list[str]] = OrderedDict()
         for f in keep:
             ext = PurePosixPath(f).suffix.lower()
@@ -850,35 +962,36 @@ class PersonaAgent:
                     merged.setdefault(f"set_{i % 4 + 1}", []).extend(fs)
                 groups = merged
         pairs: list[tuple[str, str]] = []
+
+        def capped(n: int) -> list[tuple[str, list[str]]]:
+            """At most ``n`` groups, the rest merged into one ``misc`` group (keeps folder counts steady)."""
+            items = list(groups.items())
+            if len(items) <= n:
+                return items
+            return items[:n - 1] + [("misc", [f for _, fs in items[n - 1:] for f in fs])]
+
         if C == "L":
+            # TT §2.3 organize row, C-L: depth 3, 6–15 folders; one <root>/<family>/files branch per group, padded
+            # to 6 with an index and a notes branch (a steady count across organize tasks).
             root = ("01_organized_archive" if not zh else "01_归档整理") if self.p.naming != "short_abbrev" else "arch"
             dirs = []
-            for fam, fs in groups.items():
-                top = FAMILY_ZH.get(fam, fam) if zh else fam
-                by_ext: OrderedDict[str, list[str]] = OrderedDict()
-                for f in fs:
-                    by_ext.setdefault(PurePosixPath(f).suffix.lstrip(".").lower() or "other", []).append(f)
-                for ext, efs in by_ext.items():
-                    d = f"{root}/{top}/{ext}_files"
-                    dirs.append(d)
-                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in efs]
-            if len(dirs) < 6:  # TT §2.3 organize row: C-L 6–15 dirs
-                dirs += [f"{root}/{'indexes' if not zh else '索引'}/by_date", f"{root}/notes/working"][: 6 - len(dirs)]
-            self.mkdir(*dirs[:15])
+            for fam, fs in capped(5):
+                d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}/{'files' if not zh else '文件'}"
+                dirs.append(d)
+                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in fs]
+            pad = [f"{root}/{'indexes' if not zh else '索引'}/by_date", f"{root}/notes/working",
+                   f"{root}/{'reference' if not zh else '参考'}/sources"]
+            dirs += pad[: max(0, 6 - len(dirs))]
+            self.mkdir(*dirs)
         elif C == "M":
+            # C-M: one top-level folder per group, at most 3 (TT §2.3: 1–2 levels, 3–8 folders; kept at one
+            # level and 3 folders so that C-M sits between C-L and C-R in organize tasks as in every other task).
             dirs = []
-            for fam, fs in groups.items():
+            for fam, fs in capped(3):
                 top = FAMILY_ZH.get(fam, fam) if zh else fam
-                if len(fs) > 5 and len(dirs) < 6:
-                    half = len(fs) // 2
-                    for sub, part in (("a", fs[:half]), ("b", fs[half:])):
-                        d = f"{top}/{PurePosixPath(part[0]).suffix.lstrip('.') or 'misc'}_{sub}"
-                        dirs.append(d)
-                        pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in part]
-                else:
-                    dirs.append(top)
-                    pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in fs]
-            self.mkdir(*dirs[:8])
+                dirs.append(top)
+                pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in fs]
+            self.mkdir(*dirs)
         else:
             if self.rules.get("flat_allowed"):
                 # In-place renames: same-parent mv = file_rename (ref §3.4), not a move.
@@ -887,11 +1000,10 @@ class PersonaAgent:
                     new = re.sub(r"[^a-z0-9]+", "_", p.stem.lower()).strip("_")[:12] + p.suffix.lower()
                     if new != p.name and str(p.parent) in (".", ""):
                         pairs.append((f, new))
-            else:
-                dirs = [fam[:6] for fam in list(groups)[:4]]
-                self.mkdir(*dirs)
-                for fam, d in zip(list(groups)[:4], dirs, strict=False):
-                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in groups[fam]]
+            else:  # C-R where the task needs folders: the fewest that do the job, one short folder (TT §2.3: ≤ 4)
+                d = (max(groups, key=lambda k: len(groups[k])) if groups else "files")[:6]
+                self.mkdir(d)
+                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in keep]
         pairs = [(a, b) for a, b in pairs if a != b]
         self.mv(pairs)
 
