@@ -60,6 +60,8 @@ VLM_MAX_SIDE = 768
 FFMPEG_TIMEOUT_S = 300
 #: Whisper segments more likely silence than speech are dropped (faster-whisper's ``no_speech_prob``; our threshold)
 NO_SPEECH_PROB = 0.8
+#: OCR lines with fewer letters/digits than this are dropped (our threshold: single glyphs read off photos)
+MIN_OCR_ALNUM = 2
 #: the prompt of the VLM description (ours)
 VLM_PROMPT = ("Describe this {what} for someone who cannot see it, in at most 80 words: what it shows, any "
               "visible text, and what kind of document or scene it is. Plain sentences, no preamble.")
@@ -277,7 +279,8 @@ class MediaDescriber:
         prev: list[str] | None = None
         try:
             for t, img in images:
-                texts = [ln.text for ln in eng.caption(img)]
+                # a lone character read off a photo (an "O" in a clock face) is noise, not text
+                texts = [ln.text for ln in eng.caption(img) if sum(c.isalnum() for c in ln.text) >= MIN_OCR_ALNUM]
                 found += len(texts)
                 if t is None:
                     lines.extend(texts)
