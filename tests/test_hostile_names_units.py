@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+import polars as pl
 import pytest
 from engine_helpers import PROFILE, ROOT, START_MS, TASK
 
@@ -228,3 +229,129 @@ def test_BR_27_generate_records_renames_in_meta_json(tmp_path):
     _all_utf8(root / "trajectories" / pid / "T-03")
     clean = json.loads((root / "trajectories" / pid / "T-04" / "meta.json").read_text(encoding="utf-8"))
     assert "sandbox" not in clean
+
+
+# ------------------------------------------------------------------------------------- one bad unit, every stage
+def _bench(run: RunDir, monkeypatch):
+    import bench_synth as bs
+
+    from filegram_ray.bench import stage
+    from filegram_ray.config import load_config
+
+    real = stage.load_bench_inputs
+    monkeypatch.setattr(stage, "load_bench_inputs", lambda r, **kw: real(r, profiles=bs.profiles(), tasks=bs.tasks()))
+    return stage.run_bench(load_config(overrides={"run_dir": run.root}))
+
+
+def test_bench_malformed_meta_json_is_a_recorded_skip(tmp_path, monkeypatch, capsys):
+    """A malformed meta.json (truncated, not UTF-8, not an object, a perturbation that is not a dimension/tier), a
+    garbled Engram fingerprint and an index row whose folder is gone each leave out one trajectory, named with
+    the file and the field in bench/stats.json, run.json and stdout; the bank is built from the rest (bench used
+    to stop at the first one). With every trajectory left out the stage still fails loudly, naming the first."""
+    import bench_synth as bs
+
+    run = RunDir(tmp_path / "run")
+    bs.write_run(run)
+    index = run.read_table("trajectories/index.parquet")
+    pert = index.filter(pl.col("perturbed") & (pl.col("status") == "ok"))["trajectory_id"].to_list()
+    a, b, c, d = pert[:4]
+    plain = index.filter(~pl.col("perturbed") & (pl.col("status") == "ok"))["trajectory_id"].to_list()
+    e, f = plain[:2]
+    good = run.read_bytes(f"trajectories/{a}/meta.json")
+    run.write_bytes(f"trajectories/{a}/meta.json", good[: len(good) // 2])
+    run.write_bytes(f"trajectories/{b}/meta.json", b"\xff\xfe{}")
+    run.write_json(f"trajectories/{c}/meta.json", ["not", "an", "object"])
+    run.write_json(f"trajectories/{d}/meta.json", {"perturbation": {"dimension": "Z", "from": "L", "to": "M"}})
+    run.write_json(f"engrams/{e}.json", {"fingerprint": [1.0, "x"]})
+    run.fs.rm(run.full(f"trajectories/{f}"), recursive=True)
+    res = _bench(run, monkeypatch)
+    want = {a: ("meta.json", "invalid JSON at line"), b: ("meta.json", "not UTF-8"),
+            c: ("meta.json", "expected a JSON object, got list"),
+            d: ("meta.json", "field 'perturbation.dimension' must be one of A/B/C/D/E/F, got 'Z'"),
+            e: (".json", "field 'fingerprint' must be 17 finite numbers"), f: (f, "missing, but the index lists")}
+    got = {s["trajectory_id"]: s for s in res["skipped_trajectories"]}
+    assert set(got) == set(want)
+    for tid, (file_end, needle) in want.items():
+        assert got[tid]["file"].endswith(file_end) and got[tid]["file"] in got[tid]["error"], got[tid]
+        assert needle in got[tid]["error"], got[tid]
+    assert res["n_items"] > 0
+    assert run.read_json("bench/stats.json")["skipped_trajectories"] == res["skipped_trajectories"]
+    assert run.read_json("run.json")["stages"]["bench"]["skipped_trajectories"] == res["skipped_trajectories"]
+    out = capsys.readouterr().out
+    assert f"bench: left out {d}: " in out
+    # 0 usable: every trajectory's meta.json unreadable (perturbed unknown → read) → loud failure naming one
+    idx = run.read_table("trajectories/index.parquet").with_columns(pl.lit(None, pl.Boolean).alias("perturbed"))
+    run.write_table("trajectories/index.parquet", idx)
+    for tid in idx["trajectory_id"].to_list():
+        if run.exists(f"trajectories/{tid}"):
+            run.write_bytes(f"trajectories/{tid}/meta.json", b"{")
+    with pytest.raises(ValueError, match=r"bench: no usable trajectory .* left out for a malformed file, first: "
+                                         r".*meta\.json: invalid JSON"):
+        _bench(run, monkeypatch)
+
+
+def test_generate_garbled_bundle_json_is_an_error_row_naming_the_file(tmp_path):
+    """A run's workspaces/<task>/bundle.json that is not valid JSON (or has a malformed file row) fails only the
+    units of that task, each with an error naming the run's bundle.json and the field (it said only 'Expecting
+    property name enclosed in double quotes'); the other task's units complete."""
+    from filegram_ray.config import load_config
+    from filegram_ray.engine.generate import GenerateConfig, GenerateWorker, plan_units
+    from filegram_ray.runtime import map_units
+
+    root = tmp_path / "run"
+    (root / "workspaces" / "T-03" / "files").mkdir(parents=True)
+    (root / "workspaces" / "T-03" / "bundle.json").write_text("{", encoding="utf-8")
+    cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03,T-04]"])
+    units = plan_units(cfg, GenerateConfig(perturb=False))
+    rows = map_units(GenerateWorker, units, init_kwargs={"run_uri": str(root)}, serial=True, stage="generate")
+    by = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
+    bad, ok = (by[u["unit_id"]] for u in units)
+    assert bad["status"] == "error" and f"{root}/workspaces/T-03/bundle.json: invalid JSON at line 1" in bad["error"]
+    assert ok["status"] == "ok"
+    (root / "workspaces" / "T-03" / "bundle.json").write_text('{"files": [{"path": 3}]}', encoding="utf-8")
+    worker = GenerateWorker(str(root))
+    with pytest.raises(ValueError, match=r"workspaces/T-03/bundle\.json: field 'files\[0\]\.path' must be a string"):
+        worker.process(units[0])
+
+
+def test_encode_index_without_a_column_is_a_named_error(tmp_path):
+    """An index.parquet without task_id (or a truncated one) is one error naming the file, not a polars
+    traceback."""
+    from test_memory_stage import make_run
+
+    from filegram_ray.config import load_config
+    from filegram_ray.memory.stage import run_encode
+
+    root = make_run(tmp_path / "run", bad=None)
+    run = RunDir(root)
+    cfg = load_config(None, [f"run_dir={root}", "encode.embedder=hashing"])
+    run.write_table("trajectories/index.parquet", run.read_table("trajectories/index.parquet").drop("task_id"))
+    with pytest.raises(ValueError, match=r"trajectories/index\.parquet: column\(s\) task_id missing"):
+        run_encode(cfg, serial=True)
+    run.write_bytes("trajectories/index.parquet", b"PAR1 truncated")
+    with pytest.raises(StorageError, match=r"trajectories/index\.parquet: not a readable Parquet table"):
+        run_encode(cfg, serial=True)
+
+
+def test_evaluate_zero_answers_ok_fails_loudly(tmp_path):
+    """Evaluate with every context unreadable writes its error rows and report, then fails loudly (it reported
+    success with 28 of 28 error rows); with no item selected it fails too."""
+    from evaluate_fixtures import make_run as make_eval_run
+
+    from filegram_ray.config import load_config
+    from filegram_ray.evaluate.stage import run_evaluate
+
+    run = make_eval_run(tmp_path)
+    for p in tmp_path.glob("trajectories/*/*/events.json"):
+        p.write_text("{}", encoding="utf-8")
+
+    def cfg(**kw):
+        return load_config(overrides={"run_dir": str(tmp_path), "evaluate": {
+            "methods": ["full_context"], "serial": True, "plots": False, "sample_per_sub_task": None, **kw}})
+
+    with pytest.raises(ValueError, match=r"evaluate: 0 of \d+ answers ok for methods \['full_context'\] .* first "
+                                         r"error: .*events\.json"):
+        run_evaluate(cfg())
+    assert run.exists("results/report.md") and run.read_table("results/results.parquet").height
+    with pytest.raises(ValueError, match="evaluate: no item selected"):
+        run_evaluate(cfg(sub_tracks=["NoSuchTask"]))

@@ -203,7 +203,7 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
         profiles_dir / tasks_dir: passed to the loaders.
         profile_ids: restrict to these profiles (full ids or the short ``p<N>`` form).
 
-    A trajectory whose ``meta.json`` or Engram is unreadable or malformed (truncated, not UTF-8, not an object,
+    A trajectory whose folder is missing, or whose ``meta.json`` or Engram is unreadable or malformed (truncated, not UTF-8, not an object,
     a perturbation field missing or not a dimension/tier, a fingerprint that is not 17 numbers), or whose
     ``meta.json`` is missing although the index marks it perturbed, is left out and listed in
     :attr:`BenchInputs.skipped` with an error naming the file and the field.
@@ -250,6 +250,9 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             continue
         tid = r["trajectory_id"]
         try:
+            if not run.exists(f"trajectories/{tid}"):
+                raise _UnitProblem(f"trajectories/{tid}", f"{run.url(f'trajectories/{tid}')}: missing, but the index "
+                                                          f"lists {tid} as generated")
             pert, shift_real = _perturbation(run, tid, r.get("perturbed"))
             fp = _fingerprint(run, r["profile_id"], r["task_id"])
         except _UnitProblem as exc:

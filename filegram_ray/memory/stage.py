@@ -181,8 +181,8 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         Summary dict (counts, errors, seconds per step), also recorded in ``run.json`` under ``encode``.
 
     Raises:
-        StorageError: ``trajectories/index.parquet`` is missing.
-        ValueError: ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
+        StorageError: ``trajectories/index.parquet`` is missing or unreadable.
+        ValueError: the index lacks a column; ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
             ``p1`` match ``p1_methodical``, as in the generate stage); the configured sets select no trajectory
             generated without error; or none of them has an Engram after the stage (0 of N: the summary is
             recorded in run.json and ``engrams/errors.parquet`` first).
@@ -196,6 +196,9 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     run = config.run()
     index = run.read_table("trajectories/index.parquet")
     where = "trajectories/index.parquet"
+    missing = [c for c in ("profile_id", "task_id") if c not in index.columns]
+    if missing:
+        raise ValueError(f"{run.url(where)}: column(s) {', '.join(missing)} missing")
     # the configured sets are resolved against every trajectory of the index (short ids as in generate) ...
     keep_p = set(match_ids(config.profiles, sorted(set(index["profile_id"].to_list())), "profiles", where))
     keep_t = set(match_ids(config.tasks, sorted(set(index["task_id"].to_list())), "tasks", where))
