@@ -355,3 +355,51 @@ def test_evaluate_zero_answers_ok_fails_loudly(tmp_path):
     assert run.exists("results/report.md") and run.read_table("results/results.parquet").height
     with pytest.raises(ValueError, match="evaluate: no item selected"):
         run_evaluate(cfg(sub_tracks=["NoSuchTask"]))
+
+
+def test_garbled_engram_store_and_media_are_named(tmp_path, caplog, capsys):
+    """An Engram or a memory store that is truncated or of the wrong shape is an error naming the file and the
+    field (it was 'invalid configuration (MemoryStore): : Invalid JSON'); a media blob that is not UTF-8 is left
+    empty as upstream does (§7.1) but named in a warning instead of silently."""
+    from test_memory_stage import make_run
+
+    from filegram_ray.cli import main
+    from filegram_ray.config import load_config
+    from filegram_ray.memory.stage import load_engram, load_store, run_encode
+
+    root = make_run(tmp_path / "run", bad=None)
+    blob = next((root / "trajectories" / "pa_reader" / "T-01" / "media" / "blobs").glob("*.blob"))
+    blob.write_bytes(b"\xff\xfe not utf-8")
+    with caplog.at_level("WARNING"):
+        s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    assert s["errors"] == 0 and f"{blob}: media file unreadable (not UTF-8 at byte 0)" in caplog.text
+    (root / "engrams" / "pa_reader" / "T-02.json").write_text('{"trajectory_id": 3}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"engrams/pa_reader/T-02\.json: not a valid Engram: field 'trajectory_id'"):
+        load_engram(root, "pa_reader", "T-02")
+    (root / "memory" / "pb_writer" / "store.json").write_text('{"x": ', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"memory/pb_writer/store\.json: not a valid MemoryStore: Invalid JSON"):
+        load_store(root, "pb_writer")
+    capsys.readouterr()
+    assert main(["memory", "show", str(root), "pb_writer", "--embedder", "hashing"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {root}/memory/pb_writer/store.json: not a valid MemoryStore") and "\n" not in err
+
+
+def test_profile_with_unknown_field_is_one_line_error_naming_file_and_field(tmp_path, capsys):
+    """A profile set where one profile has an unknown field stops generate (and bench) before any unit runs, with
+    one line naming the file and the field: profiles are configuration, and the perturbation plan is drawn over
+    the whole set, so a set with one profile silently dropped would give other bytes."""
+    import shutil
+
+    from filegram_ray.cli import main
+    from filegram_ray.paths import profiles_dir
+
+    pd = tmp_path / "profiles"
+    shutil.copytree(profiles_dir(), pd)
+    f = pd / "p1_methodical.yaml"
+    f.write_text(f.read_text(encoding="utf-8") + "\nfavourite_colour: blue\n", encoding="utf-8")
+    for argv in (["pipeline", "--only", "generate"], ["pipeline", "--only", "bench"]):
+        rc = main([*argv, "--run-dir", str(tmp_path / "run"), "--serial", "--set", f"profiles_dir={pd}",
+                   "--set", "profiles=[p1]", "--set", "tasks=[T-03]"])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert rc == 2 and err == f"error: {f}: field 'favourite_colour': Extra inputs are not permitted", err

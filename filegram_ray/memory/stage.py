@@ -103,13 +103,27 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
 
 
 def load_engram(run, profile_id: str, task_id: str) -> Engram:
-    """Read ``engrams/<profile_id>/<task_id>.json``."""
-    return Engram.from_json(_as_run(run).read_bytes(f"engrams/{profile_id}/{task_id}.json"))
+    """Read ``engrams/<profile_id>/<task_id>.json``. Raises StorageError when it is missing, ValueError naming the
+    file and the field when it is not a valid Engram."""
+    return _read_model(_as_run(run), f"engrams/{profile_id}/{task_id}.json", Engram)
 
 
 def load_store(run, profile_id: str) -> MemoryStore:
-    """Read ``memory/<profile_id>/store.json`` of a run (a RunDir or a path/URI)."""
-    return MemoryStore.from_json(_as_run(run).read_bytes(f"memory/{profile_id}/store.json"))
+    """Read ``memory/<profile_id>/store.json`` of a run (a RunDir or a path/URI). Raises StorageError when it is
+    missing, ValueError naming the file and the field when it is not a valid store."""
+    return _read_model(_as_run(run), f"memory/{profile_id}/store.json", MemoryStore)
+
+
+def _read_model(run, rel: str, model):
+    from pydantic import ValidationError
+
+    data = run.read_bytes(rel)
+    try:
+        return model.from_json(data)
+    except ValidationError as exc:
+        errs = "; ".join((f"field '{'.'.join(str(p) for p in e['loc'])}': " if e["loc"] else "") + e["msg"]
+                         for e in exc.errors()[:3])
+        raise ValueError(f"{run.url(rel)}: not a valid {model.__name__}: {errs}") from None
 
 
 def _as_run(run):
