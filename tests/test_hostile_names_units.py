@@ -129,8 +129,9 @@ def _written(sess: EngineSession, dest: Path) -> Path:
 
 
 def test_BR_27_surrogates_an_agent_types_are_recorded_utf8(tmp_path):
-    """BR-27: an agent (an LLM's JSON ``"\\udce9"`` escape) passing a path or an edit text with a lone surrogate
-    gets a tool error, never a crash when the trajectory is written; the recorded arguments use the %XX rule."""
+    """BR-27: an agent (an LLM's JSON ``"\\udce9"`` escape) passing a path, an edit text or a search pattern with a
+    lone surrogate gets a tool error or no match, never a crash when the trajectory is written (a grep pattern
+    reached file_search.query and made events.json unwritable); recorded strings use the %XX rule."""
     sess = EngineSession(None, tmp_path / "work", PROFILE, TASK, seed=3, start_ms=START_MS)
     sess.start()
     with sess.iteration():
@@ -138,6 +139,8 @@ def test_BR_27_surrogates_an_agent_types_are_recorded_utf8(tmp_path):
         assert sess.call("write", file_path="a.md", content="hello\n").ok
         bad_edit = sess.call("edit", file_path="a.md", old_string="hello", new_string="caf\udce9")
         bad_write = sess.call("write", file_path="b.md", content="x\ud800y")
+        assert sess.call("grep", pattern="caf\udce9").ok and sess.call("glob", pattern="*\udce9*").ok
+        assert not sess.call("bash", command="mv a.md c\udce9.md").ok
     assert not bad_read.ok and "not valid UTF-8" in bad_read.output
     assert not bad_edit.ok and "not encodable as UTF-8" in bad_edit.output
     assert not bad_write.ok
@@ -148,6 +151,7 @@ def test_BR_27_surrogates_an_agent_types_are_recorded_utf8(tmp_path):
     params = [e["tool_parameters"] for e in raw if e["event_type"] == "tool_call"]
     assert params[0] == {"file_path": "caf%E9.txt"} and params[2]["new_string"] == "caf%E9"
     assert params[3]["content"] == "x\ufffdy"
+    assert [e["query"] for e in raw if e["event_type"] == "file_search"] == ["caf%E9", "*%E9*"]
     sess.close()
 
 
