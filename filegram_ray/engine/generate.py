@@ -188,6 +188,8 @@ class GenerateWorker:
             return self.bundles[tid]
         local = self.tmp / "workspaces" / tid
         if self.run.exists(f"workspaces/{tid}/bundle.json"):
+            check_bundle_meta(self.run.read_bytes(f"workspaces/{tid}/bundle.json"),
+                              self.run.url(f"workspaces/{tid}/bundle.json"))  # names the run's file, not the copy
             self.run.get_tree(f"workspaces/{tid}", local)
         else:
             from filegram_ray.workspace.bundle import build_bundle
@@ -339,6 +341,26 @@ class GenerateWorker:
         shutil.move(str(base_dir), str(dest))
         return base_res, None, {"status": "dropped", "planned": planned, "applied": None, "tried": tried,
                                 "baseline_fingerprint": base_fp, "fingerprint": base_fp, "shift": {}}
+
+
+def check_bundle_meta(data: bytes, source: str) -> dict[str, Any]:
+    """The parsed ``bundle.json`` of a workspace, checked for what the engine reads (``files``: a list of objects
+    with a string ``path``; ``annotation`` an object or null). Raises ValueError naming ``source`` and the field
+    (a unit with a malformed bundle becomes an error row)."""
+    from filegram_ray.limits import load_json
+
+    meta = load_json(data, source)
+    if not isinstance(meta, dict):
+        raise ValueError(f"{source}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
+    files = meta.get("files", [])
+    if not isinstance(files, list):
+        raise ValueError(f"{source}: field 'files' must be a list, got {type(files).__name__}")  # noqa: TRY004
+    for i, f in enumerate(files):
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
+            raise ValueError(f"{source}: field 'files[{i}].path' must be a string")
+        if f.get("annotation") is not None and not isinstance(f["annotation"], dict):
+            raise ValueError(f"{source}: field 'files[{i}].annotation' must be an object or null")
+    return meta
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:

@@ -486,7 +486,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         methods / backbone / serial: override the section's values (job-script flags).
 
     Raises:
-        ValueError: invalid section, unknown method, bad items table.
+        ValueError: invalid section, unknown method, bad items table; no item selected, or not one answer ok
+            (0 of N fails loudly, after the report and the error rows are written).
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from filegram_ray.evaluate.report import write_report
@@ -623,5 +624,15 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         record_stage(run, STAGE, info, config.model_dump(mode="json"))
     except Exception as exc:  # noqa: BLE001 - the manifest is informative; never fail the stage on it
         log.warning("evaluate: could not record the stage in run.json: %s", exc)
+    if not items:  # 0 of N: an empty evaluation must not look like a success
+        raise ValueError(f"evaluate: no item selected from the {n_bank} items of {run.url('bench/items.parquet')} "
+                         f"(settings {ecfg.settings}, sub_tracks {ecfg.sub_tracks or 'all'}, max_items "
+                         f"{ecfg.max_items})")
+    answered = results.filter(pl.col("method").is_in(ecfg.methods)) if results.height else results
+    if answered.height and not answered.filter(pl.col("status") == "ok").height:
+        first = answered.filter(pl.col("status") != "ok")["error"][0]
+        raise ValueError(f"evaluate: 0 of {answered.height} answers ok for methods {ecfg.methods} "
+                         f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
+                         f"{run.url('results/')}); first error: {first}")
     return info
 
