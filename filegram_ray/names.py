@@ -24,8 +24,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
-__all__ = ["escape_bytes", "find_lone_surrogate", "free_name", "has_lone_surrogate", "printable", "utf8_bytes"]
+__all__ = ["escape_bytes", "escape_strings", "find_lone_surrogate", "free_name", "has_lone_surrogate", "printable", "utf8_bytes"]
 
 _LONE = re.compile("[\ud800-\udfff]")
 
@@ -46,6 +47,22 @@ def escape_bytes(text: str) -> str:
     if _LONE.search(text) is None:
         return text
     return _LONE.sub(_escape_one, text)
+
+
+def escape_strings(obj: Any) -> Any:
+    """``obj`` (JSON-like: dicts, lists, strings, numbers) with :func:`escape_bytes` applied to every string, keys
+    included; the same object when it holds no lone surrogate (the usual case costs one scan)."""
+    if find_lone_surrogate(obj) is None:
+        return obj
+    if isinstance(obj, str):
+        return escape_bytes(obj)
+    if isinstance(obj, dict):
+        return {escape_strings(k) if isinstance(k, str) else k: escape_strings(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [escape_strings(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(escape_strings(v) for v in obj)
+    return obj
 
 
 def utf8_bytes(text: str) -> bytes:
@@ -87,6 +104,6 @@ def find_lone_surrogate(obj: object, path: str = "") -> str | None:
                 if isinstance(k, str) and _LONE.search(k) is not None:
                     return f"{where}.<key {escape_bytes(k)!r}>".lstrip(".")
             stack.extend((v, f"{where}.{k}") for k, v in reversed(list(cur.items())))
-        elif isinstance(cur, list):
+        elif isinstance(cur, (list, tuple)):
             stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(cur))))
     return None

@@ -486,7 +486,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         methods / backbone / serial: override the section's values (job-script flags).
 
     Raises:
-        ValueError: invalid section, unknown method, bad items table.
+        ValueError: invalid section, unknown method, bad items table; no item selected, or not one answer ok
+            (0 of N fails loudly, after the report and the error rows are written).
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from filegram_ray.evaluate.report import write_report
@@ -607,7 +608,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
 
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
-            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(bb_info.get("is_llm")))
+            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(llm_ingest))
                              for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
@@ -623,5 +624,15 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         record_stage(run, STAGE, info, config.model_dump(mode="json"))
     except Exception as exc:  # noqa: BLE001 - the manifest is informative; never fail the stage on it
         log.warning("evaluate: could not record the stage in run.json: %s", exc)
+    if not items:  # 0 of N: an empty evaluation must not look like a success
+        raise ValueError(f"evaluate: no item selected from the {n_bank} items of {run.url('bench/items.parquet')} "
+                         f"(settings {ecfg.settings}, sub_tracks {ecfg.sub_tracks or 'all'}, max_items "
+                         f"{ecfg.max_items})")
+    answered = results.filter(pl.col("method").is_in(ecfg.methods)) if results.height else results
+    if answered.height and not answered.filter(pl.col("status") == "ok").height:
+        first = answered.filter(pl.col("status") != "ok")["error"][0]
+        raise ValueError(f"evaluate: 0 of {answered.height} answers ok for methods {ecfg.methods} "
+                         f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
+                         f"{run.url('results/')}); first error: {first}")
     return info
 

@@ -45,7 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     from filegram_ray.llm.server import LlamaCppServer, default_threads
 
     srv = LlamaCppServer(args.model, port=args.port, host=args.host, n_ctx=args.n_ctx, n_threads=args.threads,
-                         chat_format=args.chat_format, alias=args.alias, cache_dir=args.cache_dir,
+                         chat_format=None if args.chat_format == "gguf" else args.chat_format, alias=args.alias, cache_dir=args.cache_dir,
                          run_dir=args.run_dir, log_path=args.log, startup_timeout=args.startup_timeout)
     print(f"starting: {' '.join(srv.command())}", flush=True)
     busy = os.getloadavg()[0]
@@ -106,7 +106,8 @@ def register(sub) -> None:
                    help="threads (default: every core available, best on an idle machine; on a machine busy with "
                    "other jobs 1 thread was 5-10x faster than 2)")
     s.add_argument("--chat-format", default="auto",
-                   help="llama-cpp-python chat format (default: the measured one for a packaged model)")
+                   help="llama-cpp-python chat format (default: the measured one for a packaged model; 'gguf' = "
+                        "the model's own template, which the LLM agent uses: tool calls come back as JSON text)")
     s.add_argument("--log", default=None, help="server log file (default /tmp/llama_server_<port>.log)")
     s.add_argument("--startup-timeout", type=float, default=180.0, help="seconds to wait for the server")
     cache_opts(s)

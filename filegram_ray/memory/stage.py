@@ -106,13 +106,27 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
 
 
 def load_engram(run, profile_id: str, task_id: str) -> Engram:
-    """Read ``engrams/<profile_id>/<task_id>.json``."""
-    return Engram.from_json(_as_run(run).read_bytes(f"engrams/{profile_id}/{task_id}.json"))
+    """Read ``engrams/<profile_id>/<task_id>.json``. Raises StorageError when it is missing, ValueError naming the
+    file and the field when it is not a valid Engram."""
+    return _read_model(_as_run(run), f"engrams/{profile_id}/{task_id}.json", Engram)
 
 
 def load_store(run, profile_id: str) -> MemoryStore:
-    """Read ``memory/<profile_id>/store.json`` of a run (a RunDir or a path/URI)."""
-    return MemoryStore.from_json(_as_run(run).read_bytes(f"memory/{profile_id}/store.json"))
+    """Read ``memory/<profile_id>/store.json`` of a run (a RunDir or a path/URI). Raises StorageError when it is
+    missing, ValueError naming the file and the field when it is not a valid store."""
+    return _read_model(_as_run(run), f"memory/{profile_id}/store.json", MemoryStore)
+
+
+def _read_model(run, rel: str, model):
+    from pydantic import ValidationError
+
+    data = run.read_bytes(rel)
+    try:
+        return model.from_json(data)
+    except ValidationError as exc:
+        errs = "; ".join((f"field '{'.'.join(str(p) for p in e['loc'])}': " if e["loc"] else "") + e["msg"]
+                         for e in exc.errors()[:3])
+        raise ValueError(f"{run.url(rel)}: not a valid {model.__name__}: {errs}") from None
 
 
 def _as_run(run):
@@ -194,8 +208,8 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         Summary dict (counts, errors, seconds per step), also recorded in ``run.json`` under ``encode``.
 
     Raises:
-        StorageError: ``trajectories/index.parquet`` is missing.
-        ValueError: ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
+        StorageError: ``trajectories/index.parquet`` is missing or unreadable.
+        ValueError: the index lacks a column; ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
             ``p1`` match ``p1_methodical``, as in the generate stage); the configured sets select no trajectory
             generated without error; or none of them has an Engram after the stage (0 of N: the summary is
             recorded in run.json and ``engrams/errors.parquet`` first).
@@ -209,6 +223,9 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     run = config.run()
     index = run.read_table("trajectories/index.parquet")
     where = "trajectories/index.parquet"
+    missing = [c for c in ("profile_id", "task_id") if c not in index.columns]
+    if missing:
+        raise ValueError(f"{run.url(where)}: column(s) {', '.join(missing)} missing")
     # the configured sets are resolved against every trajectory of the index (short ids as in generate) ...
     keep_p = set(match_ids(config.profiles, sorted(set(index["profile_id"].to_list())), "profiles", where))
     keep_t = set(match_ids(config.tasks, sorted(set(index["task_id"].to_list())), "tasks", where))
