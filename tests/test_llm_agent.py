@@ -408,3 +408,12 @@ def test_stage_llm_agent_on_ray_actors(tmp_path, ray_local):
         for t in ("T-03", "T-04"):
             d = tmp_path / "run" / "trajectories" / p / t
             assert (d / "transcript.json").exists() and (d / "outputs" / "a.md").read_text() == "# A\n"
+
+
+def test_cli_prints_the_prompts(capsys):
+    from filegram_ray.cli import main
+
+    assert main(["engine", "prompt", "p3", "T-12", "--perturb", "B:M"]) == 0
+    out = capsys.readouterr().out
+    assert "===== system =====" in out and "Sam Taylor" in out and "Behavioural adjustment" in out
+    assert leaked_terms(out) == []
