@@ -281,7 +281,7 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
     import ray
 
     n_texts = sum(int(p.get("texts") or 0) for p in profiles)
-    # every profile reaches map_groups, also one without texts: its row carries no text and no vector
+    # a profile without texts has no row to reach map_groups: its (empty) indices are written here
     empty = [p for p in profiles if not p.get("texts")]
     out = [_index_profile(run, p["profile_id"], p["kind"], {"chunks": np.zeros((0, 384), np.float32),
                                                            "episodes": np.zeros((0, 384), np.float32)},
@@ -290,18 +290,29 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
     if not full:
         return out
     texts = ray.data.from_items(full).flat_map(_TextsOf(run), num_cpus=cfg.encode_num_cpus)
-    if n_texts > cfg.embed_batch_size:
-        texts = texts.sort("chars")
-    first = cfg.embedder if cfg.embedder != "auto" else "minilm"
-    vectors = texts.map_batches(
-        EmbedBatch, fn_constructor_kwargs={"kind": first, "batch_size": cfg.embed_batch_size, "cache_dir": cache_dir,
-                                           "threads": cfg.embed_threads, "actors": cfg.embed_actors},
-        batch_size=max(cfg.embed_batch_size, 256), batch_format="numpy", num_cpus=cfg.embed_num_cpus,
-        compute=ray.data.ActorPoolStrategy(size=cfg.embed_actors))
+    vectors = embed_dataset(texts, cfg, cache_dir, sort=n_texts > cfg.embed_batch_size)
     done = vectors.groupby("profile_id").map_groups(partial(_index_group, run=run, ccfg=ccfg, tasks=tasks,
                                                             setting=cfg.embedder), batch_format="numpy",
                                                     num_cpus=cfg.encode_num_cpus)
     return out + [dict(r) for r in done.take_all()]
+
+
+def embed_dataset(texts, cfg: EncodeConfig, cache_dir: str | None = None, *, sort: bool = True):
+    """The encode stage's embedding step on a Ray Dataset with columns ``text`` (and optionally ``kind``, ``chars``):
+    sorted by ``chars`` (text length; so a batch holds texts of nearly one token length), then ``map_batches`` on an
+    actor pool of :class:`EmbedBatch` (``cfg.embed_actors`` actors asking ``cfg.embed_num_cpus`` CPUs each, each
+    running ``cfg.embed_threads`` intra-op threads) → the same rows plus ``vector``. Used by the stage and by
+    tests/benchmarks/bench_embed.py (so the benchmark times exactly this)."""
+    import ray
+
+    if sort:
+        texts = texts.sort("chars")
+    first = cfg.embedder if cfg.embedder != "auto" else "minilm"
+    return texts.map_batches(
+        EmbedBatch, fn_constructor_kwargs={"kind": first, "batch_size": cfg.embed_batch_size, "cache_dir": cache_dir,
+                                           "threads": cfg.embed_threads, "actors": cfg.embed_actors},
+        batch_size=max(cfg.embed_batch_size, 256), batch_format="numpy", num_cpus=cfg.embed_num_cpus,
+        compute=ray.data.ActorPoolStrategy(size=cfg.embed_actors))
 
 
 class _TextsOf:
