@@ -27,11 +27,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from filegram_ray.names import find_lone_surrogate
 
 __all__ = [
     "MAX_EXTRACTED_CHARS",
@@ -199,12 +202,19 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+#: a JSON escape of a UTF-16 surrogate (``\\ud800``–``\\udfff``): only then can a parsed string hold a lone one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def load_json(data: bytes | str, source: str, *, duplicates: bool = False) -> Any:
-    """Parse JSON; ``duplicates=False`` refuses an object with a key given twice.
+    """Parse JSON; ``duplicates=False`` refuses an object with a key given twice. A string holding a lone
+    surrogate (``"\\udce9"`` not part of a pair: not Unicode text, and nothing we write can hold it) is refused
+    too, naming its field (case BR-27; :mod:`filegram_ray.names`).
 
     Raises:
         ValueError: ``<source>: not UTF-8 …``, ``<source>: invalid JSON at line L col C: …``,
-            ``<source>: invalid JSON: duplicate key …`` or ``<source>: invalid JSON: nesting too deep``.
+            ``<source>: invalid JSON: duplicate key …``, ``<source>: invalid JSON: nesting too deep`` or
+            ``<source>: field '<path>': a lone surrogate escape …``.
     """
     if isinstance(data, (bytes, bytearray)):
         try:
@@ -212,10 +222,16 @@ def load_json(data: bytes | str, source: str, *, duplicates: bool = False) -> An
         except UnicodeDecodeError as exc:
             raise ValueError(f"{source}: not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        return json.loads(data, object_pairs_hook=None if duplicates else _no_duplicates)
+        obj = json.loads(data, object_pairs_hook=None if duplicates else _no_duplicates)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{source}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ValueError(f"{source}: invalid JSON: nesting too deep") from None
     except ValueError as exc:  # from _no_duplicates
         raise ValueError(f"{source}: invalid JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(data):
+        where = find_lone_surrogate(obj)
+        if where is not None:
+            raise ValueError(f"{source}: field '{where}': a lone surrogate escape (\\ud800-\\udfff not part of a "
+                             "pair) is not Unicode text")
+    return obj

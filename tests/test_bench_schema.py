@@ -59,12 +59,17 @@ def test_profile_record_errors_name_the_field():
 
 
 def test_missing_meta_of_perturbed_trajectory_is_named(tmp_path):
+    """A perturbed trajectory without meta.json, or with a field missing, is left out and named (file and field);
+    it no longer stops the whole bench (issue #13: one bad unit never sinks a batch)."""
     run = RunDir(tmp_path)
     run.write_table("trajectories/index.parquet", pl.DataFrame([
         {"trajectory_id": "p1/T-01", "profile_id": "p1", "task_id": "T-01", "status": "ok", "perturbed": True}]))
+    run.write_text("trajectories/p1/T-01/events.json", "[]")
     prof = {"profile_id": "p1", "tiers": dict(zip("ABCDEF", "LLLLLL")), "attributes": {}}
-    with pytest.raises(ValueError, match=r"trajectories/p1/T-01/meta\.json"):
-        load_bench_inputs(run, profiles=[prof], tasks=[{"task_id": "T-01"}])
+    got = load_bench_inputs(run, profiles=[prof], tasks=[{"task_id": "T-01"}])
+    assert got.trajectories == [] and [s["file"] for s in got.skipped] == ["trajectories/p1/T-01/meta.json"]
+    assert got.skipped[0]["error"].endswith("trajectories/p1/T-01/meta.json: missing, but the index marks p1/T-01 "
+                                            "as perturbed")
     run.write_json("trajectories/p1/T-01/meta.json", {"perturbation": {"dimension": "C", "from": "L"}})
-    with pytest.raises(ValueError, match=r"perturbation\.to"):
-        load_bench_inputs(run, profiles=[prof], tasks=[{"task_id": "T-01"}])
+    got = load_bench_inputs(run, profiles=[prof], tasks=[{"task_id": "T-01"}])
+    assert "field 'perturbation.to' is missing" in got.skipped[0]["error"]

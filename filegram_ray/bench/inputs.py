@@ -97,6 +97,10 @@ class BenchInputs:
     tasks: list[TaskRec]
     trajectories: list[TrajRec]
     rendered: frozenset[str] = frozenset()
+    #: trajectories of the index left out because a file of theirs is unreadable or malformed:
+    #: ``{"trajectory_id", "file", "error"}`` (the error names the file and the field); one bad trajectory never
+    #: stops the stage
+    skipped: list[dict[str, str]] = field(default_factory=list)
     _by_profile: dict[str, list[TrajRec]] = field(default_factory=dict, init=False, repr=False)
     _profiles: dict[str, ProfileRec] = field(default_factory=dict, init=False, repr=False)
     _tasks: dict[str, TaskRec] = field(default_factory=dict, init=False, repr=False)
@@ -199,9 +203,14 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
         profiles_dir / tasks_dir: passed to the loaders.
         profile_ids: restrict to these profiles (full ids or the short ``p<N>`` form).
 
+    A trajectory whose folder is missing, or whose ``meta.json`` or Engram is unreadable or malformed (truncated, not UTF-8, not an object,
+    a perturbation field missing or not a dimension/tier, a fingerprint that is not 17 numbers), or whose
+    ``meta.json`` is missing although the index marks it perturbed, is left out and listed in
+    :attr:`BenchInputs.skipped` with an error naming the file and the field.
+
     Raises:
-        StorageError: the trajectory index is missing.
-        ValueError: a profile or meta.json is malformed (message names the file and field); a profile id of
+        StorageError: the trajectory index is missing or unreadable; ValueError: it lacks a column.
+        ValueError: a profile is malformed (message names the file and field); a profile id of
             ``profile_ids`` is not in the profile set.
     """
     if profiles is None:
@@ -229,44 +238,116 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             tasks = [{"task_id": t} for t in sorted({r["task_id"] for r in rows})]
     trecs = [task_record(t) for t in tasks]
 
+    missing = [c for c in ("trajectory_id", "profile_id", "task_id") if c not in index.columns]
+    if missing:
+        raise ValueError(f"{run.url('trajectories/index.parquet')}: column(s) {', '.join(missing)} missing")
     trajs: list[TrajRec] = []
+    skipped: list[dict[str, str]] = []
     for r in rows:
         if r.get("profile_id") not in known:
             continue
         if str(r.get("status") or "ok").lower() in BAD_STATUSES:
             continue
         tid = r["trajectory_id"]
-        pert = None
-        shift_real = None
-        if r.get("perturbed") is None or bool(r.get("perturbed")):
-            meta_rel = f"trajectories/{tid}/meta.json"
-            if run.exists(meta_rel):
-                meta = run.read_json(meta_rel)
-                pert = meta.get("perturbation")
-                if pert is not None:
-                    for f in ("dimension", "from", "to"):
-                        if f not in pert:
-                            raise ValueError(f"{meta_rel}: field 'perturbation.{f}' is missing")
-                    pert = {"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}
-                    check = meta.get("perturbation_check") or {}
-                    if check.get("status") in ("real", "replaced", "dropped"):
-                        shift_real = check["status"] != "dropped" and bool(check.get("shift"))
-            elif r.get("perturbed"):
-                raise ValueError(f"{meta_rel}: missing, but the index marks {tid} as perturbed")
-        fp = None
-        eng_rel = f"engrams/{r['profile_id']}/{r['task_id']}.json"
-        if run.exists(eng_rel):
-            eng = run.read_json(eng_rel)
-            raw = eng.get("fingerprint")
-            if isinstance(raw, dict):  # keyed by feature name: put it in the reference §7.3 order
-                raw = [raw.get(k, 0.0) for k in FINGERPRINT_FEATURES] if set(FINGERPRINT_FEATURES) <= set(raw) \
-                    else None
-            if isinstance(raw, list):
-                fp = tuple(float(x) for x in raw)
+        try:
+            if not run.exists(f"trajectories/{tid}"):
+                raise _UnitProblem(f"trajectories/{tid}", f"{run.url(f'trajectories/{tid}')}: missing, but the index "
+                                                          f"lists {tid} as generated")
+            pert, shift_real = _perturbation(run, tid, r.get("perturbed"))
+            fp = _fingerprint(run, r["profile_id"], r["task_id"])
+        except _UnitProblem as exc:
+            skipped.append({"trajectory_id": str(tid), "file": exc.file, "error": str(exc)})
+            log.warning("bench: trajectory %s left out: %s", tid, exc)
+            continue
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
                              perturbation=pert, fingerprint=fp, shift_real=shift_real))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
-    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered)
+    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered, skipped=skipped)
+
+
+class _UnitProblem(ValueError):
+    """A per-trajectory file of the bench inputs is unreadable or malformed; ``file`` is its run-relative path."""
+
+    def __init__(self, file: str, message: str) -> None:
+        super().__init__(message)
+        self.file = file
+
+
+def _read_unit_json(run, rel: str) -> Any:
+    from filegram_ray.storage import StorageError
+
+    try:
+        return run.read_json(rel)
+    except StorageError as exc:
+        raise _UnitProblem(rel, str(exc)) from None
+
+
+def _perturbation(run, tid: str, perturbed: Any) -> tuple[dict[str, str] | None, bool | None]:
+    """(perturbation, shift_real) of trajectory ``tid`` from its ``meta.json`` (read only when the index does not
+    say the trajectory is unperturbed). Raises :class:`_UnitProblem` naming the file and the field."""
+    if perturbed is not None and not bool(perturbed):
+        return None, None
+    meta_rel = f"trajectories/{tid}/meta.json"
+    where = run.url(meta_rel)
+    if not run.exists(meta_rel):
+        if perturbed:
+            raise _UnitProblem(meta_rel, f"{where}: missing, but the index marks {tid} as perturbed")
+        return None, None
+    meta = _read_unit_json(run, meta_rel)
+    if not isinstance(meta, dict):
+        raise _UnitProblem(meta_rel, f"{where}: expected a JSON object, got {type(meta).__name__}")
+    pert = meta.get("perturbation")
+    if pert is None:
+        if perturbed:
+            raise _UnitProblem(meta_rel, f"{where}: field 'perturbation' is null, but the index marks {tid} as "
+                                         "perturbed")
+        return None, None
+    if not isinstance(pert, dict):
+        raise _UnitProblem(meta_rel, f"{where}: field 'perturbation' must be an object or null, got "
+                                     f"{type(pert).__name__}")
+    for f, allowed in (("dimension", DIMENSIONS), ("from", TIERS), ("to", TIERS)):
+        if f not in pert:
+            raise _UnitProblem(meta_rel, f"{where}: field 'perturbation.{f}' is missing")
+        if pert[f] not in allowed:
+            raise _UnitProblem(meta_rel, f"{where}: field 'perturbation.{f}' must be one of "
+                                         f"{'/'.join(allowed)}, got {pert[f]!r:.80}")
+    check = meta.get("perturbation_check")
+    if check is None:
+        check = {}
+    if not isinstance(check, dict):
+        raise _UnitProblem(meta_rel, f"{where}: field 'perturbation_check' must be an object or null, got "
+                                     f"{type(check).__name__}")
+    shift_real = None
+    if check.get("status") in ("real", "replaced", "dropped"):
+        shift_real = check["status"] != "dropped" and bool(check.get("shift"))
+    return {"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}, shift_real
+
+
+def _fingerprint(run, profile_id: str, task_id: str) -> tuple[float, ...] | None:
+    """The 17-D fingerprint of ``engrams/<profile_id>/<task_id>.json`` (None without an Engram: encode has not
+    run). Raises :class:`_UnitProblem` naming the file and the field when the Engram is unreadable or its
+    fingerprint is not 17 finite numbers (or a mapping holding the 17 feature names)."""
+    import math
+
+    eng_rel = f"engrams/{profile_id}/{task_id}.json"
+    if not run.exists(eng_rel):
+        return None
+    eng = _read_unit_json(run, eng_rel)
+    where = run.url(eng_rel)
+    if not isinstance(eng, dict):
+        raise _UnitProblem(eng_rel, f"{where}: expected a JSON object, got {type(eng).__name__}")
+    raw = eng.get("fingerprint")
+    if raw is None:
+        return None
+    if isinstance(raw, dict):  # keyed by feature name: put it in the reference §7.3 order
+        if not set(FINGERPRINT_FEATURES) <= set(raw):
+            return None
+        raw = [raw[k] for k in FINGERPRINT_FEATURES]
+    if not isinstance(raw, list) or len(raw) != len(FINGERPRINT_FEATURES) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in raw):
+        raise _UnitProblem(eng_rel, f"{where}: field 'fingerprint' must be {len(FINGERPRINT_FEATURES)} finite "
+                                    f"numbers, got {str(raw)[:80]}")
+    return tuple(float(x) for x in raw)
 
 
 #: outputs the render stage turns into derivatives (``rendering.stage.RenderConfig.text_extensions`` default)

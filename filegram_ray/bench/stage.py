@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 from filegram_ray.schema.meta import record_stage
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ def counts_table(items: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+@exclusive_stage(STAGE)
 def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     """Build the bank for the run directory of ``config`` and write it.
 
@@ -86,11 +88,15 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         config: pipeline config (``run_dir``, ``seed``, ``profiles_dir``/``tasks_dir``/``profiles``, ``bench:``).
         llm_fn: optional question paraphraser ``prompt -> text`` (reference §9.2; off by default).
 
+    A trajectory whose ``meta.json`` or Engram is malformed is left out (one bad trajectory never stops the
+    stage): it is listed with the error naming the file and field in ``bench/stats.json``
+    (``skipped_trajectories``), in the ``run.json`` record and on stdout.
+
     Returns:
-        ``{"n_items", "stats", "counts", "seconds"}``.
+        ``{"n_items", "stats", "counts", "seconds", "skipped_trajectories"}``.
 
     Raises:
-        ValueError: an invalid ``bench:`` section, an unknown sub-task, a malformed profile/meta.json, an unknown
+        ValueError: an invalid ``bench:`` section, an unknown sub-task, a malformed profile, an unknown
             profile/task id in the config (short ids such as ``p1`` resolve as in generate), no usable trajectory,
             or no item built (0 of N fails loudly).
         StorageError: ``trajectories/index.parquet`` is missing (run the generate stage first).
@@ -118,11 +124,14 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         keep = set(match_ids(config.tasks, [t.task_id for t in inputs.tasks], "tasks", "the task set"))
         inputs = type(inputs)(profiles=inputs.profiles, tasks=[t for t in inputs.tasks if t.task_id in keep],
                               trajectories=[t for t in inputs.trajectories if t.task_id in keep],
-                              rendered=inputs.rendered)
+                              rendered=inputs.rendered,
+                              skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep])
+    skipped = inputs.skipped
     if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
+        bad = (f"; {len(skipped)} left out for a malformed file, first: {skipped[0]['error']}" if skipped else "")
         raise ValueError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
                          f"tasks in {run.url('trajectories/index.parquet')} (none generated with status ok, or "
-                         "the configured profiles/tasks select none)")
+                         f"the configured profiles/tasks select none{bad})")
     bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts, llm_fn=llm_fn)
     if not bank.items:
         notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
@@ -131,17 +140,23 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     run.write_table("bench/answers_key.parquet", _keys_table(bank))
     run.write_table("bench/items.parquet", items)
     counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
-    run.write_json("bench/stats.json", {"seed": seed, "sub_tasks": bank.stats, "counts": counts,
-                                        "n_profiles": len(inputs.profiles), "n_tasks": len(inputs.tasks),
-                                        "n_trajectories": len(inputs.trajectories)})
+    stats = {"seed": seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": len(inputs.profiles),
+             "n_tasks": len(inputs.tasks), "n_trajectories": len(inputs.trajectories)}
+    if skipped:  # only then, so a clean run's stats.json keeps its bytes
+        stats["skipped_trajectories"] = skipped
+    run.write_json("bench/stats.json", stats)
     seconds = round(time.perf_counter() - t0, 2)
-    record = {"seed": seed, "n_items": len(bank.items), "sub_tasks": bank.stats, "seconds": seconds}
+    record = {"seed": seed, "n_items": len(bank.items), "sub_tasks": bank.stats, "seconds": seconds,
+              "skipped_trajectories": skipped}
     run.mark_done(STAGE, "bank", record)
     record_stage(run, STAGE, record, config.model_dump(mode="json"))
     print(f"bench: {len(bank.items)} items from {len(inputs.profiles)} profiles × {len(inputs.tasks)} tasks "
           f"({len(inputs.trajectories)} usable trajectories), seed {seed}")
+    for sk in skipped:
+        print(f"bench: left out {sk['trajectory_id']}: {sk['error']}")
     print(f"{'sub-task':<10} {'target':>7} {'built':>7}  note")
     for name, st in bank.stats.items():
         print(f"{name:<10} {st['target']:>7} {st['built']:>7}  {st['note']}")
     print(counts_table(items))
-    return {"n_items": len(bank.items), "stats": bank.stats, "counts": counts, "seconds": seconds}
+    return {"n_items": len(bank.items), "stats": bank.stats, "counts": counts, "seconds": seconds,
+            "skipped_trajectories": skipped}

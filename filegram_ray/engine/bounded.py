@@ -148,7 +148,7 @@ def _serve(header: dict, payload: bytes) -> tuple[dict, bytes]:
     op = header.get("op")
     if op == "extract":
         text = _extract(payload, str(header.get("name", "document")), int(header.get("max_chars", 1 << 30)))
-        return {"ok": True}, text.encode("utf-8", "surrogatepass")
+        return {"ok": True}, text.encode("utf-8")  # extract_text leaves no lone surrogate (BR-27)
     if op == "grep":
         try:
             rx = re.compile(header["pattern"])
@@ -254,7 +254,7 @@ def extract_document(data: bytes, name: str, *, timeout: float | None, max_chars
     except OSError as exc:
         _fallback(exc)
         return _extract(data, name, max_chars)
-    return text.decode("utf-8", "surrogatepass")
+    return text.decode("utf-8")
 
 
 def grep_files(pattern: str, files: list[tuple[str, bytes]], *, timeout: float | None, max_hits: int,

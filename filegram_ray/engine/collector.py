@@ -42,6 +42,7 @@ import uuid
 from typing import Any
 
 from filegram_ray.engine.media import MediaStore, content_hash
+from filegram_ray.names import escape_strings
 
 #: reference §3.4 is_backup: destination extension (lower-case) in this set
 BACKUP_EXTS = frozenset({".bak", ".backup", ".orig", ".old", ".save"})
@@ -143,7 +144,7 @@ class Collector:
             "model_provider": self.model_provider,
             "model_name": self.model_name,
         }
-        ev.update(fields)
+        ev.update(escape_strings(fields))  # an agent-typed lone surrogate is recorded as %XX (BR-27)
         self.events.append(ev)
         return ev
 

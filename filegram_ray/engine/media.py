@@ -11,7 +11,9 @@ Layout written by :meth:`MediaStore.write_to` under ``<trajectory>/media/``::
 Constants (all reference §2.2): hash = first 16 hex chars of SHA-256 of the UTF-8 text; a blob is skipped when a
 NUL char occurs in its first 8,192 chars; text over 1,048,576 UTF-8 bytes is cut to its first 1,048,576 chars
 and the marker line ``[truncated at 1MB]`` appended; a repeated hash only increments ``references`` (and
-``deduplicated_saves``). ``stored_at`` is the *simulated* clock (epoch ms) so the same seed gives the same bytes.
+``deduplicated_saves``). ``stored_at`` is the *simulated* clock (epoch ms) so the same seed gives the same bytes. Every blob, diff and
+the manifest are valid UTF-8: a lone surrogate in a text (a name that is not UTF-8) is stored by the rule of
+:mod:`filegram_ray.names` (``%XX``; case BR-27), and the hash is that of the bytes stored.
 
 The store is kept in memory during a session (its size is bounded by the engine's write limits) and written
 once, atomically per file, at the end.
@@ -27,6 +29,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from filegram_ray.names import utf8_bytes
+
 #: reference §2.2
 HASH_LEN = 16
 NUL_SCAN_CHARS = 8192
@@ -41,7 +45,7 @@ def content_hash(text: str | None) -> str | None:
     """SHA-256[:16] of the UTF-8 text; ``None`` for empty/absent content (reference §3.4 before/after_hash)."""
     if not text:
         return None
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_LEN]
+    return hashlib.sha256(utf8_bytes(text)).hexdigest()[:HASH_LEN]
 
 
 def split_lines(text: str) -> list[str]:
@@ -143,7 +147,7 @@ class MediaStore:
         self.stats = {"total_blobs": 0, "total_diffs": 0, "total_bytes": 0, "deduplicated_saves": 0}
 
     def _put(self, kind: str, text: str, original_path: str, now_ms: float) -> dict[str, str]:
-        data = text.encode("utf-8", "surrogatepass")
+        data = utf8_bytes(text)
         h = hashlib.sha256(data).hexdigest()[:HASH_LEN]
         rel = f"blobs/{h}.blob" if kind == "blob" else f"diffs/{h}.diff"
         if h in self.entries:
@@ -161,7 +165,7 @@ class MediaStore:
         """Store a full-text snapshot; ``None`` if it holds a NUL in its first 8,192 chars."""
         if "\x00" in text[:NUL_SCAN_CHARS]:
             return None
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_BLOB_BYTES:
+        if len(utf8_bytes(text)) > MAX_BLOB_BYTES:
             text = text[:MAX_BLOB_BYTES] + "\n" + TRUNCATION_MARKER + "\n"
         return self._put("blob", text, original_path, now_ms)
 

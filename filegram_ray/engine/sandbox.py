@@ -7,14 +7,21 @@ of a trajectory (same seed → same bytes).
 
 **The link rule** (one rule, applied everywhere): a sandbox holds only regular files and directories.
 
-* Links in a bundle are never copied (nor special files, names that are not valid UTF-8 or hold control
-  characters, or a second name that is the same text in another Unicode form); each one skipped is listed in
-  :attr:`Sandbox.skipped` with the reason. No tool can create a link.
+* Links in a bundle are never copied (nor special files, names that hold control characters, or a second name
+  that is the same text in another Unicode form); each one skipped is listed in :attr:`Sandbox.skipped` with the
+  reason. No tool can create a link.
 * Every filesystem call walks the path from a descriptor of the sandbox root, one component at a time, with
   ``openat(..., O_NOFOLLOW)``, and does its final operation relative to the parent's descriptor (``unlinkat``,
   ``renameat``, ``mkdirat``, ``O_NOFOLLOW`` opens). This happens at the moment of each call, not once per command,
   so a link that appears later (planted from outside, moved by an earlier sub-command) is refused when reached:
   a path that names or passes through a link raises :class:`SandboxError`.
+
+**Names that are not valid UTF-8** (case BR-27) never reach a tool, an event or the media store: the rule of
+:mod:`filegram_ray.names` (the workspace import's) applies — each such byte becomes ``%XX`` (``caf%E9.txt``; a
+taken name gets ``~2``, ``~3`` …). The bundle copy writes the file under that name; a name met later (planted
+from outside the sandbox: no tool can create one) is renamed in place by the listing that meets it. Each rename
+is listed in :attr:`Sandbox.renamed` as (original shown with ``\\xNN``, new relative path); the generate stage
+records both lists in the trajectory's ``meta.json`` (``sandbox``).
 
 **Paths**: refused (SandboxError, a tool error) are non-strings, empty paths, NUL bytes, names that are not valid
 UTF-8 (surrogate escapes), control characters, ``~`` expansion, absolute paths outside the virtual or real root,
@@ -48,6 +55,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from filegram_ray.names import escape_bytes, free_name, has_lone_surrogate, printable
 
 VIRTUAL_PREFIX = "/sandbox"
 
@@ -166,11 +175,8 @@ def _kind(mode: int) -> str:
 
 
 def name_problem(name: str) -> str | None:
-    """Why a directory-entry name cannot live in a sandbox (``None`` if it can)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "name is not valid UTF-8"
+    """Why a directory-entry name cannot live in a sandbox (``None`` if it can). A name that is not valid UTF-8
+    can, under its ``%XX`` name (module docstring)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         return "name contains control characters"
     return None
@@ -189,6 +195,9 @@ class Sandbox:
         self.clock = clock
         #: (bundle-relative path as found, reason) of every bundle entry not copied in
         self.skipped: list[tuple[str, str]] = []
+        #: (path as found, ``\xNN`` for bytes that are not UTF-8; sandbox-relative path it got) of every name
+        #: that is not valid UTF-8, renamed ``%XX`` by the bundle copy or when a listing met it (BR-27)
+        self.renamed: list[tuple[str, str]] = []
         self._root_fd = os.open(self.root, _O_DIR)
         self._close_fd = weakref.finalize(self, os.close, self._root_fd)
         self._deadline: float | None = None
@@ -197,7 +206,8 @@ class Sandbox:
     def create(cls, bundle_files_dir: Path | None, root: Path, virtual_root: str,
                limits: Limits | None = None, *, clock: Callable[[], float] | None = None) -> Sandbox:
         """Copy ``bundle_files_dir`` (if given) to a fresh ``root`` under the link rule (links, special files and
-        unusable names are skipped and listed in ``skipped``; names are stored in NFC).
+        names with control characters are skipped and listed in ``skipped``; names are stored in NFC; a name that
+        is not valid UTF-8 is copied under its ``%XX`` name and listed in ``renamed``).
 
         Raises FileNotFoundError if the bundle dir is missing, FileExistsError if ``root`` exists and is not
         empty, LimitExceeded (nothing left behind) if the bundle is larger than the limits allow."""
@@ -238,15 +248,21 @@ class Sandbox:
 
     def _import_dir(self, sfd: int, dfd: int, src_rel: str, rel: str, budget: Budget) -> None:
         with os.scandir(sfd) as it:
-            items = sorted(it, key=lambda e: e.name)
+            items = sorted(it, key=lambda e: (has_lone_surrogate(e.name), e.name))  # valid names claim theirs first
         taken: set[str] = set()
         for e in items:
-            shown = _join(src_rel, os.fsencode(e.name).decode("utf-8", "backslashreplace"))
+            shown = _join(src_rel, printable(e.name))
             problem = name_problem(e.name)
             if problem:
                 self.skipped.append((shown, problem))
                 continue
-            name = unicodedata.normalize("NFC", e.name)
+            if has_lone_surrogate(e.name):  # not valid UTF-8: copied under its %XX name (BR-27)
+                name = free_name(unicodedata.normalize("NFC", escape_bytes(e.name)),
+                                 lambda n: n in taken or any(unicodedata.normalize("NFC", x.name) == n
+                                                             for x in items if not has_lone_surrogate(x.name)))
+                self.renamed.append((shown, _join(rel, name)))
+            else:
+                name = unicodedata.normalize("NFC", e.name)
             if name in taken:
                 self.skipped.append((shown, "same name as another entry once normalised to NFC"))
                 continue
@@ -424,19 +440,46 @@ class Sandbox:
         with self._dir(rel, shown) as fd:
             return self._entries(fd, rel)
 
-    @staticmethod
-    def _entries(fd: int, rel: str) -> list[Entry]:
+    def _entries(self, fd: int, rel: str) -> list[Entry]:
         out = []
         with os.scandir(fd) as it:
-            for e in it:
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except FileNotFoundError:
+            items = list(it)
+        names = {e.name for e in items}
+        for e in items:
+            name = e.name
+            if has_lone_surrogate(name):
+                name = self._rename_met(fd, rel, name, names)
+                if name is None:
                     continue
-                out.append(Entry(e.name, _join(rel, e.name), _kind(st.st_mode), st.st_size, st.st_mtime_ns,
-                                 st.st_mode))
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            out.append(Entry(name, _join(rel, name), _kind(st.st_mode), st.st_size, st.st_mtime_ns, st.st_mode))
         out.sort(key=lambda x: x.name)
         return out
+
+    def _rename_met(self, fd: int, rel: str, raw: str, names: set[str]) -> str | None:
+        """Give a name that is not valid UTF-8, met in directory ``fd`` (= ``rel``), its ``%XX`` name on disk
+        (module docstring); the new name, or None when it vanished meanwhile."""
+        new = free_name(unicodedata.normalize("NFC", escape_bytes(raw)),
+                        lambda n: n in names or self._lexists_at(fd, n))
+        try:
+            os.rename(raw, new, src_dir_fd=fd, dst_dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        names.discard(raw)
+        names.add(new)
+        self.renamed.append((_join(rel, printable(raw)), _join(rel, new)))
+        return new
+
+    @staticmethod
+    def _lexists_at(fd: int, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=fd, follow_symlinks=False)
+            return True
+        except FileNotFoundError:
+            return False
 
     def walk(self, rel: str = ".", shown: str | None = None, *,
              what: str = "walk") -> Iterator[tuple[str, list[Entry], list[Entry]]]:

@@ -42,6 +42,7 @@ from filegram_ray.engine.filter import filter_events
 from filegram_ray.engine.media import MediaStore
 from filegram_ray.engine.sandbox import VIRTUAL_PREFIX, Limits, OpCounter, Sandbox, SandboxError
 from filegram_ray.engine.tools import TOOLS, ToolContext, ToolError, ToolResult, list_tree
+from filegram_ray.names import escape_bytes
 from filegram_ray.schema.events import dumps_events
 
 #: simulated tool latency ranges in ms, (low, high) inclusive — our own model, not a reference constant.
@@ -98,6 +99,9 @@ class EngineSession:
         if self.sandbox.skipped:
             log.warning("%s: %d bundle entries not copied into the sandbox (link rule): %s", dirname,
                         len(self.sandbox.skipped), "; ".join(f"{p} ({why})" for p, why in self.sandbox.skipped[:10]))
+        if self.sandbox.renamed:
+            log.warning("%s: %d bundle names are not valid UTF-8, copied under %%XX names: %s", dirname,
+                        len(self.sandbox.renamed), "; ".join(f"{a} -> {b}" for a, b in self.sandbox.renamed[:10]))
         # paths are NFC inside the sandbox (sandbox.py): key the annotations the same way
         self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", k): v for k, v in (annotations or {}).items()})
         self._time_rng = random.Random(sub_seed(self.seed, "timing"))
@@ -163,11 +167,14 @@ class EngineSession:
 
     @contextlib.contextmanager
     def iteration(self, input_tokens: int = 0, output_tokens: int = 0, *, response_time_ms: float | None = None,
-                  stop_reason: str = "tool_use", has_reasoning: bool = False) -> Iterator[None]:
-        """One LLM iteration: ``iteration_start`` → ``llm_response`` → (tool events) → ``iteration_end``.
+                  stop_reason: str = "tool_use", has_reasoning: bool = False,
+                  compaction: dict[str, int] | None = None) -> Iterator[None]:
+        """One LLM iteration: ``iteration_start`` → (``compaction_triggered``) → ``llm_response`` → (tool events)
+        → ``iteration_end`` (reference §3.3 frame).
 
         ``response_time_ms`` (ms the LLM took; the clock advances by it) defaults to a seeded draw of
-        300–700 ms plus 8 ms per output token (our own latency model).
+        300–700 ms plus 8 ms per output token (our own latency model). ``compaction``: when the agent pruned its
+        context before this call, ``{"messages_before", "messages_after", "tokens_saved"}`` (reference §3.2 row 17).
         """
         self._require_running()
         if self._iter_state is not None:
@@ -176,6 +183,10 @@ class EngineSession:
         n = self._iteration
         t0 = self._clock
         self.collector.emit("iteration_start", {"iteration_number": n})
+        if compaction is not None:
+            self.collector.emit("compaction_triggered", {
+                "reason": "context_overflow", "messages_before": int(compaction["messages_before"]),
+                "messages_after": int(compaction["messages_after"]), "tokens_saved": int(compaction["tokens_saved"])})
         if response_time_ms is None:
             response_time_ms = self._time_rng.randint(300, 700) + 8 * max(0, int(output_tokens))
         self.advance(response_time_ms)
@@ -275,8 +286,11 @@ class EngineSession:
     def _scrub(self, value: Any) -> Any:
         """Replace the real sandbox directory by the virtual root inside recorded arguments — only where it
         stands as a whole path (followed by ``/``, the end, a quote, a space or a separator), so a sibling
-        folder whose name merely starts with the sandbox's name is recorded as the agent wrote it."""
+        folder whose name merely starts with the sandbox's name is recorded as the agent wrote it. A lone
+        surrogate an agent typed (a JSON ``"\\udce9"`` escape) is recorded by the :mod:`filegram_ray.names` rule
+        (``%E9``), so events stay valid UTF-8 (BR-27)."""
         if isinstance(value, str):
+            value = escape_bytes(value)
             if self._scrub_rx is None:
                 reals = sorted({str(self.sandbox.root), self.sandbox.real_root}, key=len, reverse=True)
                 self._scrub_rx = re.compile("(?:" + "|".join(map(re.escape, reals)) + r")(?=$|[/\s'\";&:,)\]])")
@@ -284,7 +298,7 @@ class EngineSession:
         if isinstance(value, list):
             return [self._scrub(x) for x in value]
         if isinstance(value, dict):
-            return {k: self._scrub(x) for k, x in value.items()}
+            return {self._scrub(k) if isinstance(k, str) else k: self._scrub(x) for k, x in value.items()}
         return value
 
     def _virtual_or_raw(self, raw: Any) -> str | None:
@@ -330,6 +344,13 @@ class EngineSession:
             except SandboxError:
                 continue
         return sorted(out)
+
+    def sandbox_record(self) -> dict[str, list[dict[str, str]]]:
+        """What the bundle copy and the listings changed or left out (``meta.json`` ``sandbox``; empty lists when
+        nothing): ``renamed`` [{"path": sandbox-relative new name, "renamed_from": original with ``\\xNN``}],
+        ``skipped`` [{"path", "reason"}] (BR-27, the link rule)."""
+        return {"renamed": [{"path": new, "renamed_from": old} for old, new in self.sandbox.renamed],
+                "skipped": [{"path": p, "reason": why} for p, why in self.sandbox.skipped]}
 
     def summary(self) -> dict[str, Any]:
         """summary.json content (reference §2.3), computed from the raw events."""

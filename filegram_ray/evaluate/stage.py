@@ -35,6 +35,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class EvaluateConfig(BaseModel):
         judge_backbone: the judge's language model (same shapes as ``backbone``); None = the answering backbone.
         ingest_llm: with an OpenAI-compatible backbone, let methods call it at ingest (Eager Summarization's
             summaries, FileGramOS consolidation); false = their non-LLM path (much faster on a CPU server).
+        max_context_chars: language-model path only: cut each retrieved context to this many characters before
+            it goes into the prompt (the answering model's window; None = no cut). Applies to every method alike;
+            the report counts the cut prompts.
         wave_units: work units per prompt-and-answer wave of the language-model path (bounds driver memory; a unit
             is written as soon as its last answer is in).
         settings: item settings to evaluate (``text``, ``multimodal``).
@@ -101,6 +105,7 @@ class EvaluateConfig(BaseModel):
     judge: str = "auto"
     judge_backbone: str | dict[str, Any] | None = None
     ingest_llm: bool = True
+    max_context_chars: int | None = Field(None, ge=1)
     wave_units: int = Field(64, ge=1)
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
     multimodal_content: str = "auto"
@@ -471,6 +476,7 @@ def _probe(spec) -> None:
         raise ValueError(f"evaluate: backbone {spec.display()} at {spec.base_url} is not answering: {exc}") from exc
 
 
+@exclusive_stage(STAGE)
 def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                  backbone: str | dict[str, Any] | None = None, serial: bool | None = None) -> dict[str, Any]:
     """Run the evaluate stage on ``config.run_dir``; returns a one-screen summary dict.
@@ -480,7 +486,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         methods / backbone / serial: override the section's values (job-script flags).
 
     Raises:
-        ValueError: invalid section, unknown method, bad items table.
+        ValueError: invalid section, unknown method, bad items table; no item selected, or not one answer ok
+            (0 of N fails loudly, after the report and the error rows are written).
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from filegram_ray.evaluate.report import write_report
@@ -547,7 +554,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             run, todo, spec=spec, stage=STAGE, unit_schema=_UNIT_SCHEMA, method_options=ecfg.method_options,
             ingest_backbone=ingest_backbone, seed=config.seed, multimodal_content=mm_mode,
             multimodal_formats=ecfg.multimodal_formats, num_actors=ecfg.num_actors,
-            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units)
+            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units,
+            max_context_chars=ecfg.max_context_chars)
     for m, units in plan.items() if spec is None else ():
         todo = [u for u in units if not _unit_complete(run, u)]
         log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
@@ -600,7 +608,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
 
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
-            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(bb_info.get("is_llm")))
+            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(llm_ingest))
                              for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
@@ -616,5 +624,15 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         record_stage(run, STAGE, info, config.model_dump(mode="json"))
     except Exception as exc:  # noqa: BLE001 - the manifest is informative; never fail the stage on it
         log.warning("evaluate: could not record the stage in run.json: %s", exc)
+    if not items:  # 0 of N: an empty evaluation must not look like a success
+        raise ValueError(f"evaluate: no item selected from the {n_bank} items of {run.url('bench/items.parquet')} "
+                         f"(settings {ecfg.settings}, sub_tracks {ecfg.sub_tracks or 'all'}, max_items "
+                         f"{ecfg.max_items})")
+    answered = results.filter(pl.col("method").is_in(ecfg.methods)) if results.height else results
+    if answered.height and not answered.filter(pl.col("status") == "ok").height:
+        first = answered.filter(pl.col("status") != "ok")["error"][0]
+        raise ValueError(f"evaluate: 0 of {answered.height} answers ok for methods {ecfg.methods} "
+                         f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
+                         f"{run.url('results/')}); first error: {first}")
     return info
 

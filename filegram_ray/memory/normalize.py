@@ -46,7 +46,8 @@ class MediaResolver:
     """Reads media texts of one trajectory (``media/blobs/<hash>.blob``, ``media/diffs/<hash>.diff``).
 
     A missing or undecodable file, or a reference that is not a ``{path: ...}`` object (the legacy string form of
-    §2.2), resolves to ``""`` — as upstream, silently (§7.1). Reads are cached per path.
+    §2.2), resolves to ``""`` — as upstream (§7.1); a file that is missing or not UTF-8 is named in a warning
+    (nothing is dropped unsaid). Reads are cached per path.
     """
 
     def __init__(self, media_dir: str | Path | None):
@@ -61,9 +62,13 @@ class MediaResolver:
             return ""
         if rel in self._cache:
             return self._cache[rel]
+        path = self.media_dir / rel
         try:
-            text = (self.media_dir / rel).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = f"not UTF-8 at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or exc)
+            log.warning("%s: media file unreadable (%s); its content is left empty, as upstream does (§7.1)",
+                        path, why)
             text = ""
         self._cache[rel] = text
         return text

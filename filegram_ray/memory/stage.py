@@ -17,6 +17,7 @@ functions without Ray.
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
@@ -41,6 +42,7 @@ from filegram_ray.memory.index import (
     save_indices,
 )
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,8 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
             eng = encode_engram(events, tid, task_id, media if media.exists() else None,
                                 upstream_quirks=upstream_quirks, source=src)
         run.write_text(f"engrams/{profile_id}/{task_id}.json", eng.to_json())
-        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems)})
+        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems),
+                                          "upstream_quirks": bool(upstream_quirks)})
         row.update(n_events=eng.event_count, importance_score=eng.importance_score)
     except Exception as exc:  # noqa: BLE001 - one bad trajectory never sinks the batch
         row.update(status="error", error_type=type(exc).__name__, error=f"{tid}: {exc}"[:2000])
@@ -108,13 +111,27 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
 
 
 def load_engram(run, profile_id: str, task_id: str) -> Engram:
-    """Read ``engrams/<profile_id>/<task_id>.json``."""
-    return Engram.from_json(_as_run(run).read_bytes(f"engrams/{profile_id}/{task_id}.json"))
+    """Read ``engrams/<profile_id>/<task_id>.json``. Raises StorageError when it is missing, ValueError naming the
+    file and the field when it is not a valid Engram."""
+    return _read_model(_as_run(run), f"engrams/{profile_id}/{task_id}.json", Engram)
 
 
 def load_store(run, profile_id: str) -> MemoryStore:
-    """Read ``memory/<profile_id>/store.json`` of a run (a RunDir or a path/URI)."""
-    return MemoryStore.from_json(_as_run(run).read_bytes(f"memory/{profile_id}/store.json"))
+    """Read ``memory/<profile_id>/store.json`` of a run (a RunDir or a path/URI). Raises StorageError when it is
+    missing, ValueError naming the file and the field when it is not a valid store."""
+    return _read_model(_as_run(run), f"memory/{profile_id}/store.json", MemoryStore)
+
+
+def _read_model(run, rel: str, model):
+    from pydantic import ValidationError
+
+    data = run.read_bytes(rel)
+    try:
+        return model.from_json(data)
+    except ValidationError as exc:
+        errs = "; ".join((f"field '{'.'.join(str(p) for p in e['loc'])}': " if e["loc"] else "") + e["msg"]
+                         for e in exc.errors()[:3])
+        raise ValueError(f"{run.url(rel)}: not a valid {model.__name__}: {errs}") from None
 
 
 def _as_run(run):
@@ -208,8 +225,10 @@ def _index_profile(run, profile_id: str, kind: str, vectors: dict[str, np.ndarra
     save_indices(run, profile_id, ProfileIndices(build_index(vectors["chunks"], cm, ident),
                                                  build_index(ev, em, ident)))
     run.write_text(f"memory/{profile_id}/store.json", store.to_json())
-    run.mark_done(STAGE_PROFILE, profile_id, {"tasks": sorted(tasks), "chunks": len(cm), "episodes": len(em),
-                                              "embedder": kind, "embedder_setting": setting or kind})
+    settings = json.loads(json.dumps({"embedder": ident, "embedder_setting": setting or kind, "consolidate": ccfg},
+                                     sort_keys=True))  # as stored
+    run.mark_done(STAGE_PROFILE, profile_id, {**settings, "tasks": sorted(tasks), "chunks": len(cm),
+                                              "episodes": len(em), "kind": kind})
     return {"profile_id": profile_id, "status": "ok", "error": None, "kind": kind, "texts": len(cm) + len(em)}
 
 
@@ -303,16 +322,24 @@ def embed_dataset(texts, cfg: EncodeConfig, cache_dir: str | None = None, *, sor
     actor pool of :class:`EmbedBatch` (``cfg.embed_actors`` actors asking ``cfg.embed_num_cpus`` CPUs each, each
     running ``cfg.embed_threads`` intra-op threads) → the same rows plus ``vector``. Used by the stage and by
     tests/benchmarks/bench_embed.py (so the benchmark times exactly this)."""
+    import warnings
+
     import ray
+
+    from filegram_ray.runtime import pool_capacity
 
     if sort:
         texts = texts.sort("chars")
     first = cfg.embedder if cfg.embedder != "auto" else "minilm"
-    return texts.map_batches(
-        EmbedBatch, fn_constructor_kwargs={"kind": first, "batch_size": cfg.embed_batch_size, "cache_dir": cache_dir,
-                                           "threads": cfg.embed_threads, "actors": cfg.embed_actors},
-        batch_size=max(cfg.embed_batch_size, 256), batch_format="numpy", num_cpus=cfg.embed_num_cpus,
-        compute=ray.data.ActorPoolStrategy(size=cfg.embed_actors))
+    size = max(1, min(cfg.embed_actors, pool_capacity(cfg.embed_num_cpus)))  # every actor can be placed (BR-08)
+    with warnings.catch_warnings():  # Ray 2.60 takes actor retry limits only through the deprecated remote args
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return texts.map_batches(
+            EmbedBatch, fn_constructor_kwargs={"kind": first, "batch_size": cfg.embed_batch_size,
+                                               "cache_dir": cache_dir, "threads": cfg.embed_threads, "actors": size},
+            batch_size=max(cfg.embed_batch_size, 256), batch_format="numpy", num_cpus=cfg.embed_num_cpus,
+            compute=ray.data.ActorPoolStrategy(size=size),
+            max_restarts=3, max_task_retries=2)  # bounded: a dying embedder fails the stage
 
 
 class _TextsOf:
@@ -326,6 +353,7 @@ class _TextsOf:
 
 
 # ------------------------------------------------------------------ the stage
+@exclusive_stage("encode")
 def run_encode(config, *, serial: bool = False, address: str | None = None) -> dict[str, Any]:
     """Run the encode stage over a run directory.
 
@@ -339,8 +367,8 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         Summary dict (counts, errors, seconds per step), also recorded in ``run.json`` under ``encode``.
 
     Raises:
-        StorageError: ``trajectories/index.parquet`` is missing.
-        ValueError: ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
+        StorageError: ``trajectories/index.parquet`` is missing or unreadable.
+        ValueError: the index lacks a column; ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
             ``p1`` match ``p1_methodical``, as in the generate stage); the configured sets select no trajectory
             generated without error; or none of them has an Engram after the stage (0 of N: the summary is
             recorded in run.json and ``engrams/errors.parquet`` first).
@@ -354,6 +382,9 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     run = config.run()
     index = run.read_table("trajectories/index.parquet")
     where = "trajectories/index.parquet"
+    missing = [c for c in ("profile_id", "task_id") if c not in index.columns]
+    if missing:
+        raise ValueError(f"{run.url(where)}: column(s) {', '.join(missing)} missing")
     # the configured sets are resolved against every trajectory of the index (short ids as in generate) ...
     keep_p = set(match_ids(config.profiles, sorted(set(index["profile_id"].to_list())), "profiles", where))
     keep_t = set(match_ids(config.tasks, sorted(set(index["task_id"].to_list())), "tasks", where))
@@ -371,10 +402,15 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
         run.clear_done(STAGE_PROFILE)
-    todo = [r for r in rows if cfg.force or not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")
-            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]  # record without its Engram: redo
+    # redo: no record, a record without its Engram, or an Engram made with other settings (never mix two plans)
+    todo = [r for r in rows if cfg.force or not _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg)
+            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]
     if not serial and (todo or rows):
+        from filegram_ray.runtime import check_cpu_request
+
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+        check_cpu_request(cfg.encode_num_cpus, "encode.encode_num_cpus")  # fail fast, never wait forever (BR-08)
+        check_cpu_request(cfg.embed_num_cpus, "encode.embed_num_cpus")
 
     # ---- Stage 1: Engrams in parallel
     t1 = time.perf_counter()
@@ -389,6 +425,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         results = ray.data.from_items(todo).map(_make_encode_fn(run, cfg.upstream_quirks),
                                                 num_cpus=cfg.encode_num_cpus).take_all()
     errors = [r for r in results if r["status"] != "ok"]
+    redone_engrams = {r["trajectory_id"] for r in results if r["status"] == "ok"}
     import polars as pl
 
     err_schema = {"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8, "error_type": pl.Utf8,
@@ -401,20 +438,24 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     t2 = time.perf_counter()
     by_profile: dict[str, list[str]] = {}
     for r in rows:
-        if run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}"):
+        if _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg):
             by_profile.setdefault(r["profile_id"], []).append(r["task_id"])
     eng_index = [{"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t}
                  for p, ts in sorted(by_profile.items()) for t in sorted(ts)]
     run.write_table("engrams/index.parquet", pl.DataFrame(
         eng_index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8}))
-    # one read of the profile completion records (not one per profile: quadratic at 200 profiles)
-    done_profiles = {str(d.get("unit")): d for d in run.done_records(STAGE_PROFILE)} if by_profile else {}
     pending = []
+    # what a finished profile must have been made with: the embedder setting (its identity, for a fixed kind) and
+    # the consolidation config, as its completion record stores them
+    want = json.loads(json.dumps({"embedder_setting": cfg.embedder, "consolidate": ccfg}, sort_keys=True))
+    if cfg.embedder != "auto":
+        want["embedder"] = json.loads(json.dumps(make_embedder(cfg.embedder).identity(), sort_keys=True))
     for pid, tids in sorted(by_profile.items()):
-        done = done_profiles.get(pid)
-        if (done and sorted(done.get("tasks", [])) == sorted(tids)
-                and done.get("embedder_setting", "minilm") == cfg.embedder and run.exists(f"memory/{pid}/store.json")):
-            continue  # same Engrams, same embedder setting: nothing to redo
+        done = _done_record(run, STAGE_PROFILE, pid)  # one file per profile (never all records per profile)
+        if done and sorted(done.get("tasks", [])) == sorted(tids) and not redone_engrams & set(
+                f"{pid}/{t}" for t in tids) and all(done.get(k, "minilm" if k == "embedder_setting" else None) == v
+                                                    for k, v in want.items()):
+            continue  # same trajectories, same Engrams, same embedder and consolidation settings
         pending.append({"profile_id": pid, "task_ids": sorted(tids)})
     if not pending:
         cons = []
@@ -457,6 +498,20 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         first = f"; first error: {errors[0]['error']}" if errors else ""
         raise ValueError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
     return summary
+
+
+def _done_record(run, stage: str, unit: str) -> dict[str, Any] | None:
+    from filegram_ray.storage import safe_unit_name
+
+    rel = f"_done/{stage}/{safe_unit_name(unit)}.json"
+    return run.read_json(rel) if run.exists(rel) else None
+
+
+def _engram_current(run, tid: str, cfg: EncodeConfig) -> bool:
+    """A finished Engram made with this run's settings (records written before settings were recorded count as the
+    default settings)."""
+    rec = _done_record(run, STAGE_ENGRAM, tid)
+    return rec is not None and bool(rec.get("upstream_quirks", False)) == cfg.upstream_quirks
 
 
 def _make_encode_fn(run, q):

@@ -49,9 +49,16 @@ class TrajectoryMeta(BaseModel):
     wall_time_s: float = Field(0.0, description="real seconds spent generating")
     event_counts: dict[str, int] = Field(default_factory=dict, description="raw / kept / per type")
     versions: dict[str, str] = Field(default_factory=dict)
+    sandbox: dict[str, list[dict[str, str]]] | None = Field(
+        None, description="bundle entries the engine's sandbox copy renamed or left out: {'renamed': [{path, "
+        "renamed_from}], 'skipped': [{path, reason}]} (a name that is not valid UTF-8 gets its %XX name, case "
+        "BR-27; links and special files are skipped); absent when nothing was")
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        d = self.model_dump(mode="json", by_alias=True)
+        if d.get("sandbox") is None:
+            d.pop("sandbox", None)
+        return d
 
 
 class RunManifest(BaseModel):

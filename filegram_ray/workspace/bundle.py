@@ -9,8 +9,12 @@ visible to the agent)::
      "tts_engine": "piper:joe-us" | "synthetic-tone" | null}
 
 Media files carry an annotation (caption, transcript or scene list) — the content the engine's ``read`` tool
-returns for them (ref §1.1). Imported bundles leave annotations null and add ``text_chars`` per file; the
-extracted text is written to ``<dir>/extracted/<path>.txt``.
+returns for them (ref §1.1). Imported bundles describe their media on import (:mod:`filegram_ray.workspace.describe`:
+properties always, OCR, speech-to-text, a VLM when configured; the annotation adds ``source: "import"``,
+``described_by`` and ``properties``) and add ``text_chars`` per file; every file's view — a document's extracted
+text, a media file's annotation — is written to ``<dir>/extracted/<path>.txt``, the same text the engine's ``read``
+and ``grep`` show. A mail's ``Date`` as written stays in the view; its normalised form goes beside it, in the row's
+``date`` (:func:`~filegram_ray.workspace.extract.normalise_mail_date`).
 """
 
 from __future__ import annotations
@@ -20,19 +24,33 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from filegram_ray.names import escape_bytes, free_name, printable
 from filegram_ray.workspace import writers as W
-from filegram_ray.workspace.extract import ExtractionError, extract_text, is_media, kind_of, media_class
+from filegram_ray.workspace.extract import (
+    ExtractionError,
+    eml_headers,
+    extract_text,
+    is_media,
+    kind_of,
+    media_class,
+    normalise_mail_date,
+)
 from filegram_ray.workspace.scenarios import FileSpec, build_plan
 from filegram_ray.workspace.specs import default_workspace
 from filegram_ray.workspace.world import World, sub_seed
 
-__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "import_bundle", "load_bundle", "task_workspace"]
+if TYPE_CHECKING:
+    from filegram_ray.workspace.describe import DescribeOptions
+
+__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "bundle_content_hash", "import_bundle", "load_bundle",
+           "task_workspace"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,10 @@ class BundleInfo:
     errors: list[dict[str, str]] = field(default_factory=list)
     #: import only: files imported under another name (``{"path", "warning"}``)
     warnings: list[dict[str, str]] = field(default_factory=list)
+    #: import only: one row per media file, ``{"path", "modality", "described_by": [...], "skipped": [[what, why]]}``
+    described: list[dict[str, Any]] = field(default_factory=list)
+    #: :func:`bundle_content_hash` of the written bundle.json
+    content_hash: str = ""
 
 
 @dataclass
@@ -113,6 +135,16 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def bundle_content_hash(meta: dict[str, Any]) -> str:
+    """SHA-256 (hex) of what a trajectory made on a bundle depends on: every file's path, sha256 and annotation,
+    and the planted facts (case R2-generate-stale-trajectory-after-reimport: a re-imported folder changes it)."""
+    files = sorted(([f.get("path"), f.get("sha256"), f.get("annotation")] for f in meta.get("files", [])),
+                   key=lambda r: str(r[0]))
+    blob = json.dumps({"files": files, "facts": meta.get("facts", [])}, sort_keys=True, ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path, state: dict) -> dict | None:
@@ -239,7 +271,7 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
     for r in rows:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
-                      errors, list(warnings or []))
+                      errors, list(warnings or []), content_hash=bundle_content_hash(meta))
 
 
 def load_bundle(dir: Path | str) -> Bundle:
@@ -268,15 +300,11 @@ MEDIA_PROBE_TIMEOUT_S = 60
 MEDIA_PROBE_SECONDS = 10
 
 
-def _safe_component(name: str) -> str:
-    """``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
-    surrogates, which no UTF-8 file can hold)."""
-    return "".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in name)
-
-
-def _printable(rel: str) -> str:
-    """A path for messages: valid UTF-8 with undecodable bytes shown as ``\\xNN``."""
-    return os.fsencode(rel).decode("utf-8", errors="backslashreplace")
+#: ``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
+#: surrogates, which no UTF-8 file can hold): the one rule of :mod:`filegram_ray.names`, shared with the engine
+_safe_component = escape_bytes
+#: a path for messages: valid UTF-8 with undecodable bytes shown as ``\xNN``
+_printable = printable
 
 
 def _verify_media(path: Path, kind: str) -> str | None:
@@ -313,10 +341,17 @@ def _verify_media(path: Path, kind: str) -> str | None:
     return None
 
 
-def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> BundleInfo:
-    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it and extract its text.
+def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
+                  describe: DescribeOptions | dict | None = None, progress: Callable[[str], None] | None = None,
+                  ) -> BundleInfo:
+    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it, extract its text and describe
+    its media.
 
-    Annotations stay null (nobody has described the media). One bad file never aborts the import: a file that
+    Every media file that decodes gets an annotation (:mod:`filegram_ray.workspace.describe`: properties always;
+    OCR, speech-to-text and a VLM as ``describe`` allows and the packages are installed); what ran and what was
+    skipped is in ``BundleInfo.described``. ``describe``: :class:`DescribeOptions` (or its dict); ``None`` = the
+    defaults (OCR and speech on, no VLM). ``progress``: called with one line per media file described.
+    One bad file never aborts the import: a file that
     cannot be read (corrupt or oversized container, a zip bomb, an image / audio / video file that does not decode,
     a link, a special file, an unreadable folder) is listed in ``errors`` [{"path", "error"}] and the rest is
     imported; the extracted text of each readable document goes to ``out_dir/extracted/<path>.txt``. A name that
@@ -326,6 +361,16 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
     """
     import stat as _stat
 
+    from filegram_ray.workspace.describe import (
+        DescribeOptions,
+        MediaDescribeError,
+        MediaDescriber,
+        describe_with_vlm,
+    )
+
+    opts = describe if isinstance(describe, DescribeOptions) else DescribeOptions.model_validate(describe or {})
+    describer = MediaDescriber(opts)
+    descs: dict[str, Any] = {}
     src = Path(src_dir)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: import source is not a directory")
@@ -354,13 +399,10 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
     for raw in sorted(entries):
         rel = "/".join(_safe_component(c) for c in raw.split("/"))
         try:
-            if rel != raw:
-                k, cand = 2, rel
-                while cand in extra or (files_dir / cand).exists():
-                    stem, dot, ext = rel.rpartition(".")
-                    cand = f"{stem}~{k}.{ext}" if dot and stem else f"{rel}~{k}"
-                    k += 1
-                rel = cand
+            if rel != raw:  # a taken %XX name gets ~2, ~3 … before its extension (filegram_ray.names)
+                head, _, base = rel.rpartition("/")
+                rel = (f"{head}/" if head else "") + free_name(
+                    base, lambda n, h=head: (f"{h}/{n}" if h else n) in extra or (files_dir / h / n).exists())
                 warnings.append({"path": rel, "warning": f"file name is not valid UTF-8 ({_printable(raw)}): "
                                                          f"imported as {rel!r}"})
             path = src / raw
@@ -389,6 +431,13 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
                 why = _verify_media(dest, kind)  # a media file that does not decode is reported like a document
                 if why:
                     errors.append({"path": rel, "error": why})
+                    continue
+                if progress:
+                    progress(f"describing {rel} ({media_class(kind)})")
+                try:
+                    descs[rel] = describer.describe(dest, kind)
+                except MediaDescribeError as exc:
+                    errors.append({"path": rel, "error": str(exc).replace(dest.name, rel, 1)})
                 continue
             try:
                 text = extract_text(dest)
@@ -396,16 +445,43 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
                 errors.append({"path": rel, "error": exc.reason.replace(str(dest), rel)})
                 extra[rel] = {**extra.get(rel, {}), "text_chars": None}
                 continue
-            out = ext_dir / (rel + ".txt")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+            _write_view(ext_dir, rel, text)
             extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+            if kind == "eml":  # the normalised date beside the view, never in it (R2-eml-date-year-0001-rewritten)
+                date = eml_headers(dest.read_bytes()).get("Date")
+                if date is not None:
+                    extra[rel]["date"] = normalise_mail_date(date)
         except Exception as exc:  # noqa: BLE001 - one bad file never aborts the import; it is named in errors
             errors.append({"path": rel, "error": f"{type(exc).__name__}: {exc}"})
+    if opts.vlm and descs:
+        if progress:
+            progress(f"describing {sum(d.modality != 'audio' for d in descs.values())} images / videos with the VLM")
+        describe_with_vlm(descs, opts.vlm)
+    annotations: dict[str, dict] = {}
+    described: list[dict[str, Any]] = []
+    for rel, d in sorted(descs.items()):
+        annotations[rel] = d.annotation()
+        text = annotations[rel]["content"]
+        _write_view(ext_dir, rel, text)
+        extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+        if d.skipped:
+            extra[rel]["description_skipped"] = [list(x) for x in d.skipped]
+        described.append({"path": rel, "modality": d.modality, "described_by": list(d.methods),
+                          "skipped": [list(x) for x in d.skipped]})
     try:
         ws = default_workspace(task_id)
     except KeyError:
         ws = {"scenario": "imported"}
     ws = {**ws, "scenario": f"imported:{_safe_component(src.name)}"}
-    return _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations={}, extra=extra,
-                   warnings=warnings)
+    info = _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations=annotations,
+                   extra=extra, warnings=warnings)
+    info.described = described
+    return info
+
+
+def _write_view(ext_dir: Path, rel: str, text: str) -> None:
+    out = ext_dir / (rel + ".txt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)

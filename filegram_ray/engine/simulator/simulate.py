@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,10 @@ def session_start_ms(seed: int, profile_id: str, task_id: str) -> float:
 def _annotations(bundle_dir: Path | None) -> dict[str, dict[str, str]]:
     if bundle_dir is None or not (Path(bundle_dir) / "bundle.json").exists():
         return {}
-    meta = json.loads((Path(bundle_dir) / "bundle.json").read_text(encoding="utf-8"))
+    from filegram_ray.engine.generate import check_bundle_meta
+
+    path = Path(bundle_dir) / "bundle.json"
+    meta = check_bundle_meta(path.read_bytes(), str(path))  # names the file and the field
     return {f["path"]: dict(f["annotation"]) for f in meta.get("files", []) if f.get("annotation")}
 
 
