@@ -240,6 +240,12 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # Ray starts its workers at niceness 15, below this driver (0): on a machine shared with other work the
+        # stages' actors then get a fraction of the CPU the same code gets in the driver (measured in
+        # tests/benchmarks/bench_embed.py: the encode stage at a third of bare sentence-transformers under load
+        # 30). A local run's workers do the run's work, so they run at the driver's priority (override with
+        # RAY_worker_niceness=15). `ray job submit` does the same for its drivers.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         kwargs["include_dashboard"] = False
         kwargs["_node_ip_address"] = "127.0.0.1"
         if num_cpus:

@@ -60,9 +60,10 @@ from rendering.renderers import (
     NotApplicable,
     TtsEngine,
     build,
+    narration_script,
     text_notes,
 )
-from rendering.sections import Section, SectionParams, load_document
+from rendering.sections import Section, SectionParams, is_cjk, load_document
 
 log = logging.getLogger(__name__)
 
@@ -212,10 +213,34 @@ class RenderWorker:
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None,
                  narration_max_words: int = NARRATION_MAX_WORDS, load_tts: bool = False, plan: str = "",
                  crash_on_text: str | None = None):
+        from filegram_ray.speech import speech_cache_dir
+
         self.run = RunDir(run_uri, storage_options)
         self.max_words = narration_max_words
-        self.tts: TtsEngine | None = TtsEngine() if load_tts else None
+        self._speech_cache = speech_cache_dir(self.run)
+        self.tts: TtsEngine | None = TtsEngine(cache_dir=self._speech_cache) if load_tts else None
         self.plan, self.crash_on_text = plan, crash_on_text
+
+    def _prefetch_speech(self, units: list[dict[str, Any]]) -> None:
+        """Speak each distinct sentence of the batch's narrations once, shortest first (then every WAV of the batch
+        is assembled from the sentence cache)."""
+        scripts = []
+        for u in units:
+            if u.get("format") != "wav" or u.get("status") == "error":
+                continue
+            try:
+                script = narration_script(Section.from_dict(json.loads(u["unit_json"])["section"]), self.max_words)
+            except Exception:  # noqa: BLE001 - render_unit reports it
+                continue
+            if len(script) >= 20 and not is_cjk(script) and any(ch.isalnum() for ch in script):
+                scripts.append(script)
+        if scripts:
+            if self.tts is None:
+                self.tts = TtsEngine(cache_dir=self._speech_cache)
+            try:
+                self.tts.prefetch(scripts)
+            except Exception as exc:  # noqa: BLE001 - each unit then reports its own failure
+                log.warning("render: speech prefetch failed: %s", exc)
 
     def render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
         row = self._render_unit(unit)
@@ -237,7 +262,7 @@ class RenderWorker:
             opts: dict[str, Any] = {}
             if fmt == "wav":
                 if self.tts is None:
-                    self.tts = TtsEngine()
+                    self.tts = TtsEngine(cache_dir=self._speech_cache)
                 opts = {"max_words": self.max_words, "tts": self.tts}
             base = {"section_index": sec.index, "n_sections": payload["n_sections"], "section_title": sec.title,
                     "language": sec.language}
@@ -255,6 +280,7 @@ class RenderWorker:
                         render_s=time.perf_counter() - t0)
 
     def render_batch(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self._prefetch_speech(units)
         rows = [self.render_unit(u) for u in units]
         done = [r for r in rows if r["status"] in ("ok", "skipped")]
         if done:

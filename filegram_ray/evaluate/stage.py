@@ -240,7 +240,10 @@ class EvalWorker:
 
         path = unit["cache_path"]
         if self.run.exists(path):
-            return pickle.loads(self.run.read_bytes(path)), 0.0, True
+            t0 = time.perf_counter()
+            state = pickle.loads(self.run.read_bytes(path))
+            self._load_s = time.perf_counter() - t0
+            return state, 0.0, True
         override = None
         if unit["setting"] == "multimodal":
             if self._override is None:
@@ -254,14 +257,20 @@ class EvalWorker:
         return state, secs, False
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        self._load_s = 0.0
         state, ingest_s, cached = self._state(unit)
         rows = []
+        retrieve_s = answer_s = 0.0
         for item in unit["items"]:
             base = {"method": self.method_name, "question_id": item["question_id"], "cache_key": unit["cache_key"],
                     "backbone": self.backbone.name}
             try:
+                t0 = time.perf_counter()
                 ctx = self.method.retrieve(state, retrieval_query(item))
+                t1 = time.perf_counter()
                 ans = self.backbone.answer(public_view(item), ctx.text)
+                retrieve_s += t1 - t0
+                answer_s += time.perf_counter() - t1
                 rows.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
                              "answer_text": ans.text[:4000], "tokens_in_memory": int(ctx.tokens_in_memory),
                              "tokens_out": int(ctx.tokens_out), "prompt_tokens": int(ans.tokens_in),
@@ -272,9 +281,11 @@ class EvalWorker:
                              "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
         self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
         n_err = sum(r["status"] != "ok" for r in rows)
-        self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err,
-                                                    "ingest_s": round(ingest_s, 3), "cached_state": cached})
-        return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "ingest_s": ingest_s}
+        times = {"ingest_s": round(ingest_s, 4), "state_load_s": round(self._load_s, 4),
+                 "retrieve_s": round(retrieve_s, 4), "answer_s": round(answer_s, 4)}
+        self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err, **times,
+                                                    "cached_state": cached})
+        return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "cached_state": cached, **times}
 
 
 _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8, "backbone": pl.Utf8,
@@ -326,6 +337,36 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, b
                           "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}.parquet"})
         plan[m] = units
     return plan
+
+
+def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Where each method's time went in this run (units answered now): ``{method: {units, items, ingests,
+    ingest_s, state_loads, state_load_s, retrieve_s, answer_s}}`` — ingest = building a context spec's state (or
+    loading it from the shared cache), answer = the method's retrieval plus the backbone's reply."""
+    method_of = {u["unit_id"]: m for m, units in plan.items() for u in units}
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        m = method_of.get(str(r.get("unit")))
+        if m is None or r.get("status") == "error":
+            continue
+        t = out.setdefault(m, {"units": 0, "items": 0, "ingests": 0, "ingest_s": 0.0, "state_loads": 0,
+                               "state_load_s": 0.0, "retrieve_s": 0.0, "answer_s": 0.0})
+        t["units"] += 1
+        t["items"] += int(r.get("n_items") or 0)
+        t["ingests" if not r.get("cached_state") else "state_loads"] += 1
+        for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s"):
+            t[k] += float(r.get(k) or 0.0)
+    return {m: {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()} for m, t in out.items()}
+
+
+def format_time_by_method(t: dict[str, dict[str, Any]]) -> str:
+    """The per-method time table printed at the end of the evaluate stage."""
+    lines = [f"{'method':28s} {'units':>6s} {'items':>6s} {'ingests':>8s} {'ingest s':>9s} {'loads':>6s} "
+             f"{'load s':>7s} {'retrieve s':>10s} {'answer s':>9s}"]
+    for m, r in sorted(t.items()):
+        lines.append(f"{m:28s} {r['units']:6d} {r['items']:6d} {r['ingests']:8d} {r['ingest_s']:9.1f} "
+                     f"{r['state_loads']:6d} {r['state_load_s']:7.1f} {r['retrieve_s']:10.1f} {r['answer_s']:9.1f}")
+    return "\n".join(lines)
 
 
 def _validity_rows(items: list[dict[str, Any]], key: dict[str, dict[str, Any]], seed: int) -> list[dict]:
@@ -566,6 +607,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             num_actors=ecfg.num_actors,
             num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
         unit_status.extend(rows)
+    time_by_method = _time_by_method(unit_status, plan)
+    if time_by_method:
+        print(format_time_by_method(time_by_method), flush=True)
     # gather answers: finished units from their tables, failed units as error rows for each of their items
     frames = []
     failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
@@ -614,7 +658,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
-            "judge_s": round(judge_s, 2),
+            "judge_s": round(judge_s, 2), "time_by_method": time_by_method,
             "judge_validity": validity.to_dicts() if validity is not None else [],
             "seconds": round(time.perf_counter() - t0, 2)}
     write_report(run, results, summary, info, plots=ecfg.plots)

@@ -191,7 +191,7 @@ def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path
             data, content = W.music_wav_bytes(int(frng.integers(2**31))), f"Music: {p['music']} (no speech)."
         else:
             data, engine = W.speech_wav_bytes(p["speech"], int(frng.integers(2**31)),
-                                                  use_piper=state["tts"] != "tone")
+                                              use_piper=state["tts"] != "tone", cache_dir=state.get("speech_cache"))
             state["tts_engine"] = engine
             content = f"Transcript: {p['speech']}"
         if kind == "wav":
@@ -206,7 +206,8 @@ def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path
     return None
 
 
-def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto") -> BundleInfo:
+def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto", speech_cache: str | None = None
+                 ) -> BundleInfo:
     """Generate the workspace bundle of ``task`` for ``seed`` into ``out_dir`` (files/ + bundle.json).
 
     Args:
@@ -215,6 +216,8 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
         out_dir: target directory; an existing ``files/`` there is replaced.
         tts: "auto" (piper voice when it loads, else the synthetic signal) or "tone" (always the synthetic
             signal; fast, used by quick tests).
+        speech_cache: folder of spoken sentences shared by a run's processes
+            (:func:`filegram_ray.speech.speech_cache_dir`); the audio is the same with or without it.
     Returns: :class:`BundleInfo`.
     Raises: ValueError for an unknown task / unsupported kind (message names the task and file).
     """
@@ -230,7 +233,7 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
         if ws.get("empty"):
             break
         (files_dir / d).mkdir(parents=True, exist_ok=True)
-    state: dict[str, Any] = {"annotations": {}, "tts_engine": None, "tts": tts}
+    state: dict[str, Any] = {"annotations": {}, "tts_engine": None, "tts": tts, "speech_cache": speech_cache}
     random.seed(0)  # libraries that use the global RNG (none known) stay reproducible
     for spec in plan:
         path = files_dir / spec.relpath

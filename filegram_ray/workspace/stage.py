@@ -45,12 +45,14 @@ class SeedWorker:
         self.seed, self.tts = seed, tts
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        from filegram_ray.speech import speech_cache_dir
         from filegram_ray.workspace.bundle import build_bundle
 
         tid = unit["unit_id"]
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix=f"seed_{tid}_") as tmp:
-            info = build_bundle(unit["task"], self.seed, Path(tmp), tts=self.tts)
+            info = build_bundle(unit["task"], self.seed, Path(tmp), tts=self.tts,
+                                speech_cache=speech_cache_dir(self.run))
             rel = f"workspaces/{tid}"
             self.run.remove(rel)
             self.run.put_tree(Path(tmp) / "files", f"{rel}/files")
