@@ -407,3 +407,22 @@ def test_profile_with_unknown_field_is_one_line_error_naming_file_and_field(tmp_
                    "--set", "profiles=[p1]", "--set", "tasks=[T-03]"])
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert rc == 2 and err == f"error: {f}: field 'favourite_colour': Extra inputs are not permitted", err
+
+
+def test_generate_refuses_a_malformed_earlier_index_before_running_units(tmp_path):
+    """generate merges into the index of earlier runs at the end: an index that lost a column (or is truncated)
+    is refused up front naming the file (it was a polars traceback after every unit had run)."""
+    from filegram_ray.config import load_config
+    from filegram_ray.engine.generate import run_generate
+
+    root = tmp_path / "run"
+    run = RunDir(root)
+    run.write_table("trajectories/index.parquet", pl.DataFrame({"trajectory_id": ["x/T-01"], "profile_id": ["x"]}))
+    cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+                             "generate.perturb=false"])
+    with pytest.raises(ValueError, match=r"trajectories/index\.parquet: column\(s\) task_id, status, n_events_raw"):
+        run_generate(cfg)
+    run.write_bytes("trajectories/index.parquet", b"PAR1")
+    with pytest.raises(StorageError, match=r"trajectories/index\.parquet: not a readable Parquet table"):
+        run_generate(cfg)
+    assert not run.exists("_done/generate")  # nothing ran

@@ -393,7 +393,8 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
         gen: overrides of the ``generate:`` section (e.g. ``{"serial": True}``).
 
     Raises:
-        ValueError: an unknown profile/task id in the selection, or a malformed ``generate:`` section.
+        ValueError: an unknown profile/task id in the selection, or a malformed ``generate:`` section; an earlier
+            run's ``index.parquet`` / ``outputs.parquet`` lacks a column (StorageError: it is unreadable).
     """
     import polars as pl
 
@@ -404,6 +405,16 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
     run = config.run()
     t0 = time.perf_counter()
     units = plan_units(config, gcfg)
+    # the tables of earlier runs are merged into at the end: refuse a malformed one now, not after every unit ran
+    for rel, cols in (("trajectories/index.parquet", ("trajectory_id", "profile_id", "task_id", "status",
+                                                      "n_events_raw", "n_events", "perturbed", "error")),
+                      ("trajectories/outputs.parquet", ("trajectory_id", "profile_id", "task_id", "path",
+                                                        "file_type", "bytes", "sha256"))):
+        if run.exists(rel):
+            missing = [c for c in cols if c not in run.read_table(rel).columns]  # StorageError names a corrupt one
+            if missing:
+                raise ValueError(f"{run.url(rel)}: column(s) {', '.join(missing)} missing (move the file away to "
+                                 "rebuild it from this run's units)")
     init_kwargs = {"run_uri": config.run_dir,
                    "storage_options": config.storage_options, "chart_format": gcfg.chart_format,
                    "upstream_quirks": gcfg.upstream_quirks, "force": gcfg.force,
