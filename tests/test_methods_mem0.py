@@ -13,7 +13,7 @@ from test_methods_core import TinyEmbedder
 from filegram_ray.methods import TrajectoryView, make_method
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mem0") is None,
-                                reason="mem0ai not installed (pip install -e '.[methods]')")
+                                reason="mem0ai not installed (pip install -e .)")
 
 PLANTED = "I always present every comparison as a markdown table with a totals row"
 

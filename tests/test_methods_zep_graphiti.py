@@ -16,7 +16,7 @@ from filegram_ray.methods import TrajectoryView, make_method
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("graphiti_core") is None or importlib.util.find_spec("kuzu") is None,
-    reason="graphiti-core / kuzu not installed (pip install -e '.[methods]')")
+    reason="graphiti-core / kuzu not installed (pip install -e .)")
 
 
 def _fill(schema: dict, defs: dict, prompt: str):
