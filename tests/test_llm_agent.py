@@ -216,6 +216,8 @@ def test_continue_turn_and_limits(tmp_path):
         res = _run(srv, tmp_path / "b", LLMAgentConfig(base_url=srv.base_url, max_iterations=3))
         assert res.stop_reason == "iteration_limit" and res.iterations == 3 and res.tool_calls == 3
         assert res.session.events[-1]["event_type"] == "session_end"
+        # the sandbox's real-time budget covers the model's time (the simulator's 600 s would cut a slow model off)
+        assert res.session.limits.max_wall_s >= 1800 + 600
         res.session.close()
         res = _run(srv, tmp_path / "c", LLMAgentConfig(base_url=srv.base_url, max_total_tokens=250))
         assert res.stop_reason == "token_limit" and res.iterations == 3  # 120 tokens per scripted reply

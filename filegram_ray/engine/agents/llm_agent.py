@@ -405,7 +405,8 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
     sess = EngineSession(files_dir, Path(work_root), profile.profile_id, task.task_id, seed=sess_seed,
                          start_ms=session_start_ms(seed, profile.profile_id, task.task_id),
                          annotations=bundle_annotations(Path(bundle_dir) if bundle_dir else None),
-                         upstream_quirks=upstream_quirks, model_provider=provider, model_name=endpoint.model)
+                         limits=session_limits(cfg), upstream_quirks=upstream_quirks, model_provider=provider,
+                         model_name=endpoint.model)
     tools = tool_schemas()
     tool_names = tuple(t["function"]["name"] for t in tools)
     messages: list[dict[str, Any]] = [{"role": "system", "content": sys_text}, {"role": "user", "content": user_text}]
@@ -505,6 +506,20 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
         "messages": _wire(messages), "turns": turns,
     }
     return AgentResult(sess, transcript, stop_reason, len(turns), n_calls, n_bad, tin_total, tout_total, wall)
+
+
+def session_limits(cfg: LLMAgentConfig, base: Any = None) -> Any:
+    """The sandbox :class:`~filegram_ray.engine.sandbox.Limits` of an LLM trajectory: the session's real-time
+    budget (``max_wall_s``, 600 s by default, sized for the simulator) must cover the model's own time — the agent's
+    ``max_wall_s`` plus one more request (``request_timeout_s``) and a minute, so the last iteration's tool calls
+    still run; the other bounds are unchanged."""
+    import dataclasses
+
+    from filegram_ray.engine import Limits
+
+    base = base or Limits()
+    wall = max(base.max_wall_s, cfg.max_wall_s + cfg.request_timeout_s + 60.0)
+    return dataclasses.replace(base, max_wall_s=wall)
 
 
 def _run_call(sess: Any, call: ToolCall, lang: str) -> tuple[str, bool]:
