@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from filegram_ray.runtime import Progress, exclusive_stage
+from filegram_ray.runtime import Progress, exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, category_of, choose_formats
 from rendering.renderers import (
@@ -548,7 +548,10 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
     table, stats = _summary(new_rows, wall)
     record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "units_planned": n_planned,
               "units_already_done": len(done), "index_rows": len(merged), "serial": serial, "plan": plan,
-              "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json")}
+              "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json"),
+              "units": unit_counts(planned=n_planned + len(done), skipped=len(done),
+                                   done=sum(1 for r in new_rows if r.get("status") in ("ok", "skipped")),
+                                   failed=sum(1 for r in new_rows if r.get("status") == "error"))}
     try:
         from filegram_ray.schema.meta import record_stage
 

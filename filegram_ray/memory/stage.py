@@ -42,7 +42,7 @@ from filegram_ray.memory.index import (
     save_indices,
 )
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
-from filegram_ray.runtime import exclusive_stage
+from filegram_ray.runtime import exclusive_stage, unit_counts
 
 log = logging.getLogger(__name__)
 
@@ -490,8 +490,10 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         "profiles": len(by_profile), "profiles_consolidated_now": len(consolidated),
         "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": n_texts,
         "embedder": cfg.embedder, "embedder_by_profile": kinds, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
-        "seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3), "embed_index": round(t_embed, 3),
-                    "total": round(time.perf_counter() - t0, 3)},
+        "step_seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3),
+                         "embed_index": round(t_embed, 3), "total": round(time.perf_counter() - t0, 3)},
+        "units": unit_counts(planned=len(rows), done=len(results) - len(errors), skipped=len(rows) - len(todo),
+                             failed=len(errors)),
     }
     record_stage(run, "encode", summary, config.model_dump(mode="json"))
     if not by_profile:  # 0 of N: a stage that leaves no Engram at all must not look like a success
@@ -531,7 +533,7 @@ def format_summary(s: dict[str, Any]) -> str:
     lines = [(f"encode: {s['trajectories']} trajectories ({s['encoded_now']} encoded now, {s['skipped_done']} "
              f"already done, {s['errors']} errors), {s['profiles']} profiles ({s['profiles_consolidated_now']} "
              f"consolidated now), {s['texts_embedded']} texts embedded with {s['embedder']}"),
-             "seconds: " + ", ".join(f"{k}={v}" for k, v in s["seconds"].items())]
+             "seconds: " + ", ".join(f"{k}={v}" for k, v in s["step_seconds"].items())]
     if s.get("events_skipped"):
         lines.append(f"events skipped (invalid, left out of their Engram): {s['events_skipped']}")
         lines += [f"  skipped: {m}" for m in s.get("skipped_event_examples", [])]
