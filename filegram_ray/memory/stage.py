@@ -272,6 +272,7 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
     in this process (one embedder per kind, all texts of a kind in one call).
     """
     from filegram_ray.memory.embed import default_threads
+    from filegram_ray.runtime import pool_capacity
 
     if not profiles:
         return []
@@ -310,7 +311,9 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
         return out
     texts = ray.data.from_items(full).flat_map(_TextsOf(run), num_cpus=cfg.encode_num_cpus)
     vectors = embed_dataset(texts, cfg, cache_dir, sort=n_texts > cfg.embed_batch_size)
-    done = vectors.groupby("profile_id").map_groups(partial(_index_group, run=run, ccfg=ccfg, tasks=tasks,
+    # a few hash partitions (Ray's default is 200 reduce tasks: seconds of overhead on a laptop for 20 profiles)
+    parts = max(1, min(len(full), pool_capacity(cfg.encode_num_cpus)))
+    done = vectors.groupby("profile_id", num_partitions=parts).map_groups(partial(_index_group, run=run, ccfg=ccfg, tasks=tasks,
                                                             setting=cfg.embedder), batch_format="numpy",
                                                     num_cpus=cfg.encode_num_cpus)
     return out + [dict(r) for r in done.take_all()]
