@@ -71,6 +71,7 @@ class EncodeConfig(BaseModel):
     upstream_quirks: bool = Field(False, description="reproduce upstream quirks (FILEGRAM_REFERENCE §13)")
     consolidate: dict[str, Any] = Field(default_factory=dict, description="ConsolidateConfig overrides")
     force: bool = Field(False, description="ignore completion records and redo everything")
+    serial: bool = Field(False, description="run in this process without Ray (same functions)")
 
 
 # ------------------------------------------------------------------ Stage 1 unit
@@ -357,17 +358,17 @@ class _TextsOf:
 
 # ------------------------------------------------------------------ the stage
 @exclusive_stage("encode")
-def run_encode(config, *, serial: bool = False, address: str | None = None) -> dict[str, Any]:
+def run_encode(config, *, serial: bool | None = None, address: str | None = None) -> dict[str, Any]:
     """Run the encode stage over a run directory.
 
     Args:
         config: a :class:`~filegram_ray.config.PipelineConfig` (its ``encode:`` section is validated with
             :class:`EncodeConfig`).
-        serial: same code, no Ray.
-        address: Ray address (default: config.ray.address, RAY_ADDRESS, or a local Ray).
+        serial / address: overrides of ``encode.serial`` (same code, no Ray) and ``ray.address`` for callers that
+            predate the one stage contract; the pipeline and the job scripts set them in the config.
 
     Returns:
-        Summary dict (counts, errors, seconds per step), also recorded in ``run.json`` under ``encode``.
+        Summary dict (counts, errors, seconds per step, ``units``), also recorded in ``run.json`` under ``encode``.
 
     Raises:
         StorageError: ``trajectories/index.parquet`` is missing or unreadable.
@@ -381,6 +382,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
 
     t0 = time.perf_counter()
     cfg = EncodeConfig.model_validate(config.section("encode"))
+    serial = cfg.serial if serial is None else bool(serial)
     ccfg = ConsolidateConfig.model_validate({"upstream_quirks": cfg.upstream_quirks, **cfg.consolidate}).model_dump()
     run = config.run()
     index = run.read_table("trajectories/index.parquet")
