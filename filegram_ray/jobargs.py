@@ -35,9 +35,13 @@ def common_parser(description: str, *, serial: bool = True) -> argparse.Argument
     return add_common_options(argparse.ArgumentParser(description=description), serial=serial)
 
 
-def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> PipelineConfig:
-    """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address`` and ``--set``."""
+def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None, section: str | None = None
+                     ) -> PipelineConfig:
+    """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address``, ``--set`` and, for a
+    stage job, ``--serial`` as ``<section>.serial=true`` (every stage reads ``serial`` from its config section)."""
     overrides = list(args.overrides or [])
+    if section and getattr(args, "serial", False):
+        overrides.append(f"{section}.serial=true")
     cfg = load_config(args.config, overrides)
     upd: dict[str, Any] = {}
     if args.run_dir:

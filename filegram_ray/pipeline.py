@@ -7,42 +7,54 @@ Each stage is resumable, so a rerun of the pipeline skips finished work; ``--onl
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from filegram_ray.config import PipelineConfig
 
-#: (stage name, "module:function"), in pipeline order.
+#: (stage name, the config section it reads), in pipeline order. Every stage is ``run_<stage>(config)``: it takes
+#: all its options — ``serial`` (run in this process without Ray) included — from that section of the one
+#: pipeline config, and ``exclusive_stage`` writes its record (seconds, CPU seconds, peak memory, units) into
+#: run.json.
 STAGES: list[tuple[str, str]] = [
-    ("seed", "filegram_ray.workspace.stage:run_seed"),
-    ("generate", "filegram_ray.engine.generate:run_generate"),
-    ("encode", "filegram_ray.memory.stage:run_encode"),
-    ("render", "rendering.stage:run_render"),
-    ("bench", "filegram_ray.bench.stage:run_bench"),
-    ("evaluate", "filegram_ray.evaluate.stage:run_evaluate"),
+    ("seed", "workspace"),
+    ("generate", "generate"),
+    ("encode", "encode"),
+    ("render", "render"),
+    ("bench", "bench"),
+    ("evaluate", "evaluate"),
 ]
-
-#: how each stage is told to run without Ray: a config section key, or a keyword argument.
-_SERIAL_SECTION = {"seed": "workspace"}
-_SERIAL_KWARGS = {"generate": {"gen": {"serial": True}}, "encode": {"serial": True}, "render": {"serial": True},
-                  "evaluate": {"serial": True}}
+#: stages that never use Ray (nothing to switch off)
+_IN_PROCESS = {"bench"}
 
 
-def stage_function(name: str):
+def stage_functions() -> dict[str, Callable[[PipelineConfig], dict[str, Any]]]:
+    """``{stage name: run_<stage>}`` (imported on call: ``filegram --help`` does not load every stage)."""
+    from filegram_ray.bench.stage import run_bench
+    from filegram_ray.engine.generate import run_generate
+    from filegram_ray.evaluate.stage import run_evaluate
+    from filegram_ray.memory.stage import run_encode
+    from filegram_ray.workspace.stage import run_seed
+    from rendering.stage import run_render
+
+    return {"seed": run_seed, "generate": run_generate, "encode": run_encode, "render": run_render,
+            "bench": run_bench, "evaluate": run_evaluate}
+
+
+def stage_function(name: str) -> Callable[[PipelineConfig], dict[str, Any]]:
     """The ``run_<stage>(config)`` callable of a stage."""
-    target = dict(STAGES)[name]
-    mod, fn = target.split(":")
-    return getattr(importlib.import_module(mod), fn)
+    return stage_functions()[name]
 
 
 def with_serial(cfg: PipelineConfig, stages: list[str]) -> PipelineConfig:
-    """A copy of ``cfg`` with ``serial: true`` in the sections of the named stages that take it from there."""
+    """A copy of ``cfg`` with ``serial: true`` in the config sections of the named stages."""
     data = cfg.model_dump()
+    sections = dict(STAGES)
     for s in stages:
-        if s in _SERIAL_SECTION:
-            sec = _SERIAL_SECTION[s]
+        if s in sections and s not in _IN_PROCESS:
+            sec = sections[s]
             data[sec] = {**(data.get(sec) or {}), "serial": True}
     return PipelineConfig.model_validate(data)
 
@@ -50,6 +62,9 @@ def with_serial(cfg: PipelineConfig, stages: list[str]) -> PipelineConfig:
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[str] | None = None,
                  serial: bool = False) -> dict[str, Any]:
     """Run the selected stages in order; returns ``{stage: {"seconds": float, "result": …}}``.
+
+    Args:
+        serial: every selected stage in this process without Ray (sets ``<section>.serial``).
 
     Raises:
         ValueError: an unknown stage name in ``only``/``skip``.
@@ -65,18 +80,32 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         from filegram_ray.runtime import init_ray
 
         init_ray(cfg.ray.address, cfg.ray.num_cpus)
+    functions = stage_functions()
     timings: dict[str, Any] = {}
     with cfg.run().lock("pipeline"):  # no other job slips in between two stages
         for name in selected:
             print(f"\n=== stage {name} ===", flush=True)
             t0 = time.perf_counter()
-            kwargs = _SERIAL_KWARGS.get(name, {}) if serial else {}
-            result = stage_function(name)(cfg, **kwargs)
+            result = functions[name](cfg)
             timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
             print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     print("\nPipeline summary", file=sys.stdout)
-    print(f"{'stage':<10} {'seconds':>9}")
-    for name, rec in timings.items():
-        print(f"{name:<10} {rec['seconds']:>9.1f}")
-    print(f"{'total':<10} {sum(r['seconds'] for r in timings.values()):>9.1f}")
+    print(format_stage_table(timings))
     return timings
+
+
+def format_stage_table(timings: dict[str, Any]) -> str:
+    """The per-stage table (seconds, CPU seconds, peak memory, units) from :func:`run_pipeline`'s result."""
+    lines = [f"{'stage':<10} {'seconds':>9} {'cpu s':>8} {'peak MiB':>9} {'planned':>8} {'done':>6} {'skipped':>8} "
+             f"{'failed':>7}"]
+    for name, rec in timings.items():
+        res = rec.get("result") if isinstance(rec.get("result"), dict) else {}
+        u = res.get("units") if isinstance(res.get("units"), dict) else {}
+        lines.append(f"{name:<10} {rec['seconds']:>9.1f} {float(res.get('cpu_s') or 0):>8.1f} "
+                     f"{float(res.get('peak_memory_mb') or 0):>9.0f} {u.get('planned', ''):>8} {u.get('done', ''):>6} "
+                     f"{u.get('skipped', ''):>8} {u.get('failed', ''):>7}")
+    total = sum(r["seconds"] for r in timings.values())
+    cpu = sum(float((r.get("result") or {}).get("cpu_s") or 0) for r in timings.values()
+              if isinstance(r.get("result"), dict))
+    lines.append(f"{'total':<10} {total:>9.1f} {cpu:>8.1f}")
+    return "\n".join(lines)

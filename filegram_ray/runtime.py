@@ -34,7 +34,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 __all__ = ["init_ray", "map_units", "error_row", "Progress", "ResourceRequestError", "check_cpu_request",
-           "pool_capacity", "exclusive_stage", "check_run_seed", "recorded_seed", "Interruption", "end_process"]
+           "pool_capacity", "exclusive_stage", "check_run_seed", "recorded_seed", "Interruption", "end_process",
+           "StageMeter", "unit_counts", "UNIT_KEYS"]
 
 #: environment variable that lets CPU requests wait for nodes an autoscaler has not started yet
 ALLOW_PENDING_ENV = "FILEGRAM_ALLOW_PENDING_RESOURCES"
@@ -114,10 +115,145 @@ def check_run_seed(run, config) -> None:
                          f"a run directory holds one plan — rerun with --seed {seed}, or use a new --run-dir")
 
 
+def _proc_stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, user+system CPU seconds) of a live process from ``/proc`` (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2:].split()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+
+
+def _pss_mb(pid: int) -> float:
+    """Proportional set size of a process in MiB (shared pages split among their users), RSS where the kernel
+    gives no ``smaps_rollup``; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class StageMeter:
+    """Wall seconds, CPU seconds and peak memory of a stage: this process and every process below it (a local
+    Ray's raylet and workers), sampled every ``interval`` s from ``/proc`` by a background thread.
+
+    ``cpu_s`` sums user+system time of the tree's processes during the stage (a process that ends between two
+    samples loses at most ``interval`` s); ``peak_memory_mb`` is the largest sum of the tree's PSS seen in one
+    sample. CPU seconds hardly change with a shared machine's load, wall seconds do: on an otherwise idle machine a
+    stage takes at least ``cpu_s`` / cores. Connected to a remote cluster only the driver is seen. Linux; elsewhere
+    only ``seconds`` is measured.
+    """
+
+    def __init__(self, interval: float = 1.0):
+        self.interval = interval
+        self.seconds = self.cpu_s = self.peak_memory_mb = 0.0
+        self._base: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = None
+        self._thread = None
+        self._ok = os.path.isdir("/proc/self")
+
+    def _tree(self) -> list[int]:
+        root = os.getpid()
+        kids: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                st = _proc_stat(int(name))
+                if st is not None:
+                    kids.setdefault(st[0], []).append(int(name))
+        out, todo = [], [root]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo.extend(kids.get(p, []))
+        return out
+
+    def _sample(self, first: bool = False) -> None:
+        mem = 0.0
+        for pid in self._tree():
+            st = _proc_stat(pid)
+            if st is None:
+                continue
+            if pid not in self._base:
+                self._base[pid] = st[1] if first else 0.0
+            self._last[pid] = st[1]
+            mem += _pss_mb(pid)
+        self.peak_memory_mb = max(self.peak_memory_mb, mem)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._sample()
+            except Exception:  # noqa: BLE001 - measuring never breaks a stage
+                pass
+
+    def __enter__(self) -> StageMeter:
+        import threading
+
+        self._t0 = time.perf_counter()
+        if self._ok:
+            self._sample(first=True)
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._loop, name="stage-meter", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self._t0
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            try:
+                self._sample()
+            except Exception:  # noqa: BLE001
+                pass
+        self.cpu_s = sum(max(0.0, self._last[p] - self._base.get(p, 0.0)) for p in self._last)
+
+    def record(self) -> dict[str, float]:
+        return {"seconds": round(self.seconds, 2), "cpu_s": round(self.cpu_s, 1),
+                "peak_memory_mb": round(self.peak_memory_mb, 1)}
+
+
+#: the unit counts every stage record carries (issue 17): ``units: {planned, done, skipped, failed}``
+UNIT_KEYS = ("planned", "done", "skipped", "failed")
+
+
+def unit_counts(planned: int, done: int, skipped: int, failed: int) -> dict[str, int]:
+    """The ``units`` field of a stage record: units the stage was given (``planned``), finished now (``done``),
+    left alone because an earlier run finished them (``skipped``) and ended as error rows (``failed``)."""
+    return {"planned": int(planned), "done": int(done), "skipped": int(skipped), "failed": int(failed)}
+
+
+def _write_stage_fields(run, stage: str, fields: dict[str, Any]) -> None:
+    """Merge ``fields`` into ``run.json``'s record of ``stage`` (after the stage wrote its own record)."""
+    from filegram_ray.schema.meta import RunManifest
+
+    data = run.read_json("run.json") if run.exists("run.json") else {}
+    man = RunManifest.model_validate(data)
+    man.stages[stage] = {**(man.stages.get(stage) or {}), **fields}
+    run.write_json("run.json", man.model_dump(mode="json"))
+
+
 def exclusive_stage(stage: str):
     """Decorator for ``run_<stage>(config, ...)``: hold the run directory's lock while the stage runs (a second
     process on the same run directory fails at once with :class:`~filegram_ray.storage.RunDirLockedError`) and
-    check the seed (:func:`check_run_seed`). Re-entrant: the pipeline holds the lock across its stages."""
+    check the seed (:func:`check_run_seed`). Re-entrant: the pipeline holds the lock across its stages.
+
+    It also writes the stage record every stage shares into ``run.json`` (``stages.<stage>``, merged into the
+    stage's own record): ``seconds``, ``cpu_s`` and ``peak_memory_mb`` (:class:`StageMeter`) and ``units``
+    (``{planned, done, skipped, failed}``, from the ``units`` key of the stage's result, see :func:`unit_counts`).
+    The returned result carries the same fields."""
 
     def deco(fn):
         @functools.wraps(fn)
@@ -125,7 +261,19 @@ def exclusive_stage(stage: str):
             run = config.run()
             with run.lock(stage):
                 check_run_seed(run, config)
-                return fn(config, *args, **kwargs)
+                with StageMeter() as meter:
+                    result = fn(config, *args, **kwargs)
+                fields = meter.record()
+                if isinstance(result, dict):
+                    units = result.get("units")
+                    if isinstance(units, dict) and set(UNIT_KEYS) <= set(units):
+                        fields["units"] = {k: int(units[k]) for k in UNIT_KEYS}
+                    result.update(fields)
+                try:
+                    _write_stage_fields(run, stage, fields)
+                except Exception as exc:  # noqa: BLE001 - the outputs are written; bookkeeping never hides them
+                    log.warning("%s: could not write the stage record into run.json: %s", stage, exc)
+                return result
 
         return wrapper
 

@@ -18,8 +18,8 @@ from filegram_ray.memory.stage import format_summary, run_encode
 
 def main(argv: list[str] | None = None) -> int:
     args = common_parser(__doc__.splitlines()[0]).parse_args(argv)
-    cfg = config_from_args(args)
-    summary = run_encode(cfg, serial=args.serial, address=args.address)
+    cfg = config_from_args(args, section="encode")
+    summary = run_encode(cfg)
     print(format_summary(summary))
     return 1 if summary["errors"] and summary["errors"] == summary["trajectories"] else 0
 

@@ -21,16 +21,13 @@ def main(argv=None) -> int:
     p.add_argument("--profiles-dir", default=None, help="a profile set directory (new profile sets)")
     p.add_argument("--num-actors", type=int, default=None, help="actor pool size")
     args = p.parse_args(argv)
-    cfg = config_from_args(args, {"profiles": args.profiles, "tasks": args.tasks,
-                                  "profiles_dir": args.profiles_dir})
-    gen = {}
     if args.num_actors:
-        gen["num_actors"] = args.num_actors
-    if args.serial:
-        gen["serial"] = True
+        args.overrides = [*args.overrides, f"generate.num_actors={args.num_actors}"]
+    cfg = config_from_args(args, {"profiles": args.profiles, "tasks": args.tasks,
+                                  "profiles_dir": args.profiles_dir}, section="generate")
     from filegram_ray.engine.generate import run_generate
 
-    rec = run_generate(cfg, gen=gen)
+    rec = run_generate(cfg)
     return 0 if rec["error"] == 0 else 1
 
 

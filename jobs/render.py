@@ -17,10 +17,10 @@ from filegram_ray.jobargs import common_parser, config_from_args, run_job
 def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
     args = p.parse_args(argv)
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, section="render")
     from rendering.stage import run_render
 
-    rec = run_render(cfg, serial=args.serial, address=args.address)
+    rec = run_render(cfg)
     errors = sum(c.get("error", 0) for c in rec["counts"].values())
     return 0 if errors == 0 else 1
 

@@ -18,9 +18,7 @@ def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
     p.add_argument("--tasks", nargs="+", default=None, help="task ids (default: config 'tasks', else all)")
     args = p.parse_args(argv)
-    if args.serial:
-        args.overrides = [*args.overrides, "workspace.serial=true"]
-    cfg = config_from_args(args, extra={"tasks": args.tasks})
+    cfg = config_from_args(args, extra={"tasks": args.tasks}, section="workspace")
     summary = run_seed(cfg)
     return 1 if summary["errors"] else 0
 

@@ -57,7 +57,7 @@ def _run(args) -> int:
     from filegram_ray.jobargs import config_from_args
     from rendering.stage import run_render
 
-    rec = run_render(config_from_args(args), serial=args.serial, address=args.address)
+    rec = run_render(config_from_args(args, section="render"))
     return 0 if not any(c.get("error") for c in rec["counts"].values()) else 1
 
 

@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from filegram_ray.runtime import Progress, exclusive_stage
+from filegram_ray.runtime import Progress, exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, category_of, choose_formats
 from rendering.renderers import (
@@ -113,6 +113,7 @@ class RenderConfig(BaseModel):
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
     batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
     limit: int | None = Field(None, description="render only the first N text outputs (smoke runs)")
+    serial: bool = Field(False, description="render in this process without Ray (same worker code)")
     max_attempts: int = Field(2, ge=1, le=10, description="tries of a batch whose worker dies before its units are "
                                                           "retried one by one (bounded; BR-23)")
     crash_on_text: str | None = Field(None, description="TEST ONLY: a worker os._exit()s on a section with this text")
@@ -465,14 +466,14 @@ def _pool_cpus(pools: dict[str, PoolConfig], requested: float) -> float:
 
 
 @exclusive_stage(STAGE)
-def run_render(config, *, serial: bool = False, address: str | None = None, progress: bool = True
+def run_render(config, *, serial: bool | None = None, address: str | None = None, progress: bool = True
                ) -> dict[str, Any]:
     """Run the render stage on ``config``'s run directory.
 
     Args:
         config: a :class:`~filegram_ray.config.PipelineConfig` (its ``render:`` section → :class:`RenderConfig`).
-        serial: run in this process without Ray.
-        address: Ray address (default ``config.ray.address`` / ``RAY_ADDRESS`` / a local Ray).
+        serial / address: overrides of ``render.serial`` (run in this process without Ray) and ``ray.address``
+            for callers that predate the one stage contract; the pipeline and the job scripts set them in the config.
 
     Returns:
         The stage record: counts per format and status, bytes, wall time, files/s, planned/skipped units.
@@ -485,6 +486,7 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
     except Exception as exc:
         raise ValueError(f"config section 'render': {exc}") from exc
     cfg.check()
+    serial = cfg.serial if serial is None else bool(serial)
     run = config.run()
     t0 = time.perf_counter()
     outputs, ignored = _text_outputs(run, cfg)
@@ -548,7 +550,10 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
     table, stats = _summary(new_rows, wall)
     record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "units_planned": n_planned,
               "units_already_done": len(done), "index_rows": len(merged), "serial": serial, "plan": plan,
-              "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json")}
+              "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json"),
+              "units": unit_counts(planned=n_planned + len(done), skipped=len(done),
+                                   done=sum(1 for r in new_rows if r.get("status") in ("ok", "skipped")),
+                                   failed=sum(1 for r in new_rows if r.get("status") == "error"))}
     try:
         from filegram_ray.schema.meta import record_stage
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.config import PipelineConfig
-from filegram_ray.runtime import exclusive_stage
+from filegram_ray.runtime import exclusive_stage, unit_counts
 from filegram_ray.schema.meta import record_stage
 
 log = logging.getLogger(__name__)
@@ -159,4 +159,7 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         print(f"{name:<10} {st['target']:>7} {st['built']:>7}  {st['note']}")
     print(counts_table(items))
     return {"n_items": len(bank.items), "stats": bank.stats, "counts": counts, "seconds": seconds,
-            "skipped_trajectories": skipped}
+            "skipped_trajectories": skipped,
+            # units = trajectories the bank is built from; a malformed one is left out (failed)
+            "units": unit_counts(planned=len(inputs.trajectories) + len(skipped), done=len(inputs.trajectories),
+                                 skipped=0, failed=len(skipped))}

@@ -398,7 +398,7 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
     """
     import polars as pl
 
-    from filegram_ray.runtime import init_ray, map_units
+    from filegram_ray.runtime import init_ray, map_units, unit_counts
     from filegram_ray.schema.meta import record_stage
 
     gcfg = GenerateConfig.model_validate({**config.section(STAGE), **(gen or {})})
@@ -471,7 +471,9 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
             mix.update(r.get("kept_counts") or {})
     ok_rows = [r for r in rows if r.get("status") == "ok"]
     record = {
-        "units": len(units), "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
+        "units": unit_counts(planned=len(units), done=len(ok_rows) - sum(1 for r in ok_rows if r.get("skipped")),
+                             skipped=sum(1 for r in ok_rows if r.get("skipped")), failed=len(rows) - len(ok_rows)),
+        "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
         "skipped": sum(1 for r in ok_rows if r.get("skipped")), "perturbed": len(pert_ids),
         "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
         "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),

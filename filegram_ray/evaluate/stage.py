@@ -35,7 +35,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
-from filegram_ray.runtime import exclusive_stage
+from filegram_ray.runtime import exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
@@ -656,6 +656,12 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                              for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
+            "units": unit_counts(planned=sum(len(u) for u in plan.values()),
+                                 done=sum(1 for r in unit_status if r.get("status") != "error")
+                                 + int(answering.get("n_units") or 0),
+                                 skipped=sum(len(u) for u in plan.values()) - len(unit_status)
+                                 - int(answering.get("n_units") or 0),
+                                 failed=len(failed)),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
             "judge_s": round(judge_s, 2), "time_by_method": time_by_method,

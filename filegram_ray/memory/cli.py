@@ -47,8 +47,10 @@ def _encode(args: argparse.Namespace) -> int:
     from filegram_ray.config import load_config
     from filegram_ray.memory.stage import format_summary, run_encode
 
-    cfg = load_config(args.config, list(args.set) + ([f"run_dir={args.run_dir}"] if args.run_dir else []))
-    print(format_summary(run_encode(cfg, serial=args.serial, address=args.address)))
+    cfg = load_config(args.config, list(args.set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
+                      + (["encode.serial=true"] if args.serial else [])
+                      + ([f"ray.address={args.address}"] if getattr(args, "address", None) else []))
+    print(format_summary(run_encode(cfg)))
     return 0
 
 

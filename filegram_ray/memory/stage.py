@@ -42,7 +42,7 @@ from filegram_ray.memory.index import (
     save_indices,
 )
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
-from filegram_ray.runtime import exclusive_stage
+from filegram_ray.runtime import exclusive_stage, unit_counts
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class EncodeConfig(BaseModel):
     upstream_quirks: bool = Field(False, description="reproduce upstream quirks (FILEGRAM_REFERENCE §13)")
     consolidate: dict[str, Any] = Field(default_factory=dict, description="ConsolidateConfig overrides")
     force: bool = Field(False, description="ignore completion records and redo everything")
+    serial: bool = Field(False, description="run in this process without Ray (same functions)")
 
 
 # ------------------------------------------------------------------ Stage 1 unit
@@ -272,6 +273,7 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
     in this process (one embedder per kind, all texts of a kind in one call).
     """
     from filegram_ray.memory.embed import default_threads
+    from filegram_ray.runtime import pool_capacity
 
     if not profiles:
         return []
@@ -310,7 +312,9 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
         return out
     texts = ray.data.from_items(full).flat_map(_TextsOf(run), num_cpus=cfg.encode_num_cpus)
     vectors = embed_dataset(texts, cfg, cache_dir, sort=n_texts > cfg.embed_batch_size)
-    done = vectors.groupby("profile_id").map_groups(partial(_index_group, run=run, ccfg=ccfg, tasks=tasks,
+    # a few hash partitions (Ray's default is 200 reduce tasks: seconds of overhead on a laptop for 20 profiles)
+    parts = max(1, min(len(full), pool_capacity(cfg.encode_num_cpus)))
+    done = vectors.groupby("profile_id", num_partitions=parts).map_groups(partial(_index_group, run=run, ccfg=ccfg, tasks=tasks,
                                                             setting=cfg.embedder), batch_format="numpy",
                                                     num_cpus=cfg.encode_num_cpus)
     return out + [dict(r) for r in done.take_all()]
@@ -354,17 +358,17 @@ class _TextsOf:
 
 # ------------------------------------------------------------------ the stage
 @exclusive_stage("encode")
-def run_encode(config, *, serial: bool = False, address: str | None = None) -> dict[str, Any]:
+def run_encode(config, *, serial: bool | None = None, address: str | None = None) -> dict[str, Any]:
     """Run the encode stage over a run directory.
 
     Args:
         config: a :class:`~filegram_ray.config.PipelineConfig` (its ``encode:`` section is validated with
             :class:`EncodeConfig`).
-        serial: same code, no Ray.
-        address: Ray address (default: config.ray.address, RAY_ADDRESS, or a local Ray).
+        serial / address: overrides of ``encode.serial`` (same code, no Ray) and ``ray.address`` for callers that
+            predate the one stage contract; the pipeline and the job scripts set them in the config.
 
     Returns:
-        Summary dict (counts, errors, seconds per step), also recorded in ``run.json`` under ``encode``.
+        Summary dict (counts, errors, seconds per step, ``units``), also recorded in ``run.json`` under ``encode``.
 
     Raises:
         StorageError: ``trajectories/index.parquet`` is missing or unreadable.
@@ -378,6 +382,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
 
     t0 = time.perf_counter()
     cfg = EncodeConfig.model_validate(config.section("encode"))
+    serial = cfg.serial if serial is None else bool(serial)
     ccfg = ConsolidateConfig.model_validate({"upstream_quirks": cfg.upstream_quirks, **cfg.consolidate}).model_dump()
     run = config.run()
     index = run.read_table("trajectories/index.parquet")
@@ -490,8 +495,10 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         "profiles": len(by_profile), "profiles_consolidated_now": len(consolidated),
         "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": n_texts,
         "embedder": cfg.embedder, "embedder_by_profile": kinds, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
-        "seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3), "embed_index": round(t_embed, 3),
-                    "total": round(time.perf_counter() - t0, 3)},
+        "step_seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3),
+                         "embed_index": round(t_embed, 3), "total": round(time.perf_counter() - t0, 3)},
+        "units": unit_counts(planned=len(rows), done=len(results) - len(errors), skipped=len(rows) - len(todo),
+                             failed=len(errors)),
     }
     record_stage(run, "encode", summary, config.model_dump(mode="json"))
     if not by_profile:  # 0 of N: a stage that leaves no Engram at all must not look like a success
@@ -531,7 +538,7 @@ def format_summary(s: dict[str, Any]) -> str:
     lines = [(f"encode: {s['trajectories']} trajectories ({s['encoded_now']} encoded now, {s['skipped_done']} "
              f"already done, {s['errors']} errors), {s['profiles']} profiles ({s['profiles_consolidated_now']} "
              f"consolidated now), {s['texts_embedded']} texts embedded with {s['embedder']}"),
-             "seconds: " + ", ".join(f"{k}={v}" for k, v in s["seconds"].items())]
+             "seconds: " + ", ".join(f"{k}={v}" for k, v in s["step_seconds"].items())]
     if s.get("events_skipped"):
         lines.append(f"events skipped (invalid, left out of their Engram): {s['events_skipped']}")
         lines += [f"  skipped: {m}" for m in s.get("skipped_event_examples", [])]

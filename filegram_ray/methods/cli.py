@@ -34,11 +34,11 @@ def evaluate_from_args(args: argparse.Namespace) -> int:
     from filegram_ray.evaluate.stage import run_evaluate
     from filegram_ray.jobargs import config_from_args
 
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, section="evaluate")
     backbone = args.backbone
     if args.backbone_url:
         backbone = {"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model or "local"}
-    info = run_evaluate(cfg, methods=args.methods, backbone=backbone, serial=True if args.serial else None)
+    info = run_evaluate(cfg, methods=args.methods, backbone=backbone)
     print(f"evaluate: {info['n_items']} items × {len(info['methods'])} methods, {info['n_error_rows']} error rows, "
           f"{info['seconds']} s")
     print(f"Report: {cfg.run().url('results/report.md')}")

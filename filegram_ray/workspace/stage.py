@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from filegram_ray.runtime import exclusive_stage, map_units
+from filegram_ray.runtime import exclusive_stage, map_units, unit_counts
 
 __all__ = ["SeedConfig", "SeedWorker", "run_seed"]
 
@@ -118,7 +118,9 @@ def run_seed(config) -> dict[str, Any]:
     summary = {"bundles": n_bundles, "non_empty": df["task_id"].n_unique() if len(df) else 0,
                "built": len(units) - len(errors),
                "skipped": skipped, "files": len(df), "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
-               "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors]}
+               "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors],
+               "units": unit_counts(planned=len(tasks), done=len(units) - len(errors), skipped=skipped,
+                                    failed=len(errors))}
     print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built now, {skipped} already done; "
           f"{summary['bundles'] - summary['non_empty']} empty by design), "
           f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")

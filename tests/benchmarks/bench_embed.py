@@ -157,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--queries", type=int, default=200, help="queries for recall@5")
+    ap.add_argument("--corpus", type=int, default=None, help="texts searched for recall@5 and the planted-chunk "
+                    "test (a seeded sample of the run's distinct texts; default all)")
     ap.add_argument("--skip", nargs="*", default=[], help="rows to leave out: before e5 int8 stage quality")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -219,7 +221,7 @@ def main(argv=None) -> int:
     if not queries:
         queries = [t.split(".")[0][:200] for t in rng.sample(uniq, min(args.queries, len(uniq)))]
         print("\n(no bench/items.parquet: queries are the first sentence of sampled texts)")
-    corpus = uniq
+    corpus = sorted(rng.sample(uniq, min(args.corpus, len(uniq)))) if args.corpus else uniq
     ref = Embedder(threads=args.threads)
     int8 = OnnxInt8Embedder(threads=args.threads)
     D32, D8 = ref.encode(corpus), int8.encode(corpus)
@@ -232,8 +234,8 @@ def main(argv=None) -> int:
           f"mean {cos.mean():.4f}")
 
     # ---- Chinese: planted chunks
-    zh = [t for t in uniq if cjk_share([t]) > 0.5 and len(t) > 200]
-    en = [t for t in uniq if cjk_share([t]) == 0 and len(t) > 200]
+    zh = [t for t in corpus if cjk_share([t]) > 0.5 and len(t) > 200]
+    en = [t for t in corpus if cjk_share([t]) == 0 and len(t) > 200]
     embedders = {"minilm (fp32)": ref, "minilm-int8": int8, "e5-small": E5Embedder(threads=args.threads)}
     for label, pool, facts in (("Chinese", zh, ZH_FACTS), ("English control", en, EN_FACTS)):
         if len(pool) < len(facts) + 10:
