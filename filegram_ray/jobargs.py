@@ -8,6 +8,7 @@ Every job takes the same core options so it runs unchanged on a laptop (``python
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from filegram_ray.config import PipelineConfig, load_config
@@ -43,6 +44,12 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
         upd["run_dir"] = args.run_dir
     if args.seed is not None:
         upd["seed"] = args.seed
+    elif not any(o.strip().startswith("seed=") for o in overrides):
+        # no seed asked for: continue the run with the seed it was made with (a second seed would mix two plans)
+        seed = _recorded_seed(args.run_dir or cfg.run_dir, cfg.storage_options)
+        if seed is not None and seed != cfg.seed:
+            print(f"using the run's seed {seed} (run.json)", file=sys.stderr)
+            upd["seed"] = seed
     if args.address:
         upd["ray"] = {**cfg.ray.model_dump(), "address": args.address}
     for k, v in (extra or {}).items():
@@ -56,6 +63,20 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
     return cfg
 
 
+def _recorded_seed(run_dir: str, storage_options: dict[str, Any]) -> int | None:
+    import os
+
+    from filegram_ray.runtime import recorded_seed
+    from filegram_ray.storage import RunDir, StorageError
+
+    if "://" not in run_dir and not os.path.isdir(run_dir):
+        return None  # a new local run directory (not created here)
+    try:
+        return recorded_seed(RunDir(run_dir, storage_options))
+    except (StorageError, OSError, ValueError):  # an unreadable run.json is reported by the stage itself
+        return None
+
+
 def run_job(main, argv=None) -> int:
     """Run a job's ``main``; a user mistake (bad option value, unknown id, missing input, unwritable run
     directory, invalid config) ends with one line naming the problem and exit code 2 instead of a traceback;
@@ -64,8 +85,25 @@ def run_job(main, argv=None) -> int:
 
     from pydantic import ValidationError
 
+    from filegram_ray.runtime import Interruption, end_process
     from filegram_ray.storage import StorageError
 
+    with Interruption() as intr:
+        try:
+            return _run_main(main, argv, ValidationError, StorageError)
+        except BaseException:
+            if intr.signal_number is None:
+                raise
+            # an exception raised while Ray unwound the interrupt (BR-23: "release unlocked lock") is the interrupt
+            print("\ninterrupted: finished units are kept; run the same command again to resume", file=sys.stderr)
+            end_process(128 + intr.signal_number)
+        finally:
+            if intr.signal_number is not None:  # Ray Data's threads must not keep a stopped stage alive
+                end_process(128 + intr.signal_number)
+    return 130  # pragma: no cover - end_process does not return
+
+
+def _run_main(main, argv, ValidationError, StorageError) -> int:  # noqa: N803 - exception classes
     try:
         return int(main(argv) or 0)
     except KeyboardInterrupt:

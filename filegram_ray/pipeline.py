@@ -66,13 +66,14 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
 
         init_ray(cfg.ray.address, cfg.ray.num_cpus)
     timings: dict[str, Any] = {}
-    for name in selected:
-        print(f"\n=== stage {name} ===", flush=True)
-        t0 = time.perf_counter()
-        kwargs = _SERIAL_KWARGS.get(name, {}) if serial else {}
-        result = stage_function(name)(cfg, **kwargs)
-        timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
-        print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
+    with cfg.run().lock("pipeline"):  # no other job slips in between two stages
+        for name in selected:
+            print(f"\n=== stage {name} ===", flush=True)
+            t0 = time.perf_counter()
+            kwargs = _SERIAL_KWARGS.get(name, {}) if serial else {}
+            result = stage_function(name)(cfg, **kwargs)
+            timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
+            print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     print("\nPipeline summary", file=sys.stdout)
     print(f"{'stage':<10} {'seconds':>9}")
     for name, rec in timings.items():

@@ -9,11 +9,21 @@
 A worker class has a constructor taking keyword arguments and a ``process(unit) -> dict`` method. ``process``
 must be idempotent (write atomically, then a completion record), because a unit in flight on an actor that dies
 is run again.
+
+Every stage ends (issue 13, BR-08 / BR-23 / REL-concurrent-generate-index-corruption):
+
+* a unit that keeps killing its worker is retried ``max_restarts`` times, then becomes an error row;
+* a CPU request that no node of the cluster can meet fails at once (:func:`check_cpu_request`), and a pool is
+  never larger than the cluster can place (:func:`pool_capacity`), so no unit waits for an actor that cannot start;
+* :func:`exclusive_stage` holds the run directory's lock for the whole stage (a second process on the same run
+  directory is refused) and refuses a seed other than the one the run was made with.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import os
 import sys
 import time
@@ -23,7 +33,179 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["init_ray", "map_units", "error_row", "Progress"]
+__all__ = ["init_ray", "map_units", "error_row", "Progress", "ResourceRequestError", "check_cpu_request",
+           "pool_capacity", "exclusive_stage", "check_run_seed", "recorded_seed", "Interruption", "end_process"]
+
+#: environment variable that lets CPU requests wait for nodes an autoscaler has not started yet
+ALLOW_PENDING_ENV = "FILEGRAM_ALLOW_PENDING_RESOURCES"
+
+
+class ResourceRequestError(ValueError):
+    """A Ray resource request that no node of the connected cluster can meet (the message names the request and
+    the cluster's CPUs); raised before anything is scheduled instead of waiting forever (BR-08)."""
+
+
+def _node_cpus() -> list[float]:
+    import ray
+
+    return [float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")]
+
+
+def check_cpu_request(cpus: float, what: str) -> None:
+    """Fail fast when no alive node of the connected Ray cluster has ``cpus`` CPUs.
+
+    Args:
+        cpus: CPUs one actor or task asks for.
+        what: the config key that set it (``generate.num_cpus_per_actor``), named in the error.
+
+    Raises:
+        ResourceRequestError: the request exceeds the largest node. On an autoscaling cluster whose bigger nodes
+            are not started yet, set ``FILEGRAM_ALLOW_PENDING_RESOURCES=1`` to let the request wait instead.
+    """
+    if os.environ.get(ALLOW_PENDING_ENV, "") not in ("", "0"):
+        return
+    nodes = _node_cpus()
+    largest = max(nodes, default=0.0)
+    if cpus > largest + 1e-9:
+        raise ResourceRequestError(
+            f"{what}={cpus:g} asks for {cpus:g} CPUs per worker, but the largest node of this Ray cluster has "
+            f"{largest:g} CPUs ({len(nodes)} node(s), {sum(nodes):g} CPUs in all): lower {what} "
+            f"(set {ALLOW_PENDING_ENV}=1 if an autoscaler will add bigger nodes)")
+
+
+def pool_capacity(cpus_per_actor: float) -> int:
+    """How many actors of ``cpus_per_actor`` CPUs the alive nodes can hold at once (at least 1)."""
+    if cpus_per_actor <= 0:
+        return sys.maxsize
+    return max(1, sum(math.floor(c / cpus_per_actor + 1e-9) for c in _node_cpus()))
+
+
+def recorded_seed(run) -> int | None:
+    """The master seed a run directory was made with (``run.json`` → ``config.seed``), or None for a new run."""
+    if not run.exists("run.json"):
+        return None
+    data = run.read_json("run.json")
+    cfg = data.get("config") or {}
+    return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
+
+
+def check_run_seed(run, config) -> None:
+    """Refuse a config whose seed differs from the run directory's recorded seed; record it on a new run.
+
+    A run directory holds the outputs of one plan: a stage run with another seed would add units of a second
+    plan beside those of the first (REL-render-rerun-without-seed-mixes-derivatives). The job scripts default
+    ``--seed`` to the recorded one (:func:`filegram_ray.jobargs.config_from_args`).
+
+    Raises:
+        ValueError: the seeds differ (names both and the run directory).
+    """
+    seed = recorded_seed(run)
+    if seed is None:
+        from filegram_ray.schema.meta import RunManifest
+
+        data = run.read_json("run.json") if run.exists("run.json") else {}
+        man = RunManifest.model_validate(data)
+        man.config = config.model_dump(mode="json")
+        man.seed = int(config.seed)
+        run.write_json("run.json", man.model_dump(mode="json"))
+        return
+    if seed != int(config.seed):
+        raise ValueError(f"{run.uri} was made with seed {seed} (run.json) but this run asks for seed {config.seed}: "
+                         f"a run directory holds one plan — rerun with --seed {seed}, or use a new --run-dir")
+
+
+def exclusive_stage(stage: str):
+    """Decorator for ``run_<stage>(config, ...)``: hold the run directory's lock while the stage runs (a second
+    process on the same run directory fails at once with :class:`~filegram_ray.storage.RunDirLockedError`) and
+    check the seed (:func:`check_run_seed`). Re-entrant: the pipeline holds the lock across its stages."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(config, *args, **kwargs):
+            run = config.run()
+            with run.lock(stage):
+                check_run_seed(run, config)
+                return fn(config, *args, **kwargs)
+
+        return wrapper
+
+    return deco
+
+
+class Interruption:
+    """Ctrl-C (SIGINT) and SIGTERM for a job's driver: the first signal raises KeyboardInterrupt in the main thread
+    and arms a watchdog; :func:`end_process` then stops Ray and leaves. If the interrupt is swallowed somewhere
+    (Ray Data's iterator turned one into ``RuntimeError: release unlocked lock`` and kept retrying — BR-23), the
+    watchdog ends the process after ``grace_s`` seconds; a second signal ends it at once.
+
+    Use as a context manager around the job; ``signal_number`` is set once a signal arrived. Outside the main thread
+    it does nothing.
+    """
+
+    def __init__(self, grace_s: float = 20.0):
+        self.grace_s = grace_s
+        self.signal_number: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handler(self, signum, frame):  # noqa: ARG002
+        if self.signal_number is not None:
+            end_process(128 + signum, shutdown=False)
+        self.signal_number = signum
+        import threading
+
+        t = threading.Timer(self.grace_s, end_process, args=(128 + signum,))
+        t.daemon = True
+        t.start()
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> Interruption:
+        import signal
+        import threading
+
+        global _ACTIVE_INTERRUPTION
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handler)
+            _ACTIVE_INTERRUPTION = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        global _ACTIVE_INTERRUPTION
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        if _ACTIVE_INTERRUPTION is self:
+            _ACTIVE_INTERRUPTION = None
+
+    def reinstall(self) -> None:
+        """Take SIGTERM back after ``ray.init`` replaced its handler with ``sys.exit``."""
+        import signal
+
+        if self._old:
+            signal.signal(signal.SIGTERM, self._handler)
+
+
+_ACTIVE_INTERRUPTION: Interruption | None = None
+
+
+def end_process(code: int, shutdown: bool = True) -> None:
+    """Stop this driver's Ray (its actors and, for a local Ray, its worker processes) and exit with ``code`` at
+    once — without waiting for non-daemon threads such as Ray Data's executor."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    if shutdown:
+        try:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except Exception:  # noqa: BLE001 - leaving anyway
+            pass
+    os._exit(code)
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True,
@@ -58,11 +240,19 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # Ray starts its workers at niceness 15, below this driver (0): on a machine shared with other work the
+        # stages' actors then get a fraction of the CPU the same code gets in the driver (measured in
+        # tests/benchmarks/bench_embed.py: the encode stage at a third of bare sentence-transformers under load
+        # 30). A local run's workers do the run's work, so they run at the driver's priority (override with
+        # RAY_worker_niceness=15). `ray job submit` does the same for its drivers.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         kwargs["include_dashboard"] = False
         kwargs["_node_ip_address"] = "127.0.0.1"
         if num_cpus:
             kwargs["num_cpus"] = num_cpus
     ray.init(**kwargs)
+    if _ACTIVE_INTERRUPTION is not None:
+        _ACTIVE_INTERRUPTION.reinstall()
 
 
 def error_row(unit_id: str, exc: BaseException, stage: str) -> dict[str, Any]:
@@ -181,6 +371,7 @@ def map_units(
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
     init_ray()
+    check_cpu_request(num_cpus_per_actor, f"{stage}.num_cpus_per_actor")
 
     @ray.remote
     class _Actor:
@@ -194,6 +385,11 @@ def map_units(
             return os.getpid()
 
     n = max(1, min(num_actors, len(units)))
+    cap = pool_capacity(num_cpus_per_actor)
+    if n > cap:  # an actor that can never be placed would hold its unit forever
+        log.warning("%s: %d actors × %g CPUs do not fit the cluster; using %d actors", stage, n,
+                    num_cpus_per_actor, cap)
+        n = cap
     actor_opts = {"num_cpus": num_cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0}
     actors = [_Actor.options(**actor_opts).remote(worker_cls, init_kwargs) for _ in range(n)]
     pending = list(reversed(units))
@@ -205,9 +401,26 @@ def map_units(
         ref = actors[slot].process.remote(unit)
         in_flight[ref] = (slot, unit)
 
-    for slot in range(n):
-        if pending:
-            _submit(slot)
+    try:
+        for slot in range(n):
+            if pending:
+                _submit(slot)
+        _drain(ray, actors, in_flight, pending, attempts, _submit, _emit, stage, max_restarts,
+               actor_restart_timeout_s, _Actor, actor_opts, worker_cls, init_kwargs,
+               (RayActorError, ActorDiedError, ActorUnavailableError))
+    finally:  # also on Ctrl-C: no actor of this pool outlives the call
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already dead
+                pass
+        bar.close()
+    return results
+
+
+def _drain(ray, actors, in_flight, pending, attempts, _submit, _emit, stage, max_restarts, actor_restart_timeout_s,
+           actor_cls, actor_opts, worker_cls, init_kwargs, died_errors) -> None:
+    """The loop of :func:`map_units`: collect results, resubmit units whose actor died (bounded), refill slots."""
     while in_flight:
         ready, _ = ray.wait(list(in_flight), num_returns=1)
         ref = ready[0]
@@ -215,29 +428,28 @@ def map_units(
         uid = str(unit.get("unit_id"))
         try:
             row = ray.get(ref)
-        except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
+        except died_errors as exc:
             attempts[uid] = attempts.get(uid, 0) + 1
             if attempts[uid] <= max_restarts:
                 log.warning("%s: actor died on %s (attempt %d); resubmitting", stage, uid, attempts[uid])
                 pending.append(unit)
             else:
-                _emit(error_row(uid, exc, stage))
+                row = error_row(uid, exc, stage)
+                row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a native "
+                                f"crash or out-of-memory kill?): {row['error']}")[:2000]
+                _emit(row)
             # Wait until Ray has restarted the actor before giving it work again; replace it if it is gone.
             try:
                 ray.get(actors[slot].pid.remote(), timeout=actor_restart_timeout_s)
             except Exception:
                 log.warning("%s: actor slot %d did not come back; starting a new actor", stage, slot)
-                actors[slot] = _Actor.options(**actor_opts).remote(worker_cls, init_kwargs)
+                actors[slot] = actor_cls.options(**actor_opts).remote(worker_cls, init_kwargs)
         except Exception as exc:  # e.g. a unit that cannot be deserialised
             _emit(error_row(uid, exc, stage))
         else:
             _emit(row)
         if pending:
             _submit(slot)
-    for a in actors:
-        ray.kill(a, no_restart=True)
-    bar.close()
-    return results
 
 
 def iter_ok(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:

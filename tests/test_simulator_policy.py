@@ -94,9 +94,26 @@ def test_perturbation_moves_the_dimension_and_stays_hidden(world):
     raw = (dest / "events_raw.json").read_text(encoding="utf-8").lower()
     assert "perturb" not in raw and '"tiers"' not in raw
     assert base["dirs_created"] == 0
+    # issue #16: at C-M the outputs go into one folder even when no other dimension asks for one
+    moved = trajectory_features(dest)
+    assert moved["dirs_created"] >= 1 and moved["max_dir_depth"] == 1
     pert_b = {"dimension": "B", "from": "R", "to": "M"}
     fb = trajectory_features(run(world, "p3", "T-01", pert=pert_b, tag="pb2"))
     assert fb["total_output_chars"] > base["total_output_chars"]
+
+
+def test_curation_acts_on_the_workspace_clutter(world):
+    """Issue #16: every bundle carries clutter (an autosave .tmp, a duplicate, a superseded _old file); E-L (p1)
+    prunes all of it and its own outline, E-M (p3) only the temporary file, E-R (p5) nothing — in one session."""
+    deleted = {}
+    for pid in ("p1", "p3", "p5"):
+        ev = json.loads((run(world, pid, "T-01", tag="cur") / "events.json").read_text(encoding="utf-8"))
+        deleted[pid] = sorted(Path(e["file_path"]).name for e in ev if e["event_type"] == "file_delete")
+    planted = sorted(p.name for p in (world["bundles"]["T-01"] / "files").rglob("*")
+                     if p.name.endswith((".tmp", "_old.txt", "_old.md")) or " (1)." in p.name)
+    assert len(planted) == 3 and set(planted) < set(deleted["p1"]) and len(deleted["p1"]) == 4  # + its outline
+    assert len(deleted["p3"]) == 1 and deleted["p3"][0].endswith(".tmp")
+    assert deleted["p5"] == []
 
 
 def test_bad_tiers_raise_clear_error():

@@ -167,7 +167,9 @@ def test_import_reports_corrupt_and_keeps_the_rest(tmp_path):
     assert {f.path for f in b.files} == {"notes.md", "sub/broken.docx", "sub/pic.png", "sub/ok.png"}
     assert sorted(e["path"] for e in b.errors) == ["passwd.txt", "sub/broken.docx", "sub/pic.png"]
     assert not (info.out_dir / "files" / "passwd.txt").exists()
-    assert b.annotations() == {}
+    # the media file that decodes is described (issue 21); the corrupt one is reported, not described
+    assert set(b.annotations()) == {"sub/ok.png"}
+    assert b.annotations()["sub/ok.png"]["content"].startswith("Image file ok.png: PNG, 4×4 pixels")
     assert (info.out_dir / "extracted" / "notes.md.txt").read_text(encoding="utf-8").startswith("# Notes")
 
 
@@ -183,7 +185,9 @@ def _check_r1_import(src: Path, out: Path) -> None:
     assert info.n_files == sum(1 for p in src.rglob("*") if p.is_file())
     assert info.errors == []
     assert docs and all(f["text_chars"] > 0 for f in docs)
-    assert any(f["kind"] == "png" and f["annotation"] is None for f in meta["files"])
+    pngs = [f for f in meta["files"] if f["kind"] == "png"]
+    assert pngs and all(f["annotation"]["content"].startswith(f"Image file {Path(f['path']).name}: PNG")
+                        for f in pngs)
 
 
 @pytest.mark.skipif(not R1.is_dir(), reason="real bundle /work/shared/real-bundles/R1_office not present here")

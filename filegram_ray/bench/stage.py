@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 from filegram_ray.schema.meta import record_stage
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ def counts_table(items: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+@exclusive_stage(STAGE)
 def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     """Build the bank for the run directory of ``config`` and write it.
 

@@ -29,6 +29,29 @@ def _filter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prompt(args: argparse.Namespace) -> int:
+    from filegram_ray.config import match_ids
+    from filegram_ray.engine.agents.prompts import leaked_terms, system_prompt, task_prompt
+    from filegram_ray.profiles import load_profiles
+    from filegram_ray.tasks import load_tasks
+
+    profiles = {p.profile_id: p for p in load_profiles(args.profiles_dir)}
+    tasks = {t.task_id: t for t in load_tasks(args.tasks_dir)}
+    profile = profiles[match_ids([args.profile], list(profiles), "profile")[0]]
+    task = tasks[match_ids([args.task], list(tasks), "task")[0]]
+    pert = None
+    if args.perturb:
+        dim, _, to = args.perturb.partition(":")
+        if dim not in "ABCDEF" or len(dim) != 1 or to not in ("L", "M", "R"):
+            raise ValueError(f"--perturb {args.perturb!r}: expected DIMENSION:TIER, e.g. C:M")
+        pert = {"dimension": dim, "from": profile.tiers[dim], "to": to}
+    for title, text in (("system", system_prompt(profile, pert)), ("user", task_prompt(task, profile, pert))):
+        print(f"===== {title} =====\n{text}\n")
+        if leaked_terms(text):  # never expected: the tests check every profile x task
+            print(f"WARNING: ground-truth terms in the {title} prompt: {leaked_terms(text)}", file=sys.stderr)
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("engine", help="trajectory engine utilities")
     sub = p.add_subparsers(dest="engine_command", metavar="ENGINE_COMMAND")
@@ -36,4 +59,13 @@ def register(subparsers) -> None:
     f.add_argument("src", metavar="SRC_EVENTS_JSON", help="raw events file (validated against the schema)")
     f.add_argument("-o", "--output", help="write here instead of stdout")
     f.set_defaults(func=_filter)
+    q = sub.add_parser("prompt", help="print the LLM agent's system and task prompts for a profile and a task",
+                       description="Print exactly what the LLM agent (generate.agent=llm) sends first: the persona "
+                       "system prompt and the task prompt, in the profile's language.")
+    q.add_argument("profile", help="profile id (p1 or p1_methodical)")
+    q.add_argument("task", help="task id (T-01 …)")
+    q.add_argument("--perturb", metavar="DIM:TIER", help="shift one dimension to a tier, e.g. C:M (reference §5.7)")
+    q.add_argument("--profiles-dir", default=None, help="a profile set directory (default conf/profiles)")
+    q.add_argument("--tasks-dir", default=None, help="a task set directory (default conf/tasks)")
+    q.set_defaults(func=_prompt)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

@@ -14,6 +14,19 @@ the fly with ``build_bundle(task, seed)`` into its own temp dir (the seed stage 
 is byte-identical to the one the seed stage would write). It is not written back to the run dir (several actors
 could race on it); run the seed stage first to keep the workspaces in the run.
 
+Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
+``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
+(the counterfactual) and the perturbed dimension's fingerprint features (ref §7.3) are compared. A shift that
+changes none of them is a no-op: the task's other active dimensions are tried in turn
+(:func:`filegram_ray.profiles.perturbation.alternatives`), and when none changes anything the unit is kept
+unperturbed. ``meta.json`` ``perturbation_check`` records the status (real | replaced | dropped), the plan, what
+was tried, both fingerprints and the shift; the index's ``perturbed`` column and the stage record follow what was
+applied. Cost: one extra simulation per perturbed unit (≈ 16 % more work for 5 of 32).
+
+LLM agent (``generate.agent: llm``, issue #15): the same units, run by :mod:`filegram_ray.engine.agents` against an
+OpenAI-compatible server (``generate.llm``); same files plus ``transcript.json``. Its perturbations are applied as
+planned through the prompt (no counterfactual run: the model's sampling is not reproducible).
+
 Fault tolerance: a failing unit becomes an error row (``runtime.map_units``); an actor that dies is restarted and
 its unit resubmitted; a unit is written with atomic files and its completion record last, so a resubmitted or
 rerun unit rewrites identical bytes and is never counted twice.
@@ -31,11 +44,13 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +73,18 @@ class GenerateConfig(BaseModel):
     chart_format: str = Field("svg", pattern="^(svg|png)$", description="F-L chart files (engine write is text)")
     upstream_quirks: bool = Field(False, description="engine reproduces upstream quirks (ref §13)")
     force: bool = Field(False, description="redo finished units")
+    agent: Literal["simulator", "llm"] = Field(
+        "simulator", description="simulator = the seeded persona simulator; llm = the LLM agent (generate.llm)")
+    llm: LLMAgentConfig | None = Field(None, description="the LLM agent's server and limits (agent: llm)")
     crash_on_unit: str | None = Field(None, description="TEST ONLY: os._exit() once on this unit id")
     crash_marker: str | None = Field(None, description="TEST ONLY: marker file gating crash_on_unit")
+
+    @model_validator(mode="after")
+    def _llm_section(self) -> GenerateConfig:
+        if self.agent == "llm" and (self.llm is None or (not self.llm.base_url and self.llm.serve is None)):
+            raise ValueError("generate.agent=llm needs generate.llm.base_url (an OpenAI-compatible /v1 URL) or "
+                             "generate.llm.serve (a server the stage starts)")
+        return self
 
 
 def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str) -> list[Any]:
@@ -147,6 +172,16 @@ class GenerateWorker:
     def __del__(self):  # best effort: the sandbox root of this actor
         shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
 
+    def bundle_hash(self, task_id: str) -> str | None:
+        """:func:`~filegram_ray.workspace.bundle.bundle_content_hash` of ``workspaces/<task_id>/bundle.json`` in the
+        run (None when the run has no bundle for the task: it is then built from (task, seed))."""
+        rel = f"workspaces/{task_id}/bundle.json"
+        if not self.run.exists(rel):
+            return None
+        from filegram_ray.workspace.bundle import bundle_content_hash
+
+        return bundle_content_hash(self.run.read_json(rel))
+
     def bundle_dir(self, task: Any, seed: int) -> Path | None:
         tid = task.task_id
         if tid in self.bundles:
@@ -165,22 +200,17 @@ class GenerateWorker:
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
         from filegram_ray.engine.simulator import AGENT_VERSION, simulate_trajectory
-        from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
         from filegram_ray.schema.profile import Profile
         from filegram_ray.schema.task import Task
 
         uid = unit["unit_id"]
-        # Everything that decides the trajectory's bytes: a finished unit is reused only if it matches.
-        fingerprint = hashlib.sha256(json.dumps(
+        bundle_sha = self.bundle_hash(str(unit["task"]["task_id"]))
+        fingerprint = self.unit_fingerprint(
             [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
-             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION],
-            sort_keys=True, default=str).encode()).hexdigest()[:16]
-        if not self.force and self.run.is_done(STAGE, uid):
-            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
-            if rec.get("fingerprint") == fingerprint and self.run.exists(
-                    f"trajectories/{uid}/events.json"):
-                return {**rec, "status": "ok", "skipped": True}
-            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION], bundle_sha)
+        done = self.finished_row(unit, fingerprint, bundle_sha)
+        if done is not None:
+            return done
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
             Path(self.crash_marker).write_text("crashed once\n")
             os._exit(1)
@@ -209,13 +239,50 @@ class GenerateWorker:
         check = None
         if pert is not None and unit.get("verify", True):
             res, pert, check = self.verify(simulate, dest, res, pert, list(unit.get("alternatives") or []))
+        return self.write_unit(uid, profile, task, seed, pert, dest, res, t0, fingerprint, bundle_sha,
+                               agent_kind="persona-simulator", agent_version=AGENT_VERSION, check=check)
+
+    @staticmethod
+    def unit_fingerprint(settings: list[Any], bundle_sha: str | None) -> str:
+        """Hash of everything that decides the trajectory's bytes (``settings``): a finished unit is reused only if
+        it matches — the bundle's content included, so a re-imported folder regenerates (case R2-generate-stale-
+        trajectory-after-reimport). A bundle built on the fly is a function of (task, seed), already in the list."""
+        settings = list(settings)
+        if bundle_sha is not None:
+            settings.append({"bundle_sha256": bundle_sha})
+        return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def finished_row(self, unit: dict[str, Any], fingerprint: str, bundle_sha: str | None) -> dict[str, Any] | None:
+        """The completion record of a unit already generated with the same ``fingerprint`` (a skip), else None."""
+        uid = unit["unit_id"]
+        if not self.force and self.run.is_done(STAGE, uid):
+            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
+            if rec.get("fingerprint") == fingerprint and self.run.exists(
+                    f"trajectories/{uid}/events.json"):
+                return {**rec, "status": "ok", "skipped": True}
+            if rec.get("bundle_sha256", bundle_sha) != bundle_sha:
+                log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); "
+                            "regenerating", uid, unit["task"]["task_id"])
+            else:
+                log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+        return None
+
+    def write_unit(self, uid: str, profile: Any, task: Any, seed: int, pert: dict[str, str] | None, dest: Path,
+                   res: dict[str, Any], t0: float, fingerprint: str, bundle_sha: str | None, *, agent_kind: str,
+                   agent_version: str, check: dict[str, Any] | None = None,
+                   record_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Finish a trajectory folder written at ``dest`` (``res``: ``info``, ``started``, ``duration``,
+        ``outputs``, ``sandbox``, optional ``completed``): meta.json, upload to ``trajectories/<profile>/<task>/``,
+        then the completion record. Returns the result row."""
+        from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
+
         info, started, duration, outputs = res["info"], res["started"], res["duration"], res["outputs"]
         kept_counts = Counter(e["event_type"] for e in _read_events(dest / "events.json"))
         meta = TrajectoryMeta(
             trajectory_id=uid, profile_id=profile.profile_id, task_id=task.task_id, seed=seed,
-            agent_kind="persona-simulator", agent_version=AGENT_VERSION,
+            agent_kind=agent_kind, agent_version=agent_version,
             perturbation=Perturbation.model_validate(pert) if pert else None, perturbation_check=check,
-            completed=True,
+            completed=bool(res.get("completed", True)),
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
             versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")},
@@ -235,11 +302,11 @@ class GenerateWorker:
                              "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         shutil.rmtree(dest, ignore_errors=True)
         record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
-                  "fingerprint": fingerprint,
+                  "fingerprint": fingerprint, "bundle_sha256": bundle_sha,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
                   "perturbation_status": (check or {}).get("status"),
-                  "outputs": out_rows,
+                  "outputs": out_rows, **(record_extra or {}),
                   "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
         self.run.mark_done(STAGE, uid, record)
         return {**record, "status": "ok"}
@@ -317,6 +384,7 @@ def _peak_rss_mb() -> float:
         return 0.0
 
 
+@exclusive_stage(STAGE)
 def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the generate stage; returns the stage record (also merged into ``run.json``).
 
@@ -354,8 +422,13 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
                    "tts": str(config.section("workspace").get("tts", "auto"))}
     if not gcfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
-    rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,
-                     num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
+    if gcfg.agent == "llm":
+        from filegram_ray.engine.agents.stage import map_llm_units
+
+        rows = map_llm_units(gcfg, units, init_kwargs)
+    else:
+        rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,
+                         num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
     wall = time.perf_counter() - t0
     by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
     # what was applied (the counterfactual check can replace or drop a planned shift), else what was planned

@@ -167,11 +167,14 @@ class EngineSession:
 
     @contextlib.contextmanager
     def iteration(self, input_tokens: int = 0, output_tokens: int = 0, *, response_time_ms: float | None = None,
-                  stop_reason: str = "tool_use", has_reasoning: bool = False) -> Iterator[None]:
-        """One LLM iteration: ``iteration_start`` → ``llm_response`` → (tool events) → ``iteration_end``.
+                  stop_reason: str = "tool_use", has_reasoning: bool = False,
+                  compaction: dict[str, int] | None = None) -> Iterator[None]:
+        """One LLM iteration: ``iteration_start`` → (``compaction_triggered``) → ``llm_response`` → (tool events)
+        → ``iteration_end`` (reference §3.3 frame).
 
         ``response_time_ms`` (ms the LLM took; the clock advances by it) defaults to a seeded draw of
-        300–700 ms plus 8 ms per output token (our own latency model).
+        300–700 ms plus 8 ms per output token (our own latency model). ``compaction``: when the agent pruned its
+        context before this call, ``{"messages_before", "messages_after", "tokens_saved"}`` (reference §3.2 row 17).
         """
         self._require_running()
         if self._iter_state is not None:
@@ -180,6 +183,10 @@ class EngineSession:
         n = self._iteration
         t0 = self._clock
         self.collector.emit("iteration_start", {"iteration_number": n})
+        if compaction is not None:
+            self.collector.emit("compaction_triggered", {
+                "reason": "context_overflow", "messages_before": int(compaction["messages_before"]),
+                "messages_after": int(compaction["messages_after"]), "tokens_saved": int(compaction["tokens_saved"])})
         if response_time_ms is None:
             response_time_ms = self._time_rng.randint(300, 700) + 8 * max(0, int(output_tokens))
         self.advance(response_time_ms)

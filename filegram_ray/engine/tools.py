@@ -14,6 +14,15 @@ cut; the whole read output is capped at 30,000 chars. grep/glob report at most 1
 (:mod:`filegram_ray.engine.bounded`); media kinds only through the session's annotations (a media file without
 one gives a "skipped" notice and no event).
 
+One view per file (case R2-eml-grep-line-numbers-differ-from-read): ``read`` and ``grep`` see the same text of a
+file — :func:`file_view`: a document's extracted text, a media file's annotation, a text file's decoded bytes — so
+a line number grep reports is the ``offset`` at which read shows that line, and the ``view_range`` recorded for a
+read counts lines of that view. Extracted views are cached per process by content (SHA-256 of the bytes), so a
+grep across a folder extracts each document once. grep gives each document's extraction the call's time left
+minus :data:`GREP_MATCH_RESERVE` of it (kept for matching); a document that overruns ends the collection (it and
+the files after it are named as not searched) and later greps in the process skip it at once, so one slow
+document never keeps the rest of a folder unsearched.
+
 Per-call bounds (:class:`~filegram_ray.engine.sandbox.Limits`): grep matches lines with stdlib ``re`` in the same
 helper process, killed at the call's deadline; grep and glob walk the tree through descriptors and stop at the
 deadline; files over ``max_read_bytes`` are not read; patterns are length-limited and brace expansion
@@ -45,6 +54,8 @@ READ_OUTPUT_CAP = 30_000
 MAX_RESULTS = 100
 #: reference §2.2 NUL scan window used to call a file binary
 BINARY_SCAN = 8192
+#: share of a grep call's time limit kept for matching after documents are extracted (our own choice)
+GREP_MATCH_RESERVE = 0.25
 
 DOCUMENT_KINDS = frozenset({"pdf", "docx", "xlsx", "pptx", "eml", "ics"})
 
@@ -117,21 +128,98 @@ def _read_text_strict(sb: Sandbox, rel: str, shown: str) -> tuple[str, int]:
         raise ToolError(f"{rel}: not UTF-8 text, cannot edit") from None
 
 
+#: our own bounds on the per-process cache of extracted document views (entries, characters in total)
+VIEW_CACHE_ENTRIES = 512
+VIEW_CACHE_CHARS = 64 * 1024 * 1024
+
+
+class _ViewCache:
+    """LRU of extracted views keyed by (SHA-256 of the bytes, kind, character cap); thread-safe."""
+
+    def __init__(self) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self._d: OrderedDict[tuple[bytes, str, int], str] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[bytes, str, int]) -> str | None:
+        with self._lock:
+            text = self._d.get(key)
+            if text is not None:
+                self._d.move_to_end(key)
+            return text
+
+    def put(self, key: tuple[bytes, str, int], text: str) -> None:
+        with self._lock:
+            if key in self._d or len(text) > VIEW_CACHE_CHARS // 4:
+                return
+            self._d[key] = text
+            self._chars += len(text)
+            while len(self._d) > VIEW_CACHE_ENTRIES or self._chars > VIEW_CACHE_CHARS:
+                _k, old = self._d.popitem(last=False)
+                self._chars -= len(old)
+
+
+_VIEWS = _ViewCache()
+#: documents (view-cache keys) whose extraction overran a grep's time budget in this process: later greps skip
+#: them at once (and say so), so one slow document does not keep the files after it unsearched; read still tries
+_SLOW_VIEWS: set[tuple[bytes, str, int]] = set()
+
+
+def _view_key(sb: Sandbox, rel: str, data: bytes) -> tuple[bytes, str, int]:
+    import hashlib
+
+    return hashlib.sha256(data).digest(), _kind(rel), sb.limits.max_read_bytes
+
+
+def _extract_view(sb: Sandbox, rel: str, data: bytes, timeout: float | None = None) -> str:
+    """Extracted text of document bytes ``data`` (cached by content), within ``timeout`` seconds (default: the
+    call's time left); Overrun / BoundedFailed pass through."""
+    from filegram_ray.engine.bounded import extract_document
+
+    key = _view_key(sb, rel, data)
+    text = _VIEWS.get(key)
+    if text is None:
+        text = extract_document(data, posixpath.basename(rel), timeout=sb.time_left() if timeout is None else timeout,
+                                max_chars=sb.limits.max_read_bytes)
+        _VIEWS.put(key, text)
+    return text
+
+
 def document_text(sb: Sandbox, rel: str, shown: str | None = None) -> str:
     """Extracted text of document ``rel`` (a kind in DOCUMENT_KINDS), bounded by the call's deadline and by
     ``max_read_bytes`` of input and of text. ToolError names the file when it cannot be read or takes too long."""
-    from filegram_ray.engine.bounded import BoundedFailed, Overrun, extract_document
+    from filegram_ray.engine.bounded import BoundedFailed, Overrun
 
     data = sb.read_bytes(rel, shown)
     sb.check_time(f"reading {rel}")
     try:
-        return extract_document(data, posixpath.basename(rel), timeout=sb.time_left(),
-                                max_chars=sb.limits.max_read_bytes)
+        return _extract_view(sb, rel, data)
     except Overrun:
         raise LimitExceeded(f"{rel}: text extraction stopped: the call ran past its time limit "
                             f"({sb.limits.max_call_s} s per call)") from None
     except BoundedFailed as exc:
         raise ToolError(f"{rel}: cannot extract text: {exc.reason}") from None
+
+
+def annotation_text(ann: dict[str, Any]) -> str:
+    """The text of a media annotation that ``read`` numbers and ``grep`` searches."""
+    return str(ann.get("raw_content") or ann.get("content") or "")
+
+
+def file_view(sb: Sandbox, ctx: ToolContext, rel: str, shown: str | None = None) -> str | None:
+    """The one view of file ``rel`` that ``read`` numbers and ``grep`` searches (module docstring): a media
+    file's annotation text (None when it has none), a document's extracted text, else the decoded bytes.
+    Raises ToolError / LimitExceeded as :func:`document_text` and the sandbox do."""
+    kind = _kind(rel)
+    if _is_media(kind):
+        ann = _annotation(ctx, rel)
+        return None if ann is None else annotation_text(ann)
+    if kind in DOCUMENT_KINDS:
+        return document_text(sb, rel, shown)
+    return _read_text(sb, rel, shown)
 
 
 def _str_arg(name: str, value: Any, *, allow_empty: bool = True) -> str:
@@ -225,19 +313,15 @@ def tool_read(sb: Sandbox, ctx: ToolContext, file_path: Any = None, offset: Any 
     if sb.kind(rel, file_path) == "dir":
         raise ToolError(f"{file_path}: is a directory (use list or bash ls)")
     kind = _kind(rel)
-    if _is_media(kind):
-        ann = _annotation(ctx, rel)
-        if ann is None:
-            return ToolResult(True, f"[skipped: {rel} is a {kind} file with no annotation]"), []
-        content = str(ann.get("raw_content") or ann.get("content") or "")
-        modality = str(ann.get("modality", kind))
-        text, _vr, shown = _format_window(content, 1, READ_DEFAULT_LIMIT)
-        output = f"[{modality} annotation of {rel}]\n{text}"
-        view_range = [1, len(content.splitlines())]  # §3.4: annotated media → [1, annotation lines]
-        return (ToolResult(True, output, content=shown),
-                [{"kind": "read", "rel": rel, "view_range": view_range, "output_len": len(output)}])
-    text = document_text(sb, rel, file_path) if kind in DOCUMENT_KINDS else _read_text(sb, rel, file_path)
+    text = file_view(sb, ctx, rel, file_path)
+    if text is None:  # a media file nobody described
+        return ToolResult(True, f"[skipped: {rel} is a {kind} file with no annotation]"), []
     output, view_range, shown = _format_window(text, offset, limit)
+    if _is_media(kind):
+        # §3.4: annotated media → [1, annotation lines] (the default window); offset/limit count annotation lines,
+        # the same lines grep numbers
+        modality = str((_annotation(ctx, rel) or {}).get("modality", kind))
+        output = f"[{modality} annotation of {rel}]\n{output}"
     return (ToolResult(True, output, content=shown),
             [{"kind": "read", "rel": rel, "view_range": view_range, "output_len": len(output)}])
 
@@ -395,21 +479,47 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
     rel = sb.resolve(path, must_exist=True)
     files = [rel] if sb.kind(rel, path) == "file" else _regular_files(sb, rel, "grep")
     texts: list[tuple[str, bytes]] = []
-    too_big = 0
-    for frel in files:
-        if includes and not any(fnmatch.fnmatch(posixpath.basename(frel), p) for p in includes):
-            continue
+    too_big = unreadable = slow = left_out = 0
+    files = [f for f in files
+             if not includes or any(fnmatch.fnmatch(posixpath.basename(f), p) for p in includes)]
+    for i, frel in enumerate(files):
         sb.check_time("grep")
+        kind = _kind(frel)
+        if _is_media(kind):  # the annotation read shows, or nothing (R2-eml-grep-line-numbers-differ-from-read)
+            ann = _annotation(ctx, frel)
+            if ann is not None:
+                texts.append((frel, annotation_text(ann).encode("utf-8", "surrogatepass")))
+            continue
         try:
             data = sb.read_bytes(frel)
         except LimitExceeded:
             too_big += 1
             continue
+        if kind in DOCUMENT_KINDS:  # the extracted text read shows, numbered the same way
+            key = _view_key(sb, frel, data)
+            if key in _SLOW_VIEWS and _VIEWS.get(key) is None:
+                slow += 1
+                continue
+            left = sb.time_left()
+            budget = None if left is None else left - GREP_MATCH_RESERVE * sb.limits.max_call_s
+            try:
+                if budget is not None and budget <= 0:
+                    raise Overrun()
+                texts.append((frel, _extract_view(sb, frel, data, budget).encode("utf-8", "surrogatepass")))
+            except Overrun:
+                if budget is not None and budget > 0 and len(_SLOW_VIEWS) < VIEW_CACHE_ENTRIES:
+                    _SLOW_VIEWS.add(key)  # it had time of its own and did not finish
+                slow += 1
+                left_out = len(files) - i - 1  # the rest of the call's time is for matching what was read
+                break
+            except BoundedFailed:
+                unreadable += 1
+            continue
         if b"\x00" not in data[:BINARY_SCAN]:
             texts.append((frel, data))
     try:
         total, found = grep_files(pattern, texts, timeout=sb.time_left(), max_hits=MAX_RESULTS,
-                                  line_cap=READ_LINE_CAP)
+                                  line_cap=READ_LINE_CAP) if texts else (0, [])
     except Overrun:
         raise LimitExceeded(f"grep stopped: matching ran past the call's time limit "
                             f"({sb.limits.max_call_s} s per call)") from None
@@ -422,6 +532,13 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
         output += "\n" + "\n".join(f"{r}:{no}: {line}" for r, no, line in found)
     if too_big:
         output += f"\n[{too_big} file(s) over {sb.limits.max_read_bytes} bytes not searched]"
+    if unreadable:
+        output += f"\n[{unreadable} document(s) not searched: their text cannot be extracted]"
+    if slow:
+        output += (f"\n[{slow} document(s) not searched: text extraction ran past the call's time limit "
+                   f"({sb.limits.max_call_s} s)]")
+    if left_out:
+        output += f"\n[{left_out} more file(s) not searched: the call's time ran out; grep again to search them]"
     return ToolResult(True, output), [{"kind": "search", "search_type": "grep", "query": pattern,
                                        "matched": min(total, MAX_RESULTS)}]
 

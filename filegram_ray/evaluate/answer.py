@@ -49,16 +49,18 @@ class PromptBuilder:
         ingest_backbone: backbone spec whose ``complete`` methods may call at ingest (``lexical`` = none).
         seed, multimodal_content, multimodal_formats: as :class:`~filegram_ray.evaluate.stage.EvalWorker`.
         temperature / max_tokens / max_tokens_open: the answering call's sampling settings.
+        max_context_chars: cut each retrieved context to this many characters (None = no cut).
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method_options: dict[str, Any],
                  ingest_backbone: Any, seed: int, multimodal_content: str, multimodal_formats: list[str] | None,
-                 temperature: float, max_tokens: int, max_tokens_open: int):
+                 temperature: float, max_tokens: int, max_tokens_open: int, max_context_chars: int | None = None):
         self.kw = {"run_uri": run_uri, "storage_options": storage_options, "backbone": ingest_backbone,
                    "seed": seed, "multimodal_content": multimodal_content,
                    "multimodal_formats": multimodal_formats}
         self.method_options = method_options or {}
         self.temperature, self.max_tokens, self.max_tokens_open = temperature, max_tokens, max_tokens_open
+        self.max_context_chars = max_context_chars
         self._workers: dict[str, Any] = {}
 
     def _worker(self, method: str):
@@ -86,15 +88,18 @@ class PromptBuilder:
         for it in unit["items"]:
             try:
                 ctx = worker.method.retrieve(state, retrieval_query(it))
+                text, cut = ctx.text, False
+                if self.max_context_chars and len(text) > self.max_context_chars:
+                    text, cut = text[:self.max_context_chars] + "\n[… context cut to fit the model]", True
                 pv = public_view(it)
                 is_open = not pv["choices"]
-                user = open_prompt(pv, ctx.text) if is_open else mcq_prompt(pv, ctx.text)
+                user = open_prompt(pv, text) if is_open else mcq_prompt(pv, text)
                 out.append(_prompt_row(
                     base, it, messages=[{"role": "system", "content": SYSTEM_PROMPT},
                                         {"role": "user", "content": user}],
                     max_tokens=self.max_tokens_open if is_open else self.max_tokens, temperature=self.temperature,
                     tokens_in_memory=int(ctx.tokens_in_memory), tokens_out=int(ctx.tokens_out),
-                    ingest_s=float(ingest_s), cached_state=bool(cached)))
+                    ingest_s=float(ingest_s), cached_state=bool(cached), context_cut=cut))
             except Exception as exc:  # noqa: BLE001 - one bad item never sinks the unit
                 out.append(_prompt_row(base, it, status="error", error=_err(exc)))
         return out
@@ -103,13 +108,13 @@ class PromptBuilder:
 def _prompt_row(base: dict[str, Any], item: Mapping[str, Any], *, status: str = "ok", error: str = "",
                 messages: list[dict[str, str]] | None = None, max_tokens: int = 1, temperature: float = 0.0,
                 tokens_in_memory: int = 0, tokens_out: int = 0, ingest_s: float = 0.0,
-                cached_state: bool = False) -> dict[str, Any]:
+                cached_state: bool = False, context_cut: bool = False) -> dict[str, Any]:
     choices = [str(c) for c in item.get("choices") or []]
     return {**base, "question_id": item["question_id"], "req_key": request_key(base["unit_id"], item["question_id"]),
             "status": status, "error": error, "messages": messages or [{"role": "user", "content": ""}],
             "max_tokens": int(max_tokens), "temperature": float(temperature), "choices_json": json.dumps(choices),
             "tokens_in_memory": tokens_in_memory, "tokens_out": tokens_out, "ingest_s": ingest_s,
-            "cached_state": cached_state}
+            "cached_state": cached_state, "context_cut": context_cut}
 
 
 def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, backbone_name: str) -> dict[str, Any]:
@@ -149,7 +154,7 @@ def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, back
 def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, unit_schema: dict[str, Any],
                  method_options: dict[str, Any], ingest_backbone: Any, seed: int, multimodal_content: str,
                  multimodal_formats: list[str] | None, num_actors: int, num_cpus_per_actor: float,
-                 wave_units: int = 64) -> dict[str, Any]:
+                 wave_units: int = 64, max_context_chars: int | None = None) -> dict[str, Any]:
     """Answer the items of ``units`` (not yet done) through the processor of ``spec``; write one answer table and
     one completion record per unit. Returns ``{n_units, n_requests, n_errors, prompt_s, answer_s}``.
 
@@ -160,7 +165,7 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
 
     from filegram_ray.llm.processors import run_chat
 
-    stats = {"n_units": 0, "n_requests": 0, "n_errors": 0, "prompt_s": 0.0, "answer_s": 0.0}
+    stats = {"n_units": 0, "n_requests": 0, "n_errors": 0, "n_context_cut": 0, "prompt_s": 0.0, "answer_s": 0.0}
     name = spec.display()
     for w in range(0, len(units), max(1, wave_units)):
         wave = units[w:w + wave_units]
@@ -171,11 +176,13 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
                 "run_uri": run.uri, "storage_options": run.storage_options, "method_options": method_options,
                 "ingest_backbone": ingest_backbone, "seed": seed, "multimodal_content": multimodal_content,
                 "multimodal_formats": multimodal_formats, "temperature": spec.temperature,
-                "max_tokens": spec.max_tokens, "max_tokens_open": spec.max_tokens_open},
+                "max_tokens": spec.max_tokens, "max_tokens_open": spec.max_tokens_open,
+                "max_context_chars": max_context_chars},
             compute=ray.data.ActorPoolStrategy(size=max(1, min(num_actors, len(wave)))),
             num_cpus=num_cpus_per_actor).take_all()
         t1 = time.perf_counter()
         stats["prompt_s"] += t1 - t0
+        stats["n_context_cut"] += sum(bool(p.get("context_cut")) for p in prompts)
         by_unit: dict[str, list[dict[str, Any]]] = {}
         for p in prompts:
             by_unit.setdefault(p["unit_id"], []).append(p)

@@ -177,7 +177,9 @@ def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
         per = ans["answer_s"] / ans["n_requests"]
         out += ["", (f"Answering: {ans['n_requests']} prompts through the `ray.data.llm` processor in "
                      f"{ans['answer_s']:.0f} s ({per:.2f} s per item; prompts built in {ans['prompt_s']:.0f} s); "
-                     f"judging {info.get('judge_s', 0):.0f} s.")]
+                     f"judging {info.get('judge_s', 0):.0f} s."
+                     + (f" {ans['n_context_cut']} contexts were cut to `evaluate.max_context_chars`."
+                        if ans.get("n_context_cut") else ""))]
     rows = info.get("judge_validity") or []
     if rows:
         expect = {"true_value": "≥ 90", "wrong_value": "between", "empty": "≤ 10"}
@@ -194,12 +196,18 @@ def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
                  plots: bool = True) -> list[str]:
     """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``, ``text_vs_multimodal.png`` when FileGrd
-    items with text twins were evaluated); returns the paths written."""
+    items with text twins were evaluated) and ``results/timings.json``; returns the paths written.
+
+    Wall-clock figures (``info["seconds"]``) go to ``results/timings.json`` only, so ``report.md`` and the plots are
+    byte-identical across runs with the same seed (REL-report-timing-bytes-differ)."""
     written = []
     lines = ["# FileGramBench results", "",
              (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
-             f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} · "
-             f"{info.get('seconds')} s"), ""]
+             f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} "
+             "(wall time: `timings.json`)"), ""]
+    run.write_json("results/timings.json", {"evaluate_seconds": info.get("seconds"),
+                                            "n_units": info.get("n_units")})
+    written.append("results/timings.json")
     if info.get("sample_per_sub_task"):
         lines += [(f"**Sample:** {info['n_items']} of the bank's {info.get('n_bank')} items — a seeded sample of at "
                    f"most {info['sample_per_sub_task']} per sub-task and setting, plus the text twins of the sampled "

@@ -35,6 +35,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.runtime import exclusive_stage
 from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class EvaluateConfig(BaseModel):
         judge_backbone: the judge's language model (same shapes as ``backbone``); None = the answering backbone.
         ingest_llm: with an OpenAI-compatible backbone, let methods call it at ingest (Eager Summarization's
             summaries, FileGramOS consolidation); false = their non-LLM path (much faster on a CPU server).
+        max_context_chars: language-model path only: cut each retrieved context to this many characters before
+            it goes into the prompt (the answering model's window; None = no cut). Applies to every method alike;
+            the report counts the cut prompts.
         wave_units: work units per prompt-and-answer wave of the language-model path (bounds driver memory; a unit
             is written as soon as its last answer is in).
         settings: item settings to evaluate (``text``, ``multimodal``).
@@ -101,6 +105,7 @@ class EvaluateConfig(BaseModel):
     judge: str = "auto"
     judge_backbone: str | dict[str, Any] | None = None
     ingest_llm: bool = True
+    max_context_chars: int | None = Field(None, ge=1)
     wave_units: int = Field(64, ge=1)
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
     multimodal_content: str = "auto"
@@ -235,7 +240,10 @@ class EvalWorker:
 
         path = unit["cache_path"]
         if self.run.exists(path):
-            return pickle.loads(self.run.read_bytes(path)), 0.0, True
+            t0 = time.perf_counter()
+            state = pickle.loads(self.run.read_bytes(path))
+            self._load_s = time.perf_counter() - t0
+            return state, 0.0, True
         override = None
         if unit["setting"] == "multimodal":
             if self._override is None:
@@ -249,14 +257,20 @@ class EvalWorker:
         return state, secs, False
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        self._load_s = 0.0
         state, ingest_s, cached = self._state(unit)
         rows = []
+        retrieve_s = answer_s = 0.0
         for item in unit["items"]:
             base = {"method": self.method_name, "question_id": item["question_id"], "cache_key": unit["cache_key"],
                     "backbone": self.backbone.name}
             try:
+                t0 = time.perf_counter()
                 ctx = self.method.retrieve(state, retrieval_query(item))
+                t1 = time.perf_counter()
                 ans = self.backbone.answer(public_view(item), ctx.text)
+                retrieve_s += t1 - t0
+                answer_s += time.perf_counter() - t1
                 rows.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
                              "answer_text": ans.text[:4000], "tokens_in_memory": int(ctx.tokens_in_memory),
                              "tokens_out": int(ctx.tokens_out), "prompt_tokens": int(ans.tokens_in),
@@ -267,9 +281,11 @@ class EvalWorker:
                              "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
         self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
         n_err = sum(r["status"] != "ok" for r in rows)
-        self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err,
-                                                    "ingest_s": round(ingest_s, 3), "cached_state": cached})
-        return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "ingest_s": ingest_s}
+        times = {"ingest_s": round(ingest_s, 4), "state_load_s": round(self._load_s, 4),
+                 "retrieve_s": round(retrieve_s, 4), "answer_s": round(answer_s, 4)}
+        self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err, **times,
+                                                    "cached_state": cached})
+        return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "cached_state": cached, **times}
 
 
 _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8, "backbone": pl.Utf8,
@@ -321,6 +337,36 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, b
                           "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}.parquet"})
         plan[m] = units
     return plan
+
+
+def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Where each method's time went in this run (units answered now): ``{method: {units, items, ingests,
+    ingest_s, state_loads, state_load_s, retrieve_s, answer_s}}`` — ingest = building a context spec's state (or
+    loading it from the shared cache), answer = the method's retrieval plus the backbone's reply."""
+    method_of = {u["unit_id"]: m for m, units in plan.items() for u in units}
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        m = method_of.get(str(r.get("unit")))
+        if m is None or r.get("status") == "error":
+            continue
+        t = out.setdefault(m, {"units": 0, "items": 0, "ingests": 0, "ingest_s": 0.0, "state_loads": 0,
+                               "state_load_s": 0.0, "retrieve_s": 0.0, "answer_s": 0.0})
+        t["units"] += 1
+        t["items"] += int(r.get("n_items") or 0)
+        t["ingests" if not r.get("cached_state") else "state_loads"] += 1
+        for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s"):
+            t[k] += float(r.get(k) or 0.0)
+    return {m: {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()} for m, t in out.items()}
+
+
+def format_time_by_method(t: dict[str, dict[str, Any]]) -> str:
+    """The per-method time table printed at the end of the evaluate stage."""
+    lines = [f"{'method':28s} {'units':>6s} {'items':>6s} {'ingests':>8s} {'ingest s':>9s} {'loads':>6s} "
+             f"{'load s':>7s} {'retrieve s':>10s} {'answer s':>9s}"]
+    for m, r in sorted(t.items()):
+        lines.append(f"{m:28s} {r['units']:6d} {r['items']:6d} {r['ingests']:8d} {r['ingest_s']:9.1f} "
+                     f"{r['state_loads']:6d} {r['state_load_s']:7.1f} {r['retrieve_s']:10.1f} {r['answer_s']:9.1f}")
+    return "\n".join(lines)
 
 
 def _validity_rows(items: list[dict[str, Any]], key: dict[str, dict[str, Any]], seed: int) -> list[dict]:
@@ -471,6 +517,7 @@ def _probe(spec) -> None:
         raise ValueError(f"evaluate: backbone {spec.display()} at {spec.base_url} is not answering: {exc}") from exc
 
 
+@exclusive_stage(STAGE)
 def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                  backbone: str | dict[str, Any] | None = None, serial: bool | None = None) -> dict[str, Any]:
     """Run the evaluate stage on ``config.run_dir``; returns a one-screen summary dict.
@@ -548,7 +595,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             run, todo, spec=spec, stage=STAGE, unit_schema=_UNIT_SCHEMA, method_options=ecfg.method_options,
             ingest_backbone=ingest_backbone, seed=config.seed, multimodal_content=mm_mode,
             multimodal_formats=ecfg.multimodal_formats, num_actors=ecfg.num_actors,
-            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units)
+            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units,
+            max_context_chars=ecfg.max_context_chars)
     for m, units in plan.items() if spec is None else ():
         todo = [u for u in units if not _unit_complete(run, u)]
         log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
@@ -559,6 +607,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             num_actors=ecfg.num_actors,
             num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
         unit_status.extend(rows)
+    time_by_method = _time_by_method(unit_status, plan)
+    if time_by_method:
+        print(format_time_by_method(time_by_method), flush=True)
     # gather answers: finished units from their tables, failed units as error rows for each of their items
     frames = []
     failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
@@ -601,13 +652,13 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
 
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
-            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(bb_info.get("is_llm")))
+            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(llm_ingest))
                              for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
-            "judge_s": round(judge_s, 2),
+            "judge_s": round(judge_s, 2), "time_by_method": time_by_method,
             "judge_validity": validity.to_dicts() if validity is not None else [],
             "seconds": round(time.perf_counter() - t0, 2)}
     write_report(run, results, summary, info, plots=ecfg.plots)

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -40,22 +42,32 @@ def _assemble(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from filegram_ray.llm.server import LlamaCppServer
+    from filegram_ray.llm.server import LlamaCppServer, default_threads
 
     srv = LlamaCppServer(args.model, port=args.port, host=args.host, n_ctx=args.n_ctx, n_threads=args.threads,
-                         chat_format=args.chat_format, alias=args.alias, cache_dir=args.cache_dir,
+                         chat_format=None if args.chat_format == "gguf" else args.chat_format, alias=args.alias, cache_dir=args.cache_dir,
                          run_dir=args.run_dir, log_path=args.log, startup_timeout=args.startup_timeout)
     print(f"starting: {' '.join(srv.command())}", flush=True)
+    busy = os.getloadavg()[0]
+    if srv.n_threads > 1 and busy > 2 * srv.n_threads:
+        print(f"note: load average {busy:.0f} on {default_threads()} cores: other jobs share this machine. Measured "
+              "here, 2 threads then ran 5-10x slower than --threads 1 (threads wait for each other); consider "
+              "--threads 1.", flush=True)
     srv.start()
     print(f"serving {srv.model} as {srv.alias!r} at {srv.base_url} (log: {srv.log_path})\n"
           f"evaluate with it: python jobs/evaluate.py --backbone-url {srv.base_url} --backbone-model {srv.alias}\n"
-          "Ctrl-C stops the server.", flush=True)
+          "Ctrl-C (or kill PID) stops the server.", flush=True)
+    def _terminate(signum, frame):  # `kill PID` (and Ctrl-C in a background job, where SIGINT is ignored)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         rc = srv.wait()
     except KeyboardInterrupt:
         rc = 0
     finally:
         srv.stop()
+        signal.signal(signal.SIGTERM, previous)
     return rc
 
 
@@ -90,9 +102,12 @@ def register(sub) -> None:
     s.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; 0.0.0.0 for other machines)")
     s.add_argument("--alias", default="local", help="model name clients send (default 'local')")
     s.add_argument("--n-ctx", type=int, default=None, help="context window in tokens (default: the model's entry)")
-    s.add_argument("--threads", type=int, default=None, help="threads (default: every core available)")
+    s.add_argument("--threads", type=int, default=None,
+                   help="threads (default: every core available, best on an idle machine; on a machine busy with "
+                   "other jobs 1 thread was 5-10x faster than 2)")
     s.add_argument("--chat-format", default="auto",
-                   help="llama-cpp-python chat format (default: the measured one for a packaged model)")
+                   help="llama-cpp-python chat format (default: the measured one for a packaged model; 'gguf' = "
+                        "the model's own template, which the LLM agent uses: tool calls come back as JSON text)")
     s.add_argument("--log", default=None, help="server log file (default /tmp/llama_server_<port>.log)")
     s.add_argument("--startup-timeout", type=float, default=180.0, help="seconds to wait for the server")
     cache_opts(s)

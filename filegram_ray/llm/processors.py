@@ -26,6 +26,7 @@ response; only connection failures after ``max_retries`` raise); the vLLM proces
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
@@ -57,7 +58,8 @@ class _ChatSpecBase(BaseModel):
     max_tokens_open: int = Field(384, ge=1)
     #: rows per processor batch
     batch_size: int = Field(8, ge=1)
-    #: processor actors (HTTP: concurrent request workers; vLLM: engine replicas)
+    #: processor actors (HTTP: request workers, each sending its batch's requests one after another in Ray
+    #: 2.60's HTTP stage, so this is the number of requests in flight; vLLM: engine replicas)
     concurrency: int = Field(1, ge=1)
     #: display name; default ``<kind>:<model>``
     name: str | None = None
@@ -72,8 +74,9 @@ class HttpChatSpec(_ChatSpecBase):
         api_key: bearer token (``EMPTY`` for local servers).
         qps: request rate cap per worker (None = the processor's default: sequential per batch).
         max_retries: retries of a request on a connection error, timeout or 408/429/502/503/504.
-        timeout: seconds per request of the one-off client (:class:`~filegram_ray.llm.OpenAIBackbone`, used for
-            the start-up probe and ingest-time completions).
+        timeout: seconds per request, for the processor's HTTP session (aiohttp's own default, 300 s, is shorter
+            than one long prompt on a busy 2-core CPU server) and for the one-off client
+            (:class:`~filegram_ray.llm.OpenAIBackbone`: start-up probe, ingest-time completions).
         num_cpus: Ray CPUs per request worker (0.25: HTTP workers wait, they do not compute).
     """
 
@@ -224,8 +227,23 @@ def _http_pre(model: str):
     return pre
 
 
-def _plain_messages(messages: Any) -> list[dict[str, str]]:
-    return [{"role": str(m["role"]), "content": str(m["content"])} for m in list(messages)]
+def _plain_messages(messages: Any) -> list[dict[str, Any]]:
+    """Messages with string content, or OpenAI content parts (``[{type: text, text}, {type: image_url,
+    image_url: {url}}]``, e.g. the import's media description) with the null fields Arrow adds to a part dropped."""
+    out = []
+    for m in list(messages):
+        content = m["content"]
+        if isinstance(content, str) or not hasattr(content, "__iter__") or isinstance(content, Mapping):
+            out.append({"role": str(m["role"]), "content": str(content)})
+            continue
+        parts = []
+        for part in content:
+            part = {k: v for k, v in dict(part).items() if v is not None}
+            if isinstance(part.get("image_url"), Mapping):
+                part["image_url"] = {k: v for k, v in dict(part["image_url"]).items() if v is not None}
+            parts.append(part)
+        out.append({"role": str(m["role"]), "content": parts})
+    return out
 
 
 def _http_post(row: dict[str, Any]) -> dict[str, Any]:
@@ -250,6 +268,13 @@ def _http_post(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _session(timeout_s: float):
+    """An aiohttp session whose requests may take ``timeout_s`` seconds (the HTTP stage's session factory)."""
+    import aiohttp
+
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
 def _vllm_pre(row: dict[str, Any]) -> dict[str, Any]:
     return {"messages": _plain_messages(row["messages"]),
             "sampling_params": {"temperature": float(row["temperature"]), "max_tokens": int(row["max_tokens"])}}
@@ -272,8 +297,9 @@ def _normalise(row: dict[str, Any]) -> dict[str, Any]:
                                     "raw")}
 
 
-def build_chat_processor(spec: ChatSpec):
+def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False):
     """The ``ray.data.llm`` processor for a spec: request rows in, reply rows out (module docstring).
+    ``multimodal``: messages carry images (content parts); a vLLM engine then runs Ray's prepare-multimodal stage.
 
     Raises:
         ImportError: ``kind: vllm_engine`` without vLLM installed (``pip install vllm`` on the GPU workers, or the
@@ -286,14 +312,15 @@ def build_chat_processor(spec: ChatSpec):
         cfg = HttpRequestProcessorConfig(
             url=spec.url, headers={"Authorization": f"Bearer {spec.api_key}"}, batch_size=spec.batch_size,
             concurrency=spec.concurrency, qps=spec.qps, max_retries=spec.max_retries,
-            http_request_stage={"num_cpus": spec.num_cpus, "concurrency": spec.concurrency})
+            http_request_stage={"num_cpus": spec.num_cpus, "concurrency": spec.concurrency},
+            session_factory=functools.partial(_session, float(spec.timeout)))
         return build_processor(cfg, preprocess=_http_pre(spec.model), postprocess=_http_post,
                                preprocess_map_kwargs=small, postprocess_map_kwargs=small)
     cfg = vLLMEngineProcessorConfig(
         model_source=spec.model_source, engine_kwargs=spec.engine_args(), batch_size=spec.batch_size,
         concurrency=spec.concurrency, accelerator_type=spec.accelerator_type, runtime_env=spec.runtime_env,
         max_concurrent_batches=spec.max_concurrent_batches, should_continue_on_error=True,
-        placement_group_config=spec.placement_group_config,
+        placement_group_config=spec.placement_group_config, prepare_multimodal_stage=bool(multimodal),
         # the CPU stages (chat template, tokenizer) get no runtime env: a {pip: [vllm]} is for the engine actors
         chat_template_stage={"runtime_env": {}, **({"chat_template": spec.chat_template} if spec.chat_template
                                                    else {})},
@@ -302,12 +329,14 @@ def build_chat_processor(spec: ChatSpec):
                            postprocess_map_kwargs=small)
 
 
-def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec) -> Iterator[dict[str, Any]]:
+def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec, *,
+             multimodal: bool = False) -> Iterator[dict[str, Any]]:
     """Send request rows through the spec's processor; yield reply rows as Ray Data streams them (any order).
 
     Args:
         requests: request rows (module docstring) or a Ray Dataset of them.
         spec: :class:`HttpChatSpec` or :class:`VLLMEngineSpec`.
+        multimodal: the messages carry images (:func:`build_chat_processor`).
 
     Raises:
         RuntimeError: the processor gave up on the endpoint (connection failures after ``max_retries``); replies
@@ -319,6 +348,6 @@ def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec) -> Ite
         [dict(r) for r in requests])
     if ds.count() == 0:
         return
-    out = build_chat_processor(spec)(ds).map(_normalise, num_cpus=0.1)
+    out = build_chat_processor(spec, multimodal=multimodal)(ds).map(_normalise, num_cpus=0.1)
     for row in out.iter_rows():
         yield dict(row)

@@ -29,12 +29,11 @@ def _show(args: argparse.Namespace) -> int:
     store = load_store(run, pid)
     indices = embedder = None
     if args.query is not None:
-        from filegram_ray.memory.embed import make_embedder
+        from filegram_ray.memory.embed import kind_of_identity, make_embedder
 
         if kind is None:  # the embedder the indices were built with (indices/<profile>/embedder.json)
             rel = f"indices/{pid}/embedder.json"
-            recorded = run.read_json(rel).get("model") if run.exists(rel) else None
-            kind = "hashing" if recorded == "hashing" else "minilm"
+            kind = kind_of_identity(run.read_json(rel) if run.exists(rel) else None)
         embedder = make_embedder(kind)
         indices = load_indices(run, pid, embedder)
     channels = tuple(c for c in args.channels.split(",") if c)
@@ -85,7 +84,7 @@ def register(subparsers) -> None:
     s.add_argument("profile_id", nargs="?", default=None, help="profile id (a watcher store: default its own)")
     s.add_argument("--query", default=None, help="query text: adds the relevant chunks and episodes")
     s.add_argument("--channels", default="procedural,semantic,episodic", help="comma-separated enabled channels")
-    s.add_argument("--embedder", default=None, choices=["minilm", "hashing"],
+    s.add_argument("--embedder", default=None, choices=["minilm", "minilm-int8", "e5-small", "hashing"],
                    help="query embedder (default: the one the indices record); another one is refused")
     s.set_defaults(func=_show)
     e = sub.add_parser("encode", help="run the encode stage (same as jobs/encode.py)")

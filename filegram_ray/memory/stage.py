@@ -17,10 +17,12 @@ functions without Ray.
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ from filegram_ray.memory.index import (
     save_indices,
 )
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
+from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +59,14 @@ class EncodeConfig(BaseModel):
     """The ``encode:`` section of the pipeline config (defaults here; the lead owns conf/default.yaml)."""
 
     model_config = ConfigDict(extra="forbid")
-    embedder: str = Field("minilm", description="'minilm' (packaged all-MiniLM-L6-v2) or 'hashing' (lexical)")
-    embed_batch_size: int = Field(64, description="texts per embedding batch")
-    embed_actors: int = Field(1, description="embedding actor-pool size")
+    embedder: str = Field("minilm", description="an embedder kind (filegram_ray.memory.embed.EMBEDDERS: 'minilm', "
+                          "'minilm-int8', 'e5-small', 'hashing') or 'auto' (per profile: e5-small for mostly-CJK "
+                          "texts, else minilm)")
+    embed_batch_size: int = Field(64, ge=1, description="texts per forward pass (within one token length)")
+    embed_actors: int = Field(1, ge=1, description="embedding actor-pool size")
     embed_num_cpus: float = Field(0.5, description="Ray CPUs per embedding actor (≤ 0.5 on 2 CPUs)")
+    embed_threads: int | None = Field(None, ge=1, description="intra-op threads per embedding actor; None = the "
+                                      "node's CPUs / embed_actors (filegram_ray.memory.embed.default_threads)")
     encode_num_cpus: float = Field(0.25, description="Ray CPUs per Engram map task")
     upstream_quirks: bool = Field(False, description="reproduce upstream quirks (FILEGRAM_REFERENCE §13)")
     consolidate: dict[str, Any] = Field(default_factory=dict, description="ConsolidateConfig overrides")
@@ -95,7 +102,8 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
             eng = encode_engram(events, tid, task_id, media if media.exists() else None,
                                 upstream_quirks=upstream_quirks, source=src)
         run.write_text(f"engrams/{profile_id}/{task_id}.json", eng.to_json())
-        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems)})
+        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems),
+                                          "upstream_quirks": bool(upstream_quirks)})
         row.update(n_events=eng.event_count, importance_score=eng.importance_score)
     except Exception as exc:  # noqa: BLE001 - one bad trajectory never sinks the batch
         row.update(status="error", error_type=type(exc).__name__, error=f"{tid}: {exc}"[:2000])
@@ -134,54 +142,218 @@ def _as_run(run):
 
 # ------------------------------------------------------------------ Ray Data callables
 class EmbedBatch:
-    """Ray Data callable class: ``{"text": [...], ...}`` batch → same batch plus ``vector`` (float32, (B, 384))."""
+    """Ray Data callable class (one per embedding actor): a batch ``{"text": [...], "kind"?: [...], ...}`` → the same
+    batch plus ``vector`` (float32, (B, 384)). Texts are embedded by the embedder of their row's ``kind`` (default
+    ``kind``); each embedder groups its texts by exact token length (no padding, so a vector never depends on its
+    batch mates) and keeps a per-text cache, so a text repeated anywhere in the actor's input is computed once.
 
-    def __init__(self, kind: str = "minilm", batch_size: int = 64, cache_dir: str | None = None):
-        self.embedder = make_embedder(kind, batch_size, cache_dir=cache_dir)
+    Args:
+        kind: embedder kind for rows without a ``kind`` column. batch_size: texts per forward pass.
+        cache_dir: the run's shared vector cache (local runs). threads: intra-op threads (None:
+            :func:`~filegram_ray.memory.embed.default_threads` for ``actors`` actors on this node).
+    """
+
+    def __init__(self, kind: str = "minilm", batch_size: int = 64, cache_dir: str | None = None,
+                 threads: int | None = None, actors: int = 1):
+        from filegram_ray.memory.embed import default_threads
+
+        self.kind, self.batch_size, self.cache_dir = kind, batch_size, cache_dir
+        self.threads = threads or default_threads(actors)
+        self.embedders: dict[str, Any] = {}
+        self.embedder = self._get(kind)
+
+    def _get(self, kind: str):
+        if kind not in self.embedders:
+            self.embedders[kind] = make_embedder(kind, self.batch_size, cache_dir=self.cache_dir,
+                                                 threads=self.threads)
+        return self.embedders[kind]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = dict(batch)
-        out["vector"] = self.embedder.encode([str(t) for t in batch["text"]])
+        texts = [str(t) for t in batch["text"]]
+        kinds = [str(k) for k in batch["kind"]] if "kind" in batch else [self.kind] * len(texts)
+        vecs = np.zeros((len(texts), 384), dtype=np.float32)
+        for kind in sorted(set(kinds)):
+            idx = [i for i, k in enumerate(kinds) if k == kind]
+            vecs[idx] = self._get(kind).encode([texts[i] for i in idx])
+        out["vector"] = vecs
         return out
 
 
-def _consolidate_profile(run, profile_id: str, task_ids: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
+def _consolidate_profile(run, profile_id: str, task_ids: list[str], cfg: dict[str, Any], kind: str
+                         ) -> dict[str, Any]:
+    """Consolidate one profile's Engrams and write ``memory/<profile>/store.json`` (its episode clusters come with
+    the vectors, :func:`_index_profile`); returns a small status row (never the store: the driver holds no
+    stores) with the embedder kind resolved from the profile's own texts (``auto``)."""
+    from filegram_ray.memory.embed import resolve_kind
+
     try:
         engrams = [load_engram(run, profile_id, t) for t in sorted(task_ids)]
         store = consolidate(engrams, config=ConsolidateConfig.model_validate(cfg), profile_id=profile_id)
-        return {"profile_id": profile_id, "status": "ok", "store": store.to_json(), "error": None}
+        run.write_text(f"memory/{profile_id}/store.json", store.to_json())
+        ct, _ = chunk_texts(store)
+        et, _ = episode_texts(store)
+        return {"profile_id": profile_id, "status": "ok", "error": None, "kind": resolve_kind(kind, ct + et),
+                "texts": len(ct) + len(et)}
     except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
-        return {"profile_id": profile_id, "status": "error", "store": None, "error": f"{profile_id}: {exc}"}
+        return {"profile_id": profile_id, "status": "error", "error": f"{profile_id}: {exc}", "kind": None,
+                "texts": 0}
 
 
-def _embed_rows(rows: list[dict[str, Any]], cfg: EncodeConfig, serial: bool, cache_dir: str | None = None
-                ) -> np.ndarray:
-    """Vectors for ``rows`` (each with ``text``), in row order; ``cache_dir`` is the run's shared vector cache
-    (so the evaluate stage's FileGramOS method finds these texts already embedded)."""
-    if not rows:
-        return np.zeros((0, 384), dtype=np.float32)
+def _profile_texts(run, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The texts of one consolidated profile to embed: ``{profile_id, kind, part, pos, text, chars}`` per chunk and
+    episode (``part`` ``chunks`` | ``episodes``, ``pos`` the record's position in its index)."""
+    store = load_store(run, row["profile_id"])
+    out = []
+    for part, (texts, _) in (("chunks", chunk_texts(store)), ("episodes", episode_texts(store))):
+        out += [{"profile_id": row["profile_id"], "kind": row["kind"], "part": part, "pos": i, "text": t,
+                 "chars": len(t)} for i, t in enumerate(texts)]
+    return out
+
+
+def _index_profile(run, profile_id: str, kind: str, vectors: dict[str, np.ndarray], ccfg: dict[str, Any],
+                   tasks: list[str], setting: str | None = None) -> dict[str, Any]:
+    """Episode clusters, FAISS indices (with the embedder's identity, BR-11) and the final store of one profile,
+    then its completion record; ``vectors``: ``{"chunks": (n, 384), "episodes": (m, 384)}`` in index order."""
+    store = load_store(run, profile_id)
+    _, cm = chunk_texts(store)
+    _, em = episode_texts(store)
+    ident = make_embedder(kind).identity()  # no model load
+    ev = vectors["episodes"]
+    store.episode_clusters = cluster_episodes(store.episodes(), ev if len(ev) else None,
+                                              ccfg["episode_cluster_threshold"])
+    save_indices(run, profile_id, ProfileIndices(build_index(vectors["chunks"], cm, ident),
+                                                 build_index(ev, em, ident)))
+    run.write_text(f"memory/{profile_id}/store.json", store.to_json())
+    settings = json.loads(json.dumps({"embedder": ident, "embedder_setting": setting or kind, "consolidate": ccfg},
+                                     sort_keys=True))  # as stored
+    run.mark_done(STAGE_PROFILE, profile_id, {**settings, "tasks": sorted(tasks), "chunks": len(cm),
+                                              "episodes": len(em), "kind": kind})
+    return {"profile_id": profile_id, "status": "ok", "error": None, "kind": kind, "texts": len(cm) + len(em)}
+
+
+def _vectors_by_part(rows: dict[str, Any], n_chunks: int | None = None) -> dict[str, np.ndarray]:
+    """``{"chunks", "episodes"}`` → (n, 384) in ``pos`` order, from columns part / pos / vector."""
+    out: dict[str, np.ndarray] = {}
+    parts = np.asarray(rows["part"]).astype(str) if len(rows["part"]) else np.zeros(0, dtype=str)
+    pos = np.asarray(rows["pos"], dtype=np.int64)
+    vec = np.asarray(list(rows["vector"]), dtype=np.float32).reshape(len(pos), -1) if len(pos) else \
+        np.zeros((0, 384), dtype=np.float32)
+    for part in ("chunks", "episodes"):
+        sel = np.flatnonzero(parts == part)
+        v = np.zeros((len(sel), vec.shape[1] if vec.ndim == 2 else 384), dtype=np.float32)
+        if len(sel):
+            v[pos[sel]] = vec[sel]
+        out[part] = v
+    return out
+
+
+def _index_group(group: dict[str, np.ndarray], *, run, ccfg: dict[str, Any], tasks: dict[str, list[str]],
+                 setting: str) -> dict[str, np.ndarray]:
+    """``map_groups`` function: all embedded rows of one profile → its indices and store (one status row)."""
+    pid = str(group["profile_id"][0])
+    kind = str(group["kind"][0])
+    try:
+        row = _index_profile(run, pid, kind, _vectors_by_part(group), ccfg, tasks[pid], setting)
+    except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
+        row = {"profile_id": pid, "status": "error", "error": f"{pid}: {exc}", "kind": kind, "texts": 0}
+    return {k: np.asarray([v], dtype=object) for k, v in row.items()}
+
+
+def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccfg: dict[str, Any],
+                     tasks: dict[str, list[str]], serial: bool) -> list[dict[str, Any]]:
+    """Embed every consolidated profile's chunk and episode texts and build its indices; one status row per
+    profile.
+
+    On Ray, one Ray Data pipeline and no texts or vectors in the driver: ``flat_map`` (texts of a profile) →
+    ``sort`` by text length (so each batch of the actor pool holds texts of nearly one token length: little
+    padding to avoid, big forward passes) → ``map_batches`` on the embedding actor pool (:class:`EmbedBatch`) →
+    ``groupby(profile_id).map_groups`` (indices, clusters, store, completion record). ``serial``: the same functions
+    in this process (one embedder per kind, all texts of a kind in one call).
+    """
+    from filegram_ray.memory.embed import default_threads
+
+    if not profiles:
+        return []
+    cache_dir = run_cache_dir(run)
     if serial:
-        fn = EmbedBatch(cfg.embedder, cfg.embed_batch_size, cache_dir)
+        rows = [r for p in profiles for r in _profile_texts(run, p)]
+        fn = EmbedBatch(cfg.embedder if cfg.embedder != "auto" else "minilm", cfg.embed_batch_size, cache_dir,
+                        cfg.embed_threads or default_threads(1))
+        vecs = fn({"text": [r["text"] for r in rows], "kind": [r["kind"] for r in rows]})["vector"] if rows \
+            else np.zeros((0, 384), dtype=np.float32)
+        by_pid: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
+            by_pid.setdefault(r["profile_id"], []).append(i)
         out = []
-        for i in range(0, len(rows), cfg.embed_batch_size):
-            out.append(fn({"text": np.asarray([r["text"] for r in rows[i:i + cfg.embed_batch_size]],
-                                              dtype=object)})["vector"])
-        return np.concatenate(out).astype(np.float32)
+        for p in profiles:
+            sel = by_pid.get(p["profile_id"], [])
+            grp = {"part": [rows[i]["part"] for i in sel], "pos": [rows[i]["pos"] for i in sel],
+                   "vector": list(vecs[sel])}
+            try:
+                out.append(_index_profile(run, p["profile_id"], p["kind"], _vectors_by_part(grp), ccfg,
+                                          tasks[p["profile_id"]], cfg.embedder))
+            except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
+                out.append({"profile_id": p["profile_id"], "status": "error", "error": f"{p['profile_id']}: {exc}",
+                            "kind": p["kind"], "texts": 0})
+        return out
     import ray
 
-    ds = ray.data.from_items([{"row": i, "text": r["text"]} for i, r in enumerate(rows)])
-    ds = ds.map_batches(EmbedBatch, fn_constructor_kwargs={"kind": cfg.embedder, "batch_size": cfg.embed_batch_size,
-                                                           "cache_dir": cache_dir},
-                        batch_size=cfg.embed_batch_size, batch_format="numpy", num_cpus=cfg.embed_num_cpus,
-                        compute=ray.data.ActorPoolStrategy(size=max(1, cfg.embed_actors)))
-    got = ds.take_all()
-    vecs = np.zeros((len(rows), len(got[0]["vector"])), dtype=np.float32)
-    for r in got:
-        vecs[int(r["row"])] = np.asarray(r["vector"], dtype=np.float32)
-    return vecs
+    n_texts = sum(int(p.get("texts") or 0) for p in profiles)
+    # a profile without texts has no row to reach map_groups: its (empty) indices are written here
+    empty = [p for p in profiles if not p.get("texts")]
+    out = [_index_profile(run, p["profile_id"], p["kind"], {"chunks": np.zeros((0, 384), np.float32),
+                                                           "episodes": np.zeros((0, 384), np.float32)},
+                          ccfg, tasks[p["profile_id"]], cfg.embedder) for p in empty]
+    full = [p for p in profiles if p.get("texts")]
+    if not full:
+        return out
+    texts = ray.data.from_items(full).flat_map(_TextsOf(run), num_cpus=cfg.encode_num_cpus)
+    vectors = embed_dataset(texts, cfg, cache_dir, sort=n_texts > cfg.embed_batch_size)
+    done = vectors.groupby("profile_id").map_groups(partial(_index_group, run=run, ccfg=ccfg, tasks=tasks,
+                                                            setting=cfg.embedder), batch_format="numpy",
+                                                    num_cpus=cfg.encode_num_cpus)
+    return out + [dict(r) for r in done.take_all()]
+
+
+def embed_dataset(texts, cfg: EncodeConfig, cache_dir: str | None = None, *, sort: bool = True):
+    """The encode stage's embedding step on a Ray Dataset with columns ``text`` (and optionally ``kind``, ``chars``):
+    sorted by ``chars`` (text length; so a batch holds texts of nearly one token length), then ``map_batches`` on an
+    actor pool of :class:`EmbedBatch` (``cfg.embed_actors`` actors asking ``cfg.embed_num_cpus`` CPUs each, each
+    running ``cfg.embed_threads`` intra-op threads) → the same rows plus ``vector``. Used by the stage and by
+    tests/benchmarks/bench_embed.py (so the benchmark times exactly this)."""
+    import warnings
+
+    import ray
+
+    from filegram_ray.runtime import pool_capacity
+
+    if sort:
+        texts = texts.sort("chars")
+    first = cfg.embedder if cfg.embedder != "auto" else "minilm"
+    size = max(1, min(cfg.embed_actors, pool_capacity(cfg.embed_num_cpus)))  # every actor can be placed (BR-08)
+    with warnings.catch_warnings():  # Ray 2.60 takes actor retry limits only through the deprecated remote args
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return texts.map_batches(
+            EmbedBatch, fn_constructor_kwargs={"kind": first, "batch_size": cfg.embed_batch_size,
+                                               "cache_dir": cache_dir, "threads": cfg.embed_threads, "actors": size},
+            batch_size=max(cfg.embed_batch_size, 256), batch_format="numpy", num_cpus=cfg.embed_num_cpus,
+            compute=ray.data.ActorPoolStrategy(size=size),
+            max_restarts=3, max_task_retries=2)  # bounded: a dying embedder fails the stage
+
+
+class _TextsOf:
+    """``flat_map`` callable: a consolidated profile's row → its texts (:func:`_profile_texts`)."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def __call__(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        return _profile_texts(self.run, row)
 
 
 # ------------------------------------------------------------------ the stage
+@exclusive_stage("encode")
 def run_encode(config, *, serial: bool = False, address: str | None = None) -> dict[str, Any]:
     """Run the encode stage over a run directory.
 
@@ -230,10 +402,15 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
         run.clear_done(STAGE_PROFILE)
-    todo = [r for r in rows if cfg.force or not run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}")
-            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]  # record without its Engram: redo
+    # redo: no record, a record without its Engram, or an Engram made with other settings (never mix two plans)
+    todo = [r for r in rows if cfg.force or not _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg)
+            or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]
     if not serial and (todo or rows):
+        from filegram_ray.runtime import check_cpu_request
+
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+        check_cpu_request(cfg.encode_num_cpus, "encode.encode_num_cpus")  # fail fast, never wait forever (BR-08)
+        check_cpu_request(cfg.embed_num_cpus, "encode.embed_num_cpus")
 
     # ---- Stage 1: Engrams in parallel
     t1 = time.perf_counter()
@@ -248,6 +425,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         results = ray.data.from_items(todo).map(_make_encode_fn(run, cfg.upstream_quirks),
                                                 num_cpus=cfg.encode_num_cpus).take_all()
     errors = [r for r in results if r["status"] != "ok"]
+    redone_engrams = {r["trajectory_id"] for r in results if r["status"] == "ok"}
     import polars as pl
 
     err_schema = {"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8, "error_type": pl.Utf8,
@@ -260,58 +438,48 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     t2 = time.perf_counter()
     by_profile: dict[str, list[str]] = {}
     for r in rows:
-        if run.is_done(STAGE_ENGRAM, f"{r['profile_id']}/{r['task_id']}"):
+        if _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg):
             by_profile.setdefault(r["profile_id"], []).append(r["task_id"])
     eng_index = [{"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t}
                  for p, ts in sorted(by_profile.items()) for t in sorted(ts)]
     run.write_table("engrams/index.parquet", pl.DataFrame(
         eng_index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8}))
     pending = []
+    # what a finished profile must have been made with: the embedder setting (its identity, for a fixed kind) and
+    # the consolidation config, as its completion record stores them
+    want = json.loads(json.dumps({"embedder_setting": cfg.embedder, "consolidate": ccfg}, sort_keys=True))
+    if cfg.embedder != "auto":
+        want["embedder"] = json.loads(json.dumps(make_embedder(cfg.embedder).identity(), sort_keys=True))
     for pid, tids in sorted(by_profile.items()):
-        done = [d for d in run.done_records(STAGE_PROFILE) if d.get("unit") == pid] if run.is_done(
-            STAGE_PROFILE, pid) else []
-        if done and sorted(done[0].get("tasks", [])) == sorted(tids):
-            continue
+        done = _done_record(run, STAGE_PROFILE, pid)  # one file per profile (never all records per profile)
+        if done and sorted(done.get("tasks", [])) == sorted(tids) and not redone_engrams & set(
+                f"{pid}/{t}" for t in tids) and all(done.get(k, "minilm" if k == "embedder_setting" else None) == v
+                                                    for k, v in want.items()):
+            continue  # same trajectories, same Engrams, same embedder and consolidation settings
         pending.append({"profile_id": pid, "task_ids": sorted(tids)})
     if not pending:
         cons = []
     elif serial:
-        fn2 = _make_consolidate_fn(run, ccfg)
+        fn2 = _make_consolidate_fn(run, ccfg, cfg.embedder)
         cons = [fn2(p) for p in pending]
     else:
         import ray
 
-        cons = ray.data.from_items(pending).map(_make_consolidate_fn(run, ccfg),
+        cons = ray.data.from_items(pending).map(_make_consolidate_fn(run, ccfg, cfg.embedder),
                                                 num_cpus=cfg.encode_num_cpus).take_all()
     profile_errors = [c for c in cons if c["status"] != "ok"]
-    stores = {c["profile_id"]: MemoryStore.from_json(c["store"]) for c in cons if c["status"] == "ok"}
+    consolidated = [c for c in cons if c["status"] == "ok"]
     t_cons = time.perf_counter() - t2
 
     # ---- embeddings on an actor pool → episode clusters, FAISS indices, store.json
     t3 = time.perf_counter()
-    emb_rows: list[dict[str, Any]] = []
-    spans: dict[str, dict[str, tuple[int, int]]] = {}
-    for pid, store in stores.items():
-        ct, _ = chunk_texts(store)
-        et, _ = episode_texts(store)
-        a = len(emb_rows)
-        emb_rows.extend({"text": t} for t in ct)
-        b = len(emb_rows)
-        emb_rows.extend({"text": t} for t in et)
-        spans[pid] = {"chunks": (a, b), "episodes": (b, len(emb_rows))}
-    vecs = _embed_rows(emb_rows, cfg, serial, run_cache_dir(run))
-    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
-    for pid, store in stores.items():
-        (ca, cb), (ea, eb) = spans[pid]["chunks"], spans[pid]["episodes"]
-        _, cm = chunk_texts(store)
-        _, em = episode_texts(store)
-        ev = vecs[ea:eb]
-        store.episode_clusters = cluster_episodes(store.episodes(), ev if len(ev) else None,
-                                                  ccfg["episode_cluster_threshold"])
-        save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm, ident), build_index(ev, em, ident)))
-        run.write_text(f"memory/{pid}/store.json", store.to_json())
-        run.mark_done(STAGE_PROFILE, pid, {"tasks": sorted(by_profile[pid]), "chunks": cb - ca,
-                                           "episodes": eb - ea})
+    indexed = _embed_and_index(run, consolidated, cfg, ccfg, {p: sorted(t) for p, t in by_profile.items()}, serial)
+    profile_errors += [c for c in indexed if c["status"] != "ok"]
+    n_texts = sum(int(c.get("texts") or 0) for c in consolidated)
+    kinds: dict[str, int] = {}
+    for c in indexed:
+        if c["status"] == "ok":
+            kinds[str(c["kind"])] = kinds.get(str(c["kind"]), 0) + 1
     t_embed = time.perf_counter() - t3
 
     summary = {
@@ -319,9 +487,9 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         "errors": len(errors), "error_ids": [e["trajectory_id"] for e in errors],
         "events_skipped": sum(int(r.get("skipped_events") or 0) for r in results),
         "skipped_event_examples": [m for r in results for m in (r.get("skipped") or [])][:MAX_REPORTED_SKIPS],
-        "profiles": len(by_profile), "profiles_consolidated_now": len(stores),
-        "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": len(emb_rows),
-        "embedder": cfg.embedder, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
+        "profiles": len(by_profile), "profiles_consolidated_now": len(consolidated),
+        "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": n_texts,
+        "embedder": cfg.embedder, "embedder_by_profile": kinds, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
         "seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3), "embed_index": round(t_embed, 3),
                     "total": round(time.perf_counter() - t0, 3)},
     }
@@ -332,15 +500,29 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     return summary
 
 
+def _done_record(run, stage: str, unit: str) -> dict[str, Any] | None:
+    from filegram_ray.storage import safe_unit_name
+
+    rel = f"_done/{stage}/{safe_unit_name(unit)}.json"
+    return run.read_json(rel) if run.exists(rel) else None
+
+
+def _engram_current(run, tid: str, cfg: EncodeConfig) -> bool:
+    """A finished Engram made with this run's settings (records written before settings were recorded count as the
+    default settings)."""
+    rec = _done_record(run, STAGE_ENGRAM, tid)
+    return rec is not None and bool(rec.get("upstream_quirks", False)) == cfg.upstream_quirks
+
+
 def _make_encode_fn(run, q):
     def fn(row):
         return encode_trajectory(run, row["profile_id"], row["task_id"], upstream_quirks=q)
     return fn
 
 
-def _make_consolidate_fn(run, ccfg):
+def _make_consolidate_fn(run, ccfg, kind):
     def fn(row):
-        return _consolidate_profile(run, row["profile_id"], list(row["task_ids"]), ccfg)
+        return _consolidate_profile(run, row["profile_id"], list(row["task_ids"]), ccfg, kind)
     return fn
 
 

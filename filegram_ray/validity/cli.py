@@ -10,21 +10,23 @@ def _validity(args: argparse.Namespace) -> int:
 
     res = run_validity(args.run_dir, profiles_dir=args.profiles_dir, train_run=args.train_run,
                        train_profiles_dir=args.train_profiles_dir, tasks_dir=args.tasks_dir)
-    lpo, tau, pe = res["lpo"], res["tau"]["per_dimension"], res["perturbations"]
+    lpo, pe = res["lpo"], res["perturbations"]
+    store, dimf, task = (res["tau"][k] for k in ("store", "per_dimension", "per_dimension_task"))
 
     def f(x):
         return "  – " if x is None else f"{x:.2f}"
 
     print(f"validity of {args.run_dir}: {res['n_sessions']} sessions, {res['n_profiles']} profiles")
-    head = f"  {'dim':<4}{'session':>8}{'profile':>8}{'rule':>6}{'no-op':>6}{'effect':>7}{'flagP':>7}{'flagR':>7}"
+    head = (f"  {'dim':<4}{'session':>8}{'profile':>8}{'rule':>6}{'no-op':>6}{'effect':>7}  τ-flags P/R: "
+            f"{'store':>11}{'per-dim':>11}{'task-std':>11}")
     if res.get("cross"):
         head += f"{'xs-sess':>8}{'xs-prof':>8}"
     print(head)
     for d in "ABCDEF":
         r = lpo[d]
         line = (f"  {d:<4}{f(r.get('session')):>8}{f(r.get('profile')):>8}{f(res['rule'][d]['profile']):>6}"
-                f"{pe['dimensions'][d]['no_op']:>6}{f(pe['dimensions'][d]['effect_mean']):>7}"
-                f"{f(tau[d]['precision']):>7}{f(tau[d]['recall']):>7}")
+                f"{pe['dimensions'][d]['no_op']:>6}{f(pe['dimensions'][d]['effect_mean']):>7}{'':14}"
+                + "".join(f"{f(x[d]['precision']) + '/' + f(x[d]['recall']):>11}" for x in (store, dimf, task)))
         if res.get("cross"):
             line += f"{f(res['cross'][d]['session']):>8}{f(res['cross'][d]['profile']):>8}"
         print(line)

@@ -6,11 +6,12 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
 
 1. **Tier recovery** per dimension. A classifier sees one session's fingerprint columns of that dimension
    (A: #1–3, B: #4–6, …, §7.3), log1p-transformed and standardised *per task* with statistics of the training
-   sessions of the same task (a session is judged against how others did the same task), and predicts the
-   profile's tier: multinomial logistic regression (scikit-learn). *Per session* = accuracy over unperturbed
-   sessions; *per profile* = the tier with the highest summed log-probability over the profile's unperturbed
-   sessions. *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on
-   another run (``--train-run``), tested on this one. The store's deterministic rule classifier
+   sessions of the same task, perturbed ones included (a session is judged against how others did the same
+   task), and predicts the profile's tier: multinomial logistic regression with balanced class weights
+   (scikit-learn), trained on unperturbed sessions. *Per session* = accuracy over unperturbed sessions; *per
+   profile* = the tier with the highest summed log-probability over the profile's unperturbed sessions.
+   *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on another run
+   (``--train-run``), tested on this one. The store's deterministic rule classifier
    (:func:`filegram_ray.memory.classify.classify_rules`, §7.6) on each profile's means is reported beside it.
 2. **Perturbation effects**: for every perturbed session whose ``meta.json`` carries ``perturbation_check`` (the
    generator's counterfactual run of the same unit without the perturbation), the shift of the perturbed
@@ -19,8 +20,9 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
    target tier, and the **no-op** count (the perturbed dimension's features equal the counterfactual's).
 3. **τ-flags** (§7.4, τ = 1.5, the memory's own ``normalize_fingerprints``/``deviation``/``locate_shifted``) per
    profile over all its sessions: *store flags* on the whole 17-D vector (recall per perturbed dimension; a
-   flagged session counts for the dimension its top shifted feature belongs to) and *per-dimension flags*
-   (the same τ rule on the dimension's own z-scored columns): precision and recall per dimension.
+   flagged session counts for the dimension its top shifted feature belongs to), *per-dimension flags* (the same
+   τ rule on the dimension's own z-scored columns) and the same after per-task standardisation: precision and
+   recall per dimension at τ = 1.5 and the best recall at precision ≥ 0.6 over a τ grid (:func:`tau_flags`).
 4. **Aggregate counts** against the paper (reference §0; TIER_TARGETS §5 size table): kept events per
    trajectory by type, share stripped, agent files, workspace input files.
 
@@ -67,6 +69,13 @@ BAND = 0.30
 #: Targets of issue #16 ("Done when").
 TARGETS = {"profile": 0.90, "session": 0.70, "flag_precision": 0.60, "flag_recall": 0.60}
 N_SPLITS = 5
+#: Floor of a task's feature spread, as a share of the feature's spread over all sessions (TaskScaler; ours).
+SD_FLOOR = 0.5
+#: A task whose spread of a feature is below this share of the overall spread does not let the feature vary
+#: (τ-flags, task-standardised reading; ours).
+MASK_SHARE = 0.1
+#: τ values scanned for the best operating point of the flags (ours; the memory uses τ = 1.5, reference §7.4).
+TAU_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -185,7 +194,9 @@ def _log(F: np.ndarray) -> np.ndarray:
 @dataclass
 class TaskScaler:
     """Per-task standardisation of log1p fingerprints: statistics of the fitted sessions of each task; a task the
-    scaler never saw uses the statistics of all fitted sessions. Zero spread → divide by 1."""
+    scaler never saw uses the statistics of all fitted sessions. A task's spread is floored at half the feature's
+    spread over all sessions (:data:`SD_FLOOR`), so a task where a dimension barely varies (T-09's outputs, an
+    empty workspace's reading) does not blow small differences up; zero spread → divide by 1."""
 
     mu: dict[str, np.ndarray] = field(default_factory=dict)
     sd: dict[str, np.ndarray] = field(default_factory=dict)
@@ -198,11 +209,16 @@ class TaskScaler:
             self.mu[t], self.sd[t] = rows.mean(axis=0), rows.std(axis=0)
         return self
 
+    def uninformative(self, tasks: list[str]) -> np.ndarray:
+        """(N, 17) bool: the task's spread of the feature is below :data:`MASK_SHARE` of the overall spread."""
+        return np.stack([self.sd.get(t, self.sd["*"]) < MASK_SHARE * self.sd["*"] for t in tasks])
+
     def transform(self, F: np.ndarray, tasks: list[str]) -> np.ndarray:
         L = _log(F)
         out = np.empty_like(L)
         for i, t in enumerate(tasks):
             mu, sd = self.mu.get(t, self.mu["*"]), self.sd.get(t, self.sd["*"])
+            sd = np.maximum(sd, SD_FLOOR * self.sd["*"])
             out[i] = (L[i] - mu) / np.where(sd > 1e-9, sd, 1.0)
         return out
 
@@ -210,14 +226,16 @@ class TaskScaler:
 def _model():
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(max_iter=3000, C=1.0)
+    return LogisticRegression(max_iter=3000, C=1.0, class_weight="balanced")
 
 
-def _fit_predict(train: list[Session], test: list[Session], dim: str) -> tuple[np.ndarray, np.ndarray]:
-    """Fit on ``train`` (label = profile tier) and return (predicted tiers, log-probabilities over TIERS) of
-    ``test``. A training fold with one tier predicts that tier."""
+def _fit_predict(train: list[Session], test: list[Session], dim: str,
+                 scale_on: list[Session] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Fit on ``train`` (label = profile tier; the per-task scaler on ``scale_on``, default ``train``) and return
+    (predicted tiers, log-probabilities over TIERS) of ``test``. A training fold with one tier predicts it."""
     cols = DIM_COLS[dim]
-    scaler = TaskScaler().fit(np.stack([s.fp for s in train]), [s.task_id for s in train])
+    scale_on = scale_on or train
+    scaler = TaskScaler().fit(np.stack([s.fp for s in scale_on]), [s.task_id for s in scale_on])
     Xtr = scaler.transform(np.stack([s.fp for s in train]), [s.task_id for s in train])[:, cols]
     ytr = np.asarray([s.tiers[dim] for s in train])
     Xte = scaler.transform(np.stack([s.fp for s in test]), [s.task_id for s in test])[:, cols]
@@ -270,7 +288,7 @@ def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = 
     for d in DIMENSIONS:
         if train is not None:
             tr = [s for s in train.sessions if s.perturbation is None]
-            pred, logp = _fit_predict(tr, sess, d)
+            pred, logp = _fit_predict(tr, sess, d, train.sessions)
         else:
             groups = np.asarray([s.profile_id for s in sess])
             k = min(n_splits, len(set(groups.tolist())))
@@ -281,7 +299,7 @@ def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = 
                 continue
             for tr_i, te_i in GroupKFold(n_splits=k).split(np.zeros(len(sess)), groups=groups):
                 tr = [sess[i] for i in tr_i if sess[i].perturbation is None]
-                p, lp = _fit_predict(tr, [sess[i] for i in te_i], d)
+                p, lp = _fit_predict(tr, [sess[i] for i in te_i], d, [sess[i] for i in tr_i])
                 pred[te_i], logp[te_i] = p, lp
         out[d] = _scores(sess, pred, logp, d)
     return out
@@ -315,9 +333,8 @@ def perturbation_effects(test: SessionSet, lpo: dict[str, Any] | None = None) ->
     Returns ``{"n": planned, "checked": with a counterfactual, "no_op": n, "no_op_sessions": [ids],
     "dimensions": {dim: {n, checked, no_op, effect_mean, effect_min, effect_median, leak_mean,
     to_target}}}``; effect = ‖Δ‖ over the dimension's columns in per-task standard deviations of log1p values
-    (pooled over this run's unperturbed sessions of the task)."""
-    base = [s for s in test.sessions if s.perturbation is None]
-    scaler = TaskScaler().fit(np.stack([s.fp for s in base]), [s.task_id for s in base]) if base else None
+    (over all of this run's sessions of the task)."""
+    scaler = TaskScaler().fit(np.stack([s.fp for s in test.sessions]), [s.task_id for s in test.sessions])
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     no_op: list[str] = []
     pert = [s for s in test.sessions if s.perturbation is not None]
@@ -355,51 +372,91 @@ def _pr(tp: int, fp: int, fn: int) -> tuple[float, float]:
 
 
 def tau_flags(test: SessionSet, tau: float = DEVIATION_THRESHOLD) -> dict[str, Any]:
-    """Deviation flags against the perturbations (module docstring, measure 3), with the memory's functions.
+    """Deviation flags against the perturbations (module docstring, measure 3), with the memory's functions
+    (``normalize_fingerprints``, ``deviation``, ``locate_shifted``; reference §7.4) per profile over its sessions.
 
-    Returns ``{"store": {dim: {precision, recall, tp, fp, fn}, "all": {...}}, "per_dimension": {dim: {...}},
-    "tau": tau}``."""
+    Three readings, each with precision / recall per dimension:
+
+    * ``store``: the memory's own flags on the whole 17-D vector; a flagged session counts for the dimension of
+      its top shifted feature (a perturbation is found when it is flagged *and* attributed to its dimension);
+    * ``per_dimension``: the same τ rule on the dimension's own z-scored columns;
+    * ``per_dimension_task``: the same, after the per-task standardisation of :class:`TaskScaler` (fitted on all of
+      the run's sessions: a candidate task is perturbed in about 5 of 8 profiles, so its unperturbed sessions alone
+      are few and skewed): each session is judged against how everyone did that task, which separates
+      what the behaviour carries from the spread that different task types add to a profile's sessions. A
+      feature that a task does not let vary (its spread over profiles below :data:`MASK_SHARE` of the overall
+      spread: F in T-09, where no file may be created) is taken as the profile's usual value there.
+
+    Besides the memory's τ, each reading reports the best operating point over :data:`TAU_GRID`: the highest
+    recall at precision ≥ the target, with its τ (``best``).
+
+    Returns ``{"tau", "store": {dim: {...}, "all": {...}}, "per_dimension": {dim: {...}},
+    "per_dimension_task": {dim: {...}}}``; entries ``{precision, recall, tp, fp, fn, best: {tau, precision,
+    recall} | None}``."""
     from filegram_ray.memory.consolidate import deviation, locate_shifted, normalize_fingerprints
 
-    store = {d: Counter() for d in DIMENSIONS}
-    per_dim = {d: Counter() for d in DIMENSIONS}
+    grid = sorted({float(tau), *TAU_GRID})
+    store = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
+    per_dim = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
+    per_task = {t: {d: Counter() for d in DIMENSIONS} for t in grid}
     total = Counter()
+    scaler = TaskScaler().fit(np.stack([s.fp for s in test.sessions]), [s.task_id for s in test.sessions])
+
+    def dim_flags(Z: np.ndarray, own: list[Session], into: dict[float, dict[str, Counter]]) -> None:
+        for d in DIMENSIONS:
+            Zd = Z[:, DIM_COLS[d]]
+            dist = np.linalg.norm(Zd - Zd.mean(axis=0), axis=1)
+            for t in grid:
+                cut = dist.mean() + t * dist.std(ddof=1)
+                for j, s in enumerate(own):
+                    f = bool(dist[j] > cut)
+                    truth = bool(s.perturbation and s.perturbation["dimension"] == d)
+                    into[t][d]["tp" if f and truth else "fp" if f else "fn" if truth else "tn"] += 1
+
     for pid in test.profiles:
         own = test.of(pid)
         if len(own) < 3:
             continue
-        Z = normalize_fingerprints(np.stack([s.fp for s in own]))
-        c, _, flags = deviation(Z, tau)
-        for j, s in enumerate(own):
-            pd = s.perturbation["dimension"] if s.perturbation else None
-            total["tp" if flags[j] and pd else "fp" if flags[j] else "fn" if pd else "tn"] += 1
-            top = locate_shifted(Z[j], c, 1)[0]["dimension"][0] if flags[j] else None
-            for d in DIMENSIONS:
-                if pd == d:
-                    store[d]["tp" if flags[j] and top == d else "fn"] += 1
-                    store[d]["flagged"] += bool(flags[j])
-                elif flags[j] and top == d:
-                    store[d]["fp"] += 1
-        for d in DIMENSIONS:
-            cols = DIM_COLS[d]
-            Zd = Z[:, cols]
-            cd = Zd.mean(axis=0)
-            dist = np.linalg.norm(Zd - cd, axis=1)
-            cut = dist.mean() + tau * dist.std(ddof=1)
+        F = np.stack([s.fp for s in own])
+        Z = normalize_fingerprints(F)
+        for t in grid:
+            c, _, flags = deviation(Z, t)
             for j, s in enumerate(own):
-                f = bool(dist[j] > cut)
-                truth = bool(s.perturbation and s.perturbation["dimension"] == d)
-                per_dim[d]["tp" if f and truth else "fp" if f else "fn" if truth else "tn"] += 1
+                pd = s.perturbation["dimension"] if s.perturbation else None
+                if t == tau:
+                    total["tp" if flags[j] and pd else "fp" if flags[j] else "fn" if pd else "tn"] += 1
+                top = locate_shifted(Z[j], c, 1)[0]["dimension"][0] if flags[j] else None
+                for d in DIMENSIONS:
+                    if pd == d:
+                        store[t][d]["tp" if flags[j] and top == d else "fn"] += 1
+                    elif flags[j] and top == d:
+                        store[t][d]["fp"] += 1
+        dim_flags(Z, own, per_dim)
+        if scaler is not None:
+            tasks = [s.task_id for s in own]
+            T = scaler.transform(F, tasks)
+            mask = scaler.uninformative(tasks)
+            T[mask] = np.nan
+            col_mean = np.nan_to_num(np.nanmean(np.where(mask, np.nan, T), axis=0)) if (~mask).any() else 0.0
+            T = np.where(mask, col_mean, T)
+            dim_flags(normalize_fingerprints(T), own, per_task)
 
-    def pack(c: Counter) -> dict[str, Any]:
+    def pack(by_tau: dict[float, Counter]) -> dict[str, Any]:
+        c = by_tau[tau]
         p, r = _pr(c["tp"], c["fp"], c["fn"])
-        return {"precision": p, "recall": r, "tp": c["tp"], "fp": c["fp"], "fn": c["fn"],
-                "flagged_any_dim": c.get("flagged", None)}
+        best = None
+        for t in grid:
+            bp, br = _pr(by_tau[t]["tp"], by_tau[t]["fp"], by_tau[t]["fn"])
+            if bp == bp and bp >= TARGETS["flag_precision"] and (best is None or br > best["recall"]):
+                best = {"tau": t, "precision": bp, "recall": br}
+        return {"precision": p, "recall": r, "tp": c["tp"], "fp": c["fp"], "fn": c["fn"], "best": best}
 
     p, r = _pr(total["tp"], total["fp"], total["fn"])
-    return {"tau": tau, "store": {**{d: pack(store[d]) for d in DIMENSIONS},
-                                  "all": {"precision": p, "recall": r, **{k: total[k] for k in ("tp", "fp", "fn")}}},
-            "per_dimension": {d: pack(per_dim[d]) for d in DIMENSIONS}}
+    return {"tau": tau, "tau_grid": grid,
+            "store": {**{d: pack({t: store[t][d] for t in grid}) for d in DIMENSIONS},
+                      "all": {"precision": p, "recall": r, **{k: total[k] for k in ("tp", "fp", "fn")}}},
+            "per_dimension": {d: pack({t: per_dim[t][d] for t in grid}) for d in DIMENSIONS},
+            "per_dimension_task": {d: pack({t: per_task[t][d] for t in grid}) for d in DIMENSIONS}}
 
 
 # ------------------------------------------------------------------------------------------------ counts
@@ -422,7 +479,10 @@ def aggregate_counts(test: SessionSet) -> dict[str, Any]:
     raw = sum(s.n_raw for s in test.sessions)
     creates = sum(s.proc["output_detail"]["files_created"] for s in test.sessions)
     rows["kept"] = {"ours": kept / n, "paper": PAPER_PER_TRAJ["kept"], "ratio": kept / n / PAPER_PER_TRAJ["kept"],
-                    "in_band": abs(kept / n / PAPER_PER_TRAJ["kept"] - 1) <= BAND}
+                    "in_band": None}
+    k_wo, p_wo = kept / n - other, PAPER_PER_TRAJ["kept"] - PAPER_PER_TRAJ["other"]
+    rows["kept without other"] = {"ours": k_wo, "paper": p_wo, "ratio": k_wo / p_wo, "in_band": abs(k_wo / p_wo - 1)
+                                  <= BAND}
     return {"n_trajectories": len(test.sessions), "per_traj": rows,
             "stripped": 1 - kept / raw if raw else float("nan"), "paper_stripped": PAPER_STRIPPED,
             "files_created_per_traj": creates / n, "paper_files_per_traj": PAPER_FILES_PER_TRAJ,
@@ -448,7 +508,7 @@ def render_markdown(res: dict[str, Any]) -> str:
                                                           if res.get("train_run") else ""), "",
          "## 1. Tier recovery (unperturbed sessions)", "",
          ("Classifier: the dimension's own fingerprint columns, log1p, standardised per task on the training "
-          "sessions, multinomial logistic regression. Per profile = summed log-probabilities over its sessions. "
+          "sessions, multinomial logistic regression (balanced class weights). Per profile = summed log-probabilities over its sessions. "
           f"Targets (issue #16): per profile ≥ {TARGETS['profile']:.2f}, per session ≥ {TARGETS['session']:.2f} "
           "(✗ = below)."), "",
          "| dim | LPO session | LPO profile | session by tier L/M/R | chance | rule classifier (profile) |"
@@ -484,24 +544,35 @@ def render_markdown(res: dict[str, Any]) -> str:
         L += ["", "No-op sessions: " + ", ".join(f"`{x}`" for x in pe["no_op_sessions"][:30])]
     tf = res["tau"]
     L += ["", f"## 3. Deviation flags (τ = {tf['tau']})", "",
-          ("Store flags = the memory's flags on the whole 17-D vector (a flagged session is attributed to the "
-           "dimension of its top shifted feature). Per-dimension flags = the same τ rule on that dimension's "
-           f"z-scored columns. Targets: precision ≥ {TARGETS['flag_precision']:.2f} and recall ≥ "
-           f"{TARGETS['flag_recall']:.2f}."), "",
-          "| dim | store precision | store recall | per-dim precision | per-dim recall | per-dim TP/FP/FN |",
+          ("Store = the memory's flags on the whole 17-D vector (a flagged session is attributed to the "
+           "dimension of its top shifted feature). Per-dim = the same τ rule on that dimension's z-scored "
+           "columns; task-standardised = the same after each feature is standardised per task over all profiles "
+           f"(how the session compares with others doing that task). Targets: precision ≥ "
+           f"{TARGETS['flag_precision']:.2f} and recall ≥ {TARGETS['flag_recall']:.2f}."), "",
+          "| dim | store P / R | per-dim P / R | task-standardised P / R | TP/FP/FN | best R at P ≥ target: "
+          "store · per-dim · task-std (τ) |",
           "|---|---|---|---|---|---|"]
+
+    def pr(x: dict[str, Any]) -> str:
+        return (f"{_f(x['precision'])}{_mark(x['precision'], TARGETS['flag_precision'])} / {_f(x['recall'])}"
+                f"{_mark(x['recall'], TARGETS['flag_recall'])}")
+
+    def best(x: dict[str, Any]) -> str:
+        b = x.get("best")
+        return "–" if not b else f"{_f(b['recall'])} ({b['tau']:g})"
+
     for d in DIMENSIONS:
-        s, p = tf["store"][d], tf["per_dimension"][d]
-        L.append(f"| {d} | {_f(s['precision'])} | {_f(s['recall'])} | {_f(p['precision'])}"
-                 f"{_mark(p['precision'], TARGETS['flag_precision'])} | {_f(p['recall'])}"
-                 f"{_mark(p['recall'], TARGETS['flag_recall'])} | {p['tp']}/{p['fp']}/{p['fn']} |")
+        st, p, q = tf["store"][d], tf["per_dimension"][d], tf["per_dimension_task"][d]
+        L.append(f"| {d} | {pr(st)} | {pr(p)} | {pr(q)} | {q['tp']}/{q['fp']}/{q['fn']} | "
+                 f"{best(st)} · {best(p)} · {best(q)} |")
     a = tf["store"]["all"]
     L += ["", f"Store flags over all dimensions: precision {_f(a['precision'])}, recall {_f(a['recall'])} "
               f"(TP {a['tp']}, FP {a['fp']}, FN {a['fn']})."]
     ag = res["counts"]
     L += ["", "## 4. Aggregate counts vs the paper (reference §0)", "",
           f"Per trajectory over {ag['n_trajectories']} trajectories; band ±{int(BAND * 100)} % (TIER_TARGETS §5; "
-          "'other' = search + rename + move + delete + copy is reported, not banded).", "",
+          "'other' = search + rename + move + delete + copy is reported, not banded, and so is the kept total "
+          "that contains it).", "",
           "| event type | ours | paper | ratio | in band |", "|---|---|---|---|---|"]
     for t, r in ag["per_traj"].items():
         band = "–" if r["in_band"] is None else ("yes" if r["in_band"] else "**no**")
@@ -519,13 +590,16 @@ def summary_lines(res: dict[str, Any]) -> list[str]:
     """A short "Behaviour validity" section for ``results/report.md``."""
     lpo = res["lpo"]
     rec = " · ".join(f"{d} {_f(lpo[d].get('session'))}/{_f(lpo[d].get('profile'))}" for d in DIMENSIONS)
-    flags = " · ".join(f"{d} {_f(res['tau']['per_dimension'][d]['precision'])}/"
-                       f"{_f(res['tau']['per_dimension'][d]['recall'])}" for d in DIMENSIONS)
+    def flags(kind: str) -> str:
+        return " · ".join(f"{d} {_f(res['tau'][kind][d]['precision'])}/{_f(res['tau'][kind][d]['recall'])}"
+                          for d in DIMENSIONS)
+
     return ["## Behaviour validity", "",
             f"- Tier recovery, leave-profiles-out, session/profile: {rec}",
             f"- Perturbations: {res['perturbations']['n']} planned, {res['perturbations']['checked']} checked, "
             f"{res['perturbations']['no_op']} no-op",
-            f"- τ-flags per dimension, precision/recall: {flags}",
+            f"- τ-flags precision/recall, memory's own flags: {flags('store')}",
+            f"- τ-flags precision/recall, per dimension, task-standardised: {flags('per_dimension_task')}",
             "- Details: [validity.md](validity.md)"]
 
 

@@ -9,8 +9,12 @@ visible to the agent)::
      "tts_engine": "piper:joe-us" | "synthetic-tone" | null}
 
 Media files carry an annotation (caption, transcript or scene list) — the content the engine's ``read`` tool
-returns for them (ref §1.1). Imported bundles leave annotations null and add ``text_chars`` per file; the
-extracted text is written to ``<dir>/extracted/<path>.txt``.
+returns for them (ref §1.1). Imported bundles describe their media on import (:mod:`filegram_ray.workspace.describe`:
+properties always, OCR, speech-to-text, a VLM when configured; the annotation adds ``source: "import"``,
+``described_by`` and ``properties``) and add ``text_chars`` per file; every file's view — a document's extracted
+text, a media file's annotation — is written to ``<dir>/extracted/<path>.txt``, the same text the engine's ``read``
+and ``grep`` show. A mail's ``Date`` as written stays in the view; its normalised form goes beside it, in the row's
+``date`` (:func:`~filegram_ray.workspace.extract.normalise_mail_date`).
 """
 
 from __future__ import annotations
@@ -20,20 +24,33 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from filegram_ray.names import escape_bytes, free_name, printable
 from filegram_ray.workspace import writers as W
-from filegram_ray.workspace.extract import ExtractionError, extract_text, is_media, kind_of, media_class
+from filegram_ray.workspace.extract import (
+    ExtractionError,
+    eml_headers,
+    extract_text,
+    is_media,
+    kind_of,
+    media_class,
+    normalise_mail_date,
+)
 from filegram_ray.workspace.scenarios import FileSpec, build_plan
 from filegram_ray.workspace.specs import default_workspace
 from filegram_ray.workspace.world import World, sub_seed
 
-__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "import_bundle", "load_bundle", "task_workspace"]
+if TYPE_CHECKING:
+    from filegram_ray.workspace.describe import DescribeOptions
+
+__all__ = ["Bundle", "BundleFile", "BundleInfo", "build_bundle", "bundle_content_hash", "import_bundle", "load_bundle",
+           "task_workspace"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,10 @@ class BundleInfo:
     errors: list[dict[str, str]] = field(default_factory=list)
     #: import only: files imported under another name (``{"path", "warning"}``)
     warnings: list[dict[str, str]] = field(default_factory=list)
+    #: import only: one row per media file, ``{"path", "modality", "described_by": [...], "skipped": [[what, why]]}``
+    described: list[dict[str, Any]] = field(default_factory=list)
+    #: :func:`bundle_content_hash` of the written bundle.json
+    content_hash: str = ""
 
 
 @dataclass
@@ -116,6 +137,16 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def bundle_content_hash(meta: dict[str, Any]) -> str:
+    """SHA-256 (hex) of what a trajectory made on a bundle depends on: every file's path, sha256 and annotation,
+    and the planted facts (case R2-generate-stale-trajectory-after-reimport: a re-imported folder changes it)."""
+    files = sorted(([f.get("path"), f.get("sha256"), f.get("annotation")] for f in meta.get("files", [])),
+                   key=lambda r: str(r[0]))
+    blob = json.dumps({"files": files, "facts": meta.get("facts", [])}, sort_keys=True, ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
 def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path, state: dict) -> dict | None:
     """Write one planned file; returns its annotation (media) or None."""
     kind, p = spec.kind, spec.payload
@@ -160,7 +191,7 @@ def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path
             data, content = W.music_wav_bytes(int(frng.integers(2**31))), f"Music: {p['music']} (no speech)."
         else:
             data, engine = W.speech_wav_bytes(p["speech"], int(frng.integers(2**31)),
-                                                  use_piper=state["tts"] != "tone")
+                                              use_piper=state["tts"] != "tone", cache_dir=state.get("speech_cache"))
             state["tts_engine"] = engine
             content = f"Transcript: {p['speech']}"
         if kind == "wav":
@@ -175,7 +206,8 @@ def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path
     return None
 
 
-def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto") -> BundleInfo:
+def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto", speech_cache: str | None = None
+                 ) -> BundleInfo:
     """Generate the workspace bundle of ``task`` for ``seed`` into ``out_dir`` (files/ + bundle.json).
 
     Args:
@@ -184,6 +216,8 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
         out_dir: target directory; an existing ``files/`` there is replaced.
         tts: "auto" (piper voice when it loads, else the synthetic signal) or "tone" (always the synthetic
             signal; fast, used by quick tests).
+        speech_cache: folder of spoken sentences shared by a run's processes
+            (:func:`filegram_ray.speech.speech_cache_dir`); the audio is the same with or without it.
     Returns: :class:`BundleInfo`.
     Raises: ValueError for an unknown task / unsupported kind (message names the task and file).
     """
@@ -199,7 +233,7 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
         if ws.get("empty"):
             break
         (files_dir / d).mkdir(parents=True, exist_ok=True)
-    state: dict[str, Any] = {"annotations": {}, "tts_engine": None, "tts": tts}
+    state: dict[str, Any] = {"annotations": {}, "tts_engine": None, "tts": tts, "speech_cache": speech_cache}
     random.seed(0)  # libraries that use the global RNG (none known) stay reproducible
     for spec in plan:
         path = files_dir / spec.relpath
@@ -237,7 +271,7 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
     for r in rows:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
-                      errors, list(warnings or []))
+                      errors, list(warnings or []), content_hash=bundle_content_hash(meta))
 
 
 def load_bundle(dir: Path | str) -> Bundle:
@@ -307,10 +341,17 @@ def _verify_media(path: Path, kind: str) -> str | None:
     return None
 
 
-def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> BundleInfo:
-    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it and extract its text.
+def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
+                  describe: DescribeOptions | dict | None = None, progress: Callable[[str], None] | None = None,
+                  ) -> BundleInfo:
+    """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it, extract its text and describe
+    its media.
 
-    Annotations stay null (nobody has described the media). One bad file never aborts the import: a file that
+    Every media file that decodes gets an annotation (:mod:`filegram_ray.workspace.describe`: properties always;
+    OCR, speech-to-text and a VLM as ``describe`` allows and the packages are installed); what ran and what was
+    skipped is in ``BundleInfo.described``. ``describe``: :class:`DescribeOptions` (or its dict); ``None`` = the
+    defaults (OCR and speech on, no VLM). ``progress``: called with one line per media file described.
+    One bad file never aborts the import: a file that
     cannot be read (corrupt or oversized container, a zip bomb, an image / audio / video file that does not decode,
     a link, a special file, an unreadable folder) is listed in ``errors`` [{"path", "error"}] and the rest is
     imported; the extracted text of each readable document goes to ``out_dir/extracted/<path>.txt``. A name that
@@ -320,6 +361,16 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
     """
     import stat as _stat
 
+    from filegram_ray.workspace.describe import (
+        DescribeOptions,
+        MediaDescribeError,
+        MediaDescriber,
+        describe_with_vlm,
+    )
+
+    opts = describe if isinstance(describe, DescribeOptions) else DescribeOptions.model_validate(describe or {})
+    describer = MediaDescriber(opts)
+    descs: dict[str, Any] = {}
     src = Path(src_dir)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: import source is not a directory")
@@ -380,6 +431,13 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
                 why = _verify_media(dest, kind)  # a media file that does not decode is reported like a document
                 if why:
                     errors.append({"path": rel, "error": why})
+                    continue
+                if progress:
+                    progress(f"describing {rel} ({media_class(kind)})")
+                try:
+                    descs[rel] = describer.describe(dest, kind)
+                except MediaDescribeError as exc:
+                    errors.append({"path": rel, "error": str(exc).replace(dest.name, rel, 1)})
                 continue
             try:
                 text = extract_text(dest)
@@ -387,16 +445,43 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
                 errors.append({"path": rel, "error": exc.reason.replace(str(dest), rel)})
                 extra[rel] = {**extra.get(rel, {}), "text_chars": None}
                 continue
-            out = ext_dir / (rel + ".txt")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+            _write_view(ext_dir, rel, text)
             extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+            if kind == "eml":  # the normalised date beside the view, never in it (R2-eml-date-year-0001-rewritten)
+                date = eml_headers(dest.read_bytes()).get("Date")
+                if date is not None:
+                    extra[rel]["date"] = normalise_mail_date(date)
         except Exception as exc:  # noqa: BLE001 - one bad file never aborts the import; it is named in errors
             errors.append({"path": rel, "error": f"{type(exc).__name__}: {exc}"})
+    if opts.vlm and descs:
+        if progress:
+            progress(f"describing {sum(d.modality != 'audio' for d in descs.values())} images / videos with the VLM")
+        describe_with_vlm(descs, opts.vlm)
+    annotations: dict[str, dict] = {}
+    described: list[dict[str, Any]] = []
+    for rel, d in sorted(descs.items()):
+        annotations[rel] = d.annotation()
+        text = annotations[rel]["content"]
+        _write_view(ext_dir, rel, text)
+        extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+        if d.skipped:
+            extra[rel]["description_skipped"] = [list(x) for x in d.skipped]
+        described.append({"path": rel, "modality": d.modality, "described_by": list(d.methods),
+                          "skipped": [list(x) for x in d.skipped]})
     try:
         ws = default_workspace(task_id)
     except KeyError:
         ws = {"scenario": "imported"}
     ws = {**ws, "scenario": f"imported:{_safe_component(src.name)}"}
-    return _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations={}, extra=extra,
-                   warnings=warnings)
+    info = _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations=annotations,
+                   extra=extra, warnings=warnings)
+    info.described = described
+    return info
+
+
+def _write_view(ext_dir: Path, rel: str, text: str) -> None:
+    out = ext_dir / (rel + ".txt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)

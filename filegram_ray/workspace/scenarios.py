@@ -613,7 +613,13 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
     fill_dirs = [d for d in subdirs if d not in ("raw_data", "updates")]
     used = {s.relpath for s in specs}
     inputs = {k: int(v) for k, v in (workspace.get("inputs") or {}).items()}
-    clutter = "junk_files" not in plants and workspace.get("clutter", True)
+    # The junk plant (duplicates, temp files, an empty file) runs where junk is asked for (T-17, T-21), or bare
+    # duplicates without reference errors; "duplicates" next to reference errors means duplicated media (T-32).
+    raw = set(workspace.get("plants") or [])
+    junk_plant = bool(raw & {"junk", "junk_files"}) or ("duplicates" in raw and not raw & {"reference_errors",
+                                                                                             "broken_refs"})
+    # clutter everywhere the junk plant does not run
+    clutter = not junk_plant and workspace.get("clutter", True)
     # planted files (and the clutter added below) count against the spec's total
     budget = sum(inputs.values()) - len(specs) - (CLUTTER_FILES if clutter else 0)
     todo = []
@@ -634,7 +640,7 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
             k += 1
         used.add(rel)
         specs.append(FileSpec(rel, kind, payload, note))
-    if "junk_files" in plants and "broken_refs" not in plants:  # T-32's duplicates are media copies below
+    if junk_plant:  # T-32's duplicates are media copies below
         s, fa = _plant_junk(specs, rng)
         specs = s
         facts += fa
@@ -649,7 +655,7 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
     return specs, facts
 
 
-#: Clutter files planted in every non-empty bundle without a junk plant of its own: one temporary file, one exact
+#: Clutter files planted in every non-empty bundle where the junk plant does not run: one temporary file, one exact
 #: duplicate and one superseded older version (issue #16: curation must act on the workspace's own clutter;
 #: TIER_TARGETS §2.5 "what gets deleted": junk, duplicates, intermediate files). They replace fill files, so a
 #: bundle keeps its spec's total (ref §0: about 615 input files) unless it is smaller than its plants.

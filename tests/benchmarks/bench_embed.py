@@ -1,0 +1,256 @@
+"""Embedding throughput and quality, side by side in one run. Prints figures; asserts nothing.
+
+    python tests/benchmarks/bench_embed.py --run-dir RUN [--n 256] [--threads 2] [--repeats 3]
+
+RUN is an encoded run (its ``memory/*/store.json`` give the texts: the chunk and episode texts the encode stage
+embeds; ``bench/items.parquet``, when present, gives the queries). All rows embed the same texts, with the same
+``max_seq_length`` (the model folder's, 256) and the same intra-op threads, in rotating order, ``--repeats`` times
+(median reported), so a shared machine's load hits every row alike:
+
+1. **bare** — ``SentenceTransformer.encode(texts, batch_size=64)`` on the packaged model, in this process;
+2. **Embedder** — :class:`filegram_ray.memory.embed.Embedder` in this process (batches of one token length, cache
+   off);
+3. **stage** — the encode stage's embedding step (:func:`filegram_ray.memory.stage.embed_dataset`: Ray Data sort by
+   length → ``map_batches`` on one :class:`EmbedBatch` actor), timed from the dataset to the collected vectors;
+4. **stage as before** — the same pipeline with the settings the stage had before issue 17 (one text per forward
+   pass, the single thread a 0.5-CPU Ray worker gets);
+5. **int8 ONNX** and **e5-small** (multilingual, 4-bit) in this process.
+
+Then quality: **recall@5 of int8 against fp32** (for each query, the share of fp32's top 5 texts that int8 also
+ranks in its top 5) on the run's own queries, and the **Chinese planted-chunk test**: hand-written facts are
+planted inside held-out Chinese chunks of the run, and each fact's paraphrased Chinese question is searched over
+all Chinese chunks; the planted chunk's rank is reported per embedder (an English control set likewise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+#: (fact sentence, paraphrased question): Chinese facts planted inside held-out Chinese chunks of the run
+ZH_FACTS = [
+    ("青河项目第三季度的差旅报销总额为四万七千三百元，比预算超出百分之十二。", "青河项目三季度出差一共花了多少钱？"),
+    ("实验室的离心机已于十一月五日送往供应商维修，预计两周后返还。", "离心机什么时候拿去修的，多久能回来？"),
+    ("小猫咪咪每天早晚各喂一次干粮，周末加一罐湿粮。", "猫一天喂几次，周末吃什么？"),
+    ("年度读书会定在三月的第二个周六下午，地点改到图书馆三楼的小会议室。", "读书会在哪天开，在什么地方？"),
+    ("客户反馈显示新版应用的登录失败率从百分之三下降到了百分之零点五。", "新版本上线后登录出错的比例降了多少？"),
+    ("搬家公司报价为每小时三百八十元，最少按四小时计费。", "请搬家工人一小时多少钱，最少付几个小时？"),
+    ("我们决定把周报的截止时间从周五中午改为周四晚上八点。", "每周的报告现在几点之前要交？"),
+    ("旧服务器上的照片备份共有一万二千张，已全部迁移到新的网络硬盘。", "以前机器上的相片有多少，挪到哪里去了？"),
+    ("夏令营的报名费为每人两千一百元，包含住宿和三餐。", "参加夏令营要交多少钱，包不包吃住？"),
+    ("董事会批准了在成都设立第二个研发中心的提案。", "公司打算在哪个城市开新的研究机构？"),
+    ("体检报告提示胆固醇偏高，医生建议三个月后复查。", "医生说血脂的问题多久以后再去检查？"),
+    ("这批咖啡豆来自云南保山，烘焙程度为中深烘。", "这些咖啡豆产地是哪里，烤到什么程度？"),
+]
+
+#: English control pairs, planted inside held-out English chunks
+EN_FACTS = [
+    ("Travel reimbursements for the Green River project came to 47,300 in the third quarter, 12 percent over "
+     "budget.", "How much did the Green River project spend on trips in Q3?"),
+    ("The lab centrifuge was shipped to the vendor for repair on November 5 and should be back in two weeks.",
+     "When was the spinning machine sent off to be fixed, and when will it return?"),
+    ("The cat is fed dry food every morning and evening, plus one can of wet food at weekends.",
+     "How often is the kitten given meals, and what does it eat on Saturdays?"),
+    ("The annual book club meets on the second Saturday of March in the small room on the library's third floor.",
+     "Where and when does the reading group get together?"),
+    ("Customer feedback shows the login failure rate of the new app dropped from 3 percent to 0.5 percent.",
+     "By how much did sign-in errors fall after the release?"),
+    ("The movers quoted 380 per hour with a four-hour minimum.", "What do the removal workers charge hourly?"),
+    ("We moved the weekly report deadline from Friday noon to Thursday at 8 pm.", "When is the weekly update due now?"),
+    ("The old server held 12,000 backed-up photos, all migrated to the new network drive.",
+     "How many pictures were on the previous machine and where did they go?"),
+]
+
+
+def run_texts(run_dir: str) -> tuple[list[str], list[str]]:
+    """Chunk + episode texts of every profile of an encoded run (store order), and the profiles' ids per text."""
+    from filegram_ray.memory.consolidate import MemoryStore
+    from filegram_ray.memory.index import chunk_texts, episode_texts
+
+    texts, owners = [], []
+    for path in sorted(glob.glob(os.path.join(run_dir, "memory", "*", "store.json"))):
+        store = MemoryStore.from_json(Path(path).read_bytes())
+        ct, _ = chunk_texts(store)
+        et, _ = episode_texts(store)
+        texts += ct + et
+        owners += [Path(path).parent.name] * (len(ct) + len(et))
+    if not texts:
+        raise SystemExit(f"{run_dir}: no memory/*/store.json (run the encode stage first)")
+    return texts, owners
+
+
+def run_queries(run_dir: str, n: int, rng: random.Random) -> list[str]:
+    """The run's own retrieval queries (bench items: question + options, as the evaluate stage queries)."""
+    path = os.path.join(run_dir, "bench", "items.parquet")
+    if not os.path.exists(path):
+        return []
+    import polars as pl
+
+    from filegram_ray.evaluate.stage import retrieval_query
+
+    rows = pl.read_parquet(path).select(["question", "choices"]).to_dicts()
+    qs = sorted({retrieval_query({"question": r["question"], "choices": json.loads(r["choices"] or "[]")})
+                 for r in rows})
+    return rng.sample(qs, min(n, len(qs)))
+
+
+def timed(fn, texts) -> float:
+    t0 = time.perf_counter()
+    fn(texts)
+    return time.perf_counter() - t0
+
+
+def stage_fn(kind: str, threads: int, batch_size: int, *, before: bool = False):
+    """The stage's embedding step (embed_dataset) on one actor, as a function of a list of texts."""
+    import ray
+
+    from filegram_ray.memory.stage import EncodeConfig, embed_dataset
+
+    cfg = EncodeConfig(embedder=kind, embed_threads=1 if before else threads,
+                       embed_batch_size=1 if before else batch_size)
+
+    def fn(texts):
+        ds = ray.data.from_items([{"text": t, "chars": len(t), "i": i} for i, t in enumerate(texts)])
+        got = np.zeros((len(texts), 384), dtype=np.float32)
+        for b in embed_dataset(ds, cfg, None, sort=not before).iter_batches(batch_format="numpy"):
+            got[np.asarray(b["i"], dtype=np.int64)] = np.stack(list(b["vector"]))
+        return got
+    return fn
+
+
+def planted_ranks(embedders: dict, corpus: list[str], held: list[str], facts: list[tuple[str, str]]
+                  ) -> dict[str, list[int]]:
+    """Rank (1 = first) of each planted chunk among corpus + planted chunks for its question, per embedder."""
+    planted = []
+    for (fact, _), host in zip(facts, held):
+        cut = len(host) // 2
+        planted.append(host[:cut] + fact + host[cut:])
+    docs = corpus + planted
+    out = {}
+    for name, e in embedders.items():
+        D = e.encode(docs)
+        ranks = []
+        for j, (_, q) in enumerate(facts):
+            s = D @ np.asarray(e.encode_query(q), dtype=np.float32).reshape(-1)
+            target = s[len(corpus) + j]
+            ranks.append(1 + int((s > target).sum()))
+        out[name] = ranks
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", required=True, help="an encoded run directory")
+    ap.add_argument("--n", type=int, default=256, help="texts in the throughput sample")
+    ap.add_argument("--threads", type=int, default=2, help="intra-op threads for every row")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--queries", type=int, default=200, help="queries for recall@5")
+    ap.add_argument("--skip", nargs="*", default=[], help="rows to leave out: before e5 int8 stage quality")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from filegram_ray.memory.embed import E5Embedder, Embedder, OnnxInt8Embedder, cjk_share
+    from filegram_ray.runtime import init_ray
+
+    rng = random.Random(17)
+    texts_all, owners = run_texts(args.run_dir)
+    uniq = sorted(set(texts_all))
+    sample = rng.sample(uniq, min(args.n, len(uniq)))
+    torch.set_num_threads(args.threads)
+    fp32 = Embedder(cache_size=0, threads=args.threads)
+    bare = fp32.model
+    toks = fp32.token_lengths(sample)
+    print(f"run {args.run_dir}: {len(texts_all)} texts ({len(uniq)} distinct) from {len(set(owners))} profiles; "
+          f"sample {len(sample)} texts, {statistics.mean(len(t) for t in sample):.0f} chars and "
+          f"{statistics.mean(toks):.0f} tokens on average ({sum(t >= bare.max_seq_length for t in toks)} cut at "
+          f"max_seq_length {bare.max_seq_length}); {args.threads} threads; load average "
+          f"{os.getloadavg()[0]:.1f} at start")
+
+    rows = {"bare SentenceTransformer.encode": lambda t: bare.encode(t, batch_size=args.batch_size,
+                                                                       normalize_embeddings=True,
+                                                                       show_progress_bar=False),
+            "Embedder (one token length per pass)": lambda t: Embedder(cache_size=0, threads=args.threads,
+                                                                       batch_size=args.batch_size).encode(t)}
+    if "stage" not in args.skip or "before" not in args.skip:
+        init_ray(num_cpus=max(2, args.threads))
+    if "stage" not in args.skip:
+        rows["stage (Ray Data, 1 actor)"] = stage_fn("minilm", args.threads, args.batch_size)
+    if "before" not in args.skip:
+        rows["stage as before (1 text/pass, 1 thread)"] = stage_fn("minilm", args.threads, args.batch_size,
+                                                                    before=True)
+    if "int8" not in args.skip:
+        rows["int8 ONNX MiniLM"] = lambda t: OnnxInt8Embedder(cache_size=0, threads=args.threads,
+                                                              batch_size=args.batch_size).encode(t)
+    if "e5" not in args.skip:
+        rows["e5-small multilingual (4-bit)"] = lambda t: E5Embedder(cache_size=0, threads=args.threads,
+                                                                      batch_size=args.batch_size).encode(t)
+    for fn in rows.values():  # warm-up: model loads, actor start, first-call allocations
+        fn(sample[:16])
+    times: dict[str, list[float]] = {k: [] for k in rows}
+    names = list(rows)
+    for r in range(args.repeats):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            times[k].append(timed(rows[k], sample))
+    base = statistics.median(times[names[0]])
+    print(f"\n{'row':44s} {'texts/s':>8s} {'vs bare':>8s}   (median of {args.repeats}; each run: "
+          f"{len(sample)} texts)")
+    for k in names:
+        t = statistics.median(times[k])
+        print(f"{k:44s} {len(sample) / t:8.1f} {100 * base / t:7.0f} %")
+    print(f"load average {os.getloadavg()[0]:.1f} at end")
+
+    if "quality" in args.skip:
+        return 0
+    # ---- recall@5 of int8 (and e5) against fp32 on the run's own queries
+    queries = run_queries(args.run_dir, args.queries, rng)
+    if not queries:
+        queries = [t.split(".")[0][:200] for t in rng.sample(uniq, min(args.queries, len(uniq)))]
+        print("\n(no bench/items.parquet: queries are the first sentence of sampled texts)")
+    corpus = uniq
+    ref = Embedder(threads=args.threads)
+    int8 = OnnxInt8Embedder(threads=args.threads)
+    D32, D8 = ref.encode(corpus), int8.encode(corpus)
+    Q32, Q8 = ref.encode(queries), int8.encode(queries)
+    top = lambda D, q: set(np.argsort(-(D @ q), kind="stable")[:5].tolist())  # noqa: E731
+    rec = [len(top(D32, a) & top(D8, b)) / 5 for a, b in zip(Q32, Q8)]
+    cos = (D32 * D8).sum(axis=1)
+    print(f"\nint8 vs fp32 over the run's {len(corpus)} distinct texts and {len(queries)} of its queries: "
+          f"recall@5 {np.mean(rec):.3f} (min {min(rec):.1f}), text-vector cosine min {cos.min():.4f} "
+          f"mean {cos.mean():.4f}")
+
+    # ---- Chinese: planted chunks
+    zh = [t for t in uniq if cjk_share([t]) > 0.5 and len(t) > 200]
+    en = [t for t in uniq if cjk_share([t]) == 0 and len(t) > 200]
+    embedders = {"minilm (fp32)": ref, "minilm-int8": int8, "e5-small": E5Embedder(threads=args.threads)}
+    for label, pool, facts in (("Chinese", zh, ZH_FACTS), ("English control", en, EN_FACTS)):
+        if len(pool) < len(facts) + 10:
+            print(f"\n{label}: only {len(pool)} chunks in the run; skipped")
+            continue
+        pool = sorted(pool)
+        rng.shuffle(pool)
+        held, corpus_l = pool[:len(facts)], pool[len(facts):]
+        ranks = planted_ranks(embedders, corpus_l, held, facts)
+        print(f"\n{label} planted-chunk test: {len(facts)} facts planted in held-out chunks, searched among "
+              f"{len(corpus_l) + len(facts)} chunks")
+        print(f"{'embedder':16s} {'hit@1':>6s} {'hit@5':>6s} {'MRR':>6s} {'median rank':>12s}  ranks")
+        for name, rk in ranks.items():
+            print(f"{name:16s} {sum(r == 1 for r in rk) / len(rk):6.2f} {sum(r <= 5 for r in rk) / len(rk):6.2f} "
+                  f"{np.mean([1 / r for r in rk]):6.3f} {statistics.median(rk):12.1f}  {rk}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

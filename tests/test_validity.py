@@ -1,0 +1,129 @@
+"""Behaviour validity (issue #16): a real mini-run (6 profiles × 3 tasks, a perturbation candidate among them), the
+generator's counterfactual check of perturbations, and ``filegram validity RUN`` on the result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from filegram_ray.config import load_config
+from filegram_ray.engine.generate import GenerateWorker, plan_units, run_generate
+from filegram_ray.storage import RunDir
+from filegram_ray.validity.core import DIM_COLS, DIMENSIONS, TaskScaler, merge_report, run_validity
+
+#: Six bundled profiles whose upstream plan perturbs T-12 (reference §5.7), so the run holds 6 perturbed units.
+PROFILES = ["p2", "p3", "p4", "p7", "p8", "p9"]
+#: an understand task, an empty-workspace create task and an iterate task (cheap bundles: no audio or video)
+TASKS = ["T-01", "T-03", "T-12"]
+
+
+def _cfg(run_dir: Path, **gen):
+    cfg = load_config(None, [f"run_dir={run_dir}", "seed=7"])
+    data = cfg.model_dump()
+    data.update(profiles=PROFILES, tasks=TASKS, generate={"serial": True, **gen})
+    return type(cfg).model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def mini_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("validity") / "run"
+    rec = run_generate(_cfg(run_dir))
+    assert rec["ok"] == len(PROFILES) * len(TASKS) and rec["error"] == 0
+    return run_dir, rec
+
+
+def test_perturbed_units_carry_a_counterfactual_check(mini_run):
+    run_dir, rec = mini_run
+    assert rec["perturbed"] == len(PROFILES)
+    assert rec["perturbation_check"]["dropped"] == 0
+    for pid in PROFILES:
+        meta_p = next((run_dir / "trajectories").glob(f"{pid}_*/T-12/meta.json"))
+        meta = json.loads(meta_p.read_text())
+        check = meta["perturbation_check"]
+        assert check["status"] in ("real", "replaced")
+        assert meta["perturbation"] == {k: check["applied"][k] for k in ("dimension", "from", "to")}
+        # the recorded shift is real: some feature of the perturbed dimension differs from the counterfactual
+        assert any(a != b for a, b in check["shift"].values()), check["shift"]
+        dim = meta["perturbation"]["dimension"]
+        assert len(check["shift"]) == len(DIM_COLS[dim])
+        assert len(check["baseline_fingerprint"]) == len(check["fingerprint"]) == 17
+    unperturbed = json.loads(next((run_dir / "trajectories").glob("p2_*/T-01/meta.json")).read_text())
+    assert unperturbed["perturbation"] is None and unperturbed["perturbation_check"] is None
+
+
+def test_noop_perturbation_is_replaced_or_dropped(tmp_path):
+    """A shift that cannot change anything (A L→L) is caught by the counterfactual run: with an alternative the
+    unit is re-planned on the alternative's dimension, without one it is kept unperturbed."""
+    from filegram_ray.engine.generate import GenerateConfig
+
+    cfg = _cfg(tmp_path / "run")
+    unit = next(u for u in plan_units(cfg, GenerateConfig()) if u["unit_id"].endswith("/T-03")
+                and u["unit_id"].startswith("p2_"))
+    noop = {"dimension": "A", "from": "L", "to": "L"}
+    worker = GenerateWorker(str(tmp_path / "run"))
+    alt = {"dimension": "B", "from": "L", "to": "M"}
+    r1 = worker.process({**unit, "perturbation": noop, "alternatives": [alt], "verify": True})
+    meta = RunDir(str(tmp_path / "run")).read_json(f"trajectories/{unit['unit_id']}/meta.json")
+    assert r1["perturbed"] and r1["perturbation_status"] == "replaced"
+    assert meta["perturbation"] == alt and [t["real"] for t in meta["perturbation_check"]["tried"]] == [False, True]
+    worker2 = GenerateWorker(str(tmp_path / "run2"), force=True)
+    r2 = worker2.process({**unit, "perturbation": noop, "alternatives": [], "verify": True})
+    meta2 = RunDir(str(tmp_path / "run2")).read_json(f"trajectories/{unit['unit_id']}/meta.json")
+    assert not r2["perturbed"] and r2["perturbation_status"] == "dropped"
+    assert meta2["perturbation"] is None and meta2["perturbation_check"]["planned"] == noop
+
+
+def test_validity_report_on_a_run(mini_run):
+    run_dir, _ = mini_run
+    run = RunDir(str(run_dir))
+    run.write_text("results/report.md", "# FileGramBench results\n\nsome table\n")
+    res = run_validity(str(run_dir))
+    assert res["n_sessions"] == len(PROFILES) * len(TASKS) and res["n_profiles"] == len(PROFILES)
+    for d in DIMENSIONS:
+        lpo = res["lpo"][d]
+        assert 0.0 <= lpo["session"] <= 1.0 and 0.0 <= lpo["profile"] <= 1.0
+        assert res["rule"][d]["profile"] is not None
+        assert set(res["tau"]["per_dimension_task"][d]) >= {"precision", "recall", "tp", "fp", "fn"}
+    pe = res["perturbations"]
+    assert pe["n"] == pe["checked"] == len(PROFILES) and pe["no_op"] == 0
+    assert res["counts"]["per_traj"]["file_read"]["paper"] == pytest.approx(4541 / 640)
+    md = run.read_text("results/validity.md")
+    for head in ("## 1. Tier recovery", "## 2. Perturbations", "## 3. Deviation flags", "## 4. Aggregate counts"):
+        assert head in md
+    report = run.read_text("results/report.md")
+    assert report.startswith("# FileGramBench results") and "## Behaviour validity" in report
+    # a second run replaces the section instead of appending another one
+    run_validity(str(run_dir))
+    assert run.read_text("results/report.md").count("## Behaviour validity") == 1
+    assert json.loads(run.read_text("results/validity.json"))["n_sessions"] == res["n_sessions"]
+
+
+def test_cross_set_recovery_and_cli(mini_run, capsys):
+    from filegram_ray.cli import main
+
+    run_dir, _ = mini_run
+    assert main(["validity", str(run_dir), "--train-run", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "validity of" in out and "task-std" in out
+    res = json.loads((run_dir / "results" / "validity.json").read_text())
+    assert set(res["cross"]) == set(DIMENSIONS)
+
+
+def test_task_scaler_standardises_per_task_with_a_floor():
+    F = np.array([[0.0] * 17, [1.0] * 17, [100.0] * 17, [101.0] * 17])
+    sc = TaskScaler().fit(F, ["a", "a", "b", "b"])
+    Z = sc.transform(F, ["a", "a", "b", "b"])
+    # per task the two sessions sit symmetrically around 0; the small within-task spread is floored at half the
+    # overall spread, so 1 vs 0 chars is not blown up to ±1 SD
+    assert np.allclose(Z[0], -Z[1]) and np.allclose(Z[2], -Z[3])
+    assert np.all(np.abs(Z) < 1.0)
+    assert np.allclose(sc.transform(F[:1], ["unseen"]), (np.log1p(F[:1]) - sc.mu["*"]) / sc.sd["*"])
+
+
+def test_merge_report_replaces_its_section():
+    first = merge_report("# R\n", ["## Behaviour validity", "- a"])
+    again = merge_report(first + "tail\n", ["## Behaviour validity", "- b"])
+    assert "- a" not in again and "- b" in again and again.endswith("tail\n") and again.count("validity:start") == 1
