@@ -124,7 +124,7 @@ def write_full_run(run, profiles_list, tasks_list, seed: int = 5, per_profile: i
                 n_pert += 1
             rows.append({"trajectory_id": tid, "profile_id": p.profile_id, "task_id": t.task_id, "status": "ok",
                          "perturbed": pert is not None})
-            if pert:
-                run.write_json(f"trajectories/{tid}/meta.json", {"trajectory_id": tid, "perturbation": pert})
+            # every trajectory has its folder, as a generated run does (bench leaves out an index row without one)
+            run.write_json(f"trajectories/{tid}/meta.json", {"trajectory_id": tid, "perturbation": pert})
     run.write_table("trajectories/index.parquet", pl.DataFrame(rows))
     return n_pert
