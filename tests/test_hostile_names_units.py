@@ -426,3 +426,31 @@ def test_generate_refuses_a_malformed_earlier_index_before_running_units(tmp_pat
     with pytest.raises(StorageError, match=r"trajectories/index\.parquet: not a readable Parquet table"):
         run_generate(cfg)
     assert not run.exists("_done/generate")  # nothing ran
+
+
+def test_validity_leaves_out_a_trajectory_with_a_malformed_meta_json(tmp_path):
+    """`filegram validity` (same kind): a trajectory whose meta.json is not an object or whose events.json is
+    truncated is left out and named instead of ending the whole measure; with none left it fails loudly naming
+    the first."""
+    from filegram_ray.config import load_config
+    from filegram_ray.engine.generate import GenerateConfig, GenerateWorker, plan_units
+    from filegram_ray.validity.core import load_sessions, run_validity
+
+    root = tmp_path / "run"
+    cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03,T-04]"])
+    units = plan_units(cfg, GenerateConfig(perturb=False))
+    worker = GenerateWorker(str(root))
+    rows = [{"trajectory_id": u["unit_id"], "profile_id": u["unit_id"].split("/")[0],
+             "task_id": u["unit_id"].split("/")[1], "status": worker.process(u)["status"]} for u in units]
+    run = RunDir(root)
+    run.write_table("trajectories/index.parquet", pl.DataFrame(rows))
+    a, b = (r["trajectory_id"] for r in rows)
+    run.write_json(f"trajectories/{a}/meta.json", ["not an object"])
+    got = load_sessions(str(root))
+    assert [s.trajectory_id for s in got.sessions] == [b]
+    assert got.skipped == [{"trajectory_id": a, "error": f"{root}/trajectories/{a}/meta.json: expected a JSON "
+                                                          "object, got list"}]
+    events = run.read_bytes(f"trajectories/{b}/events.json")
+    run.write_bytes(f"trajectories/{b}/events.json", events[: len(events) // 2])
+    with pytest.raises(ValueError, match=r"no finished trajectories .* \(2 left out, first: .*meta\.json: expected"):
+        run_validity(str(root), write=False)

@@ -180,7 +180,7 @@ class GenerateWorker:
             return None
         from filegram_ray.workspace.bundle import bundle_content_hash
 
-        return bundle_content_hash(self.run.read_json(rel))
+        return bundle_content_hash(check_bundle_meta(self.run.read_bytes(rel), self.run.url(rel)))  # names file+field
 
     def bundle_dir(self, task: Any, seed: int) -> Path | None:
         tid = task.task_id

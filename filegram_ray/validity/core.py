@@ -111,6 +111,9 @@ class SessionSet:
     profiles_dir: str | None
     sessions: list[Session] = field(default_factory=list)
     n_input_files: int | None = None
+    #: trajectories left out because their meta.json / events.json is unreadable or malformed:
+    #: ``{"trajectory_id", "error"}`` (the error names the file and the field)
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def profiles(self) -> list[str]:
@@ -136,6 +139,9 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
         profiles_dir / tasks_dir: profile and task sets; default = the ones the generate stage recorded in
             ``run.json``, else the bundled sets.
 
+    A trajectory whose ``meta.json`` or ``events.json`` is unreadable or malformed is left out and listed in
+    :attr:`SessionSet.skipped` with the error naming the file (and field).
+
     Raises:
         StorageError: the trajectory index is missing.
         ValueError: a trajectory's profile is not in the profile set (names the trajectory and the set).
@@ -144,7 +150,7 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
     from filegram_ray.memory.features import extract_procedural, fingerprint
     from filegram_ray.memory.normalize import normalize_events
     from filegram_ray.profiles import load_profiles
-    from filegram_ray.storage import RunDir
+    from filegram_ray.storage import RunDir, StorageError
     from filegram_ray.tasks import load_tasks
 
     run = RunDir(run_uri, storage_options or {})
@@ -165,8 +171,15 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
                 raise ValueError(f"trajectory {r['trajectory_id']}: profile {pid!r} is not in the profile set "
                                  f"{pdir or 'conf/profiles'} (pass --profiles-dir)")
             rel = f"trajectories/{pid}/{tid}"
-            meta = run.read_json(f"{rel}/meta.json")
-            events = parse_events(run.read_bytes(f"{rel}/events.json"), f"{rel}/events.json")
+            try:  # one bad trajectory is left out and named, never the end of the whole measure
+                meta = run.read_json(f"{rel}/meta.json")
+                if not isinstance(meta, dict):
+                    raise ValueError(f"{run.url(rel)}/meta.json: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
+                events = parse_events(run.read_bytes(f"{rel}/events.json"), run.url(f"{rel}/events.json"))
+            except (ValueError, StorageError) as exc:
+                log.warning("validity: trajectory %s left out: %s", r["trajectory_id"], exc)
+                out.skipped.append({"trajectory_id": r["trajectory_id"], "error": str(exc)})
+                continue
             if run.is_local:
                 media = Path(run.full(f"{rel}/media"))
             else:
@@ -506,6 +519,8 @@ def render_markdown(res: dict[str, Any]) -> str:
          f"Run `{res['run']}` · {res['n_sessions']} sessions · {res['n_profiles']} profiles · profile set "
          f"`{res['profiles_dir'] or 'conf/profiles'}`" + (f" · cross-set training run `{res['train_run']}`"
                                                           if res.get("train_run") else ""), "",
+         *([f"Left out: {len(res['skipped'])} trajectories with an unreadable or malformed file (first: "
+            f"{res['skipped'][0]['error']})", ""] if res.get("skipped") else []),
          "## 1. Tier recovery (unperturbed sessions)", "",
          ("Classifier: the dimension's own fingerprint columns, log1p, standardised per task on the training "
           "sessions, multinomial logistic regression (balanced class weights). Per profile = summed log-probabilities over its sessions. "
@@ -647,12 +662,13 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
 
     test = load_sessions(run_uri, profiles_dir, tasks_dir, storage_options)
     if not test.sessions:
-        raise ValueError(f"{run_uri}: no finished trajectories in trajectories/index.parquet")
+        first = f" ({len(test.skipped)} left out, first: {test.skipped[0]['error']})" if test.skipped else ""
+        raise ValueError(f"{run_uri}: no finished trajectories in trajectories/index.parquet{first}")
     lpo = recovery(test)
     res: dict[str, Any] = {"run": str(run_uri), "profiles_dir": test.profiles_dir, "n_sessions": len(test.sessions),
                            "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),
                            "perturbations": perturbation_effects(test, lpo), "tau": tau_flags(test),
-                           "counts": aggregate_counts(test), "targets": TARGETS}
+                           "counts": aggregate_counts(test), "targets": TARGETS, "skipped": test.skipped}
     if train_run:
         train = load_sessions(train_run, train_profiles_dir, tasks_dir, storage_options)
         res["train_run"] = str(train_run)
