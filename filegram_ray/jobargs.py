@@ -79,6 +79,10 @@ def _recorded_seed(run_dir: str, storage_options: dict[str, Any]) -> int | None:
         return recorded_seed(RunDir(run_dir, storage_options))
     except (StorageError, OSError, ValueError):  # an unreadable run.json is reported by the stage itself
         return None
+    except Exception:  # noqa: BLE001 - a remote store's client error (e.g. no credentials yet): the stage reports it
+        if "://" in run_dir:
+            return None
+        raise
 
 
 def run_job(main, argv=None) -> int:

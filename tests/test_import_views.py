@@ -99,20 +99,20 @@ def test_a_slow_document_does_not_keep_the_others_unsearched(tmp_path):
     """grep extracts each document within the call's budget; one that overruns is named as not searched, and later
     greps in the process skip it at once so the documents after it are searched (read still tries it)."""
     import docx
-    from test_engine_confinement import _wide_xlsx
+    from test_engine_confinement import _dense_xlsx
 
     from filegram_ray.engine import EngineSession
     from filegram_ray.engine.sandbox import Limits
 
     files = tmp_path / "files"
     files.mkdir()
-    _wide_xlsx(files / "a_wide.xlsx", 12000)  # its own bytes: no other test has marked it slow in this process
+    _dense_xlsx(files / "a_wide.xlsx", 250, first=7)  # its own bytes: no other test has marked it slow in this process
     d = docx.Document()
     d.add_paragraph("budget of the small report")
     d.save(files / "b_small.docx")
     (files / "c.md").write_text("budget note\n", encoding="utf-8")
     sess = EngineSession(files, tmp_path / "w", "p1_x", "T-07", seed=1, start_ms=1.7e12, annotations={},
-                         limits=Limits(max_call_s=2.0))
+                         limits=Limits(max_call_s=1.0))
     sess.start()
     try:
         with sess.iteration():

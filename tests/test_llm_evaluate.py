@@ -109,8 +109,9 @@ def test_unknown_processor_settings_name_the_field(tmp_path):
 
 
 
-def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone():
-    """The GPU evaluation manifest's command line parses into the stage's vLLM engine spec (no GPU needed)."""
+def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone(tmp_path):
+    """The GPU evaluation manifest's command line parses into the stage's vLLM engine spec (no GPU needed; the
+    manifest's s3:// run directory is swapped for a local one so that parsing reads no bucket)."""
     import shlex
     from pathlib import Path
 
@@ -125,7 +126,8 @@ def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone():
     argv = shlex.split(job["spec"]["entrypoint"])
     assert argv[:2] == ["python", "jobs/evaluate.py"]
     args = add_evaluate_options(common_parser("evaluate")).parse_args(
-        [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]])
+        [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
+        + ["--run-dir", str(tmp_path / "run")])
     cfg = config_from_args(args)
     spec = chat_spec(EvaluateConfig.model_validate(cfg.section("evaluate")).backbone)
     assert spec.kind == "vllm_engine" and spec.model_source.startswith("/models/")
