@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "filegram_ray.bench.cli",
     "filegram_ray.methods.cli",
     "rendering.cli",
+    "video.cli",
     "filegram_ray.pipeline_cli",
 ]
 

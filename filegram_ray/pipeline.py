@@ -1,6 +1,9 @@
-"""The whole pipeline: seed → generate → encode → render → bench → evaluate, each stage a function of the config.
+"""The whole pipeline: seed → generate → encode → render → record → caption → bench → evaluate, each stage a
+function of the config.
 
-Render runs before bench so the File Grounding sub-task can use the rendered derivatives.
+Render runs before bench so the File Grounding sub-task can use the rendered derivatives; record (guidance videos of
+a seeded sample of trajectories) and caption (keyframes → OCR/VLM captions → events read back) run before bench so
+Visual Grounding and the Real-World setting can use the recordings.
 
 Each stage is resumable, so a rerun of the pipeline skips finished work; ``--only``/``--skip`` pick stages.
 """
@@ -20,6 +23,8 @@ STAGES: list[tuple[str, str]] = [
     ("generate", "filegram_ray.engine.generate:run_generate"),
     ("encode", "filegram_ray.memory.stage:run_encode"),
     ("render", "rendering.stage:run_render"),
+    ("record", "video.stage:run_record"),
+    ("caption", "video.stage:run_caption"),
     ("bench", "filegram_ray.bench.stage:run_bench"),
     ("evaluate", "filegram_ray.evaluate.stage:run_evaluate"),
 ]
@@ -27,7 +32,7 @@ STAGES: list[tuple[str, str]] = [
 #: how each stage is told to run without Ray: a config section key, or a keyword argument.
 _SERIAL_SECTION = {"seed": "workspace"}
 _SERIAL_KWARGS = {"generate": {"gen": {"serial": True}}, "encode": {"serial": True}, "render": {"serial": True},
-                  "evaluate": {"serial": True}}
+                  "record": {"serial": True}, "caption": {"serial": True}, "evaluate": {"serial": True}}
 
 
 def stage_function(name: str):

@@ -87,12 +87,14 @@ class TrajRec:
 @dataclass
 class BenchInputs:
     """Everything the builders read. ``trajectories`` holds usable trajectories only; ``rendered`` the ids of
-    trajectories whose outputs the render stage turned into PDFs/images (FileGrd)."""
+    trajectories whose outputs the render stage turned into PDFs/images (FileGrd); ``recordings`` the recorded and
+    captioned trajectories (:class:`~filegram_ray.bench.recordings.RecordingRec` by id, VisGrd)."""
 
     profiles: list[ProfileRec]
     tasks: list[TaskRec]
     trajectories: list[TrajRec]
     rendered: frozenset[str] = frozenset()
+    recordings: dict[str, Any] = field(default_factory=dict)
     _by_profile: dict[str, list[TrajRec]] = field(default_factory=dict, init=False, repr=False)
     _profiles: dict[str, ProfileRec] = field(default_factory=dict, init=False, repr=False)
     _tasks: dict[str, TaskRec] = field(default_factory=dict, init=False, repr=False)
@@ -254,7 +256,10 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
                              perturbation=pert, fingerprint=fp))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
-    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered)
+    from filegram_ray.bench.recordings import load_recordings
+
+    recordings = load_recordings(run, [t.trajectory_id for t in trajs])
+    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered, recordings=recordings)
 
 
 #: outputs the render stage turns into derivatives (``rendering.stage.RenderConfig.text_extensions`` default)

@@ -114,7 +114,8 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         keep = set(config.tasks)
         inputs = type(inputs)(profiles=inputs.profiles, tasks=[t for t in inputs.tasks if t.task_id in keep],
                               trajectories=[t for t in inputs.trajectories if t.task_id in keep],
-                              rendered=inputs.rendered)
+                              rendered=inputs.rendered,
+                              recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
     bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts, llm_fn=llm_fn)
     items = _items_table(bank)
     run.write_table("bench/answers_key.parquet", _keys_table(bank))

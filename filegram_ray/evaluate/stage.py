@@ -66,7 +66,8 @@ class EvaluateConfig(BaseModel):
         method_options: per-method options, e.g. ``{full_context: {cap_chars: 100000}}``.
         backbone: ``"lexical"`` (CPU default, no LLM), ``"random"``, or ``{kind: openai, base_url, model, …}``.
         judge: ``auto`` | ``llm`` | ``rubric`` for open-ended items.
-        settings: item settings to evaluate (``text``, ``multimodal``).
+        settings: item settings to evaluate (``text``, ``multimodal``, ``real_world``: methods ingest the events the
+            caption stage read back from screen recordings, :mod:`video.realworld`).
         multimodal_content: how created-file content is shown in the multimodal setting: ``derivatives`` (text
             recovered from the rendered files), ``strip`` (removed, upstream's simulation, reference §8.3) or
             ``auto`` (derivatives when ``derivatives/index.parquet`` exists); see
@@ -230,7 +231,12 @@ class EvalWorker:
                 self._override = make_content_override(self.run, self.multimodal_content, self.multimodal_formats)
             override = self._override
         t0 = time.perf_counter()
-        views = build_views(self.run, unit["spec"], content_override=override)
+        if unit["setting"] == "real_world":  # events read back from a screen recording (video.realworld)
+            from video.realworld import build_recording_views
+
+            views = build_recording_views(self.run, unit["spec"])
+        else:
+            views = build_views(self.run, unit["spec"], content_override=override)
         state = self.method.ingest(views)
         secs = time.perf_counter() - t0
         self.run.write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
