@@ -138,8 +138,8 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
             if cand is not None and not emitted and stable >= min_stable:
                 emit(*cand)
                 emitted = True
-        if cand is not None and not emitted:
-            emit(*cand)
+        if cand is not None and not emitted and (stable >= min_stable or not kfs):
+            emit(*cand)  # a last picture that settled (or the only one): a picture cut short at the end is not
     finally:
         cap.release()
     if analysed == 0:
