@@ -114,7 +114,7 @@ def write_trajectory(run_root: Path, trajectory_id: str = TRAJECTORY_ID, index: 
     return folder
 
 
-def external_mp4(path: Path, seconds: int = 4) -> Path:
+def external_mp4(path: Path, seconds: int = 6) -> Path:
     """An MP4 made by another tool: ffmpeg's ``testsrc`` pattern with two ``drawtext`` overlays (the font is the
     DejaVu Sans that matplotlib ships), not by our renderer."""
     import imageio_ffmpeg

@@ -34,7 +34,8 @@ class KeyframeParams(BaseModel):
     analysis_width: int = Field(320, ge=32, description="width of the colour thumbnails compared, pixels")
     analysis_fps: float = Field(15.0, gt=0, description="frames analysed per second of video (at most the video's)")
     pixel_threshold: int = Field(24, ge=1, le=255, description="per-channel difference that counts as changed")
-    change_fraction: float = Field(0.0004, gt=0, lt=1, description="fraction of changed pixels that is a change")
+    change_fraction: float = Field(0.001, gt=0, lt=1, description="fraction of changed pixels that is a change "
+                                                                  "(0.1 %: more than a moving mouse pointer)")
     min_stable_s: float = Field(0.5, ge=0, description="stillness that makes a keyframe, seconds")
     max_gap_s: float = Field(4.0, gt=0, description="longest stretch without a keyframe in moving video, seconds")
     max_keyframes: int = Field(5000, ge=1, description="stop after this many keyframes (pathological inputs)")
