@@ -32,7 +32,7 @@ def captioned_run(tmp_path_factory, ray_local):
 def test_record_stage_writes_videos_index_and_error_rows(captioned_run):
     cfg, rec, _ = captioned_run
     run = cfg.run()
-    assert rec["recorded"] == 1 and rec["errors"] == 1 and sorted(rec["chosen"]) == [BROKEN, TRAJECTORY_ID]
+    assert rec["recorded"] == 1 and rec["errors"] == 1 and sorted(rec["chosen"]) == sorted([BROKEN, TRAJECTORY_ID])
     idx = {r["trajectory_id"]: r for r in run.read_table("recordings/index.parquet").to_dicts()}
     ok, bad = idx[TRAJECTORY_ID], idx[BROKEN]
     assert bad["status"] == "error" and "events.json" in bad["error"]
@@ -99,7 +99,7 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
     out = run_bench(c2)
     run = c2.run()
     items = run.read_table("bench/items.parquet").to_dicts()
-    assert out["stats"]["VisGrd"]["built"] == len(items) == 15  # next operations + 14 behavioural attributes
+    assert out["stats"]["VisGrd"]["built"] == len(items) == 17  # next operations + the 16 attributes of p1
     assert {i["setting"] for i in items} == {"real_world"} and {i["sub_track"] for i in items} == {"VisGrd"}
     ctx = json.loads(items[0]["context"])
     assert ctx == {"kind": "recording", "trajectories": [TRAJECTORY_ID], "labels": ["Recording 1"],
@@ -109,7 +109,7 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
     assert "files" in key[nxt["question_id"]]["correct_text"]
     assert "VisGrd" in counts_table(run.read_table("bench/items.parquet"))
     info = run_evaluate(c2)
-    assert info["n_items"] == 15 and info["n_error_rows"] == 0
+    assert info["n_items"] == 17 and info["n_error_rows"] == 0
     report = run.read_text("results/report.md")
     header = next(line for line in report.splitlines() if line.startswith("| Method"))
     assert "VisGrd" in header and "Real-World" in header

@@ -13,8 +13,9 @@ ingests is the events the caption stage read back from the first half (:mod:`vid
   rule), skipping the attribute whose dimension the trajectory was perturbed on (one recording shows the shifted
   tier, not the profile's).
 
-COUNTS: the paper's 100 (reference §9.1), drawn evenly over recordings (:func:`sample_down`); 15 items per
-recording, so the default record sample (6 recordings) yields 90 and 7 recordings reach 100.
+COUNTS: the paper's 100 (reference §9.1), drawn evenly over recordings (:func:`sample_down`). A FileGram profile
+has 16 of these attributes, so a recording gives 17 items (fewer when perturbed): the default record sample of 6
+recordings gives 102, cut to 100.
 """
 
 from __future__ import annotations
