@@ -108,6 +108,15 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
     nxt = next(i for i in items if i["sub_class"] == "next_operations")
     assert "files" in key[nxt["question_id"]]["correct_text"]
     assert "VisGrd" in counts_table(run.read_table("bench/items.parquet"))
+    from filegram_ray.bench.answerers import validate_items
+    from filegram_ray.bench.bank import build_bank
+    from filegram_ray.bench.inputs import load_bench_inputs
+    from filegram_ray.profiles import load_profiles
+
+    bank = build_bank(load_bench_inputs(run), c2.seed, sub_tasks=["VisGrd"])
+    profs = [p.model_dump() if hasattr(p, "model_dump") else p for p in load_profiles()]
+    assert validate_items(bank.items, bank.keys, [p["profile_id"] for p in profs],
+                          [p["name"] for p in profs]) == []  # no profile, dimension or value words leak
     info = run_evaluate(c2)
     assert info["n_items"] == 17 and info["n_error_rows"] == 0
     report = run.read_text("results/report.md")

@@ -41,7 +41,9 @@ def markdown_table(summary: pl.DataFrame) -> str:
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
         "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", "multimodal", "real_world", *CHANNELS}]
-    mm = [c for c in ("multimodal", "real_world") if c in summary.columns]
+    mm = ["multimodal"] if "multimodal" in summary.columns else []
+    if "real_world" in summary.columns and summary["real_world"].is_not_null().any():  # only with such items
+        mm.append("real_world")
     names = {"multimodal": "Multimodal", "real_world": "Real-World"}
     head = ["Method", "In.", "Out.", *subs, "Proc", "Sem", "Epi", "Avg", *[names[c] for c in mm], "n", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
