@@ -125,3 +125,16 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
     assert "events read back from recordings" in report
     summary = run.read_table("results/summary.parquet")
     assert summary.filter(summary["method"] == "full_context")["real_world"][0] is not None
+
+
+def test_the_record_sample_is_seeded_and_spreads_over_profiles():
+    from video.stage import sample_trajectories
+
+    ids = [f"p{p}/T-{t:02d}" for p in range(1, 21) for t in range(1, 33)]
+    a = sample_trajectories(ids, 6, seed=7)
+    assert a == sample_trajectories(list(reversed(ids)), 6, seed=7)  # same seed, same sample
+    assert len(a) == 6 and len({t.split("/")[0] for t in a}) == 6  # one trajectory per profile
+    assert a != sample_trajectories(ids, 6, seed=8)
+    big = sample_trajectories(ids, 25, seed=7)
+    assert len(big) == 25 and len({t.split("/")[0] for t in big}) == 20  # every profile before any second one
+    assert sample_trajectories(ids, None, seed=7) == sorted(ids)

@@ -117,6 +117,46 @@ def _record_stage(run: RunDir, stage: str, record_: dict[str, Any]) -> None:
         log.warning("%s: could not update run.json: %s", stage, exc)
 
 
+class _PoolCall:
+    """``map_batches`` callable of an actor pool: column ``item`` (JSON units) in, column ``row`` (JSON index rows)
+    out, through ``worker_cls(**kwargs).process(unit)`` (loaded once per actor)."""
+
+    def __init__(self, worker_cls: type, kwargs: dict[str, Any]):
+        self.worker = worker_cls(**kwargs)
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
+        return {"row": [json.dumps(self.worker.process(json.loads(x)), ensure_ascii=False) for x in batch["item"]]}
+
+
+def _map_pool(worker_cls: type, kwargs: dict[str, Any], units: list[dict[str, Any]], *, serial: bool,
+              num_actors: int, num_cpus: float, address: str | None, config, stage: str,
+              progress: bool) -> list[dict[str, Any]]:
+    """Rows of ``worker.process(unit)`` for every unit: in this process (``serial``) or on a Ray Data actor pool of
+    ``num_actors`` (one unit per call; ``num_cpus`` per actor, scaled down to fit the cluster)."""
+    rows: list[dict[str, Any]] = []
+    bar = Progress(len(units), stage, enabled=progress)
+    if serial or not units:
+        worker = worker_cls(**kwargs) if units else None
+        for u in units:
+            rows.append(worker.process(u))
+            bar.update(1, rows[-1].get("status", ""))
+    else:
+        import ray
+
+        from filegram_ray.runtime import init_ray
+
+        init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+        n = min(num_actors, len(units))
+        ds = ray.data.from_items([{"item": json.dumps(u, ensure_ascii=False)} for u in units]).map_batches(
+            _PoolCall, fn_constructor_kwargs={"worker_cls": worker_cls, "kwargs": kwargs}, batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=n), num_cpus=_pool_cpus(n, num_cpus))
+        for r in ds.iter_rows():
+            rows.append(json.loads(r["row"]))
+            bar.update(1, rows[-1].get("status", ""))
+    bar.close()
+    return rows
+
+
 # ============================================================================================== record
 class RecordConfig(RecordOptions):
     """The ``record:`` section: :class:`~video.record.RecordOptions` plus what to record and how to run."""
@@ -166,7 +206,9 @@ class RecordWorker:
         self.opts = RecordOptions(**options)
         self.key = self.opts.key()
 
-    def record_one(self, trajectory_id: str) -> dict[str, Any]:
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        """Record ``unit["trajectory_id"]``; returns its index row (``status`` ok or error)."""
+        trajectory_id = str(unit["trajectory_id"])
         pid, _, task = trajectory_id.rpartition("/")
         base = {"trajectory_id": trajectory_id, "profile_id": pid, "task_id": task, "options_key": self.key}
         t0 = time.perf_counter()
@@ -188,17 +230,6 @@ class RecordWorker:
         except Exception as exc:  # noqa: BLE001 - one broken trajectory is one error row
             log.warning("record: %s failed: %s", trajectory_id, exc)
             return {**base, "status": "error", "error": _err(exc), "render_s": round(time.perf_counter() - t0, 3)}
-
-
-class _RayRecorder:
-    """``map_batches`` callable: column ``trajectory_id`` in, column ``row`` (JSON index rows) out."""
-
-    def __init__(self, run_uri: str, storage_options: dict[str, Any], options: dict[str, Any]):
-        self.worker = RecordWorker(run_uri, storage_options, options)
-
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
-        return {"row": [json.dumps(self.worker.record_one(str(t)), ensure_ascii=False)
-                        for t in list(batch["trajectory_id"])]}
 
 
 def _previous(run: RunDir, index: str, stage: str, key: str) -> dict[str, dict[str, Any]]:
@@ -256,28 +287,10 @@ def run_record(config, *, serial: bool = False, address: str | None = None, prog
     done = {t for t, r in previous.items() if r.get("status") == "ok" and r.get("options_key") == key
             and not cfg.force and run.exists(str(r.get("path") or "")) and t in chosen}
     todo = [t for t in chosen if t not in done]
-    new_rows: list[dict[str, Any]] = []
-    bar = Progress(len(todo), RECORD_STAGE, enabled=progress)
-    if serial or not todo:
-        worker = RecordWorker(run.uri, run.storage_options, opts.model_dump())
-        for t in todo:
-            new_rows.append(worker.record_one(t))
-            bar.update(1, new_rows[-1]["status"])
-    else:
-        import ray
-
-        from filegram_ray.runtime import init_ray
-
-        init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
-        n = min(cfg.num_actors, len(todo))
-        ds = ray.data.from_items([{"trajectory_id": t} for t in todo]).map_batches(
-            _RayRecorder, fn_constructor_kwargs={"run_uri": run.uri, "storage_options": run.storage_options,
-                                                 "options": opts.model_dump()},
-            batch_size=1, compute=ray.data.ActorPoolStrategy(size=n), num_cpus=_pool_cpus(n, cfg.num_cpus_per_actor))
-        for r in ds.iter_rows():
-            new_rows.append(json.loads(r["row"]))
-            bar.update(1, new_rows[-1]["status"])
-    bar.close()
+    new_rows = _map_pool(RecordWorker, {"run_uri": run.uri, "storage_options": run.storage_options,
+                                        "options": opts.model_dump()}, [{"trajectory_id": t} for t in todo],
+                         serial=serial, num_actors=cfg.num_actors, num_cpus=cfg.num_cpus_per_actor, address=address,
+                         config=config, stage=RECORD_STAGE, progress=progress)
     wall = time.perf_counter() - t0
     merged = dict(previous)
     for r in new_rows:
@@ -394,14 +407,6 @@ class OcrCaptionWorker:
         except Exception as exc:  # noqa: BLE001 - a broken recording is one error row
             log.warning("caption: %s failed: %s", rid, exc)
             return {**base, "status": "error", "error": _err(exc), "seconds": round(time.perf_counter() - t0, 3)}
-
-
-class _RayOcr:
-    def __init__(self, **kwargs):
-        self.worker = OcrCaptionWorker(**kwargs)
-
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
-        return {"row": [json.dumps(self.worker.process(json.loads(x)), ensure_ascii=False) for x in batch["item"]]}
 
 
 class _KeyframeRows:
@@ -526,7 +531,7 @@ def run_caption(config, *, serial: bool = False, address: str | None = None, pro
         recordings).
 
     Raises:
-        ValueError: bad ``caption:`` section. FileNotFoundError: nothing to caption.
+        ValueError: bad ``caption:`` section (nothing to caption is a warning and an empty record, not an error).
     """
     try:
         cfg = CaptionConfig.model_validate(config.section(CAPTION_STAGE))
@@ -536,8 +541,15 @@ def run_caption(config, *, serial: bool = False, address: str | None = None, pro
         raise ValueError("caption.vlm: required when caption.captioner is 'vlm'")
     run = config.run()
     items = _caption_items(run, cfg)
-    if not items:
-        raise FileNotFoundError(f"{run.uri}: nothing to caption (no {RECORD_INDEX} rows and no caption.inputs)")
+    if not items:  # not an error of the pipeline: the record stage may have made no video (all error rows)
+        msg = f"{run.uri}: nothing to caption (no ok rows in {RECORD_INDEX} and no caption.inputs)"
+        log.warning("caption: %s", msg)
+        if progress:
+            print(f"caption: {msg}", file=sys.stderr)
+        rec = {"captioner": cfg.captioner, "recordings": 0, "captioned": 0, "errors": 0, "already_done": 0,
+               "keyframes": 0, "wall_s": 0.0, "recovery": {}, "note": msg}
+        _record_stage(run, CAPTION_STAGE, rec)
+        return rec
     t0 = time.perf_counter()
     key = cfg.key()
     previous = {r["recording_id"]: r for r in (run.read_table(CAPTION_INDEX).to_dicts()
@@ -562,28 +574,11 @@ def run_caption(config, *, serial: bool = False, address: str | None = None, pro
             init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
             new_rows = _caption_vlm(run, todo, cfg, key)
     else:
-        bar = Progress(len(todo), CAPTION_STAGE, enabled=progress)
         kwargs = {"run_uri": run.uri, "storage_options": run.storage_options,
                   "keyframes": cfg.keyframes.model_dump(), "ocr": cfg.ocr.model_dump(), "key": key}
-        if serial or not todo:
-            worker = OcrCaptionWorker(**kwargs) if todo else None
-            for it in todo:
-                new_rows.append(worker.process(it))
-                bar.update(1, new_rows[-1]["status"])
-        else:
-            import ray
-
-            from filegram_ray.runtime import init_ray
-
-            init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
-            n = min(cfg.num_actors, len(todo))
-            ds = ray.data.from_items([{"item": json.dumps(it, ensure_ascii=False)} for it in todo]).map_batches(
-                _RayOcr, fn_constructor_kwargs=kwargs, batch_size=1, compute=ray.data.ActorPoolStrategy(size=n),
-                num_cpus=_pool_cpus(n, cfg.num_cpus_per_actor))
-            for r in ds.iter_rows():
-                new_rows.append(json.loads(r["row"]))
-                bar.update(1, new_rows[-1]["status"])
-        bar.close()
+        new_rows = _map_pool(OcrCaptionWorker, kwargs, todo, serial=serial, num_actors=cfg.num_actors,
+                             num_cpus=cfg.num_cpus_per_actor, address=address, config=config, stage=CAPTION_STAGE,
+                             progress=progress)
     cap_wall = time.perf_counter() - t0
     merged = dict(previous)
     for r in new_rows:
