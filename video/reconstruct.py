@@ -154,10 +154,26 @@ def _regions(width: int, height: int) -> dict[str, float]:
             "body_top": L.body_top - 2}
 
 
+def _rows_in_order(lines: list[dict]) -> list[dict]:
+    """Lines top to bottom; boxes whose centres lie within half a line height of each other form one row, read left
+    to right (OCR may split one printed line into several boxes with slightly different tops)."""
+    out: list[dict] = []
+    row: list[dict] = []
+    for ln in sorted(lines, key=lambda ln: (ln["box"][1] + ln["box"][3]) / 2):
+        cy = (ln["box"][1] + ln["box"][3]) / 2
+        h = max(4, ln["box"][3] - ln["box"][1])
+        if row and abs(cy - (row[0]["box"][1] + row[0]["box"][3]) / 2) > h / 2:
+            out.extend(sorted(row, key=lambda r: r["box"][0]))
+            row = []
+        row.append(ln)
+    out.extend(sorted(row, key=lambda r: r["box"][0]))
+    return out
+
+
 def _keyframe_view(lines: list[dict], width: int, height: int) -> dict[str, Any]:
     reg = _regions(width, height)
     status = [ln for ln in lines if (ln["box"][1] + ln["box"][3]) / 2 >= reg["status_top"]]
-    status_text = " ".join(ln["text"] for ln in sorted(status, key=lambda ln: (ln["box"][1], ln["box"][0])))
+    status_text = " ".join(ln["text"] for ln in _rows_in_order(status))
     title = [ln["text"] for ln in lines if (ln["box"][1] + ln["box"][3]) / 2 <= reg["title_bottom"]]
     body = [ln for ln in lines if ln["box"][0] >= reg["tree_right"] - 4
             and reg["body_top"] <= (ln["box"][1] + ln["box"][3]) / 2 < reg["status_top"]]
