@@ -64,7 +64,7 @@ RECORD_COLUMNS: dict[str, str] = {
     "trajectory_id": "str", "profile_id": "str", "task_id": "str", "path": "str", "timeline_path": "str",
     "duration_s": "float", "frames": "int", "fps": "int", "width": "int", "height": "int", "bytes": "int",
     "sha256": "str", "n_events": "int", "n_gestures": "int", "distinct_frames": "int", "render_s": "float",
-    "options_key": "str", "status": "str", "error": "str",
+    "cpu_s": "float", "options_key": "str", "status": "str", "error": "str",
 }
 #: columns of captions/<captioner>/<recording_id>.parquet (one row per keyframe; same for OCR and VLM)
 CAPTION_COLUMNS: dict[str, str] = {
@@ -76,7 +76,8 @@ CAPTION_COLUMNS: dict[str, str] = {
 CAPTION_INDEX_COLUMNS: dict[str, str] = {
     "recording_id": "str", "trajectory_id": "str", "source": "str", "captioner": "str", "path": "str",
     "keyframes": "int", "frames": "int", "fps": "float", "duration_s": "float", "width": "int", "height": "int",
-    "lines_read": "int", "seconds": "float", "key": "str", "sha256": "str", "status": "str", "error": "str",
+    "lines_read": "int", "seconds": "float", "cpu_s": "float", "key": "str", "sha256": "str", "status": "str",
+    "error": "str",
 }
 REALWORLD_COLUMNS: dict[str, str] = {
     "recording_id": "str", "trajectory_id": "str", "captioner": "str", "events_path": "str", "n_events": "int",
@@ -106,6 +107,15 @@ def _pool_cpus(n: int, requested: float) -> float:
 
     total = float(ray.cluster_resources().get("CPU", 1.0))
     return round(min(requested, 0.9 * total / max(n, 1)), 3)
+
+
+def _cpu_s() -> float:
+    """CPU seconds used so far by this process and its finished children (ffmpeg), user + system: the stages'
+    speed per core does not depend on how busy the machine is."""
+    import resource
+
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
 
 def _record_stage(run: RunDir, stage: str, record_: dict[str, Any]) -> None:
@@ -211,7 +221,7 @@ class RecordWorker:
         trajectory_id = str(unit["trajectory_id"])
         pid, _, task = trajectory_id.rpartition("/")
         base = {"trajectory_id": trajectory_id, "profile_id": pid, "task_id": task, "options_key": self.key}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_s()
         try:
             src = TrajectorySource.from_run(self.run, trajectory_id)
             res = record(src, self.opts)
@@ -224,7 +234,8 @@ class RecordWorker:
                    "bytes": len(res.mp4), "sha256": hashlib.sha256(res.mp4).hexdigest(),
                    "n_events": sum(len(g.events) for g in res.timeline.gestures),
                    "n_gestures": len(res.timeline.gestures), "distinct_frames": res.drawn,
-                   "render_s": round(time.perf_counter() - t0, 3), "status": "ok", "error": ""}
+                   "render_s": round(time.perf_counter() - t0, 3), "cpu_s": round(_cpu_s() - c0, 3),
+                   "status": "ok", "error": ""}
             self.run.mark_done(RECORD_STAGE, trajectory_id, {"row": row})
             return row
         except Exception as exc:  # noqa: BLE001 - one broken trajectory is one error row
@@ -298,14 +309,17 @@ def run_record(config, *, serial: bool = False, address: str | None = None, prog
     run.write_table(RECORD_INDEX, _table([merged[k] for k in sorted(merged)], RECORD_COLUMNS))
     ok = [r for r in new_rows if r["status"] == "ok"]
     video_s = sum(float(r.get("duration_s") or 0) for r in ok)
+    cpu = sum(float(r.get("cpu_s") or 0) for r in ok)
     rec = {"chosen": chosen, "recorded": len(ok), "errors": len(new_rows) - len(ok), "already_done": len(done),
-           "video_s": round(video_s, 2), "wall_s": round(wall, 2),
-           "video_s_per_wall_s": round(video_s / wall, 2) if wall and ok else None, "serial": serial,
+           "video_s": round(video_s, 2), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+           "video_s_per_wall_s": round(video_s / wall, 2) if wall and ok else None,
+           "video_s_per_cpu_s": round(video_s / cpu, 2) if cpu and ok else None, "serial": serial,
            "options": cfg.model_dump(mode="json")}
     _record_stage(run, RECORD_STAGE, rec)
     if progress:
         print(f"record: {len(chosen)} trajectories ({len(done)} already recorded): {len(ok)} recorded, "
-              f"{rec['errors']} errors, {video_s:.0f} s of video in {wall:.1f} s", file=sys.stderr)
+              f"{rec['errors']} errors, {video_s:.0f} s of video in {wall:.1f} s wall / {cpu:.1f} CPU-s "
+              f"({rec['video_s_per_cpu_s'] or 0:.1f} s of video per CPU-second)", file=sys.stderr)
         for r in new_rows:
             if r["status"] != "ok":
                 print(f"  error {r['trajectory_id']}: {r['error'][:200]}", file=sys.stderr)
@@ -383,7 +397,7 @@ class OcrCaptionWorker:
         rid = item["recording_id"]
         base = {"recording_id": rid, "trajectory_id": item.get("trajectory_id") or "", "source": item["source"],
                 "captioner": "ocr", "key": self.key, "sha256": item.get("sha256") or ""}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_s()
         try:
             with tempfile.TemporaryDirectory(prefix="fgcap-") as tmp:
                 kfs, info = extract_keyframes(_fetch(self.run, item, tmp), self.kfp)
@@ -401,7 +415,7 @@ class OcrCaptionWorker:
             row = {**base, "path": path, "keyframes": len(kfs), "frames": info["frames"], "fps": info["fps"],
                    "duration_s": info["duration_s"], "width": info["width"], "height": info["height"],
                    "lines_read": self.captioner.boxes_read, "seconds": round(time.perf_counter() - t0, 3),
-                   "status": "ok", "error": ""}
+                   "cpu_s": round(_cpu_s() - c0, 3), "status": "ok", "error": ""}
             self.run.mark_done(CAPTION_STAGE, f"ocr/{rid}", {"row": row})
             return row
         except Exception as exc:  # noqa: BLE001 - a broken recording is one error row
@@ -619,16 +633,19 @@ def run_caption(config, *, serial: bool = False, address: str | None = None, pro
     micro = _micro(recovery_rows)
     ok_new = [r for r in new_rows if r.get("status") == "ok"]
     kf = sum(int(r.get("keyframes") or 0) for r in ok_new)
+    cpu = sum(float(r.get("cpu_s") or 0) for r in ok_new)
     rec = {"captioner": cfg.captioner, "recordings": len(items), "captioned": len(ok_new),
            "errors": len(new_rows) - len(ok_new), "already_done": len(done), "keyframes": kf,
-           "caption_wall_s": round(cap_wall, 2), "wall_s": round(wall, 2),
+           "caption_wall_s": round(cap_wall, 2), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
            "keyframes_per_s": round(kf / cap_wall, 3) if kf and cap_wall else None,
+           "keyframes_per_cpu_s": round(kf / cpu, 3) if kf and cpu else None,
            "reconstructed": sum(r["status"] == "ok" for r in rw_rows), "recovery": micro, "serial": serial,
            "options": cfg.model_dump(mode="json")}
     _record_stage(run, CAPTION_STAGE, rec)
     if progress:
         print(f"caption ({cfg.captioner}): {len(items)} recordings ({len(done)} already captioned): "
-              f"{len(ok_new)} captioned, {rec['errors']} errors, {kf} keyframes in {cap_wall:.1f} s", file=sys.stderr)
+              f"{len(ok_new)} captioned, {rec['errors']} errors, {kf} keyframes in {cap_wall:.1f} s wall"
+              + (f" / {cpu:.1f} CPU-s ({kf / cpu:.2f} keyframes per CPU-second)" if cpu else ""), file=sys.stderr)
         for r in new_rows:
             if r.get("status") != "ok":
                 print(f"  error {r['recording_id']}: {str(r.get('error'))[:200]}", file=sys.stderr)
