@@ -20,11 +20,14 @@ COMMAND_MODULES = [
     "filegram_ray.workspace.cli",
     "filegram_ray.engine.cli",
     "filegram_ray.memory.cli",
+    "filegram_ray.watch.cli",
     "filegram_ray.bench.cli",
     "filegram_ray.methods.cli",
+    "filegram_ray.llm.cli",
     "rendering.cli",
     "video.cli",
     "filegram_ray.pipeline_cli",
+    "filegram_ray.validity.cli",
 ]
 
 

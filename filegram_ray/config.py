@@ -23,6 +23,28 @@ class RayConfig(BaseModel):
     num_cpus: int | None = Field(None, description="CPUs of a new local Ray (None = all)")
 
 
+def match_ids(wanted: list[str] | None, available: list[str], field: str, where: str = "") -> list[str]:
+    """The ids of ``available`` that ``wanted`` names, in ``available`` order; ``None``/empty ``wanted`` = all.
+
+    A wanted id matches an available id equal to it or equal to its part before the first ``_`` (the short form:
+    ``p1`` names ``p1_methodical``), the same rule in every stage (case REL-short-profile-ids-empty-encode-bench).
+
+    Raises:
+        ValueError: a wanted id matches nothing: ``config field <field>: unknown id 'x' (<where> has: …)``.
+    """
+    if not wanted:
+        return list(available)
+    hits: set[str] = set()
+    for w in wanted:
+        got = [a for a in available if a == w or a.split("_", 1)[0] == w]
+        if not got:
+            known = ", ".join(sorted(available)[:12]) + (" …" if len(available) > 12 else "")
+            raise ValueError(f"config field {field}: unknown id {w!r}"
+                             + (f" ({where} has: {known or 'none'})" if where else f" (known: {known or 'none'})"))
+        hits.update(got)
+    return [a for a in available if a in hits]
+
+
 class PipelineConfig(BaseModel):
     """Shared settings. Unknown top-level keys are stage sections, kept as plain dicts in ``stages``."""
 
@@ -83,12 +105,15 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
 
     Raises:
         FileNotFoundError: the YAML file does not exist.
-        ValueError: the file is not a mapping, or a field has the wrong type (message names file and field).
+        ValueError: the file is not UTF-8 or not valid YAML (a key given twice included), is not a mapping, or a
+            field has the wrong type (message names file and field).
     """
     p = Path(path) if path else conf_dir() / "default.yaml"
     if not p.exists():
         raise FileNotFoundError(f"config file not found: {p}")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    from filegram_ray.limits import load_yaml_file
+
+    data = load_yaml_file(p) or {}  # names the file when not UTF-8 / not YAML; a key given twice is an error
     if not isinstance(data, dict):
         raise ValueError(f"{p}: top level must be a mapping")
     if isinstance(overrides, dict):

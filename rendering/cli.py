@@ -1,14 +1,20 @@
-"""``filegram render file|run|recover`` — the render stage and its renderers from the command line."""
+"""``filegram render file|run|recover`` — the render stage and its renderers from the command line.
+
+``render file`` renders every derivative it can: a format that does not fit is reported as skipped, one that fails
+is reported with its traceback, and the others are still written (exit code 1 when any failed or none was written).
+"""
 
 from __future__ import annotations
 
 import json
+import sys
+import traceback
 from pathlib import Path
 
 
 def _file(args) -> int:
     from rendering.policy import choose_formats
-    from rendering.renderers import FORMATS, NotApplicable, render
+    from rendering.renderers import FORMATS, NotApplicable, render, text_notes
     from rendering.sections import SectionParams, load_document
     from rendering.stage import derivative_path
 
@@ -24,17 +30,27 @@ def _file(args) -> int:
             raise ValueError(f"--formats: unknown {bad}; choose from {', '.join(FORMATS)}, all or policy")
         picks = [(s.index, f) for s in doc.sections for f in fmts]
     print(f"{src}: {len(doc.sections)} sections ({doc.language}), {len(picks)} derivatives")
-    n_ok = 0
-    for idx, fmt in picks:
+    n_ok = n_skipped = 0
+    failed: list[str] = []
+    for idx, fmt in picks:  # one derivative that fails never stops the others (BR-15, BR-19)
         rel = derivative_path("p", "t", src.name, idx, fmt).split("/", 3)[-1]
         try:
             meta = render(fmt, doc.sections[idx], out / rel)
         except NotApplicable as exc:
+            n_skipped += 1
             print(f"  s{idx:02d} {fmt:<9} skipped: {exc}")
             continue
+        except Exception as exc:  # noqa: BLE001 - reported with its traceback, then the next derivative
+            failed.append(f"s{idx:02d} {fmt}")
+            print(f"  s{idx:02d} {fmt:<9} FAILED: {type(exc).__name__}: {exc}")
+            traceback.print_exc(file=sys.stderr)
+            continue
         n_ok += 1
-        print(f"  s{idx:02d} {fmt:<9} {meta['bytes']:>8} B  {meta['path']}")
-    return 0 if n_ok else 1
+        notes = text_notes(meta)
+        print(f"  s{idx:02d} {fmt:<9} {meta['bytes']:>8} B  {meta['path']}" + (f"  ({notes})" if notes else ""))
+    print(f"{n_ok} written, {n_skipped} skipped (format does not fit), {len(failed)} failed"
+          + (f": {', '.join(failed)}" if failed else ""))
+    return 0 if n_ok and not failed else 1
 
 
 def _run(args) -> int:

@@ -11,24 +11,31 @@
 * ``.wav``  → the narration script stored in the RIFF ``LIST/INFO/ICMT`` chunk (the ``transcript`` column);
 * ``.md`` / ``.txt`` → the file's text.
 
-Raises ``ValueError`` naming the file for an unknown extension or an image/audio file without stored text (pass
-``caption=`` / ``transcript=`` from the index then).
+Raises ``ValueError`` naming the file for an unknown extension, an image/audio file without stored text (pass
+``caption=`` / ``transcript=`` from the index then), or a container past the limits of :mod:`filegram_ray.limits`
+(an OOXML zip bomb, a PDF of too many pages).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 from pathlib import Path
+
+from filegram_ray.limits import PDF_MAX_PAGES, InputLimitError, check_zip
 
 __all__ = ["recover_bytes", "recover_text"]
 
 
-def _pdf(data: bytes) -> str:
+def _pdf(data: bytes, name: str = "<bytes>") -> str:
     from pypdf import PdfReader
 
-    return "\n".join((p.extract_text() or "") for p in PdfReader(io.BytesIO(data)).pages).strip()
+    reader = PdfReader(io.BytesIO(data))  # pypdf bounds every decoded stream (75 MB)
+    if len(reader.pages) > PDF_MAX_PAGES:
+        raise InputLimitError(f"{name}: too large: {len(reader.pages):,} pages (limit {PDF_MAX_PAGES:,})")
+    return "\n".join((p.extract_text() or "") for p in reader.pages).strip()
 
 
 def _docx(data: bytes) -> str:
@@ -58,10 +65,27 @@ def _xlsx(data: bytes) -> str:
     wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     blocks = []
     for ws in wb.worksheets:
-        rows = ["\t".join("" if v is None else str(v) for v in row) for row in ws.iter_rows(values_only=True)]
+        rows = ["\t".join(_cell_text(c) for c in row) for row in ws.iter_rows()]
         blocks.append(f"[Sheet] {ws.title}\n" + "\n".join(rows))
     wb.close()
     return "\n\n".join(blocks)
+
+
+_NUMBER_FORMAT_RE = re.compile(r"(#,##)?0(\.0+)?")
+
+
+def _cell_text(cell) -> str:
+    """A cell as a person reads it: a number in a ``0.00`` / ``#,##0`` / ``#,##0.00`` format is shown with it (so
+    ``1,200`` written by the xlsx renderer reads back as ``1,200``), every other value as ``str``."""
+    v = getattr(cell, "value", None)
+    if v is None:
+        return ""
+    fmt = getattr(cell, "number_format", "General") or "General"
+    m = _NUMBER_FORMAT_RE.fullmatch(fmt)
+    if m and isinstance(v, (int, float)) and not isinstance(v, bool):
+        decimals = len(m.group(2)) - 1 if m.group(2) else 0
+        return f"{v:{',' if m.group(1) else ''}.{decimals}f}"
+    return str(v)
 
 
 def _png(data: bytes) -> str | None:
@@ -70,7 +94,7 @@ def _png(data: bytes) -> str | None:
     with Image.open(io.BytesIO(data)) as im:
         im.load()
         text = im.text.get("Description") if hasattr(im, "text") else None
-    return str(text) if text else None
+    return str(text) if text is not None else None  # an empty caption is a caption (an empty page)
 
 
 def _wav(data: bytes) -> str | None:
@@ -95,9 +119,11 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
                   transcript: str | None = None) -> str:
     """:func:`recover_text` on bytes already in memory; ``ext`` without the dot (``pdf``, ``png`` …)."""
     ext = ext.lower().lstrip(".")
+    if ext in ("docx", "pptx", "xlsx"):
+        check_zip(data, name)  # a decompression bomb is refused before the library inflates it (names the file)
     try:
         if ext == "pdf":
-            return _pdf(data)
+            return _pdf(data, name)
         if ext == "docx":
             return _docx(data)
         if ext == "pptx":
@@ -116,8 +142,12 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
             if text is None:
                 raise ValueError("no stored transcript (LIST/INFO/ICMT); pass transcript= from the index")
             return text
+    except InputLimitError:
+        raise
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
+    except Exception as exc:  # the format's reader failed on a corrupt file: a bad input, named, not a crash
+        raise ValueError(f"{name}: not a readable .{ext} file ({type(exc).__name__}: {exc})") from exc
     raise ValueError(f"{name}: cannot recover text from a .{ext} file")
 
 

@@ -41,7 +41,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from filegram_ray.runtime import Progress
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, category_of, choose_formats
-from rendering.renderers import EXTENSIONS, FORMATS, NARRATION_MAX_WORDS, NotApplicable, TtsEngine, build
+from rendering.renderers import (
+    EXTENSIONS,
+    FORMATS,
+    NARRATION_MAX_WORDS,
+    NotApplicable,
+    TtsEngine,
+    build,
+    text_notes,
+)
 from rendering.sections import Section, SectionParams, load_document
 
 log = logging.getLogger(__name__)
@@ -57,7 +65,7 @@ INDEX_COLUMNS: dict[str, str] = {
     "unit_id": "str", "trajectory_id": "str", "profile_id": "str", "task_id": "str", "source": "str",
     "section_index": "int", "n_sections": "int", "section_title": "str", "language": "str", "format": "str",
     "category": "str", "path": "str", "bytes": "int", "sha256": "str", "status": "str", "error": "str",
-    "caption": "str", "transcript": "str", "text_chars": "int", "render_s": "float",
+    "caption": "str", "transcript": "str", "text_chars": "int", "render_s": "float", "notes": "str",
 }
 
 
@@ -204,7 +212,8 @@ class RenderWorker:
             self.run.write_bytes(payload["path"], r.data)
             return _row(unit, **base, path=payload["path"], bytes=r.meta["bytes"], sha256=r.meta["sha256"],
                         status="ok", error="", caption=r.meta.get("caption"), transcript=r.meta.get("transcript"),
-                        text_chars=len(r.meta.get("text") or ""), render_s=round(time.perf_counter() - t0, 4))
+                        text_chars=len(r.meta.get("text") or ""), render_s=round(time.perf_counter() - t0, 4),
+                        notes=text_notes(r.meta))  # removed control characters, missing glyphs, cut cells
         except Exception as exc:  # noqa: BLE001 - one bad unit never sinks the batch
             return _row(unit, status="error", error=f"{type(exc).__name__}: {exc}"[:2000],
                         render_s=time.perf_counter() - t0)

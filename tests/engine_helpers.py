@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
 from pathlib import Path
 
 from filegram_ray.engine import EngineSession
@@ -41,3 +44,21 @@ def behavioural(sess: EngineSession, since: int = 0) -> list[dict]:
 
 def v(rel: str) -> str:
     return ROOT if rel == "." else f"{ROOT}/{rel}"
+
+
+def tree_digest(root: Path, skip: Path | None = None) -> str:
+    """Hash of every entry under ``root`` (names, kinds, file bytes, link targets), never following links."""
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(root):
+        dirs.sort()
+        if skip is not None and Path(dirpath) == skip.parent:
+            dirs[:] = [d for d in dirs if Path(dirpath, d) != skip]
+        for name in sorted(dirs + files):
+            p = Path(dirpath, name)
+            st = os.lstat(p)
+            h.update(str(p.relative_to(root)).encode("utf-8", "surrogateescape") + b"|" + oct(st.st_mode).encode())
+            if stat.S_ISLNK(st.st_mode):
+                h.update(os.readlink(p).encode())
+            elif stat.S_ISREG(st.st_mode):
+                h.update(p.read_bytes())
+    return h.hexdigest()

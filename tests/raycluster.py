@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -25,8 +26,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ray_cli() -> list[str]:
+    """The ``ray`` command of the interpreter running the tests: the ``ray`` script next to ``sys.executable``
+    (a venv's ``bin/``), else ``python -m ray.scripts.scripts``. Never a ``ray`` that happens to be first on
+    ``PATH`` — a venv's python may run pytest without the venv on ``PATH``."""
+    script = Path(sys.executable).parent / "ray"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "ray.scripts.scripts"]
+
+
 def head_env() -> dict[str, str]:
+    """Environment of the head and of ``ray job`` calls: loopback, no auth, and this interpreter's ``bin/`` first on
+    ``PATH`` so a job entrypoint ``python …`` and Ray's own helpers run the interpreter that runs the tests."""
     env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
                 "RAY_AUTH_MODE": "disabled"})
     env.pop("RAY_ADDRESS", None)
@@ -58,7 +72,7 @@ def local_head(num_cpus: int = 2, timeout_s: float = 90.0):
     ports = {flag: free_port() for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
                                             "metrics-export-port", "runtime-env-agent-port", "node-manager-port",
                                             "object-manager-port", "ray-client-server-port")}
-    cmd = ["ray", "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+    cmd = [*ray_cli(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
            "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--num-cpus={num_cpus}",
            f"--temp-dir={temp_dir}", "--disable-usage-stats", "--include-dashboard=true",
            *[f"--{flag}={port}" for flag, port in ports.items()]]
@@ -96,7 +110,7 @@ def submit_job(url: str, env: dict[str, str], working_dir: str, entrypoint: list
 
     Retries while the head's job agent is still starting ("No available agent to submit job").
     """
-    cmd = ["ray", "job", "submit", "--address", url, "--working-dir", working_dir]
+    cmd = [*ray_cli(), "job", "submit", "--address", url, "--working-dir", working_dir]
     if runtime_env_json:
         cmd += ["--runtime-env-json", runtime_env_json]
     cmd += ["--", *entrypoint]

@@ -8,13 +8,15 @@ waits for success, checks the outputs and the job logs, and stops the head.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import polars as pl
 import pytest
-from raycluster import local_head, submit_job
+from raycluster import local_head, ray_cli, submit_job
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,14 +29,14 @@ def test_generate_job_submission(tmp_path):
                                            "*.egg-info/"]})
     with local_head(num_cpus=2) as (url, env):
         proc = submit_job(url, env, str(REPO), [
-            "python", "jobs/generate.py", "--run-dir", str(run_dir), "--profiles", "p3", "p18",
+            sys.executable, "jobs/generate.py", "--run-dir", str(run_dir), "--profiles", "p3", "p18",
             "--tasks", "T-03", "T-16", "--num-actors", "1"], runtime_env_json=runtime_env, timeout_s=900)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-4000:]
         assert "succeeded" in out
         # The job's own log, fetched back through the Jobs API, carries the stage summary.
         job_id = next(tok for tok in out.split() if tok.startswith("'raysubmit_")).strip("'")
-        logs = subprocess.run(["ray", "job", "logs", "--address", url, job_id], env=env,
+        logs = subprocess.run([*ray_cli(), "job", "logs", "--address", url, job_id], env=env,
                               capture_output=True, text=True, timeout=120)
         assert logs.returncode == 0
         assert "Generate summary" in logs.stdout
@@ -49,3 +51,13 @@ def test_generate_job_submission(tmp_path):
         for name in ("events.json", "events_raw.json", "meta.json", "summary.json"):
             assert (folder / name).is_file(), f"{tid}: {name} missing"
         assert json.loads((folder / "events.json").read_text())  # a non-empty event list
+
+
+def test_ray_cli_found_without_path(tmp_path):
+    """Deliverable 9 of issue 13: the ``ray`` CLI is found next to ``sys.executable`` even when the interpreter's
+    ``bin/`` is not on ``PATH`` (a venv's python running pytest without the venv activated)."""
+    env = {k: v for k, v in os.environ.items() if k != "PATH"}
+    env["PATH"] = str(tmp_path)  # nothing there: a bare "ray" would raise FileNotFoundError
+    proc = subprocess.run([*ray_cli(), "--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "version" in proc.stdout.lower()

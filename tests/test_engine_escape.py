@@ -2,35 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 from pathlib import Path
 
 import pytest
-from engine_helpers import PROFILE, TASK, make_bundle
+from engine_helpers import PROFILE, TASK, make_bundle, tree_digest
 
 from filegram_ray.engine import EngineSession, Limits
 
 START = 1_760_000_000_000.0
-
-
-def tree_digest(root: Path, skip: Path | None = None) -> str:
-    """Hash of every entry under ``root`` (names, kinds, file bytes, link targets), never following links."""
-    h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(root):
-        dirs.sort()
-        if skip is not None and Path(dirpath) == skip.parent:
-            dirs[:] = [d for d in dirs if Path(dirpath, d) != skip]
-        for name in sorted(dirs + files):
-            p = Path(dirpath, name)
-            st = os.lstat(p)
-            h.update(str(p.relative_to(root)).encode("utf-8", "surrogateescape") + b"|" + oct(st.st_mode).encode())
-            if stat.S_ISLNK(st.st_mode):
-                h.update(os.readlink(p).encode())
-            elif stat.S_ISREG(st.st_mode):
-                h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture
@@ -45,7 +25,14 @@ def env(tmp_path):
     sess = EngineSession(bundle, tmp_path / "work", PROFILE, TASK, seed=5, start_ms=START,
                          limits=Limits(max_write_bytes=64 * 1024))
     sess.start()
-    os.mkfifo(sess.sandbox_path / "pipe.fifo")
+    # the link rule keeps bundle links out of the sandbox ...
+    assert sorted(p for p, _why in sess.sandbox.skipped) == ["link_secret.txt", "notes/rel_link.md", "outdir"]
+    # ... so plant the same links inside it, as if they got there anyway: every call must refuse them at use
+    box = sess.sandbox_path
+    os.symlink(outside / "secret.txt", box / "link_secret.txt")
+    os.symlink(outside, box / "outdir")
+    os.symlink("../../../../outside/secret.txt", box / "notes" / "rel_link.md")
+    os.mkfifo(box / "pipe.fifo")
     return tmp_path, outside, sess
 
 

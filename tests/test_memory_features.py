@@ -55,9 +55,10 @@ def test_output_structure_naming_tone(eng):
     # stem "2024-01-02_report": 17 chars, date prefix, not a 1–3-digit numeric prefix, words 2024/01/02/report
     assert p["naming"] == {"avg_filename_length": 17.0, "has_date_prefix": True, "has_numeric_prefix": False,
                            "has_underscores": True, "has_hyphens": True, "avg_word_count": 4.0, "total_renames": 0}
-    # 22 whitespace words; sentence pieces "…here" and "Yes it is" → 11.0; prose 1 line ÷ (1 list + 2 table)
+    # 22 whitespace words; sentence pieces "…here", "Yes it is" and the empty piece after the final ".\n" (every
+    # piece counts, §7.2, FID tone_sentence_split) → 22 / 3 = 7.3; prose 1 line ÷ (1 list + 2 table)
     assert p["tone"] == {"heading_count": 2, "heading_max_depth": 2, "table_row_count": 2, "list_item_count": 1,
-                         "avg_sentence_length_words": 11.0, "total_words": 22, "prose_to_structure_ratio": 0.333,
+                         "avg_sentence_length_words": 7.3, "total_words": 22, "prose_to_structure_ratio": 0.333,
                          "has_content_analysis": True}
 
 
@@ -158,15 +159,18 @@ def test_media_resolution_from_folder(tmp_path):
     assert e.semantic["created_files"][1]["full_content"] == ""  # missing blob → silently empty (§7.1)
 
 
-def test_anonymize_and_errors():
+def test_anonymize_and_errors(caplog):
     assert anonymize_path("/sandbox/p1_methodical_T-01/docs/a.md") == "docs/a.md"
     assert anonymize_path("/sandbox/p1_methodical_T-01/") == "."
     assert anonymize_path("/Users/x/secret/a.md") == "a.md"
     assert anonymize_path("docs/a.md") == "docs/a.md"
     with pytest.raises(ValueError, match=r"ev.json: event #0 \(file_read\): field 'content_length'"):
         normalize_events([{"event_type": "file_read", "content_length": "lots"}], source="ev.json")
-    with pytest.raises(ValueError, match="missing field 'event_type'"):
-        normalize_events([{"file_path": "a"}], source="ev.json")
+    # an event without event_type is skipped with a warning naming the file and index (FID/missing_event_type)
+    with caplog.at_level("WARNING"):
+        kept = normalize_events([{"file_path": "a"}, {"event_type": "file_read", "file_path": "b"}], source="ev.json")
+    assert [e.file_path for e in kept] == ["b"]
+    assert "ev.json: event #0: missing field 'event_type': event skipped" in caplog.text
 
 
 def test_json_round_trip(eng):

@@ -34,6 +34,24 @@ def _diff(media: Path, text: str) -> dict:
     return {"type": "diff", "hash": h, "path": f"diffs/{h}.diff"}
 
 
+#: the fields of the event schema (filegram_ray.schema.events) these hand-written events leave out; the encode stage
+#: validates events.json like `filegram engine filter` does, so every event here is schema-complete
+_TYPE_DEFAULTS = {
+    "file_read": {"directory_depth": 1, "view_range": [1, 40], "revisit_interval_ms": None},
+    "file_search": {"files_opened_after": []},
+    "file_write": {"directory_depth": 0, "before_hash": None, "after_hash": "0" * 16},
+    "file_edit": {"lines_modified": 0, "diff_summary": "edit", "before_hash": "0" * 16, "after_hash": "1" * 16},
+    "dir_create": {},
+}
+
+
+def complete(ev: list[dict], profile: str) -> list[dict]:
+    """``ev`` with the envelope (event_id, timestamp in ms, session_id, profile_id) and required fields filled."""
+    return [{"event_id": f"e{i}", "event_type": e["event_type"], "timestamp": 1.7e12 + 1000.0 * i,
+             "session_id": "s1", "profile_id": profile, **_TYPE_DEFAULTS[e["event_type"]], **e}
+            for i, e in enumerate(ev)]
+
+
 def write_trajectory(folder: Path, profile: str, k: int) -> None:
     """A small trajectory: reads, (searches for pa_reader), one created report with real content, one edit."""
     media = folder / "media"
@@ -55,7 +73,7 @@ def write_trajectory(folder: Path, profile: str, k: int) -> None:
                "lines_added": 1, "lines_deleted": 1, "media_ref_diff": _diff(media, diff)})
     if profile == "pb_writer":
         ev.append({"event_type": "dir_create", "dir_path": "out", "depth": 1, "sibling_count": 0})
-    (folder / "events.json").write_text(json.dumps(ev), encoding="utf-8")
+    (folder / "events.json").write_text(json.dumps(complete(ev, profile)), encoding="utf-8")
     (folder / "meta.json").write_text(json.dumps({"profile_id": profile, "SECRET": "ground truth"}))
 
 

@@ -83,3 +83,24 @@ def test_ray_stage_matches_serial(ray_local, tmp_path):
     ib = RunDir(b).read_table(INDEX_PATH).select("unit_id", "status", "sha256").sort("unit_id")
     assert ia.height > 6 and ia.equals(ib)
     assert ia.filter(pl.col("status") == "error").height == 2
+
+
+def test_br15_stage_control_characters_are_notes_not_errors(tmp_path):
+    """BR-15 in the batch: an output with a vertical tab, an ANSI escape and U+FFFF gets its DOCX, PPTX, XLSX and
+    PDF (no error row, section_index set); the index's ``notes`` says how many characters were removed."""
+    uri = str(tmp_path / "run")
+    run = RunDir(uri)
+    rows = write_synthetic_run(run, 1, seed=5)
+    md = ("# Status report\n\nThe build was checked twice this week and the results are listed below for the team.\n\n"
+          "- step\x0bdone\n- Build \x1b[31mFAILED\x1b[0m\n\n| item | note |\n|---|---|\n| odd | \uffff char |\n"
+          "| total | =SUM(1,2) |\n")
+    run.write_bytes("trajectories/p1_en/T-09/outputs/ctl.md", md.encode("utf-8"))
+    extra = {"trajectory_id": "p1_en/T-09", "profile_id": "p1_en", "task_id": "T-09", "path": "ctl.md",
+             "file_type": "md", "bytes": len(md), "sha256": "0"}
+    run.write_table("trajectories/outputs.parquet", rows + [extra])
+    run_render(_cfg(uri, ["render.formats=[docx,pptx,xlsx,pdf]"]), serial=True, progress=False)
+    idx = run.read_table(INDEX_PATH).filter(pl.col("source") == "ctl.md")
+    assert set(idx["status"].to_list()) == {"ok"} and idx["section_index"].null_count() == 0
+    assert set(idx["format"].to_list()) == {"docx", "pptx", "xlsx", "pdf"}  # min_per_output 4 of these 4
+    for row in idx.iter_rows(named=True):
+        assert "control characters removed" in row["notes"], row

@@ -11,7 +11,7 @@ import pytest
 
 from filegram_ray.workspace.bundle import build_bundle, import_bundle, load_bundle
 from filegram_ray.workspace.extract import ExtractionError, extract_text, is_media, kind_of
-from filegram_ray.workspace.scenarios import build_plan
+from filegram_ray.workspace.scenarios import CLUTTER_FILES, build_plan
 from filegram_ray.workspace.specs import MULTIMODAL_TASKS
 from filegram_ray.workspace.world import World
 
@@ -256,4 +256,8 @@ def test_all_32_bundles(tmp_path):
 def test_t09_report_is_about_2000_words(tmp_path):
     info = build_bundle(_tasks()["T-09"], 11, tmp_path)
     words = len(extract_text(info.out_dir / "files" / "research_report.md").split())
-    assert info.n_files == 1 and 1700 <= words <= 2300, words
+    assert 1700 <= words <= 2300, words
+    # the report plus the planted clutter: an autosave, a duplicate and a superseded older draft (issue #16)
+    names = sorted(p.name for p in (info.out_dir / "files").iterdir())
+    assert info.n_files == 1 + CLUTTER_FILES and names == ["research_report (1).md", "research_report.md",
+                                                           "research_report.tmp", "research_report_old.md"], names

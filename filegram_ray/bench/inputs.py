@@ -71,13 +71,17 @@ class TaskRec:
 
 @dataclass(frozen=True)
 class TrajRec:
-    """A usable trajectory; ``perturbation`` = ``{"dimension", "from", "to"}`` or ``None`` (reference §5.7)."""
+    """A usable trajectory; ``perturbation`` = ``{"dimension", "from", "to"}`` or ``None`` (reference §5.7).
+
+    ``shift_real``: the generator's counterfactual check (``meta.json`` ``perturbation_check``): True = the shift
+    changed the perturbed dimension's features, False = it did not (a no-op), None = not checked."""
 
     trajectory_id: str
     profile_id: str
     task_id: str
     perturbation: dict[str, str] | None = None
     fingerprint: tuple[float, ...] | None = None
+    shift_real: bool | None = None
 
     @property
     def perturbed(self) -> bool:
@@ -195,19 +199,23 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
         run: the run directory (needs ``trajectories/index.parquet``).
         profiles / tasks: already-loaded records (models or dicts); ``None`` = use the project loaders.
         profiles_dir / tasks_dir: passed to the loaders.
-        profile_ids: restrict to these profiles.
+        profile_ids: restrict to these profiles (full ids or the short ``p<N>`` form).
 
     Raises:
         StorageError: the trajectory index is missing.
-        ValueError: a profile or meta.json is malformed (message names the file and field).
+        ValueError: a profile or meta.json is malformed (message names the file and field); a profile id of
+            ``profile_ids`` is not in the profile set.
     """
     if profiles is None:
         from filegram_ray.profiles import load_profiles  # the profile area's loader
 
         profiles = load_profiles(profiles_dir) if profiles_dir else load_profiles()
     precs = [profile_record(p, source=f"profile #{i}") for i, p in enumerate(profiles)]
-    if profile_ids:
-        keep = set(profile_ids)
+    if profile_ids:  # short ids (p1 → p1_methodical) resolve as in the generate stage; an unknown id is an error
+        from filegram_ray.config import match_ids
+
+        keep = set(match_ids(profile_ids, [p.profile_id for p in precs], "profiles",
+                             f"the profile set {profiles_dir or 'conf/profiles'}"))
         precs = [p for p in precs if p.profile_id in keep]
     known = {p.profile_id for p in precs}
 
@@ -231,6 +239,7 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             continue
         tid = r["trajectory_id"]
         pert = None
+        shift_real = None
         if r.get("perturbed") is None or bool(r.get("perturbed")):
             meta_rel = f"trajectories/{tid}/meta.json"
             if run.exists(meta_rel):
@@ -241,6 +250,9 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
                         if f not in pert:
                             raise ValueError(f"{meta_rel}: field 'perturbation.{f}' is missing")
                     pert = {"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}
+                    check = meta.get("perturbation_check") or {}
+                    if check.get("status") in ("real", "replaced", "dropped"):
+                        shift_real = check["status"] != "dropped" and bool(check.get("shift"))
             elif r.get("perturbed"):
                 raise ValueError(f"{meta_rel}: missing, but the index marks {tid} as perturbed")
         fp = None
@@ -254,7 +266,7 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             if isinstance(raw, list):
                 fp = tuple(float(x) for x in raw)
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
-                             perturbation=pert, fingerprint=fp))
+                             perturbation=pert, fingerprint=fp, shift_real=shift_real))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
     from filegram_ray.bench.recordings import load_recordings
 

@@ -90,7 +90,9 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         ``{"n_items", "stats", "counts", "seconds"}``.
 
     Raises:
-        ValueError: an invalid ``bench:`` section, an unknown sub-task, a malformed profile/meta.json.
+        ValueError: an invalid ``bench:`` section, an unknown sub-task, a malformed profile/meta.json, an unknown
+            profile/task id in the config (short ids such as ``p1`` resolve as in generate), no usable trajectory,
+            or no item built (0 of N fails loudly).
         StorageError: ``trajectories/index.parquet`` is missing (run the generate stage first).
     """
     t0 = time.perf_counter()
@@ -111,12 +113,21 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir,
                                profile_ids=config.profiles)
     if config.tasks:
-        keep = set(config.tasks)
+        from filegram_ray.config import match_ids
+
+        keep = set(match_ids(config.tasks, [t.task_id for t in inputs.tasks], "tasks", "the task set"))
         inputs = type(inputs)(profiles=inputs.profiles, tasks=[t for t in inputs.tasks if t.task_id in keep],
                               trajectories=[t for t in inputs.trajectories if t.task_id in keep],
                               rendered=inputs.rendered,
                               recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
+    if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
+        raise ValueError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
+                         f"tasks in {run.url('trajectories/index.parquet')} (none generated with status ok, or "
+                         "the configured profiles/tasks select none)")
     bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts, llm_fn=llm_fn)
+    if not bank.items:
+        notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
+        raise ValueError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
     items = _items_table(bank)
     run.write_table("bench/answers_key.parquet", _keys_table(bank))
     run.write_table("bench/items.parquet", items)

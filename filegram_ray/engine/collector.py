@@ -25,6 +25,8 @@ bash with a failing sub-command        events for the sub-commands that changed 
                                        the disk
 diff header / manifest original_path   sandbox-relative path (no profile id in     absolute virtual path
                                        media/, which memory methods read)
+edit lines_added/deleted               a last line without a newline differs        bare lines compared (a
+                                       from the same line with one (as the diff)    final-newline change is +0 -0)
 =====================================  ==========================================  ==================================
 
 Kept in both modes (upstream semantics, the simulator is calibrated on them, TIER_TARGETS §1): ``write`` creates
@@ -79,9 +81,20 @@ def naming_pattern_change(old_path: str, new_path: str) -> str:
     return "other"
 
 
-def unique_line_delta(before: str, after: str) -> tuple[int, int]:
-    """(|after−before|, |before−after|) over the sets of unique lines (reference §3.4, ``edit``)."""
-    b, a = set(before.splitlines()), set(after.splitlines())
+def _line_keys(text: str, exact_eol: bool) -> set[str]:
+    lines = text.splitlines()
+    if exact_eol and lines and text.splitlines(keepends=True)[-1] == lines[-1]:
+        lines[-1] += "\n"  # an unterminated last line is its own line (a key no real line can equal)
+    return set(lines)
+
+
+def unique_line_delta(before: str, after: str, *, exact_eol: bool = False) -> tuple[int, int]:
+    """(|after−before|, |before−after|) over the sets of unique lines (reference §3.4, ``edit``).
+
+    ``exact_eol`` (the default mode of the collector) counts a last line without a newline as different from
+    the same text with one, as the stored diff does: a change of only the final newline is ``+1 -1``, not
+    ``+0 -0``. Upstream compares the bare lines (``upstream_quirks``)."""
+    b, a = _line_keys(before, exact_eol), _line_keys(after, exact_eol)
     return len(a - b), len(b - a)
 
 
@@ -200,7 +213,7 @@ class Collector:
         # obs: rel, tool ("edit"|"multiedit"), before, after, n_edits
         rel, now = obs["rel"], self.clock()
         before, after = obs["before"], obs["after"]
-        added, deleted = unique_line_delta(before, after)
+        added, deleted = unique_line_delta(before, after, exact_eol=not self.quirks)
         if obs["tool"] == "multiedit":
             # §3.4 multiedit: line-count growth/shrink plus the unique-line set differences
             nb, na = len(before.splitlines()), len(after.splitlines())

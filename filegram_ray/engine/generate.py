@@ -53,6 +53,8 @@ class GenerateConfig(BaseModel):
     num_cpus_per_actor: float = Field(0.5, gt=0, description="≤ 0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
     serial: bool = Field(False, description="run in this process without Ray")
     perturb: bool = Field(True, description="apply the ref §5.7 perturbation plan (5 trajectories per profile)")
+    verify_perturbations: bool = Field(True, description="run each perturbed unit again without its perturbation "
+                                       "and keep the shift only if the dimension's features change (issue #16)")
     chart_format: str = Field("svg", pattern="^(svg|png)$", description="F-L chart files (engine write is text)")
     upstream_quirks: bool = Field(False, description="engine reproduces upstream quirks (ref §13)")
     force: bool = Field(False, description="redo finished units")
@@ -81,25 +83,43 @@ def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]
     all_profiles = load_profiles(cfg.profiles_dir)
     profiles = _select(all_profiles, cfg.profiles, "profile_id", "profiles")
     tasks = _select(load_tasks(cfg.tasks_dir), cfg.tasks, "task_id", "tasks")
-    plan: dict[tuple[str, str], Any] = {}
-    if gcfg.perturb:
-        try:
-            from filegram_ray.profiles.perturbation import plan_perturbations
-        except ImportError:  # pragma: no cover - the profiles area provides it
-            log.warning("filegram_ray.profiles.perturbation is missing: no perturbed trajectories")
-        else:
-            plan = dict(plan_perturbations(all_profiles, cfg.seed))
+    from filegram_ray.profiles.perturbation import alternatives, plan_perturbations
+
+    plan: dict[tuple[str, str], Any] = dict(plan_perturbations(all_profiles, cfg.seed)) if gcfg.perturb else {}
     units = []
     for p in profiles:
         for t in tasks:
             pert = plan.get((p.profile_id, t.task_id))
-            pdict = None
+            pdict, alts = None, []
             if pert is not None:
-                frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
-                pdict = {"dimension": pert.dimension, "from": frm, "to": pert.to}
+                pdict = _pert_dict(pert)
+                if gcfg.verify_perturbations:
+                    alts = [_pert_dict(a) for a in alternatives(p, t.task_id, pert, cfg.seed)]
             units.append({"unit_id": f"{p.profile_id}/{t.task_id}", "profile": p.model_dump(mode="json"),
-                          "task": t.model_dump(mode="json"), "seed": int(cfg.seed), "perturbation": pdict})
+                          "task": t.model_dump(mode="json"), "seed": int(cfg.seed), "perturbation": pdict,
+                          "alternatives": alts, "verify": bool(gcfg.verify_perturbations)})
     return units
+
+
+def _pert_dict(pert: Any) -> dict[str, str]:
+    frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
+    return {"dimension": pert.dimension, "from": frm, "to": pert.to}
+
+
+def trajectory_fingerprint(traj_dir: Path) -> list[float]:
+    """The 17-D fingerprint (reference §7.3) of a written trajectory, with the memory's own feature code."""
+    from filegram_ray.engine.simulator.calibration import procedural
+    from filegram_ray.memory.features import fingerprint
+
+    return [float(x) for x in fingerprint(procedural(traj_dir))]
+
+
+def perturbation_shift(dim: str, base: list[float], pert: list[float]) -> dict[str, list[float]]:
+    """``{feature: [without, with]}`` over the fingerprint features of dimension ``dim`` (reference §7.3)."""
+    from filegram_ray.memory.constants import FINGERPRINT_FEATURES
+
+    return {f"{attr}.{key}": [base[i], pert[i]] for i, (d, attr, key) in enumerate(FINGERPRINT_FEATURES)
+            if d == dim}
 
 
 class GenerateWorker:
@@ -150,8 +170,9 @@ class GenerateWorker:
         uid = unit["unit_id"]
         # Everything that decides the trajectory's bytes: a finished unit is reused only if it matches.
         fingerprint = hashlib.sha256(json.dumps(
-            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), self.upstream_quirks,
-             self.chart_format, AGENT_VERSION], sort_keys=True, default=str).encode()).hexdigest()[:16]
+            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
+             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION],
+            sort_keys=True, default=str).encode()).hexdigest()[:16]
         if not self.force and self.run.is_done(STAGE, uid):
             rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
             if rec.get("fingerprint") == fingerprint and self.run.exists(
@@ -168,22 +189,31 @@ class GenerateWorker:
         pert = unit.get("perturbation")
         bdir = self.bundle_dir(task, seed)
         work = self.tmp / "work"
-        sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=pert,
-                                   chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
+
+        def simulate(p: dict[str, str] | None, dest: Path) -> dict[str, Any]:
+            sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=p,
+                                       chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
+            shutil.rmtree(dest, ignore_errors=True)
+            try:
+                info = sess.write_trajectory(dest)
+                started = sess.events[0]["timestamp"] if sess.events else 0.0
+                return {"info": info, "started": started, "duration": sess.clock_ms - started,
+                        "outputs": sess.output_files()}
+            finally:
+                sess.close()
+
         dest = self.tmp / "traj" / profile.profile_id / task.task_id
-        shutil.rmtree(dest, ignore_errors=True)
-        try:
-            info = sess.write_trajectory(dest)
-            started = sess.events[0]["timestamp"] if sess.events else 0.0
-            duration = sess.clock_ms - started
-            outputs = sess.output_files()
-        finally:
-            sess.close()
+        res = simulate(pert, dest)
+        check = None
+        if pert is not None and unit.get("verify", True):
+            res, pert, check = self.verify(simulate, dest, res, pert, list(unit.get("alternatives") or []))
+        info, started, duration, outputs = res["info"], res["started"], res["duration"], res["outputs"]
         kept_counts = Counter(e["event_type"] for e in _read_events(dest / "events.json"))
         meta = TrajectoryMeta(
             trajectory_id=uid, profile_id=profile.profile_id, task_id=task.task_id, seed=seed,
             agent_kind="persona-simulator", agent_version=AGENT_VERSION,
-            perturbation=Perturbation.model_validate(pert) if pert else None, completed=True,
+            perturbation=Perturbation.model_validate(pert) if pert else None, perturbation_check=check,
+            completed=True,
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
             versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")})
@@ -205,10 +235,42 @@ class GenerateWorker:
                   "fingerprint": fingerprint,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
+                  "perturbation_status": (check or {}).get("status"),
                   "outputs": out_rows,
                   "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
         self.run.mark_done(STAGE, uid, record)
         return {**record, "status": "ok"}
+
+
+    def verify(self, simulate, dest: Path, res: dict[str, Any], planned: dict[str, str],
+               alts: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, str] | None, dict[str, Any]]:
+        """Counterfactual check of a perturbation (issue #16): simulate the same unit without it and compare the
+        perturbed dimension's fingerprint features. A shift that changes none of them is a no-op: the next of
+        ``alts`` is tried; if none changes anything the unit is kept unperturbed (the counterfactual run).
+
+        Returns (simulation result written at ``dest``, applied perturbation or None, the ``meta.json``
+        ``perturbation_check`` record: status real | replaced | dropped, planned, applied, tried,
+        baseline_fingerprint, fingerprint, shift {feature: [without, with]})."""
+        base_dir = self.tmp / "counterfactual" / dest.parent.name / dest.name
+        base_res = simulate(None, base_dir)
+        base_fp = trajectory_fingerprint(base_dir)
+        tried: list[dict[str, Any]] = []
+        for k, cand in enumerate([planned, *alts]):
+            if k:
+                res = simulate(cand, dest)
+            fp = trajectory_fingerprint(dest)
+            shift = perturbation_shift(cand["dimension"], base_fp, fp)
+            real = any(a != b for a, b in shift.values())
+            tried.append({**cand, "real": real})
+            if real:
+                shutil.rmtree(base_dir, ignore_errors=True)
+                return res, cand, {"status": "real" if k == 0 else "replaced", "planned": planned, "applied": cand,
+                                   "tried": tried, "baseline_fingerprint": base_fp, "fingerprint": fp,
+                                   "shift": shift}
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.move(str(base_dir), str(dest))
+        return base_res, None, {"status": "dropped", "planned": planned, "applied": None, "tried": tried,
+                                "baseline_fingerprint": base_fp, "fingerprint": base_fp, "shift": {}}
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:
@@ -262,7 +324,11 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
                      num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
     wall = time.perf_counter() - t0
     by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
-    pert_ids = {u["unit_id"] for u in units if u["perturbation"]}
+    # what was applied (the counterfactual check can replace or drop a planned shift), else what was planned
+    pert_ids = {u["unit_id"] for u in units if (by_unit.get(u["unit_id"]) or {}).get("perturbed",
+                                                                                       bool(u["perturbation"]))}
+    pstatus = Counter((by_unit.get(u["unit_id"]) or {}).get("perturbation_status") for u in units
+                      if u["perturbation"])
     index, outs = [], []
     for u in units:
         uid = u["unit_id"]
@@ -300,6 +366,7 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
     record = {
         "units": len(units), "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
         "skipped": sum(1 for r in ok_rows if r.get("skipped")), "perturbed": len(pert_ids),
+        "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
         "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
         "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),
         "files_created": int(mix.get("file_write", 0)), "output_files": len(outs),
@@ -322,6 +389,10 @@ def print_summary(rec: dict[str, Any], file=sys.stdout) -> None:
     print("\nGenerate summary", file=file)
     print(f"  trajectories   ok {rec['ok']}  error {rec['error']}  (skipped as done: {rec['skipped']}, "
           f"perturbed: {rec['perturbed']})", file=file)
+    pc = rec.get("perturbation_check") or {}
+    if any(pc.values()):
+        print(f"  perturbations  counterfactual check: real {pc.get('real', 0)}, replaced by another dimension "
+              f"{pc.get('replaced', 0)}, dropped (no-op) {pc.get('dropped', 0)}", file=file)
     print(f"  events         raw {raw}  kept {kept}  stripped {strip:.1f} %", file=file)
     print(f"  output files   {rec['output_files']}  (file_write events {rec['files_created']})", file=file)
     print(f"  wall time      {rec['wall_s']:.1f} s", file=file)

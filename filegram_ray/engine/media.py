@@ -5,7 +5,8 @@ Layout written by :meth:`MediaStore.write_to` under ``<trajectory>/media/``::
     manifest.json        {"version": 1, "entries": {hash: {type, original_path, size_bytes, stored_at,
                           references}}, "stats": {total_blobs, total_diffs, total_bytes, deduplicated_saves}}
     blobs/<hash>.blob    full text snapshots
-    diffs/<hash>.diff    unified diffs (3 context lines), headers ``a/<file_path>`` / ``b/<file_path>``
+    diffs/<hash>.diff    unified diffs (3 context lines), headers ``a/<file_path>`` / ``b/<file_path>``; exact:
+                         ``patch -p1`` / ``git apply`` rebuild the new text byte for byte (see unified_diff)
 
 Constants (all reference §2.2): hash = first 16 hex chars of SHA-256 of the UTF-8 text; a blob is skipped when a
 NUL char occurs in its first 8,192 chars; text over 1,048,576 UTF-8 bytes is cut to its first 1,048,576 chars
@@ -22,6 +23,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ NUL_SCAN_CHARS = 8192
 MAX_BLOB_BYTES = 1_048_576
 TRUNCATION_MARKER = "[truncated at 1MB]"
 DIFF_CONTEXT_LINES = 3
+#: GNU diff's marker after a last line that has no newline (read by ``patch`` and ``git apply``)
+NO_NEWLINE_MARKER = "\\ No newline at end of file\n"
 
 
 def content_hash(text: str | None) -> str | None:
@@ -40,12 +44,87 @@ def content_hash(text: str | None) -> str | None:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_LEN]
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines of ``text`` split at ``\\n`` only, each keeping its ``\\n`` (the last one may lack it): the line
+    model of ``patch`` and ``git apply``. ``\\r`` stays part of a line (CRLF files diff as CRLF lines); other
+    characters Python's ``splitlines`` breaks at (form feed, U+2028, ...) are not line ends."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
 def unified_diff(before: str, after: str, file_path: str) -> str:
-    """Unified diff (3 context lines, line endings kept) with headers ``a/<file_path>``, ``b/<file_path>``."""
-    return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{file_path}", tofile=f"b/{file_path}", n=DIFF_CONTEXT_LINES,
-    ))
+    """Unified diff (3 context lines, line endings kept) with headers ``a/<file_path>``, ``b/<file_path>``.
+
+    Exact: ``patch -p1`` and ``git apply`` accept it and rebuild ``after`` from ``before`` byte for byte
+    (:func:`apply_diff` does the same in Python). A last line without a newline is followed by the marker line
+    ``\\ No newline at end of file``, so a change of only the final newline is a real hunk."""
+    out = []
+    for line in difflib.unified_diff(split_lines(before), split_lines(after), fromfile=f"a/{file_path}",
+                                     tofile=f"b/{file_path}", n=DIFF_CONTEXT_LINES, lineterm="\n"):
+        out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE_MARKER)
+    return "".join(out)
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def apply_diff(diff: str, before: str) -> str:
+    """Apply a unified diff made by :func:`unified_diff` (or any single-file unified diff) to ``before``.
+
+    Returns the new text. Raises ValueError when a hunk does not match ``before`` (context or removed lines
+    differ, or the diff is malformed)."""
+    old = split_lines(before)
+    lines = split_lines(diff)
+    out: list[str] = []
+    pos = 0  # next line of ``old`` not yet copied
+    i = 0
+    while i < len(lines) and not lines[i].startswith("@@"):
+        i += 1
+    while i < len(lines):
+        m = _HUNK.match(lines[i])
+        if not m:
+            raise ValueError(f"malformed diff: expected a hunk header, got {lines[i]!r}")
+        start, count = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
+        new_count = int(m.group(4) if m.group(4) is not None else 1)
+        first = start - 1 if count else start  # a hunk adding to an empty range starts after line ``start``
+        if first < pos or first > len(old):
+            raise ValueError(f"hunk {lines[i].strip()!r} does not fit the old text")
+        out.extend(old[pos:first])
+        pos = first
+        i += 1
+        seen_old = seen_new = 0
+        while i < len(lines) and not lines[i].startswith("@@"):
+            line = lines[i]
+            tag, body = line[:1], line[1:]
+            if i + 1 < len(lines) and lines[i + 1].startswith("\\"):
+                if not body.endswith("\n"):
+                    raise ValueError("malformed diff: end-of-file marker after an unterminated line")
+                body = body[:-1]
+                i += 1
+            if tag in (" ", "-"):
+                if pos >= len(old) or old[pos] != body:
+                    raise ValueError(f"hunk does not match the old text at line {pos + 1}")
+                pos += 1
+                seen_old += 1
+                if tag == " ":
+                    out.append(body)
+                    seen_new += 1
+            elif tag == "+":
+                out.append(body)
+                seen_new += 1
+            else:
+                raise ValueError(f"malformed diff line {line!r}")
+            i += 1
+        if (seen_old, seen_new) != (count, new_count):
+            raise ValueError(f"hunk line counts do not match its header ({seen_old}/{count} old, "
+                             f"{seen_new}/{new_count} new)")
+    out.extend(old[pos:])
+    return "".join(out)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -26,10 +26,12 @@ import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import os
 import random
 import re
 import shutil
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +49,7 @@ EXEC_TIME_MS: dict[str, tuple[int, int]] = {
     "read": (4, 40), "write": (6, 60), "edit": (6, 60), "multiedit": (8, 80), "grep": (10, 150),
     "glob": (5, 80), "list": (4, 40), "bash": (15, 250),
 }
+log = logging.getLogger(__name__)
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -88,11 +91,15 @@ class EngineSession:
         self.limits = limits or Limits()
         self.upstream_quirks = upstream_quirks
         dirname = f"{profile_id}_{task_id}"
-        self.sandbox = Sandbox.create(bundle_files_dir, Path(work_root) / "sandbox" / dirname,
-                                      f"{VIRTUAL_PREFIX}/{dirname}", self.limits)
-        self._ctx = ToolContext(annotations=dict(annotations or {}))
         self._clock = float(start_ms)
         self._start_ms = float(start_ms)
+        self.sandbox = Sandbox.create(bundle_files_dir, Path(work_root) / "sandbox" / dirname,
+                                      f"{VIRTUAL_PREFIX}/{dirname}", self.limits, clock=lambda: self._clock)
+        if self.sandbox.skipped:
+            log.warning("%s: %d bundle entries not copied into the sandbox (link rule): %s", dirname,
+                        len(self.sandbox.skipped), "; ".join(f"{p} ({why})" for p, why in self.sandbox.skipped[:10]))
+        # paths are NFC inside the sandbox (sandbox.py): key the annotations the same way
+        self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", k): v for k, v in (annotations or {}).items()})
         self._time_rng = random.Random(sub_seed(self.seed, "timing"))
         id_rng = random.Random(sub_seed(self.seed, "event-ids"))
         self.media = MediaStore()
@@ -111,6 +118,7 @@ class EngineSession:
         self._seq = 0
         self._pending_error: tuple[str, str, float] | None = None  # (event_id, tool, time)
         self._outputs: set[str] = set()
+        self._scrub_rx: re.Pattern[str] | None = None
         self.error_count = 0
         self.error_recovery_count = 0
         self.input_tokens = self.output_tokens = 0
@@ -220,6 +228,7 @@ class EngineSession:
             unknown = set(kwargs) - params
             if unknown:
                 raise ToolError(f"{tool}: unexpected argument(s) {sorted(unknown)}; expected {sorted(params)}")
+            self.sandbox.begin_call(self._ops.deadline())
             result, observations = fn(self.sandbox, self._ctx, **kwargs)
         except (ToolError, SandboxError) as exc:
             result = ToolResult(False, str(exc), error=str(exc))
@@ -229,6 +238,8 @@ class EngineSession:
         except Exception as exc:  # noqa: BLE001 - a tool must never crash the session
             msg = f"{tool}: internal error {type(exc).__name__}: {exc}"
             result = ToolResult(False, msg, error=msg)
+        finally:
+            self.sandbox.begin_call(None)
         if not result.ok:  # error texts may echo a real path the agent typed: keep events seed-stable
             result = ToolResult(False, self._scrub(result.output), self._scrub(result.error or result.output))
         if self.upstream_quirks and any(o.get("bash_failed") for o in observations):
@@ -262,11 +273,14 @@ class EngineSession:
         return result
 
     def _scrub(self, value: Any) -> Any:
-        """Replace the real sandbox directory by the virtual root inside recorded arguments."""
+        """Replace the real sandbox directory by the virtual root inside recorded arguments — only where it
+        stands as a whole path (followed by ``/``, the end, a quote, a space or a separator), so a sibling
+        folder whose name merely starts with the sandbox's name is recorded as the agent wrote it."""
         if isinstance(value, str):
-            for real in {str(self.sandbox.root), self.sandbox.real_root}:
-                value = value.replace(real, self.sandbox.virtual_root)
-            return value
+            if self._scrub_rx is None:
+                reals = sorted({str(self.sandbox.root), self.sandbox.real_root}, key=len, reverse=True)
+                self._scrub_rx = re.compile("(?:" + "|".join(map(re.escape, reals)) + r")(?=$|[/\s'\";&:,)\]])")
+            return self._scrub_rx.sub(lambda _m: self.sandbox.virtual_root, value)
         if isinstance(value, list):
             return [self._scrub(x) for x in value]
         if isinstance(value, dict):
@@ -303,18 +317,18 @@ class EngineSession:
     def output_files(self) -> list[str]:
         """Sorted relative paths of every file the agent created or changed that exists now (copied dirs
         expanded to their files)."""
+        sb = self.sandbox
         out = set()
         for rel in self._outputs:
             try:
-                real, rel = self.sandbox.resolve(rel)
+                kind = sb.kind(sb.resolve(rel))
+                if kind == "file":
+                    out.add(rel)
+                elif kind == "dir":
+                    out.update(e.rel for _d, _dirs, others in sb.walk(rel, what="outputs") for e in others
+                               if e.kind == "file")
             except SandboxError:
                 continue
-            if real.is_file():
-                out.add(rel)
-            elif real.is_dir():
-                for p in real.rglob("*"):
-                    if p.is_file() and not p.is_symlink():
-                        out.add(os.path.relpath(p, self.sandbox.root).replace(os.sep, "/"))
         return sorted(out)
 
     def summary(self) -> dict[str, Any]:
@@ -337,8 +351,7 @@ class EngineSession:
         n_media = self.media.write_to(dest / "media")
         outs = self.output_files()
         for rel in outs:
-            real, _ = self.sandbox.resolve(rel)
-            _atomic_write(dest / "outputs" / rel, real.read_bytes())
+            _atomic_write(dest / "outputs" / rel, self.sandbox.read_bytes(rel, limit=2 ** 62))
         _atomic_write(dest / "summary.json",
                       json.dumps(self.summary(), indent=2, ensure_ascii=False).encode("utf-8"))
         return {"n_events_raw": len(raw), "n_events": len(kept), "n_media_files": n_media, "n_outputs": len(outs),
@@ -346,6 +359,7 @@ class EngineSession:
 
     def close(self) -> None:
         """Delete the sandbox directory (call after ``write_trajectory``)."""
+        self.sandbox.close()
         shutil.rmtree(self.sandbox.root, ignore_errors=True)
 
     def __enter__(self):

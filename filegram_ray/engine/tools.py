@@ -4,34 +4,37 @@ Each tool is a function ``tool(sandbox, ctx, **args) -> (ToolResult, observation
 checked on disk (existence before/after, text before/after, entries listed) from which the collector derives the
 events; a tool never reports what it merely intended. Every failure — bad argument, refused path, limit, missing
 file — raises :class:`ToolError` (or :class:`~filegram_ray.engine.sandbox.SandboxError`), which the session turns
-into ``ToolResult(ok=False, ...)``; a tool never crashes the session.
+into ``ToolResult(ok=False, ...)``; a tool never crashes the session. Tools touch the disk only through the
+sandbox's primitives (:mod:`filegram_ray.engine.sandbox`: the link rule, the limits, the per-call deadline).
 
 Constants (reference §1.1): read window default offset 1, limit 2000 lines; lines longer than 2,000 chars are
 cut; the whole read output is capped at 30,000 chars. grep/glob report at most 100 matches (§3.3
 ``max_results``). Document kinds (pdf, docx, xlsx, pptx, eml, ics) are read through
-``filegram_ray.workspace.extract.extract_text``; media kinds only through the session's annotations (a media file
-without one gives a "skipped" notice and no event).
+``filegram_ray.workspace.extract.extract_text`` in a helper process stopped at the call's deadline
+(:mod:`filegram_ray.engine.bounded`); media kinds only through the session's annotations (a media file without
+one gives a "skipped" notice and no event).
 
-``bash`` is not a shell: the command is tokenised with :mod:`shlex` and only ``mkdir``, ``mv``, ``cp``, ``rm``,
-``ls`` and ``touch``, chained with ``&&`` or ``;``, are executed — in Python, on sandbox-resolved paths. Pipes,
-redirection, ``||``, background ``&``, ``$``/backtick substitution, globs, ``~`` and every other program are
-refused before anything runs; all path arguments are resolved before the first sub-command executes.
+Per-call bounds (:class:`~filegram_ray.engine.sandbox.Limits`): grep matches lines with stdlib ``re`` in the same
+helper process, killed at the call's deadline; grep and glob walk the tree through descriptors and stop at the
+deadline; files over ``max_read_bytes`` are not read; patterns are length-limited and brace expansion
+stops at ``max_pattern_expansions`` alternatives; ``edit``/``multiedit`` project the result size (occurrences ×
+length change) and refuse before building the text. ``edit`` on a CRLF file (every newline is ``\r\n``) matches
+and writes LF-typed ``old_string``/``new_string`` as CRLF, so the file keeps its line endings.
+
+``bash`` is not a shell: see :mod:`filegram_ray.engine.bash` for the exact language.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import posixpath
 import re
-import shlex
-import shutil
-import stat
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from filegram_ray.engine.sandbox import LimitExceeded, Sandbox, SandboxError
+from filegram_ray.engine.bash import LIST_CAP, BashRefused, run_bash
+from filegram_ray.engine.sandbox import LimitExceeded, Sandbox
 
 #: reference §1.1 read window and caps
 READ_DEFAULT_OFFSET = 1
@@ -40,15 +43,13 @@ READ_LINE_CAP = 2000
 READ_OUTPUT_CAP = 30_000
 #: reference §3.3 grep/glob max_results
 MAX_RESULTS = 100
-#: our own bound on entries printed by ``list``/``ls``
-LIST_CAP = 100
 #: reference §2.2 NUL scan window used to call a file binary
 BINARY_SCAN = 8192
 
 DOCUMENT_KINDS = frozenset({"pdf", "docx", "xlsx", "pptx", "eml", "ics"})
-BASH_PROGRAMS = ("mkdir", "mv", "cp", "rm", "ls", "touch")
-_BASH_FLAGS = {"mkdir": set("pv"), "rm": set("rfRdv"), "cp": set("rRfpnav"), "mv": set("fnv"),
-               "ls": set("alR1AhFt"), "touch": set("c")}
+
+__all__ = ["DOCUMENT_KINDS", "LIST_CAP", "TOOLS", "ToolContext", "ToolError", "ToolResult", "list_tree",
+           "tool_schemas"]
 
 
 @dataclass
@@ -95,21 +96,42 @@ def _is_media(kind: str) -> bool:
         return kind in {"png", "jpg", "jpeg", "gif", "mp3", "wav", "mp4"}
 
 
-def _read_text(real: Path) -> str:
-    data = real.read_bytes()
+def _decode(data: bytes) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     return data.decode("utf-8", errors="replace")
 
 
-def _read_text_strict(real: Path, rel: str) -> str:
-    data = real.read_bytes()
+def _read_text(sb: Sandbox, rel: str, shown: str | None = None) -> str:
+    return _decode(sb.read_bytes(rel, shown))
+
+
+def _read_text_strict(sb: Sandbox, rel: str, shown: str) -> tuple[str, int]:
+    """(text, size in bytes) of a file to edit; ToolError for binary or non-UTF-8 content."""
+    data = sb.read_bytes(rel, shown)
     if b"\x00" in data[:BINARY_SCAN]:
         raise ToolError(f"{rel}: binary file, cannot edit as text")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), len(data)
     except UnicodeDecodeError:
         raise ToolError(f"{rel}: not UTF-8 text, cannot edit") from None
+
+
+def document_text(sb: Sandbox, rel: str, shown: str | None = None) -> str:
+    """Extracted text of document ``rel`` (a kind in DOCUMENT_KINDS), bounded by the call's deadline and by
+    ``max_read_bytes`` of input and of text. ToolError names the file when it cannot be read or takes too long."""
+    from filegram_ray.engine.bounded import BoundedFailed, Overrun, extract_document
+
+    data = sb.read_bytes(rel, shown)
+    sb.check_time(f"reading {rel}")
+    try:
+        return extract_document(data, posixpath.basename(rel), timeout=sb.time_left(),
+                                max_chars=sb.limits.max_read_bytes)
+    except Overrun:
+        raise LimitExceeded(f"{rel}: text extraction stopped: the call ran past its time limit "
+                            f"({sb.limits.max_call_s} s per call)") from None
+    except BoundedFailed as exc:
+        raise ToolError(f"{rel}: cannot extract text: {exc.reason}") from None
 
 
 def _str_arg(name: str, value: Any, *, allow_empty: bool = True) -> str:
@@ -128,6 +150,13 @@ def _int_arg(name: str, value: Any, lo: int) -> int:
     return value
 
 
+def _pattern_arg(sb: Sandbox, name: str, value: Any) -> str:
+    value = _str_arg(name, value, allow_empty=False)
+    if len(value) > sb.limits.max_pattern_chars:
+        raise LimitExceeded(f"argument '{name}' is longer than {sb.limits.max_pattern_chars} chars")
+    return value
+
+
 def _annotation(ctx: ToolContext, rel: str) -> dict[str, Any] | None:
     ann = ctx.annotations.get(rel)
     if ann is None:  # upstream keys annotations by bare filename (§1.1)
@@ -135,32 +164,19 @@ def _annotation(ctx: ToolContext, rel: str) -> dict[str, Any] | None:
     return ann
 
 
-def _write_file(sb: Sandbox, real: Path, text: str) -> None:
-    data = text.encode("utf-8")
-    sb.check_write_size(len(data))
-    old = real.stat().st_size if real.exists() else 0
-    sb.check_tree_size(len(data) - old)
-    real.parent.mkdir(parents=True, exist_ok=True)
-    tmp = real.with_name(f".{real.name}.fgtmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, real)
+def _encode(text: str, what: str, limit: int) -> bytes:
+    if len(text) > limit:  # every char is at least one UTF-8 byte: refuse before encoding
+        raise LimitExceeded(f"write of at least {len(text)} bytes exceeds the limit of {limit}")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(f"{what} is not encodable as UTF-8") from None
 
 
-def _walk_files(sb: Sandbox, base_real: Path) -> list[tuple[Path, str]]:
-    """Regular files under ``base_real`` (sorted, symlinks never followed out), as (real, rel)."""
-    out = []
-    for dirpath, dirs, files in os.walk(base_real):
-        dirs.sort()
-        for f in sorted(files):
-            p = Path(dirpath) / f
-            rel = os.path.relpath(p, sb.root).replace(os.sep, "/")
-            try:
-                real, rel = sb.resolve(rel)
-            except SandboxError:
-                continue
-            if real.is_file():
-                out.append((real, rel))
-    return out
+def _regular_files(sb: Sandbox, rel: str, what: str) -> list[str]:
+    """Regular files under folder ``rel`` in ``os.walk`` order (a folder's files, then its sub-folders, names
+    sorted); links and special files are never followed nor listed."""
+    return [e.rel for _d, _dirs, others in sb.walk(rel, what=what) for e in others if e.kind == "file"]
 
 
 def _format_window(text: str, offset: int, limit: int) -> tuple[str, list[int], str]:
@@ -205,8 +221,8 @@ def tool_read(sb: Sandbox, ctx: ToolContext, file_path: Any = None, offset: Any 
     file_path = _str_arg("file_path", file_path, allow_empty=False)
     offset = READ_DEFAULT_OFFSET if offset is None else _int_arg("offset", offset, 1)
     limit = READ_DEFAULT_LIMIT if limit is None else _int_arg("limit", limit, 1)
-    real, rel = sb.resolve(file_path, must_exist=True)
-    if real.is_dir():
+    rel = sb.resolve(file_path, must_exist=True)
+    if sb.kind(rel, file_path) == "dir":
         raise ToolError(f"{file_path}: is a directory (use list or bash ls)")
     kind = _kind(rel)
     if _is_media(kind):
@@ -220,14 +236,7 @@ def tool_read(sb: Sandbox, ctx: ToolContext, file_path: Any = None, offset: Any 
         view_range = [1, len(content.splitlines())]  # §3.4: annotated media → [1, annotation lines]
         return (ToolResult(True, output, content=shown),
                 [{"kind": "read", "rel": rel, "view_range": view_range, "output_len": len(output)}])
-    if kind in DOCUMENT_KINDS:
-        from filegram_ray.workspace.extract import extract_text  # lazy import (§ brief)
-        try:
-            text = extract_text(real)
-        except ValueError as exc:
-            raise ToolError(f"{rel}: cannot extract text: {exc}") from None
-    else:
-        text = _read_text(real)
+    text = document_text(sb, rel, file_path) if kind in DOCUMENT_KINDS else _read_text(sb, rel, file_path)
     output, view_range, shown = _format_window(text, offset, limit)
     return (ToolResult(True, output, content=shown),
             [{"kind": "read", "rel": rel, "view_range": view_range, "output_len": len(output)}])
@@ -237,32 +246,55 @@ def tool_write(sb: Sandbox, ctx: ToolContext, file_path: Any = None,
                content: Any = None) -> tuple[ToolResult, list[dict]]:
     file_path = _str_arg("file_path", file_path, allow_empty=False)
     content = _str_arg("content", content)
-    real, rel = sb.resolve(file_path)
-    if rel == "." or real.is_dir():
+    rel = sb.resolve(file_path)
+    if rel == "." or sb.kind(rel, file_path) == "dir":
         raise ToolError(f"{file_path}: is a directory")
-    try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ToolError("content is not encodable as UTF-8") from None
-    existed = real.exists()
-    before = _read_text(real) if existed else None
-    _write_file(sb, real, content)
-    after = _read_text(real)
+    data = _encode(content, "content", sb.limits.max_write_bytes)
+    existed = sb.kind(rel, file_path) == "file"
+    before = _read_text(sb, rel, file_path) if existed else None
+    sb.write_bytes(rel, data, file_path)
+    after = _read_text(sb, rel, file_path)
     verb = "overwrote" if existed else "created"
     return (ToolResult(True, f"{verb} {rel} ({len(content)} chars)"),
             [{"kind": "write", "rel": rel, "existed": existed, "before": before, "after": after,
               "written_chars": len(content), "tool": "write"}])
 
 
-def _apply_edit(text: str, old: str, new: str, replace_all: bool, rel: str) -> str:
+def _utf8_len(s: str) -> int:
+    return len(s.encode("utf-8", "surrogatepass"))
+
+
+def _is_crlf(text: str) -> bool:
+    """Every newline of ``text`` is CRLF (and there is at least one)."""
+    n = text.count("\n")
+    return n > 0 and text.count("\r\n") == n
+
+
+def _to_crlf(s: str) -> str:
+    return re.sub(r"(?<!\r)\n", "\r\n", s)
+
+
+def _apply_edit(text: str, nbytes: int, old: str, new: str, replace_all: bool, rel: str,
+                limit: int) -> tuple[str, int]:
+    """(new text, its UTF-8 size). On a CRLF file LF-typed strings are matched and written as CRLF. The size
+    of the result is projected from the occurrence count and refused (LimitExceeded) before it is built."""
     if old == new:
         raise ToolError("old_string and new_string are identical")
+    if _is_crlf(text):
+        old, new = _to_crlf(old), _to_crlf(new)
+        if old == new:
+            raise ToolError("old_string and new_string differ only in line endings (the file uses CRLF)")
     count = text.count(old)
     if count == 0:
         raise ToolError(f"old_string not found in {rel}")
     if count > 1 and not replace_all:
         raise ToolError(f"old_string occurs {count} times in {rel}; add context or set replace_all")
-    return text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    n = count if replace_all else 1
+    projected = nbytes + n * (_utf8_len(new) - _utf8_len(old))
+    if projected > limit:
+        raise LimitExceeded(f"edit would make {rel} {projected} bytes; the limit is {limit} "
+                            f"({n} replacement(s); nothing was changed)")
+    return (text.replace(old, new) if replace_all else text.replace(old, new, 1)), projected
 
 
 def tool_edit(sb: Sandbox, ctx: ToolContext, file_path: Any = None, old_string: Any = None,
@@ -272,24 +304,28 @@ def tool_edit(sb: Sandbox, ctx: ToolContext, file_path: Any = None, old_string: 
     new = _str_arg("new_string", new_string)
     if not isinstance(replace_all, bool):
         raise ToolError("argument 'replace_all' must be a boolean")
-    real, rel = sb.resolve(file_path)
-    if rel == "." or real.is_dir():
+    limit = sb.limits.max_write_bytes
+    if len(new) > limit:
+        raise LimitExceeded(f"new_string of at least {len(new)} bytes exceeds the write limit of {limit}")
+    rel = sb.resolve(file_path)
+    kind = "dir" if rel == "." else sb.kind(rel, file_path)
+    if kind == "dir":
         raise ToolError(f"{file_path}: is a directory")
     if old == "":  # §3.3: empty old_string writes new_string as the whole file
-        existed = real.exists()
-        before = _read_text(real) if existed else None
-        _write_file(sb, real, new)
+        existed = kind == "file"
+        before = _read_text(sb, rel, file_path) if existed else None
+        sb.write_bytes(rel, _encode(new, "new_string", limit), file_path)
         return (ToolResult(True, f"{'overwrote' if existed else 'created'} {rel}"),
-                [{"kind": "write", "rel": rel, "existed": existed, "before": before, "after": _read_text(real),
-                  "written_chars": len(new), "tool": "edit"}])
-    if not real.exists():
+                [{"kind": "write", "rel": rel, "existed": existed, "before": before,
+                  "after": _read_text(sb, rel, file_path), "written_chars": len(new), "tool": "edit"}])
+    if kind is None:
         raise ToolError(f"no such file: {file_path}")
-    before = _read_text_strict(real, rel)
-    after = _apply_edit(before, old, new, replace_all, rel)
-    _write_file(sb, real, after)
-    after_disk = _read_text(real)
+    before, nbytes = _read_text_strict(sb, rel, file_path)
+    after, _ = _apply_edit(before, nbytes, old, new, replace_all, rel, limit)
+    sb.write_bytes(rel, _encode(after, "the edited text", limit), file_path)
     return (ToolResult(True, f"edited {rel}"),
-            [{"kind": "edit", "rel": rel, "tool": "edit", "before": before, "after": after_disk, "n_edits": 1}])
+            [{"kind": "edit", "rel": rel, "tool": "edit", "before": before,
+              "after": _read_text(sb, rel, file_path), "n_edits": 1}])
 
 
 def tool_multiedit(sb: Sandbox, ctx: ToolContext, file_path: Any = None,
@@ -297,10 +333,11 @@ def tool_multiedit(sb: Sandbox, ctx: ToolContext, file_path: Any = None,
     file_path = _str_arg("file_path", file_path, allow_empty=False)
     if not isinstance(edits, list) or not edits:
         raise ToolError("argument 'edits' must be a non-empty list of {old_string, new_string}")
-    real, rel = sb.resolve(file_path, must_exist=True)
-    if real.is_dir():
+    limit = sb.limits.max_write_bytes
+    rel = sb.resolve(file_path, must_exist=True)
+    if sb.kind(rel, file_path) == "dir":
         raise ToolError(f"{file_path}: is a directory")
-    before = _read_text_strict(real, rel)
+    before, nbytes = _read_text_strict(sb, rel, file_path)
     text = before
     for i, e in enumerate(edits):
         if not isinstance(e, dict):
@@ -310,374 +347,192 @@ def tool_multiedit(sb: Sandbox, ctx: ToolContext, file_path: Any = None,
             raise ToolError(f"edits[{i}]: unexpected field(s) {sorted(unknown)}")
         old = _str_arg(f"edits[{i}].old_string", e.get("old_string"), allow_empty=False)
         new = _str_arg(f"edits[{i}].new_string", e.get("new_string"))
+        if len(new) > limit:
+            raise LimitExceeded(f"edits[{i}].new_string exceeds the write limit of {limit}; no edit applied")
         try:
-            text = _apply_edit(text, old, new, bool(e.get("replace_all", False)), rel)
-        except ToolError as exc:
-            raise ToolError(f"edits[{i}]: {exc}; no edit applied") from None
-    _write_file(sb, real, text)
+            text, nbytes = _apply_edit(text, nbytes, old, new, bool(e.get("replace_all", False)), rel, limit)
+        except (ToolError, LimitExceeded) as exc:
+            raise type(exc)(f"edits[{i}]: {exc}; no edit applied") from None
+    sb.write_bytes(rel, _encode(text, "the edited text", limit), file_path)
     return (ToolResult(True, f"applied {len(edits)} edits to {rel}"),
-            [{"kind": "edit", "rel": rel, "tool": "multiedit", "before": before, "after": _read_text(real),
-              "n_edits": len(edits)}])
+            [{"kind": "edit", "rel": rel, "tool": "multiedit", "before": before,
+              "after": _read_text(sb, rel, file_path), "n_edits": len(edits)}])
 
 
-def _expand_braces(pattern: str) -> list[str]:
-    m = re.search(r"\{([^{}]*)\}", pattern)
-    if not m:
-        return [pattern]
-    out = []
-    for alt in m.group(1).split(","):
-        out.extend(_expand_braces(pattern[:m.start()] + alt + pattern[m.end():]))
+def expand_braces(pattern: str, limit: int) -> list[str]:
+    """``{a,b}`` alternatives of a glob pattern (nested and repeated groups), innermost first; LimitExceeded as
+    soon as more than ``limit`` patterns would be produced."""
+    out: list[str] = []
+    todo = [pattern]
+    while todo:
+        p = todo.pop()
+        m = re.search(r"\{([^{}]*)\}", p)
+        if not m:
+            out.append(p)
+        else:
+            alts = m.group(1).split(",")
+            todo.extend(p[:m.start()] + alt + p[m.end():] for alt in reversed(alts))
+        if len(out) + len(todo) > limit:
+            raise LimitExceeded(f"pattern {pattern!r} expands to more than {limit} alternatives")
     return out
 
 
 def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".",
               include: Any = None) -> tuple[ToolResult, list[dict]]:
-    pattern = _str_arg("pattern", pattern, allow_empty=False)
+    from filegram_ray.engine.bounded import BoundedFailed, Overrun, grep_files
+
+    pattern = _pattern_arg(sb, "pattern", pattern)
     path = "." if path is None else _str_arg("path", path, allow_empty=False)
-    includes = None if include is None else _expand_braces(_str_arg("include", include, allow_empty=False))
+    includes = None if include is None else expand_braces(_pattern_arg(sb, "include", include),
+                                                          sb.limits.max_pattern_expansions)
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError) as exc:
         raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-    real, rel = sb.resolve(path, must_exist=True)
-    files = [(real, rel)] if real.is_file() else _walk_files(sb, real)
-    hits: list[str] = []
-    total = 0
-    for freal, frel in files:
+    rel = sb.resolve(path, must_exist=True)
+    files = [rel] if sb.kind(rel, path) == "file" else _regular_files(sb, rel, "grep")
+    texts: list[tuple[str, bytes]] = []
+    too_big = 0
+    for frel in files:
         if includes and not any(fnmatch.fnmatch(posixpath.basename(frel), p) for p in includes):
             continue
-        data = freal.read_bytes()
-        if b"\x00" in data[:BINARY_SCAN]:
+        sb.check_time("grep")
+        try:
+            data = sb.read_bytes(frel)
+        except LimitExceeded:
+            too_big += 1
             continue
-        for no, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if rx.search(line):
-                total += 1
-                if len(hits) < MAX_RESULTS:
-                    hits.append(f"{frel}:{no}: {line[:READ_LINE_CAP]}")
-    matched = min(total, MAX_RESULTS)
-    if not hits:
+        if b"\x00" not in data[:BINARY_SCAN]:
+            texts.append((frel, data))
+    try:
+        total, found = grep_files(pattern, texts, timeout=sb.time_left(), max_hits=MAX_RESULTS,
+                                  line_cap=READ_LINE_CAP)
+    except Overrun:
+        raise LimitExceeded(f"grep stopped: matching ran past the call's time limit "
+                            f"({sb.limits.max_call_s} s per call)") from None
+    except BoundedFailed as exc:
+        raise ToolError(exc.reason) from None
+    if not found:
         output = "No matches found"
     else:
         output = f"Found {total} matching lines" + (f" (showing {MAX_RESULTS})" if total > MAX_RESULTS else "")
-        output += "\n" + "\n".join(hits)
+        output += "\n" + "\n".join(f"{r}:{no}: {line}" for r, no, line in found)
+    if too_big:
+        output += f"\n[{too_big} file(s) over {sb.limits.max_read_bytes} bytes not searched]"
     return ToolResult(True, output), [{"kind": "search", "search_type": "grep", "query": pattern,
-                                       "matched": matched}]
+                                       "matched": min(total, MAX_RESULTS)}]
+
+
+def _glob_matcher(pattern: str) -> tuple[Callable[[list[str]], bool], int | None]:
+    """(match(path segments), most segments a match can have or None) for a pathlib-style glob: ``**`` is a
+    whole segment matching zero or more folders; other segments match one name with fnmatch rules (``*`` also
+    matches a leading dot; case-sensitive). A pattern ending in ``**`` matches folders only: no file."""
+    segs = [s for s in pattern.split("/") if s not in ("", ".")]
+    parts: list[Callable[[str], Any] | None] = []
+    for s in segs:
+        if s == "**":
+            parts.append(None)
+        elif "**" in s:
+            raise ToolError(f"invalid glob pattern {pattern!r}: '**' can only be an entire path component")
+        else:
+            parts.append(re.compile(fnmatch.translate(s)).fullmatch)
+    if not parts or parts[-1] is None:
+        return (lambda _segs: False), 0
+    size = len(parts)
+
+    def closure(states: set[int]) -> set[int]:
+        todo = list(states)
+        while todo:
+            i = todo.pop()
+            if i < size and parts[i] is None and i + 1 not in states:
+                states.add(i + 1)
+                todo.append(i + 1)
+        return states
+
+    def match(path_segs: list[str]) -> bool:
+        states = closure({0})
+        for seg in path_segs:
+            nxt: set[int] = set()
+            for i in states:
+                if i < size:
+                    part = parts[i]
+                    if part is None:
+                        nxt.add(i)
+                    elif part(seg):
+                        nxt.add(i + 1)
+            if not nxt:
+                return False
+            states = closure(nxt)
+        return size in states
+
+    return match, (None if None in parts else size)
 
 
 def tool_glob(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".") -> tuple[ToolResult, list[dict]]:
-    pattern = _str_arg("pattern", pattern, allow_empty=False)
+    pattern = _pattern_arg(sb, "pattern", pattern)
     path = "." if path is None else _str_arg("path", path, allow_empty=False)
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise ToolError(f"glob pattern must be relative and stay inside the sandbox: {pattern!r}")
-    real, _rel = sb.resolve(path, must_exist=True)
-    if not real.is_dir():
+    matchers = [_glob_matcher(p) for p in expand_braces(pattern, sb.limits.max_pattern_expansions)]
+    rel = sb.resolve(path, must_exist=True)
+    if sb.kind(rel, path) != "dir":
         raise ToolError(f"{path}: not a directory")
-    found = []
-    for pat in _expand_braces(pattern):
-        for p in real.glob(pat):
-            prel = os.path.relpath(p, sb.root).replace(os.sep, "/")
-            try:
-                preal, prel = sb.resolve(prel)
-            except SandboxError:
-                continue
-            if preal.is_file():
-                found.append(prel)
-    found = sorted(set(found))
-    shown = found[:MAX_RESULTS]
+    deepest = None if any(d is None for _m, d in matchers) else max(d for _m, d in matchers)
+    base = 0 if rel == "." else len(rel) + 1
+    found = set()
+    for d, dirs, others in sb.walk(rel, path, what="glob"):
+        sub = d[base:] if d != rel else ""
+        depth = 0 if sub == "" else sub.count("/") + 1
+        if deepest is not None and depth + 1 >= deepest:
+            dirs.clear()  # no match can be deeper than the pattern
+        for e in others:
+            if e.kind == "file":
+                segs = (sub.split("/") if sub else []) + [e.name]
+                if any(m(segs) for m, _d in matchers):
+                    found.add(e.rel)
+    found_sorted = sorted(found)
+    shown = found_sorted[:MAX_RESULTS]
     output = "\n".join(shown) if shown else "No files found"
-    if len(found) > MAX_RESULTS:
-        output += f"\n[{len(found)} files matched; showing the first {MAX_RESULTS}]"
+    if len(found_sorted) > MAX_RESULTS:
+        output += f"\n[{len(found_sorted)} files matched; showing the first {MAX_RESULTS}]"
     return ToolResult(True, output), [{"kind": "search", "search_type": "glob", "query": pattern,
                                        "matched": len(shown)}]
 
 
 def tool_list(sb: Sandbox, ctx: ToolContext, path: Any = ".") -> tuple[ToolResult, list[dict]]:
     path = "." if path is None else _str_arg("path", path, allow_empty=False)
-    real, rel = sb.resolve(path, must_exist=True)
-    if not real.is_dir():
+    rel = sb.resolve(path, must_exist=True)
+    if sb.kind(rel, path) != "dir":
         raise ToolError(f"{path}: not a directory")
     lines: list[str] = []
     listed = 0
 
-    def walk(d: Path, indent: int) -> None:
+    def walk(d: str, indent: int) -> None:
         nonlocal listed
-        for entry in sorted(os.listdir(d)):
-            if listed >= LIST_CAP or entry.startswith("."):
+        for e in sb.scandir(d):
+            if listed >= LIST_CAP or e.name.startswith("."):
                 continue
-            p = d / entry
             listed += 1
-            if p.is_dir() and not p.is_symlink():
-                lines.append("  " * indent + entry + "/")
-                walk(p, indent + 1)
+            if e.kind == "dir":
+                lines.append("  " * indent + e.name + "/")
+                walk(e.rel, indent + 1)
             else:
-                lines.append("  " * indent + entry)
+                lines.append("  " * indent + e.name)
 
-    walk(real, 0)
+    walk(rel, 0)
     output = (sb.virtual(rel) + "/\n" + "\n".join("  " + x for x in lines)) if lines else f"{rel}: empty directory"
     return ToolResult(True, output), [{"kind": "browse", "rel": rel, "listed": listed, "tool": "list"}]
 
 
-# --- restricted bash --------------------------------------------------------------------------------------------
-
-_FORBIDDEN_CHARS = {"$": "variable/command substitution", "`": "command substitution", "*": "glob",
-                    "?": "glob", "[": "glob", "]": "glob", "{": "brace expansion", "}": "brace expansion",
-                    "~": "home expansion", "\n": "newline", "\r": "newline", "\\": "escape",
-                    "!": "history expansion", "#": "comment"}
-
-
-def parse_bash(command: str) -> list[tuple[str, list[str]]]:
-    """Split ``command`` into [(connector, argv)], connector ∈ {"", "&&", ";"}; raise ToolError if anything
-    outside the allowed language appears (see module docstring)."""
-    if not command.strip():
-        raise ToolError("empty command")
-    for ch, what in _FORBIDDEN_CHARS.items():
-        if ch in command:
-            raise ToolError(f"refused: {what} ({ch!r}) is not supported; only {', '.join(BASH_PROGRAMS)} "
-                            f"chained with && or ; are allowed")
-    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lex.whitespace_split = True
-    try:
-        tokens = list(lex)
-    except ValueError as exc:
-        raise ToolError(f"cannot parse command: {exc}") from None
-    cmds: list[tuple[str, list[str]]] = []
-    cur: list[str] = []
-    conn = ""
-    for tok in tokens:
-        if tok in ("&&", ";"):
-            if not cur:
-                raise ToolError(f"refused: empty command before {tok!r}")
-            cmds.append((conn, cur))
-            cur, conn = [], tok
-        elif tok and all(c in "();<>|&" for c in tok):
-            raise ToolError(f"refused: shell operator {tok!r} (pipes, redirection, ||, & and subshells are "
-                            f"not supported)")
-        else:
-            cur.append(tok)
-    if cur:
-        cmds.append((conn, cur))
-    elif conn == "&&":
-        raise ToolError("refused: command ends with '&&'")
-    for _conn, argv in cmds:
-        prog = argv[0]
-        if prog not in BASH_PROGRAMS:
-            raise ToolError(f"refused: {prog!r} is not an allowed program (allowed: {', '.join(BASH_PROGRAMS)})")
-        allowed = _BASH_FLAGS[prog]
-        for a in argv[1:]:
-            if a.startswith("-") and a != "-" and (a.startswith("--") or not set(a[1:]) <= allowed):
-                raise ToolError(f"refused: unsupported option {a!r} for {prog}")
-    return cmds
-
-
-def _split_argv(argv: list[str]) -> tuple[set[str], list[str]]:
-    flags: set[str] = set()
-    paths: list[str] = []
-    for a in argv[1:]:
-        if a.startswith("-") and a != "-":
-            flags |= set(a[1:])
-        else:
-            paths.append(a)
-    return flags, paths
-
-
-def _dirs_in(d: Path) -> int:
-    return sum(1 for e in os.scandir(d) if e.is_dir(follow_symlinks=False))
-
-
-def _count_listing(d: Path, flags: set[str]) -> tuple[int, list[str]]:
-    show_hidden = bool(flags & {"a", "A"})
-    names = sorted(n for n in os.listdir(d) if show_hidden or not n.startswith("."))
-    count, lines = len(names), list(names)
-    if "R" in flags:
-        for n in names:
-            p = d / n
-            if p.is_dir() and not p.is_symlink():
-                c, sub = _count_listing(p, flags)
-                count += c
-                lines.extend(f"{n}/{s}" for s in sub)
-    return count, lines
-
-
-def _run_one(sb: Sandbox, argv: list[str], resolved: list[tuple[Path, str, str]],
-             flags: set[str]) -> tuple[int, list[str], list[dict]]:
-    """Execute one sub-command. Returns (status, output lines, observations)."""
-    prog = argv[0]
-    out: list[str] = []
-    obs: list[dict] = []
-    status = 0
-
-    def fail(msg: str) -> None:
-        nonlocal status
-        out.append(f"{prog}: {msg}")
-        status = 1
-
-    if prog == "ls":
-        targets = resolved or [(sb.root, ".", ".")]
-        for real, rel, arg in targets:
-            if not os.path.lexists(real):
-                fail(f"cannot access '{arg}': No such file or directory")
-                continue
-            if real.is_dir():
-                n, names = _count_listing(real, flags)
-                if len(targets) > 1:
-                    out.append(f"{arg}:")
-                out.extend(names[:LIST_CAP])
-                obs.append({"kind": "browse", "rel": rel, "listed": n, "tool": "bash"})
-            else:
-                out.append(arg)
-                obs.append({"kind": "browse", "rel": rel, "listed": 1, "tool": "bash"})
-        return status, out, obs
-
-    if not resolved:
-        return 1, [f"{prog}: missing operand"], obs
-
-    if prog == "mkdir":
-        for real, rel, arg in resolved:
-            if rel == "." or os.path.lexists(real):
-                if "p" not in flags or not real.is_dir():
-                    fail(f"cannot create directory '{arg}': File exists")
-                continue
-            if not real.parent.is_dir() and "p" not in flags:
-                fail(f"cannot create directory '{arg}': No such file or directory")
-                continue
-            try:
-                real.mkdir(parents="p" in flags)
-            except OSError as exc:
-                fail(f"cannot create directory '{arg}': {exc.strerror}")
-                continue
-            if real.is_dir():  # verified on disk
-                obs.append({"kind": "mkdir", "rel": rel, "dirs_in_parent": _dirs_in(real.parent)})
-        return status, out, obs
-
-    if prog == "touch":
-        for real, rel, arg in resolved:
-            if real.is_dir():
-                continue
-            if real.exists():
-                os.utime(real)
-                continue
-            if "c" in flags:
-                continue
-            if not real.parent.is_dir():
-                fail(f"cannot touch '{arg}': No such file or directory")
-                continue
-            real.touch()
-            if real.is_file():
-                obs.append({"kind": "write", "rel": rel, "existed": False, "before": None, "after": "",
-                            "written_chars": 0, "tool": "touch"})
-        return status, out, obs
-
-    if prog == "rm":
-        for real, rel, arg in resolved:
-            if rel == ".":
-                fail("refusing to remove the sandbox root")
-                continue
-            if not os.path.lexists(real):
-                if "f" not in flags:
-                    fail(f"cannot remove '{arg}': No such file or directory")
-                continue
-            if real.is_dir() and not real.is_symlink():
-                if not flags & {"r", "R"}:
-                    if "d" in flags and not any(real.iterdir()):
-                        real.rmdir()
-                    else:
-                        fail(f"cannot remove '{arg}': Is a directory")
-                        continue
-                else:
-                    shutil.rmtree(real)
-            else:
-                real.unlink()
-            if not os.path.lexists(real):
-                obs.append({"kind": "delete", "rel": rel})
-        return status, out, obs
-
-    # mv / cp: SOURCE... DEST
-    if len(resolved) < 2:
-        return 1, [f"{prog}: missing destination operand after '{resolved[0][2]}'"], obs
-    *sources, (dreal, drel, darg) = resolved
-    dest_is_dir = dreal.is_dir()
-    if len(sources) > 1 and not dest_is_dir:
-        return 1, [f"{prog}: target '{darg}' is not a directory"], obs
-    for sreal, srel, sarg in sources:
-        if srel == ".":
-            fail(f"cannot {prog} the sandbox root")
-            continue
-        if not os.path.lexists(sreal):
-            fail(f"cannot stat '{sarg}': No such file or directory")
-            continue
-        if dest_is_dir:
-            treal, trel = sb.resolve(sreal.name if drel == "." else f"{drel}/{sreal.name}")
-        else:
-            treal, trel = dreal, drel
-        if treal == sreal or trel == srel:
-            fail(f"'{sarg}' and '{darg}' are the same file")
-            continue
-        if trel.startswith(srel + "/"):
-            fail(f"cannot {prog} '{sarg}' to a subdirectory of itself")
-            continue
-        if not treal.parent.is_dir():
-            fail(f"cannot {prog} to '{darg}': No such file or directory")
-            continue
-        if treal.is_dir() and not sreal.is_dir():
-            fail(f"cannot overwrite directory '{darg}' with non-directory")
-            continue
-        existed = os.path.lexists(treal)
-        try:
-            if prog == "mv":
-                if treal.is_dir() and sreal.is_dir():
-                    fail(f"cannot move '{sarg}' onto existing directory '{darg}'")
-                    continue
-                os.replace(sreal, treal)
-            else:
-                if sreal.is_dir():
-                    if not flags & {"r", "R", "a"}:
-                        fail(f"-r not specified; omitting directory '{sarg}'")
-                        continue
-                    size = sum(p.stat().st_size for p in sreal.rglob("*") if p.is_file())
-                    sb.check_tree_size(size)
-                    shutil.copytree(sreal, treal, symlinks=True, dirs_exist_ok=True)
-                else:
-                    size = sreal.stat().st_size
-                    sb.check_write_size(size)
-                    sb.check_tree_size(size)
-                    shutil.copyfile(sreal, treal)
-        except LimitExceeded as exc:
-            fail(str(exc))
-            continue
-        except OSError as exc:
-            fail(f"cannot {prog} '{sarg}': {exc.strerror}")
-            continue
-        dst_arg = posixpath.normpath(drel) if drel != "." else "."
-        if prog == "mv" and os.path.lexists(treal) and not os.path.lexists(sreal):
-            obs.append({"kind": "move", "src": srel, "dst": trel, "dst_arg": dst_arg})
-        elif prog == "cp" and os.path.lexists(treal):
-            obs.append({"kind": "copy", "src": srel, "dst": trel, "dst_arg": dst_arg, "existed": existed})
-    return status, out, obs
-
-
 def tool_bash(sb: Sandbox, ctx: ToolContext, command: Any = None,
               description: Any = None) -> tuple[ToolResult, list[dict]]:
-    """Restricted shell. Observations carry ``exit_status`` of the whole command on the last element."""
+    """Restricted shell (:mod:`filegram_ray.engine.bash`). Observations of a failed command carry
+    ``bash_failed``."""
     command = _str_arg("command", command, allow_empty=False)
-    cmds = parse_bash(command)
-    # resolve every path before anything runs: one refused path refuses the whole command
-    plans = []
-    for conn, argv in cmds:
-        flags, paths = _split_argv(argv)
-        resolved = []
-        for p in paths:
-            real, rel = sb.resolve(p)
-            resolved.append((real, rel, p))
-        plans.append((conn, argv, flags, resolved))
-    outputs: list[str] = []
-    observations: list[dict] = []
-    status = 0
-    for conn, argv, flags, resolved in plans:
-        if conn == "&&" and status != 0:
-            continue
-        status, out, obs = _run_one(sb, argv, resolved, flags)
-        outputs.extend(out)
-        observations.extend(obs)
+    try:
+        status, outputs, observations = run_bash(sb, command)
+    except BashRefused as exc:
+        raise ToolError(str(exc)) from None
     text = "\n".join(outputs)
     if status != 0:
         return ToolResult(False, text or f"exit status {status}", error=text or f"exit status {status}"), \
@@ -728,16 +583,10 @@ def tool_schemas() -> list[dict[str, Any]]:
 
 
 def list_tree(sb: Sandbox) -> list[tuple[str, bool]]:
-    """Every entry under the sandbox root as (relative POSIX path, is_dir), sorted; symlinks count as files."""
+    """Every entry under the sandbox root as (relative POSIX path, is_dir), sorted; links count as files,
+    special files are left out. Walks through descriptors, so no path is too deep to list."""
     out = []
-    for dirpath, dirs, files in os.walk(sb.root):
-        dirs.sort()
-        for d in dirs:
-            p = Path(dirpath) / d
-            out.append((os.path.relpath(p, sb.root).replace(os.sep, "/"), not p.is_symlink()))
-        for f in files:
-            p = Path(dirpath) / f
-            st = os.lstat(p)
-            if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                out.append((os.path.relpath(p, sb.root).replace(os.sep, "/"), False))
+    for _d, dirs, others in sb.walk(".", what="snapshot"):
+        out.extend((e.rel, True) for e in dirs)
+        out.extend((e.rel, False) for e in others if e.kind in ("file", "link"))
     return sorted(out)

@@ -24,8 +24,22 @@ VALIDITY_METHODS = ("oracle", "random")
 _DISPLAY = {"no_context": "No Context", "full_context": "Full Context", "naive_rag": "Naive RAG",
             "eager_summarization": "Eager Summ.", "filegramos": "FileGramOS",
             "filegramos_no_procedural": "FileGramOS − Procedural", "filegramos_no_semantic": "FileGramOS − Semantic",
-            "filegramos_no_episodic": "FileGramOS − Episodic", "oracle": "Oracle (validity)",
+            "filegramos_no_episodic": "FileGramOS − Episodic", "mem0": "Mem0", "zep": "Zep", "memos": "MemOS",
+            "evermemos": "EverMemOS", "simplemem": "SimpleMem", "memu": "MemU", "mma": "MMA",
+            "visrag": "VisRAG (OCR)", "oracle": "Oracle (validity)",
             "random": "Random (validity)"}
+
+
+def _name(method: str) -> str:
+    """Row name: the built-in table above, else the registered method's ``display`` (plugins), else the id."""
+    if method in _DISPLAY:
+        return _DISPLAY[method]
+    try:
+        from filegram_ray.methods.base import METHODS
+
+        return str(getattr(METHODS.get(method), "display", "") or method)
+    except Exception:  # noqa: BLE001 - a row name never fails the report
+        return method
 
 
 def _fmt(x: Any, tokens: bool = False) -> str:
@@ -54,7 +68,7 @@ def markdown_table(summary: pl.DataFrame) -> str:
         if is_valid and block:
             lines.append("| " + " | ".join(["*validity*"] + [""] * (len(head) - 1)) + " |")
         for r in block:
-            cells = [_DISPLAY.get(r["method"], r["method"]),
+            cells = [_name(r["method"]),
                      "–" if is_valid else _fmt(r.get("tokens_in"), True),
                      "–" if is_valid else _fmt(r.get("tokens_out"), True),
                      *[_fmt(r.get(s)) for s in subs], *[_fmt(r.get(c)) for c in CHANNELS], _fmt(r.get("avg")),
@@ -95,7 +109,7 @@ def twin_markdown_table(twins: pl.DataFrame) -> str:
     """The "Text vs Multimodal" Markdown table of a :func:`text_vs_multimodal` frame."""
     lines = ["| Method | Text | Multimodal | Δ | pairs |", "|---|---|---|---|---|"]
     for r in twins.to_dicts():
-        lines.append(f"| {_DISPLAY.get(r['method'], r['method'])} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
+        lines.append(f"| {_name(r['method'])} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
                      f"{r['delta']:+.1f} | {r['n_pairs']} |")
     return "\n".join(lines)
 
@@ -115,7 +129,7 @@ def _twin_png(twins: pl.DataFrame) -> bytes:
     for i, r in enumerate(rows):
         ax.text(i, max(r["text"], r["multimodal"]) + 2, f"{r['delta']:+.1f}", ha="center", fontsize=8)
     ax.set_xticks(x)
-    ax.set_xticklabels([_DISPLAY.get(r["method"], r["method"]) for r in rows], rotation=25, ha="right",
+    ax.set_xticklabels([_name(r["method"]) for r in rows], rotation=25, ha="right",
                        fontsize=8)
     ax.set_ylim(0, 112)
     ax.set_ylabel("accuracy on the same questions (%)")
@@ -166,7 +180,7 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) ->
     for i, m in enumerate(methods):
         row = summary.filter(pl.col("method") == m).to_dicts()[0]
         vals = [row.get(c) if row.get(c) is not None else 0.0 for c in cols]
-        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_DISPLAY.get(m, m))
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m))
     ax.set_xticks(x)
     ax.set_xticklabels(cols)
     ax.set_ylim(0, 105)
@@ -178,6 +192,29 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) ->
     fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
     return buf.getvalue()
+
+
+def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
+    """The "Judge validity" section (rows of :func:`filegram_ray.evaluate.scoring.judge_validity`) and the
+    language-model answering throughput, when present."""
+    out: list[str] = []
+    ans = info.get("answering") or {}
+    if ans.get("n_requests"):
+        per = ans["answer_s"] / ans["n_requests"]
+        out += ["", (f"Answering: {ans['n_requests']} prompts through the `ray.data.llm` processor in "
+                     f"{ans['answer_s']:.0f} s ({per:.2f} s per item; prompts built in {ans['prompt_s']:.0f} s); "
+                     f"judging {info.get('judge_s', 0):.0f} s.")]
+    rows = info.get("judge_validity") or []
+    if rows:
+        expect = {"true_value": "≥ 90", "wrong_value": "between", "empty": "≤ 10"}
+        out += ["", "## Judge validity", "",
+                (f"The open-ended judge `{rows[0]['judge']}` scoring synthetic answers to the evaluated open-ended "
+                 "items: the reference value itself, another value of the attribute, and an empty answer."), "",
+                "| answer | n | mean score | expected | ok |", "|---|---|---|---|---|"]
+        for r in rows:
+            out.append(f"| {r['case']} | {r['n']} | {_fmt(r['mean'])} | {expect.get(r['case'], '')} | "
+                       f"{'yes' if r['ok'] else '**no**'} |")
+    return out
 
 
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
@@ -197,6 +234,11 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
         lines += [markdown_table(summary), ""]
     else:
         lines += ["No items were evaluated.", ""]
+    modes = {m: d for m, d in (info.get("method_modes") or {}).items() if d}
+    if modes:
+        lines += ["Which mechanism ran for each method (with this backbone):", ""]
+        lines += [f"- {_name(m)}: {d}" for m, d in modes.items()]
+        lines.append("")
     lines += [
         "How to read this table:",
         ("- Scores are accuracy % for multiple-choice sub-tasks (unanswerable or failed items count as wrong) and, "
@@ -220,6 +262,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             chance = float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"]
                             .cast(pl.Float64)).mean() * 100)
             lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
+    lines += _judge_validity_lines(info)
     twins = text_vs_multimodal(results)
     if twins.height:
         lines += ["", "## Text vs Multimodal", "",
@@ -247,6 +290,11 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                                                          "score (0–100)"))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
-    run.write_text("results/report.md", "\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    if run.exists("results/validity.json"):  # `filegram validity RUN` has run: keep its summary section
+        from filegram_ray.validity.core import merge_report, summary_lines
+
+        text = merge_report(text, summary_lines(run.read_json("results/validity.json")))
+    run.write_text("results/report.md", text)
     written.append("results/report.md")
     return written

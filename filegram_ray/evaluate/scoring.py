@@ -7,8 +7,10 @@
   but the formula is not in the released code (reference §9.4). A judge parse failure gives no score and the item
   is left out of the mean (reference §9.4: "score outside 1–5 or parse error → 0 and excluded").
 
-Judges (reference §9.4): :class:`LLMJudge` when the backbone is a language model (temperature 0.1, ≤512 tokens,
-vagueness cap at 3), else :class:`RubricJudge`, a deterministic rubric documented on the class.
+Judges (reference §9.4): :class:`LLMJudge` when the backbone (or ``evaluate.judge_backbone``) is a language model
+(temperature 0.1, ≤512 tokens, vagueness cap at 3; its requests go through the same ``ray.data.llm`` processors
+as the answers), else :class:`RubricJudge`, a deterministic rubric documented on the class. Either must pass the
+validity rows of :func:`judge_validity` (reference value ≥ 90, empty ≤ 10, wrong value in between).
 
 Aggregation (:func:`summarise`): per method, mean score per sub-task and per channel (channels average over the
 items carrying that label, reference §9.5), ``Avg`` = question-count-weighted accuracy over the multiple-choice
@@ -31,10 +33,15 @@ __all__ = [
     "CHANNELS",
     "SUB_TASK_ORDER",
     "VALUE_SPACES",
+    "VALIDITY_CASES",
     "LLMJudge",
     "RubricJudge",
+    "judge_messages",
+    "judge_validity",
     "likert_to_100",
     "make_judge",
+    "parse_judge_reply",
+    "validity_requests",
     "score_mcq",
     "summarise",
 ]
@@ -89,11 +96,27 @@ def _value_space(item: Mapping[str, Any]) -> list[str]:
     return list(VALUE_SPACES.get(_attribute(item), []))
 
 
+def _stem(word: str) -> str:
+    """Prefix that a word's inflections share (``sequential`` → ``sequent`` matches ``sequentially``)."""
+    return word[:max(4, len(word) - 3)]
+
+
+def _names_value(value: str, answer: str) -> bool:
+    """True when the normalised ``answer`` names ``value``: the whole phrase, or every content word of it (3+
+    letters, parentheses dropped) as a word stem (:func:`_stem`), e.g. "reads each file sequentially and in depth"
+    names ``sequential_deep``."""
+    if re.search(rf"\b{re.escape(value)}\b", answer):
+        return True
+    words = [w for w in re.findall(r"[a-z0-9\u4e00-\u9fff]+", value) if len(w) >= 3]
+    return bool(words) and all(re.search(rf"\b{re.escape(_stem(w))}", answer) for w in words)
+
+
 class RubricJudge:
-    """Deterministic Likert judge used when no LLM backbone is configured (ours, shaped on reference §9.4).
+    """Deterministic Likert judge used when no LLM judge is configured (ours, shaped on reference §9.4).
 
     With V = the attribute's value space (item metadata, else :data:`VALUE_SPACES`) and r = the reference value,
-    on normalised text (lower case, ``_``/``-`` → space):
+    on normalised text (lower case, ``_``/``-`` → space), a value counts as *named* when its phrase or each of its
+    content words as a stem occurs (:func:`_names_value`):
 
     * 5 — the answer equals r, or names r and no other value of V and cites a number (specific evidence);
     * 4 — names r and no other value of V;
@@ -103,7 +126,8 @@ class RubricJudge:
 
     For free-text attributes (name, role: no value space) the reference's content words are matched instead:
     5 all present, 4 more than half, 3 some, 1 none. It rewards naming the right value; it cannot judge whether the
-    evidence is true. Deliberately simple.
+    evidence is true. Deliberately simple. Validity (:func:`judge_validity`): the reference value itself scores 5
+    (100), another value of V 2 (25), an empty answer 1 (0).
     """
 
     name = "rubric"
@@ -121,12 +145,22 @@ class RubricJudge:
                 return None
             frac = sum(1 for w in words if re.search(rf"\b{re.escape(w)}\b", ans)) / len(words)
             return 5 if frac == 1 else 4 if frac > 0.5 else 3 if frac > 0 else 1
-        named = {v for v in space if re.search(rf"\b{re.escape(v)}\b", ans)}
+        named = {v for v in space if _names_value(v, ans)}
+        if len(named) > 1:  # a value whose words are all inside another named value is not named on its own
+            named = {v for v in named if not any(v != o and set(v.split()) < set(o.split()) for o in named)}
         if ref in named and len(named) == 1:
             return 5 if re.search(r"\d", ans) else 4
         if ref in named:
             return 3
         return 2 if named else 1
+
+    def judge_many(self, requests: Sequence[tuple[Mapping[str, Any], str, str]]) -> list[tuple[int | None, str]]:
+        """``[(likert or None, note)]`` for ``(item, reference, answer)`` requests (note: "" or why unscored)."""
+        out = []
+        for item, ref, ans in requests:
+            s = self.judge(item, ref, ans)
+            out.append((s, "" if s is not None else "rubric: empty reference"))
+        return out
 
 
 _JUDGE_SYSTEM = (
@@ -138,48 +172,192 @@ _JUDGE_SYSTEM = (
     "5 need concrete distinguishing evidence.\n"
     'Reply with JSON only: {{"ground_truth": ..., "inferred": ..., "score": <1-5>, "justification": ...}}')
 
+#: Version of the judge prompt; part of the judge cache key, so a changed prompt never reuses old verdicts.
+JUDGE_PROMPT_VERSION = "j1"
+
+
+def judge_messages(item: Mapping[str, Any], reference: str, answer: str) -> list[dict[str, str]]:
+    """The chat messages of one LLM-judge call (reference §9.4: attribute, value space, 1–5 rubric, vagueness)."""
+    space = _value_space(item)
+    system = _JUDGE_SYSTEM.format(attr=_attribute(item) or "(see question)",
+                                  space=", ".join(space) if space else "free text")
+    user = f"Question: {item.get('question', '')}\nReference value: {reference}\nInferred value: {answer}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def parse_judge_reply(reply: str) -> int | None:
+    """The 1–5 score of a judge reply: the JSON ``score`` field, else ``score: N`` in the text; None otherwise."""
+    obj = parse_json_object(reply) or {}
+    try:
+        s = int(float(obj.get("score")))
+    except (TypeError, ValueError):
+        m = re.search(r"score\W{0,4}([1-5])\b", reply or "", re.IGNORECASE)
+        s = int(m.group(1)) if m else 0
+    return s if 1 <= s <= 5 else None
+
 
 class LLMJudge:
-    """Per-attribute LLM judge (reference §9.4): one call per item, temperature 0.1, ≤512 tokens; a reply without
-    a score in 1..5 gives ``None`` (excluded from the mean).
+    """Per-attribute LLM judge (reference §9.4) on a ``ray.data.llm`` processor: one request per (item, answer),
+    temperature 0.1, ≤512 tokens, all requests of a stage in one Ray Dataset (:func:`~filegram_ray.llm.processors
+    .run_chat`). An empty answer is 1 without a call (rubric: nothing inferred). A reply without a score in 1..5,
+    or an error reply, gives ``None`` (excluded from the mean) and a note.
 
     Args:
-        backbone: a backbone whose ``complete`` calls a language model.
+        spec: the judge model (:class:`~filegram_ray.llm.processors.HttpChatSpec` or ``VLLMEngineSpec``, or a
+            backbone config mapping).
+        cache: optional ``{key: likert}`` mapping of earlier verdicts (read and extended in place; the evaluate
+            stage keeps it in ``results/judge/``).
+        temperature / max_tokens: sampling of the judge call (reference §9.4: 0.1, 512).
     """
 
-    name = "llm"
+    def __init__(self, spec: Any, cache: dict[str, int | None] | None = None, temperature: float = 0.1,
+                 max_tokens: int = 512):
+        from filegram_ray.llm.processors import chat_spec
 
-    def __init__(self, backbone):
-        if not getattr(backbone, "is_llm", False):
-            raise ValueError(f"LLMJudge needs a language-model backbone, got {getattr(backbone, 'name', backbone)!r}")
-        self.backbone = backbone
+        self.spec = chat_spec(spec)
+        self.name = f"llm:{self.spec.display()}"
+        self.cache = cache if cache is not None else {}
+        self.temperature, self.max_tokens = float(temperature), int(max_tokens)
+        self.replies: dict[str, str] = {}
+
+    def key(self, item: Mapping[str, Any], reference: str, answer: str) -> str:
+        import hashlib
+        import json
+
+        blob = json.dumps([JUDGE_PROMPT_VERSION, self.spec.identity(), self.temperature, self.max_tokens,
+                           str(item.get("question_id", "")), _attribute(item), reference, answer], sort_keys=True,
+                          default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+
+    def judge_many(self, requests: Sequence[tuple[Mapping[str, Any], str, str]]) -> list[tuple[int | None, str]]:
+        """``[(likert or None, note)]`` for ``(item, reference, answer)`` requests, in order."""
+        from filegram_ray.llm.processors import run_chat
+
+        keys = [self.key(it, ref, ans) if (ans or "").strip() else "" for it, ref, ans in requests]
+        todo: dict[str, list[dict[str, str]]] = {}
+        for k, (it, ref, ans) in zip(keys, requests):
+            if k and k not in self.cache and k not in todo:
+                todo[k] = judge_messages(it, ref, ans)
+        notes: dict[str, str] = {}
+        if todo:
+            reqs = [{"req_key": k, "messages": m, "max_tokens": self.max_tokens, "temperature": self.temperature}
+                    for k, m in todo.items()]
+            for r in run_chat(reqs, self.spec):
+                k = r["req_key"]
+                self.replies[k] = r.get("reply") or r.get("raw") or ""
+                if r.get("error"):
+                    notes[k] = f"judge error: {r['error'][:300]}"
+                    continue  # not cached: judged again on a rerun
+                s = parse_judge_reply(r.get("reply") or "")
+                self.cache[k] = s
+                if s is None:
+                    notes[k] = f"judge reply without a 1-5 score: {(r.get('reply') or '')[:200]!r}"
+        out = []
+        for k in keys:
+            if not k:
+                out.append((1, ""))
+            elif k in self.cache:
+                s = self.cache[k]
+                out.append((s, notes.get(k, "" if s is not None else "judge reply without a 1-5 score")))
+            else:
+                out.append((None, notes.get(k, "judge: no reply")))
+        return out
 
     def judge(self, item: Mapping[str, Any], reference: str, answer: str) -> int | None:
-        space = _value_space(item)
-        system = _JUDGE_SYSTEM.format(attr=_attribute(item) or "(see question)",
-                                      space=", ".join(space) if space else "free text")
-        prompt = f"Question: {item.get('question', '')}\nReference value: {reference}\nInferred value: {answer}"
-        reply = self.backbone.complete(prompt, system, temperature=0.1, max_tokens=512)
-        obj = parse_json_object(reply) or {}
-        try:
-            s = int(float(obj.get("score")))
-        except (TypeError, ValueError):
-            m = re.search(r"score\W{0,4}([1-5])\b", reply or "", re.IGNORECASE)
-            s = int(m.group(1)) if m else 0
-        return s if 1 <= s <= 5 else None
+        return self.judge_many([(item, reference, answer)])[0][0]
+
+    def prefetch(self, requests: Sequence[tuple[Mapping[str, Any], str, str]]) -> None:
+        """Judge ``requests`` now in one processor pass; later calls on them are answered from the cache."""
+        if requests:
+            self.judge_many(requests)
 
 
-def make_judge(kind: str, backbone=None):
-    """``"auto"`` (LLM when the backbone is a language model, else rubric), ``"llm"`` or ``"rubric"``.
+def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | None = None):
+    """``"auto"`` (LLM judge when ``backbone`` is a language-model config, else rubric), ``"llm"`` or
+    ``"rubric"``.
+
+    Args:
+        kind: judge kind.
+        backbone: the judge's model: a backbone config (``{kind: openai, …}``, ``{kind: vllm_engine, …}``) or a
+            processor spec; a non-LLM backbone (``lexical`` …) or None means no model.
+        cache: earlier LLM verdicts (see :class:`LLMJudge`).
 
     Raises:
         ValueError: unknown kind, or ``"llm"`` without a language-model backbone.
     """
-    if kind == "rubric" or (kind == "auto" and not getattr(backbone, "is_llm", False)):
+    from filegram_ray.llm.processors import is_llm_spec
+
+    if kind not in ("auto", "llm", "rubric"):
+        raise ValueError(f"unknown judge {kind!r} (auto, llm, rubric)")
+    llm = is_llm_spec(backbone)
+    if kind == "rubric" or (kind == "auto" and not llm):
         return RubricJudge()
-    if kind in ("llm", "auto"):
-        return LLMJudge(backbone)
-    raise ValueError(f"unknown judge {kind!r} (auto, llm, rubric)")
+    if not llm:
+        raise ValueError(f"judge 'llm' needs a language-model backbone, got {backbone!r}")
+    return LLMJudge(backbone, cache=cache)
+
+
+#: The judge validity cases (issue: a judge must separate right from wrong): the reference value as the answer
+#: must score at least 90, an empty answer at most 10, another value of the attribute's value space in between.
+VALIDITY_CASES = {"true_value": (90.0, 100.0), "wrong_value": (10.0, 90.0), "empty": (0.0, 10.0)}
+
+
+def judge_validity(judge, items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
+                   seed: int) -> pl.DataFrame:
+    """Score three synthetic answers per open-ended item with ``judge``: the reference value (``true_value``), a
+    seeded other value of the item's value space (``wrong_value``; items without one are skipped) and ``""``
+    (``empty``). Returns one row per case: judge, case, n, mean, lo, hi (the bounds of
+    :data:`VALIDITY_CASES`, on 0–100), ok (mean within bounds; for ``wrong_value`` strictly between), n_unscored.
+    """
+    reqs = _validity_cases(items, key, seed)
+    schema = {"judge": pl.Utf8, "case": pl.Utf8, "n": pl.Int64, "mean": pl.Float64, "lo": pl.Float64,
+              "hi": pl.Float64, "ok": pl.Boolean, "n_unscored": pl.Int64}
+    if not reqs:
+        return pl.DataFrame(schema=schema)
+    verdicts = judge.judge_many([(it, ref, ans) for _, it, ref, ans in reqs])
+    rows = []
+    for case, (lo, hi) in VALIDITY_CASES.items():
+        scores = [likert_to_100(s) for (c, *_), (s, _) in zip(reqs, verdicts) if c == case]
+        got = [x for x in scores if x is not None]
+        mean = sum(got) / len(got) if got else None
+        if mean is None:
+            ok = False
+        elif case == "wrong_value":
+            ok = lo < mean < hi
+        else:
+            ok = lo <= mean <= hi
+        rows.append({"judge": judge.name, "case": case, "n": len(scores), "mean": mean, "lo": lo, "hi": hi,
+                     "ok": ok, "n_unscored": len(scores) - len(got)})
+    return pl.DataFrame(rows, schema=schema)
+
+
+def validity_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
+                      seed: int) -> list[tuple[Mapping[str, Any], str, str]]:
+    """The ``(item, reference, answer)`` requests :func:`judge_validity` will make (to prefetch them)."""
+    return [(it, ref, ans) for _, it, ref, ans in _validity_cases(items, key, seed)]
+
+
+def _validity_cases(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
+                    seed: int) -> list[tuple[str, Mapping[str, Any], str, str]]:
+    import random
+
+    from filegram_ray.llm.backbones import stable_seed
+
+    reqs: list[tuple[str, Mapping[str, Any], str, str]] = []
+    for it in items:
+        if it.get("choices"):
+            continue
+        k = key.get(str(it.get("question_id")), {})
+        ref = str(k.get("correct_text") or k.get("correct") or "")
+        if not ref:
+            continue
+        reqs.append(("true_value", it, ref, ref))
+        others = [v for v in _value_space(it) if _norm(v) != _norm(ref)]
+        if others:
+            wrong = random.Random(stable_seed(seed, "judge-validity", it.get("question_id"))).choice(others)
+            reqs.append(("wrong_value", it, ref, wrong))
+        reqs.append(("empty", it, ref, ""))
+    return reqs
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -54,7 +54,8 @@ __all__ = [
 STAGE = "evaluate"
 LETTERS = "ABCDEFGH"
 #: Methods evaluated by default: the context baselines, FileGramOS and its three channel ablations (ref §8.4).
-DEFAULT_METHODS = ["no_context", "full_context", "naive_rag", "eager_summarization", "filegramos",
+DEFAULT_METHODS = ["no_context", "full_context", "naive_rag", "eager_summarization", "visrag", "mem0", "zep",
+                   "memos", "simplemem", "evermemos", "memu", "mma", "filegramos",
                    "filegramos_no_procedural", "filegramos_no_semantic", "filegramos_no_episodic"]
 
 
@@ -64,8 +65,16 @@ class EvaluateConfig(BaseModel):
     Attributes:
         methods: registered method names to evaluate.
         method_options: per-method options, e.g. ``{full_context: {cap_chars: 100000}}``.
-        backbone: ``"lexical"`` (CPU default, no LLM), ``"random"``, or ``{kind: openai, base_url, model, …}``.
-        judge: ``auto`` | ``llm`` | ``rubric`` for open-ended items.
+        backbone: ``"lexical"`` (CPU default, no LLM), ``"random"``, or a language model answered through a
+            ``ray.data.llm`` processor (:mod:`filegram_ray.evaluate.answer`): ``{kind: openai, base_url, model, …}``
+            for any OpenAI-compatible server, ``{kind: vllm_engine, model_source, tensor_parallel_size, …}`` for
+            vLLM engines on GPU workers (fields: :mod:`filegram_ray.llm.processors`).
+        judge: ``auto`` | ``llm`` | ``rubric`` for open-ended items (auto = LLM judge when there is a language model).
+        judge_backbone: the judge's language model (same shapes as ``backbone``); None = the answering backbone.
+        ingest_llm: with an OpenAI-compatible backbone, let methods call it at ingest (Eager Summarization's
+            summaries, FileGramOS consolidation); false = their non-LLM path (much faster on a CPU server).
+        wave_units: work units per prompt-and-answer wave of the language-model path (bounds driver memory; a unit
+            is written as soon as its last answer is in).
         settings: item settings to evaluate (``text``, ``multimodal``, ``real_world``: methods ingest the events the
             caption stage read back from screen recordings, :mod:`video.realworld`).
         multimodal_content: how created-file content is shown in the multimodal setting: ``derivatives`` (text
@@ -91,6 +100,9 @@ class EvaluateConfig(BaseModel):
     method_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     backbone: str | dict[str, Any] = "lexical"
     judge: str = "auto"
+    judge_backbone: str | dict[str, Any] | None = None
+    ingest_llm: bool = True
+    wave_units: int = Field(64, ge=1)
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
     multimodal_content: str = "auto"
     multimodal_formats: list[str] | None = None
@@ -278,10 +290,15 @@ _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8,
 def backbone_tag(spec: Any) -> str:
     """A short, stable identity of a backbone spec (``lexical``, ``openai-3f2a9c1e`` …): answers and completion
     records are kept per backbone, so changing the backbone never reuses another backbone's answers."""
+    from filegram_ray.llm.processors import chat_spec, is_llm_spec
+
     if isinstance(spec, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", spec):
         return spec
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:8]
     kind = spec.get("kind", "openai") if isinstance(spec, dict) else "backbone"
+    if is_llm_spec(spec):  # only what changes the answers: batch size, concurrency, retries keep the answers
+        cs = chat_spec(spec)
+        spec, kind = cs.identity(), cs.kind
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return f"{kind}-{digest}"
 
 
@@ -371,13 +388,15 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
                judge) -> pl.DataFrame:
     """Join answers with item fields and the key; add ``correct`` (letter / reference), ``is_correct``,
     ``score`` (0–100; see :mod:`filegram_ray.evaluate.scoring`) and ``text_twin`` (a multimodal item's text
-    counterpart, :func:`filegram_ray.evaluate.multimodal.text_twins`; "" otherwise)."""
+    counterpart, :func:`filegram_ray.evaluate.multimodal.text_twins`; "" otherwise). The open-ended rows are judged
+    in one batch (``judge.judge_many``: one Ray Dataset for an LLM judge)."""
     from filegram_ray.evaluate.multimodal import text_twins
     from filegram_ray.evaluate.scoring import likert_to_100, score_mcq
 
     by_id = {it["question_id"]: it for it in items}
     twins = text_twins(items)
     out = []
+    to_judge: list[int] = []
     for r in answers.iter_rows(named=True):
         it = by_id[r["question_id"]]
         k = key.get(r["question_id"], {})
@@ -394,19 +413,68 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
         elif r["status"] != "ok":
             row.update(is_correct=False if not is_open else None, score=0.0 if not is_open else None)
         elif is_open:
-            ref = str(k.get("correct_text") or k.get("correct") or "")
-            try:
-                s = judge.judge(it, ref, r["answer_text"])
-            except Exception as exc:  # noqa: BLE001 - a judge failure leaves the item unscored
-                s = None
-                row["error"] = f"judge failed: {_err(exc)}"
-                row["status"] = "error"
-            row.update(likert=s, score=likert_to_100(s), is_correct=None)
+            row.update(score=None, is_correct=None)
+            to_judge.append(len(out))
         else:
             sc = score_mcq(r["choice"], correct)
             row.update(score=sc, is_correct=sc == 100.0)
         out.append(row)
+    if to_judge:
+        reqs = []
+        for i in to_judge:
+            k = key[out[i]["question_id"]]
+            reqs.append((by_id[out[i]["question_id"]], str(k.get("correct_text") or k.get("correct") or ""),
+                         out[i]["answer_text"]))
+        try:
+            verdicts = judge.judge_many(reqs)
+        except Exception as exc:  # noqa: BLE001 - a judge failure leaves the items unscored, the report still comes
+            log.warning("evaluate: judge %s failed: %s", getattr(judge, "name", judge), exc)
+            verdicts = [(None, f"judge failed: {_err(exc)}")] * len(reqs)
+        for i, (s, note) in zip(to_judge, verdicts):
+            out[i].update(likert=s, score=likert_to_100(s))
+            if note and s is None:
+                out[i].update(status="error", error=note[:1000])
     return pl.DataFrame(out, infer_schema_length=None)
+
+
+def _open_answers(answers: pl.DataFrame, items: list[dict[str, Any]],
+                  key: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], str, str]]:
+    """``(item, reference, answer)`` of the answered open-ended rows (what :func:`score_rows` will judge)."""
+    by_id = {it["question_id"]: it for it in items}
+    out = []
+    for r in answers.filter(pl.col("status") == "ok").iter_rows(named=True):
+        it, k = by_id.get(r["question_id"]), key.get(r["question_id"])
+        if it is not None and k and not it.get("choices"):
+            out.append((it, str(k.get("correct_text") or k.get("correct") or ""), r["answer_text"]))
+    return out
+
+
+_JUDGE_CACHE = "results/judge/verdicts.parquet"
+
+
+def _load_judge_cache(run: RunDir) -> dict[str, int | None]:
+    """Earlier LLM-judge verdicts of this run directory (``key -> likert``)."""
+    if not run.exists(_JUDGE_CACHE):
+        return {}
+    df = run.read_table(_JUDGE_CACHE)
+    return dict(zip(df["key"].to_list(), df["likert"].to_list()))
+
+
+def _save_judge_cache(run: RunDir, cache: dict[str, int | None]) -> None:
+    if cache:
+        run.write_table(_JUDGE_CACHE, pl.DataFrame({"key": list(cache), "likert": list(cache.values())},
+                                                   schema={"key": pl.Utf8, "likert": pl.Int64}))
+
+
+def _probe(spec) -> None:
+    """One short request to an OpenAI-compatible endpoint; raises ValueError naming the URL when it fails."""
+    from filegram_ray.llm import OpenAIBackbone
+
+    kwargs = {**spec.backbone_kwargs(), "retries": 0, "timeout": min(spec.timeout, 60.0)}
+    try:
+        OpenAIBackbone(**kwargs).complete("Reply with the single letter A.", None, max_tokens=4)
+    except Exception as exc:
+        raise ValueError(f"evaluate: backbone {spec.display()} at {spec.base_url} is not answering: {exc}") from exc
 
 
 def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
@@ -422,7 +490,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from filegram_ray.evaluate.report import write_report
-    from filegram_ray.evaluate.scoring import make_judge, summarise
+    from filegram_ray.evaluate.scoring import judge_validity, make_judge, summarise, validity_requests
     from filegram_ray.llm import make_backbone
     from filegram_ray.methods import method_names
     from filegram_ray.runtime import init_ray, map_units
@@ -458,17 +526,35 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     mm_tag = mm_mode
     if mm_mode == "derivatives" and ecfg.multimodal_formats is not None:  # another view → another cache key
         mm_tag += "-" + hashlib.sha256(",".join(sorted(ecfg.multimodal_formats)).encode()).hexdigest()[:8]
-    bb = make_backbone(ecfg.backbone, seed=config.seed)
-    if bb.is_llm:  # fail fast, with the URL, instead of thousands of timed-out items
-        try:
-            bb.complete("Reply with the single letter A.", None)
-        except Exception as exc:
-            raise ValueError(f"evaluate: backbone {bb.name} is not answering: {exc}") from exc
-    plan = _plan_units(items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest=bb.is_llm)
-    if not ecfg.serial:
+    from filegram_ray.llm.processors import HttpChatSpec, chat_spec, is_llm_spec
+
+    spec = chat_spec(ecfg.backbone) if is_llm_spec(ecfg.backbone) else None
+    if spec is None:
+        bb = make_backbone(ecfg.backbone, seed=config.seed)
+        bb_info, ingest_backbone, llm_ingest = bb.describe(), ecfg.backbone, bb.is_llm
+    else:
+        bb_info = {"name": spec.display(), "is_llm": True, **spec.identity()}
+        llm_ingest = bool(ecfg.ingest_llm and isinstance(spec, HttpChatSpec))
+        ingest_backbone = {"kind": "openai", **spec.backbone_kwargs()} if llm_ingest else "lexical"
+        if isinstance(spec, HttpChatSpec):  # fail fast, with the URL, instead of thousands of failed requests
+            _probe(spec)
+    plan = _plan_units(items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest=llm_ingest)
+    if not ecfg.serial or spec is not None:  # the ray.data.llm processor always runs on Ray
         init_ray(config.ray.address, config.ray.num_cpus)
     unit_status: list[dict[str, Any]] = []
-    for m, units in plan.items():
+    answering: dict[str, Any] = {}
+    if spec is not None:
+        from filegram_ray.evaluate.answer import answer_units
+
+        todo = [u for units in plan.values() for u in units if not _unit_complete(run, u)]
+        log.info("evaluate: %d units to answer with %s (%d already done)", len(todo), spec.display(),
+                 sum(len(u) for u in plan.values()) - len(todo))
+        answering = answer_units(
+            run, todo, spec=spec, stage=STAGE, unit_schema=_UNIT_SCHEMA, method_options=ecfg.method_options,
+            ingest_backbone=ingest_backbone, seed=config.seed, multimodal_content=mm_mode,
+            multimodal_formats=ecfg.multimodal_formats, num_actors=ecfg.num_actors,
+            num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units)
+    for m, units in plan.items() if spec is None else ():
         todo = [u for u in units if not _unit_complete(run, u)]
         log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
         rows = map_units(EvalWorker, todo, init_kwargs={
@@ -496,17 +582,38 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     if ecfg.validity:
         frames.append(pl.DataFrame(_validity_rows(items, key, config.seed), schema=_UNIT_SCHEMA))
     answers = pl.concat(frames) if frames else pl.DataFrame(schema=_UNIT_SCHEMA)
-    judge = make_judge(ecfg.judge, bb)
+    judge_spec = ecfg.judge_backbone if ecfg.judge_backbone is not None else ecfg.backbone
+    cache = _load_judge_cache(run)
+    judge = make_judge(ecfg.judge, judge_spec, cache=cache)
+    t_judge = time.perf_counter()
+    if hasattr(judge, "prefetch"):  # one processor pass for the answers' verdicts and the validity rows
+        judge.prefetch(_open_answers(answers, items, key) + (validity_requests(items, key, config.seed)
+                                                             if ecfg.validity else []))
     results = score_rows(answers, items, key, judge)
+    validity = judge_validity(judge, items, key, config.seed) if ecfg.validity else None
+    _save_judge_cache(run, cache)
+    judge_s = time.perf_counter() - t_judge
+    if validity is not None and validity.height:
+        run.write_table("results/judge_validity.parquet", validity)
+        for r in validity.filter(~pl.col("ok")).iter_rows(named=True):
+            log.warning("evaluate: judge %s fails its validity row %s: mean %s, expected %s–%s", r["judge"],
+                        r["case"], r["mean"], r["lo"], r["hi"])
     run.write_table("results/results.parquet", results)
     summary = summarise(results) if results.height else pl.DataFrame()
     if summary.height:
         run.write_table("results/summary.parquet", summary)
+    from filegram_ray.methods import make_method
+
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
-            "methods": ecfg.methods, "backbone": bb.describe(), "judge": judge.name,
+            "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
+            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(bb_info.get("is_llm")))
+                             for m in ecfg.methods},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
+            "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
+            "judge_s": round(judge_s, 2),
+            "judge_validity": validity.to_dicts() if validity is not None else [],
             "seconds": round(time.perf_counter() - t0, 2)}
     write_report(run, results, summary, info, plots=ecfg.plots)
     from filegram_ray.schema.meta import record_stage

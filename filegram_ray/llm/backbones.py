@@ -318,8 +318,8 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
     """Build a backbone from a config value.
 
     Args:
-        spec: ``"lexical"`` / ``"random"`` / ``"oracle"`` / ``"openai"`` or a mapping ``{kind: …, base_url, model,
-            api_key, timeout, retries, temperature, max_tokens, max_tokens_open}``; ``None`` = lexical.
+        spec: ``"lexical"`` / ``"random"`` / ``"oracle"`` or a mapping ``{kind: openai, base_url, model, …}``
+            (the fields of :class:`filegram_ray.llm.processors.HttpChatSpec`); ``None`` = lexical.
         seed: master seed (lexical, random).
         answer_key: required for ``oracle``.
 
@@ -340,12 +340,13 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
         if answer_key is None:
             raise ValueError("backbone 'oracle' needs the answer key")
         return OracleBackbone(answer_key)
-    if kind in ("openai", "openai_compatible", "vllm", "llama_cpp"):
-        allowed = {"base_url", "model", "api_key", "timeout", "retries", "temperature", "max_tokens",
-                   "max_tokens_open", "name"}
-        bad = set(spec) - allowed
-        if bad:
-            raise ValueError(f"backbone {kind!r}: unknown settings {sorted(bad)} (allowed: {sorted(allowed)})")
-        return OpenAIBackbone(**spec)
-    raise ValueError(f"unknown backbone kind {kind!r} (lexical, random, oracle, openai)")
+    if kind in ("openai", "openai_compatible", "vllm", "vllm_server", "llama_cpp", "vllm_engine"):
+        from filegram_ray.llm.processors import HttpChatSpec, chat_spec
+
+        cs = chat_spec({"kind": kind, **spec})  # validates every setting (pydantic names a wrong one)
+        if not isinstance(cs, HttpChatSpec):
+            raise ValueError(f"backbone {kind!r} runs vLLM engines inside the evaluate stage's ray.data.llm "
+                             "processor; it has no one-off client (use an OpenAI-compatible server for that)")
+        return OpenAIBackbone(**cs.backbone_kwargs())
+    raise ValueError(f"unknown backbone kind {kind!r} (lexical, random, oracle, openai, vllm_engine)")
 

@@ -1,4 +1,5 @@
-"""``filegram memory …`` subcommands: ``show`` prints a profile's retrieved context; ``encode`` runs the stage."""
+"""``filegram memory …`` subcommands: ``show`` prints a profile's retrieved context; ``encode`` runs the stage;
+``update`` brings a watcher store's memory up to date incrementally (:mod:`filegram_ray.memory.incremental`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,30 @@ def _show(args: argparse.Namespace) -> int:
     from filegram_ray.storage import RunDir
 
     run = RunDir(args.run_dir)
-    store = load_store(run, args.profile_id)
+    pid, kind = args.profile_id, args.embedder
+    from filegram_ray.watch.store import is_watch_store
+
+    if is_watch_store(args.run_dir):  # a watcher store: its profile and the embedder its memory was built with
+        from filegram_ray.memory.incremental import load_state
+        from filegram_ray.watch.store import WatchStore
+
+        pid = pid or WatchStore.open(args.run_dir).config.profile_id
+        if load_state(run, pid) is None:
+            raise SystemExit(f"filegram memory show: {args.run_dir} has no memory yet; run "
+                             f"`filegram memory update {args.run_dir}` first")
+    elif pid is None:
+        raise SystemExit("filegram memory show: PROFILE_ID is required for a run directory")
+    store = load_store(run, pid)
     indices = embedder = None
     if args.query is not None:
         from filegram_ray.memory.embed import make_embedder
 
-        embedder = make_embedder(args.embedder)
-        indices = load_indices(run, args.profile_id)
+        if kind is None:  # the embedder the indices were built with (indices/<profile>/embedder.json)
+            rel = f"indices/{pid}/embedder.json"
+            recorded = run.read_json(rel).get("model") if run.exists(rel) else None
+            kind = "hashing" if recorded == "hashing" else "minilm"
+        embedder = make_embedder(kind)
+        indices = load_indices(run, pid, embedder)
     channels = tuple(c for c in args.channels.split(",") if c)
     ctx = retrieve(store, args.query, channels=channels, indices=indices, embedder=embedder)
     print(ctx.text)
@@ -35,16 +53,40 @@ def _encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _update(args: argparse.Namespace) -> int:
+    from filegram_ray.memory.incremental import update_memory
+    from filegram_ray.storage import RunDir
+    from filegram_ray.watch.export import watch_units
+    from filegram_ray.watch.store import StoreError, WatchStore
+
+    try:
+        store = WatchStore.open(args.store)
+    except StoreError as exc:
+        raise SystemExit(f"filegram memory update: {exc}") from None
+    pid = args.profile_id or store.config.profile_id
+    units, notes = watch_units(store)
+    r = update_memory(RunDir(store.path), pid, units, embedder=args.embedder, rebuild=args.rebuild)
+    state = "up to date" if r["up_to_date"] else f"{r['encoded_now']} session(s) encoded now"
+    print(f"memory update: {state}, {r['reused']} reused, {r['sessions']} in memory"
+          + (f" (rebuilt: {r['rebuilt']})" if r["rebuilt"] else "") + f"; embedder {r['embedder']}; seconds "
+          + ", ".join(f"{k}={v}" for k, v in r["seconds"].items()))
+    for m in notes + r["errors"]:
+        print(f"  {m}")
+    print(f"next: filegram memory show {args.store} [--query TEXT]")
+    return 0
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser("memory", help="FileGramOS memory: encode a run, show a profile's context")
+    p = subparsers.add_parser("memory", help="FileGramOS memory: encode a run, update a watcher store, show a "
+                              "profile's context")
     sub = p.add_subparsers(dest="memory_command", metavar="SUBCOMMAND")
     s = sub.add_parser("show", help="print the retrieved context of one profile")
-    s.add_argument("run_dir", help="run directory (path or URI)")
-    s.add_argument("profile_id")
+    s.add_argument("run_dir", help="run directory (path or URI), or a watcher store")
+    s.add_argument("profile_id", nargs="?", default=None, help="profile id (a watcher store: default its own)")
     s.add_argument("--query", default=None, help="query text: adds the relevant chunks and episodes")
     s.add_argument("--channels", default="procedural,semantic,episodic", help="comma-separated enabled channels")
-    s.add_argument("--embedder", default="minilm", choices=["minilm", "hashing"],
-                   help="query embedder; must match the one used by encode")
+    s.add_argument("--embedder", default=None, choices=["minilm", "hashing"],
+                   help="query embedder (default: the one the indices record); another one is refused")
     s.set_defaults(func=_show)
     e = sub.add_parser("encode", help="run the encode stage (same as jobs/encode.py)")
     e.add_argument("--config", default=None)
@@ -53,4 +95,10 @@ def register(subparsers) -> None:
     e.add_argument("--serial", action="store_true")
     e.add_argument("--address", default=None)
     e.set_defaults(func=_encode)
+    u = sub.add_parser("update", help="encode a watcher store's new sessions and update its memory incrementally")
+    u.add_argument("store", help="watcher store (filegram watch --out STORE)")
+    u.add_argument("--profile-id", default=None, help="profile id (default: the store's)")
+    u.add_argument("--embedder", default="minilm", choices=["minilm", "hashing"], help="episode/chunk embedder")
+    u.add_argument("--rebuild", action="store_true", help="re-encode every session")
+    u.set_defaults(func=_update)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

@@ -15,6 +15,7 @@ import math
 import re
 import statistics
 from collections import Counter
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ _SPACE_RE = re.compile(r"\s+")
 
 __all__ = [
     "ConsolidateConfig",
+    "FingerprintStats",
     "MemoryStore",
     "aggregate",
     "behavioral_clusters",
@@ -127,8 +129,81 @@ class MemoryStore(BaseModel):
 
 
 # ------------------------------------------------------------------ §7.4
+_DIM = len(C.FINGERPRINT_FEATURES)  # 17 (§7.3)
+
+
+class FingerprintStats(BaseModel):
+    """Running per-feature statistics of fingerprints for the z-scores of §7.4, kept as *exact* sums.
+
+    ``sums[k]`` = Σ f_k and ``squares[k]`` = Σ f_k² over the ``n`` sessions added so far, as exact rationals
+    (``fractions.Fraction`` of the float64 values, stored as ``"p/q"`` strings), so adding sessions in any
+    order, in one batch or over many incremental updates gives bit-identical means and standard deviations —
+    an incremental consolidation equals a from-scratch one. μ_k is Σf/n and σ_k the sample standard deviation
+    √((Σf² − (Σf)²/n)/(n − 1)), each computed exactly and rounded once to float64 (then √).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    n: int = 0
+    sums: list[str] = Field(default_factory=lambda: ["0"] * _DIM)
+    squares: list[str] = Field(default_factory=lambda: ["0"] * _DIM)
+
+    @classmethod
+    def of(cls, F: np.ndarray) -> FingerprintStats:
+        """Statistics of the rows of ``F`` (N, 17)."""
+        st = cls()
+        st.add_many(F)
+        return st
+
+    def add_many(self, F: np.ndarray) -> FingerprintStats:
+        """Add the rows of ``F`` (N, 17) (returns self).
+
+        Raises:
+            ValueError: rows are not 17 wide, or hold NaN/inf.
+        """
+        F = np.asarray(F, dtype=np.float64).reshape(-1, _DIM) if np.size(F) else \
+            np.zeros((0, _DIM))
+        if not np.isfinite(F).all():
+            raise ValueError("FingerprintStats: fingerprints must be finite")
+        sums = [Fraction(x) for x in self.sums]
+        sq = [Fraction(x) for x in self.squares]
+        for row in F.tolist():
+            for k, v in enumerate(row):
+                fv = Fraction(v)
+                sums[k] += fv
+                sq[k] += fv * fv
+        self.n += F.shape[0]
+        self.sums = [str(x) for x in sums]
+        self.squares = [str(x) for x in sq]
+        return self
+
+    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
+        """(μ, σ), each (17,) float64; σ is the sample standard deviation (0 when n < 2)."""
+        n = self.n
+        if n == 0:
+            return np.zeros(_DIM), np.zeros(_DIM)
+        mu, sd = [], []
+        for s, q in zip(self.sums, self.squares, strict=True):
+            s, q = Fraction(s), Fraction(q)
+            mu.append(float(s / n))
+            var = (q - s * s / n) / (n - 1) if n > 1 else Fraction(0)
+            sd.append(math.sqrt(float(var)) if var > 0 else 0.0)
+        return np.asarray(mu), np.asarray(sd)
+
+    def zscores(self, F: np.ndarray) -> np.ndarray:
+        """Z-scores of ``F`` (N, 17) under these statistics (§7.4: constant features → 0; n < 2 → ``F``)."""
+        F = np.asarray(F, dtype=np.float64)
+        if self.n < 2:
+            return F.copy()
+        mu, sd = self.mean_std()
+        Z = np.zeros_like(F)
+        nz = sd > 0
+        Z[:, nz] = (F[:, nz] - mu[nz]) / sd[nz]
+        return Z
+
+
 def normalize_fingerprints(F: np.ndarray) -> np.ndarray:
     """Z-scores per feature over sessions: sample σ (n−1); constant features → 0; N < 2 → returned unchanged.
+    μ and σ come from :class:`FingerprintStats` (exact sums), as in incremental consolidation.
 
     Args:
         F: (N, 17) fingerprints. Returns: (N, 17) float64.
@@ -136,12 +211,7 @@ def normalize_fingerprints(F: np.ndarray) -> np.ndarray:
     F = np.asarray(F, dtype=np.float64)
     if F.shape[0] < 2:
         return F.copy()
-    mu = F.mean(axis=0)
-    sd = F.std(axis=0, ddof=1)
-    Z = np.zeros_like(F)
-    nz = sd > 0
-    Z[:, nz] = (F[:, nz] - mu[nz]) / sd[nz]
-    return Z
+    return FingerprintStats.of(F).zscores(F)
 
 
 def deviation(Z: np.ndarray, tau: float = C.DEVIATION_THRESHOLD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -486,7 +556,8 @@ def judge_anomaly(details: list[dict[str, Any]], engram: Engram, normal_task_ids
 # ------------------------------------------------------------------ the whole of Stage 2
 def consolidate(engrams: list[Engram], *, embedder=None, llm_fn: LLMFn | None = None,
                 config: ConsolidateConfig | dict[str, Any] | None = None, profile_id: str = "",
-                episode_vectors: np.ndarray | None = None) -> MemoryStore:
+                episode_vectors: np.ndarray | None = None,
+                fingerprint_stats: FingerprintStats | None = None) -> MemoryStore:
     """Consolidate one profile's Engrams into a :class:`MemoryStore` (§7.4–§7.10).
 
     Args:
@@ -498,9 +569,12 @@ def consolidate(engrams: list[Engram], *, embedder=None, llm_fn: LLMFn | None = 
         config: :class:`ConsolidateConfig` or its dict.
         profile_id: storage label (never printed by the retriever).
         episode_vectors: precomputed (n_episodes, d) episode embeddings in :meth:`MemoryStore.episodes` order.
+        fingerprint_stats: running statistics of exactly these engrams' fingerprints (incremental memory,
+            :mod:`filegram_ray.memory.incremental`); None → computed here. Either way the result is the same.
 
     Raises:
-        ValueError: no engrams, or ``episode_vectors`` has the wrong number of rows.
+        ValueError: no engrams, ``episode_vectors`` has the wrong number of rows, or ``fingerprint_stats`` counts
+            a different number of sessions.
     """
     cfg = config if isinstance(config, ConsolidateConfig) else ConsolidateConfig.model_validate(config or {})
     if not engrams:
@@ -509,7 +583,10 @@ def consolidate(engrams: list[Engram], *, embedder=None, llm_fn: LLMFn | None = 
     q = cfg.upstream_quirks
     ids = [e.trajectory_id for e in engrams]
     F = np.asarray([e.fingerprint for e in engrams], dtype=np.float64)
-    Z = normalize_fingerprints(F)
+    if fingerprint_stats is not None and fingerprint_stats.n != len(engrams):
+        raise ValueError(f"consolidate: fingerprint_stats count {fingerprint_stats.n} sessions, "
+                         f"but {len(engrams)} engrams were given")
+    Z = fingerprint_stats.zscores(F) if fingerprint_stats is not None else normalize_fingerprints(F)
     c, d, fl = deviation(Z, cfg.deviation_threshold)
     flags = {t: bool(f) for t, f in zip(ids, fl.tolist(), strict=True)}
     details = {t: locate_shifted(Z[i], c, cfg.top_k_shifted, upstream_quirks=q)

@@ -1,7 +1,9 @@
 """Procedural features (FILEGRAM_REFERENCE §7.2), the ordered 17-D fingerprint (§7.3) and the importance score
 (§7.7). All deterministic; "creates" are ``file_write`` events with ``operation == "create"``.
 
-Text-structure counts (headings, tables, lists, sentences) run over the resolved content of created files.
+Text-structure counts (headings, tables, lists, sentences) run over the resolved content of created files; the
+default mode fixes three documented quirks of the original's line rules, ``upstream_quirks`` reproduces them
+(:func:`text_structure`; cases under ``tests/fixtures/fid/``).
 """
 
 from __future__ import annotations
@@ -29,56 +31,101 @@ from filegram_ray.memory.normalize import NormalizedEvent
 
 __all__ = ["extract_auxiliary", "extract_procedural", "fingerprint", "importance_score", "text_structure"]
 
-_HEADING_RE = re.compile(r"^(#{1,6})\s")
-_LIST_RE = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
-_SENTENCE_SPLIT_RE = re.compile(r"[.!?。！？]\s+")
+_SENTENCE_SPLIT_RE = re.compile(r"[.!?。！？]\s")
 _DATE_PREFIX_RE = re.compile(r"^\d{4}[-_]?\d{2}[-_]?\d{2}")
 _NUMERIC_PREFIX_RE = re.compile(r"^\d{1,3}[-_]")
 _WORD_SPLIT_RE = re.compile(r"[-_.\s]+")
+
+# Default mode: one Markdown line at a time (lines end at \n, \r\n or \r).
+_LINE_END_RE = re.compile(r"\r\n|\r|\n")
+_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
+_TABLE_RE = re.compile(r"^ {0,3}\|.*\|")
+_LIST_RE = re.compile(r"^\s*(?:[-*+]|\d+\.)(?:\s|$)")
+
+# upstream_quirks mode: the original's patterns, applied to a whole created text with re.MULTILINE.
+_UP_HEADING_RE = re.compile(r"^(#{1,6})\s", re.MULTILINE)
+_UP_TABLE_RE = re.compile(r"^\|.*\|", re.MULTILINE)
+_UP_BULLET_RE = re.compile(r"^[\s]*[-*+]\s", re.MULTILINE)
+_UP_NUMBERED_RE = re.compile(r"^[\s]*\d+\.\s", re.MULTILINE)
+_UP_LIST_LINE_RE = re.compile(r"^(?:[-*+]|\d+\.)\s")
 
 
 def _r(x: float, nd: int) -> float:
     return round(float(x), nd)
 
 
-def _is_table_row(stripped: str) -> bool:
-    """A line that starts with ``|`` and contains a later ``|`` (§7.2 markdown_table_rows)."""
-    return stripped.startswith("|") and "|" in stripped[1:]
+def _is_table_row(line: str) -> bool:
+    """Default-mode table row (§7.2 markdown_table_rows): ``|`` after at most 3 spaces of indentation and a later
+    ``|`` on the same line."""
+    return bool(_TABLE_RE.match(line))
 
 
-def text_structure(texts: list[str]) -> dict[str, Any]:
-    """Structure counts over texts (§7.2 tone row; table rows as markdown_table_rows).
+def _structure_upstream(text: str) -> tuple[int, int, int, int, int]:
+    """(headings, max level, table rows, list items, prose lines) of one text, counted as the original does."""
+    heads = _UP_HEADING_RE.findall(text)
+    tables = len(_UP_TABLE_RE.findall(text))
+    lists = len(_UP_BULLET_RE.findall(text)) + len(_UP_NUMBERED_RE.findall(text))
+    prose = 0
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s or s.startswith("#") or s.startswith("|") or _UP_LIST_LINE_RE.match(s):
+            continue
+        if len(s) > 20:
+            prose += 1
+    return len(heads), max((len(h) for h in heads), default=0), tables, lists, prose
 
-    Lines are stripped of surrounding whitespace before matching headings and table rows; list items may be
-    indented. Sentence pieces = non-empty pieces after splitting on ``. ! ? 。！？`` followed by whitespace.
+
+def _structure_default(text: str) -> tuple[int, int, int, int, int]:
+    """(headings, max level, table rows, list items, prose lines) of one text, one line at a time."""
+    headings = max_level = tables = lists = prose = 0
+    for line in _LINE_END_RE.split(text):
+        m = _HEADING_RE.match(line)
+        if m:
+            headings += 1
+            max_level = max(max_level, len(m.group(1)))
+        elif _is_table_row(line):
+            tables += 1
+        elif _LIST_RE.match(line):
+            lists += 1
+        elif len(line.strip()) > 20:
+            prose += 1
+    return headings, max_level, tables, lists, prose
+
+
+def text_structure(texts: list[str], *, upstream_quirks: bool = False) -> dict[str, Any]:
+    r"""Structure counts over the created texts of a trajectory (§7.2 tone row; table rows = markdown_table_rows).
+
+    Both modes: words = whitespace tokens; sentence pieces = every piece (empty ones included) of splitting each
+    text on ``. ! ? 。！？`` followed by one whitespace character (§7.2 "number of pieces"; FID tone_sentence_split).
+
+    Default mode counts Markdown lines (ends: ``\n``, ``\r\n``, ``\r``; never U+2028, U+0085 or form feed, which
+    ``str.splitlines`` would also split on — FID table_row_unicode_linesep). Documented quirk fixes:
+
+    * a heading (1–6 ``#`` then whitespace or end of line) or table row (``|`` … ``|``) may be indented up to 3
+      spaces, as CommonMark renders them (a table inside a list item); the original counts them only in column 0
+      (FID table_row_indented). 4 spaces start a code block: not counted in either mode;
+    * a line is prose when it is longer than 20 characters and not a heading, table row or list item; the original
+      also drops every other line that begins with ``#`` or ``|`` (``#hashtag …``, ``####### …``, ``|note``)
+      from prose (FID tone_line_rules).
+
+    ``upstream_quirks=True`` reproduces the original FileGramOS counts exactly: its patterns run over the whole
+    text with ``re.MULTILINE`` (only ``\n`` ends a line; a bare ``##`` or ``-`` line counts because ``\s`` matches
+    the newline; headings and table rows only in column 0).
 
     Returns:
         dict with heading_count, heading_max_depth, table_row_count, list_item_count, avg_sentence_length_words,
         total_words, prose_to_structure_ratio.
     """
     headings = max_level = tables = lists = prose = words = pieces = 0
+    count = _structure_upstream if upstream_quirks else _structure_default
     for text in texts:
         if not text:
             continue
         words += len(text.split())
-        pieces += sum(1 for p in _SENTENCE_SPLIT_RE.split(text) if p.strip())
-        for line in text.splitlines():
-            s = line.strip()
-            if not s:
-                continue
-            m = _HEADING_RE.match(s)
-            if m:
-                headings += 1
-                max_level = max(max_level, len(m.group(1)))
-                continue
-            if _is_table_row(s):
-                tables += 1
-                continue
-            if _LIST_RE.match(line):
-                lists += 1
-                continue
-            if len(s) > 20:
-                prose += 1
+        pieces += len(_SENTENCE_SPLIT_RE.split(text))
+        h, lvl, t, li, pr = count(text)
+        headings, tables, lists, prose = headings + h, tables + t, lists + li, prose + pr
+        max_level = max(max_level, lvl)
     return {
         "heading_count": headings,
         "heading_max_depth": max_level,
@@ -94,12 +141,14 @@ def _stem(path: str) -> str:
     return PurePosixPath(path).stem if path else ""
 
 
-def extract_procedural(events: list[NormalizedEvent]) -> dict[str, dict[str, Any]]:
+def extract_procedural(events: list[NormalizedEvent], *, upstream_quirks: bool = False
+                       ) -> dict[str, dict[str, Any]]:
     """The nine primary procedural attributes of one trajectory (§7.2), keyed attribute → feature → value.
 
     Args:
         events: normalised events (simulation types are ignored, except the last ``fs_snapshot`` for
             ``final_fs_max_depth``).
+        upstream_quirks: count text structure exactly as the original (see :func:`text_structure`).
 
     Returns:
         ``{reading_strategy: {...}, output_detail: {...}, ..., cross_modal_behavior: {...}}`` (the 9 attributes of
@@ -139,7 +188,7 @@ def extract_procedural(events: list[NormalizedEvent]) -> dict[str, dict[str, Any
     }
 
     created_texts = [e.resolved_content for e in creates]
-    struct = text_structure(created_texts)
+    struct = text_structure(created_texts, upstream_quirks=upstream_quirks)
     table_rows = struct["table_row_count"]
     types = Counter((e.file_type or "unknown") for e in creates)
     output_structure = {

@@ -1,39 +1,140 @@
 """FAISS indices per profile (inner product over normalised vectors = cosine): content chunks and episode
 narratives, stored in the run directory as ``indices/<profile_id>/{chunks,episodes}.faiss`` (``faiss.serialize_index``
-bytes) with ``{chunks,episodes}.json`` metadata (one record per vector, same order)."""
+bytes) with ``{chunks,episodes}.json`` metadata (one record per vector, same order) and ``embedder.json`` — the
+identity of the embedder that made the vectors (:func:`filegram_ray.memory.embed.embedder_identity`: model, weights
+digest, dimension, pooling, max length, normalisation).
+
+A query from another embedder is refused before any search (:func:`check_embedder`, BR-11): vectors of two models
+share no space, and a same-width foreign query would otherwise return arbitrary neighbours without a warning.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "EmbedderMismatchError",
     "ProfileIndices",
     "VectorIndex",
     "build_index",
+    "check_embedder",
     "chunk_texts",
     "episode_texts",
     "load_indices",
     "save_indices",
 ]
 
+#: identity fields that must agree between an index and a query embedder (``weights`` stands in for ``model``
+#: when both sides have it: the same weights under two folder names are the same model)
+_IDENTITY_FIELDS = ("model", "dim", "pooling", "max_length", "normalize")
+
+
+class EmbedderMismatchError(ValueError):
+    """A query embedder differs from the one an index was built with; the message names both."""
+
+
+def _describe(ident: dict[str, Any] | None) -> str:
+    if not ident:
+        return "unknown embedder"
+    return (f"{ident.get('model')} (dim {ident.get('dim')}, pooling {ident.get('pooling')}, "
+            f"max length {ident.get('max_length')}, normalise {ident.get('normalize')})")
+
+
+def check_embedder(index_identity: dict[str, Any] | None, embedder: Any, *, where: str = "index") -> None:
+    """Refuse ``embedder`` for an index built by ``index_identity``.
+
+    An index without a recorded identity (built in memory from bare vectors, or written before identities were
+    recorded — :func:`load_indices` warns about those) is checked on its width only, at search time.
+
+    Raises:
+        EmbedderMismatchError: a field of :data:`_IDENTITY_FIELDS` differs (``model`` is compared through the
+            weights digest when both sides have one).
+    """
+    from filegram_ray.memory.embed import embedder_identity
+
+    if embedder is None or not index_identity:
+        return
+    query = embedder_identity(embedder)
+    diffs = []
+    for f in _IDENTITY_FIELDS:
+        a, b = index_identity.get(f), query.get(f)
+        if f == "model" and index_identity.get("weights") and query.get("weights"):
+            a, b = index_identity["weights"], query["weights"]
+            f = "weights"
+        if f in ("pooling", "max_length", "normalize") and (a is None or b is None):
+            continue  # a foreign encoder that does not say: its model name already differs
+        if a != b:
+            diffs.append(f"{f} {a!r} vs {b!r}")
+    if diffs:
+        raise EmbedderMismatchError(
+            f"{where} was built with {_describe(index_identity)} but the query embedder is {_describe(query)} "
+            f"({'; '.join(diffs)}); query with the embedder the index was built with, or re-encode the run")
+
 
 @dataclass
 class VectorIndex:
-    """A FAISS ``IndexFlatIP`` and the metadata record of each vector."""
+    """A FAISS ``IndexFlatIP``, the metadata record of each vector and the identity of the embedder behind them."""
 
     index: Any
     meta: list[dict[str, Any]] = field(default_factory=list)
+    embedder: dict[str, Any] | None = None
 
-    def search(self, q: np.ndarray, k: int) -> list[tuple[float, dict[str, Any]]]:
-        """Top-``k`` (similarity, metadata) for a (1, d) query, best first."""
+    @property
+    def dim(self) -> int:
+        return int(self.index.d) if self.index is not None else 0
+
+    def search(self, q: np.ndarray, k: int, *, distinct: str | None = None) -> list[tuple[float, dict[str, Any]]]:
+        """Top-``k`` (similarity, metadata) for a (1, d) query, best first.
+
+        Args:
+            q: query vector, shape (d,) or (1, d).
+            k: number of hits.
+            distinct: a metadata field (e.g. ``"text"``); hits whose field is the same text (compared with
+                whitespace collapsed and case folded) are collapsed into the best-ranked one, whose record gets
+                ``copies`` (how many vectors carried that text) — so duplicates never fill several slots (BR-30).
+
+        Raises:
+            ValueError: the query's width differs from the index's.
+        """
         if self.index is None or self.index.ntotal == 0 or k <= 0:
             return []
-        sims, ids = self.index.search(np.ascontiguousarray(q, dtype=np.float32).reshape(1, -1),
-                                      min(k, self.index.ntotal))
-        return [(float(s), self.meta[int(i)]) for s, i in zip(sims[0], ids[0], strict=True) if i >= 0]
+        q = np.ascontiguousarray(q, dtype=np.float32).reshape(1, -1)
+        if q.shape[1] != self.index.d:
+            raise EmbedderMismatchError(f"query vector has {q.shape[1]} dimensions but the index holds "
+                                        f"{self.index.d}-dimensional vectors ({_describe(self.embedder)})")
+        if distinct is None:
+            sims, ids = self.index.search(q, min(k, self.index.ntotal))
+            return [(float(s), self.meta[int(i)]) for s, i in zip(sims[0], ids[0], strict=True) if i >= 0]
+        n = self.index.ntotal
+        want = min(n, max(4 * k, k + 8))
+        while True:
+            sims, ids = self.index.search(q, want)
+            hits: list[tuple[float, dict[str, Any]]] = []
+            slot: dict[str, int] = {}
+            for s, i in zip(sims[0], ids[0], strict=True):
+                if i < 0:
+                    continue
+                rec = self.meta[int(i)]
+                key = _text_key(rec.get(distinct))
+                if key in slot:
+                    hits[slot[key]][1]["copies"] += 1
+                    continue
+                slot[key] = len(hits)
+                hits.append((float(s), {**rec, "copies": 1}))
+            if len(hits) >= k or want >= n:
+                return hits[:k]
+            want = min(n, want * 4)
+
+
+def _text_key(value: Any) -> str:
+    return re.sub(r"\s+", " ", str(value or "")).strip().casefold()
 
 
 @dataclass
@@ -41,23 +142,38 @@ class ProfileIndices:
     chunks: VectorIndex
     episodes: VectorIndex
 
+    def check_embedder(self, embedder: Any, where: str = "index") -> None:
+        """:func:`check_embedder` against both indices (they are built by one embedder)."""
+        for name, vi in (("chunks", self.chunks), ("episodes", self.episodes)):
+            check_embedder(vi.embedder, embedder, where=f"{where} ({name})")
 
-def build_index(vectors: np.ndarray, meta: list[dict[str, Any]]) -> VectorIndex:
+
+def build_index(vectors: np.ndarray, meta: list[dict[str, Any]], embedder: Any = None) -> VectorIndex:
     """IndexFlatIP over float32 (N, d) ``vectors``.
+
+    Args:
+        vectors: (N, d) float32, rows L2-normalised.
+        meta: one record per row.
+        embedder: the embedder that made the vectors (its identity is recorded), or an identity dict.
 
     Raises:
         ValueError: rows and metadata records differ in number.
     """
     import faiss
 
+    from filegram_ray.memory.embed import embedder_identity
+
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if len(vectors) != len(meta):
         raise ValueError(f"build_index: {len(vectors)} vectors but {len(meta)} metadata records")
-    dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[1] else 384
+    ident = None
+    if embedder is not None:
+        ident = dict(embedder) if isinstance(embedder, dict) else embedder_identity(embedder)
+    dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[1] else int((ident or {}).get("dim") or 384)
     idx = faiss.IndexFlatIP(dim)
     if len(vectors):
         idx.add(vectors)
-    return VectorIndex(idx, list(meta))
+    return VectorIndex(idx, list(meta), ident)
 
 
 def chunk_texts(store) -> tuple[list[str], list[dict[str, Any]]]:
@@ -74,28 +190,43 @@ def episode_texts(store) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def save_indices(run, profile_id: str, indices: ProfileIndices) -> list[str]:
-    """Write both indices and their metadata under ``indices/<profile_id>/`` via a RunDir; returns the paths."""
+    """Write both indices, their metadata and ``embedder.json`` under ``indices/<profile_id>/`` via a RunDir;
+    returns the paths. The bytes depend only on the vectors and records (same inputs, same bytes)."""
     import faiss
 
     out = []
+    ident = indices.chunks.embedder or indices.episodes.embedder
     for name, vi in (("chunks", indices.chunks), ("episodes", indices.episodes)):
         base = f"indices/{profile_id}/{name}"
         out.append(run.write_bytes(f"{base}.faiss", faiss.serialize_index(vi.index).tobytes()))
         out.append(run.write_json(f"{base}.json", vi.meta))
+    if ident is not None:
+        out.append(run.write_json(f"indices/{profile_id}/embedder.json", ident))
     return out
 
 
-def load_indices(run, profile_id: str) -> ProfileIndices:
+def load_indices(run, profile_id: str, embedder: Any = None) -> ProfileIndices:
     """Read the indices written by :func:`save_indices`.
 
+    Args:
+        embedder: when given, checked against the recorded identity before anything is searched.
+
     Raises:
-        StorageError: a file is missing.
+        StorageError: a file is missing. EmbedderMismatchError: ``embedder`` is not the one the index was built with.
     """
     import faiss
 
+    rel = f"indices/{profile_id}/embedder.json"
+    ident = run.read_json(rel) if run.exists(rel) else None
+    if ident is None:
+        log.warning("%s: indices/%s records no embedder (written before identities were recorded): only the vector "
+                    "width of a query is checked; re-encode the run to record it", run.uri, profile_id)
     parts = {}
     for name in ("chunks", "episodes"):
         base = f"indices/{profile_id}/{name}"
         idx = faiss.deserialize_index(np.frombuffer(run.read_bytes(f"{base}.faiss"), dtype=np.uint8))
-        parts[name] = VectorIndex(idx, run.read_json(f"{base}.json"))
-    return ProfileIndices(**parts)
+        parts[name] = VectorIndex(idx, run.read_json(f"{base}.json"), ident)
+    out = ProfileIndices(**parts)
+    if embedder is not None:
+        out.check_embedder(embedder, where=f"{run.uri}: indices/{profile_id}")
+    return out

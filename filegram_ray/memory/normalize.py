@@ -7,12 +7,15 @@ An *event* is a flat dict with upstream field names (§3). A *media reference* i
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filegram_ray.memory.constants import CONSUMER_TYPES, SIMULATION_TYPES
+
+log = logging.getLogger(__name__)
 
 __all__ = ["MediaResolver", "NormalizedEvent", "anonymize_path", "normalize_events", "resolve_media"]
 
@@ -153,8 +156,9 @@ def normalize_events(events: list[dict[str, Any]], media_dir: str | Path | None 
         source: name used in error messages (e.g. the events.json path).
 
     Raises:
-        ValueError: ``events`` is not a list of objects, an event lacks ``event_type``, or a numeric field holds a
-            non-number — the message names ``source``, the event index and the field.
+        ValueError: ``events`` is not a list of objects, or a numeric field holds a non-number — the message names
+            ``source``, the event index and the field. An event without ``event_type`` is skipped with a warning
+            naming ``source`` and its index (as the original loader skips it).
     """
     if not isinstance(events, list):
         raise ValueError(f"{source}: expected a JSON array of events, got {type(events).__name__}")  # noqa: TRY004
@@ -165,7 +169,9 @@ def normalize_events(events: list[dict[str, Any]], media_dir: str | Path | None 
             raise ValueError(f"{source}: event #{i} is not an object")  # noqa: TRY004
         et = ev.get("event_type")
         if not isinstance(et, str):
-            raise ValueError(f"{source}: event #{i}: missing field 'event_type'")  # noqa: TRY004
+            # skipped, as the original FileGramOS loader does (case FID/missing_event_type); never the trajectory
+            log.warning("%s: event #%d: missing field 'event_type': event skipped", source, i)
+            continue
         if et not in CONSUMER_TYPES:
             continue
         where = f"{source}: event #{i} ({et})"

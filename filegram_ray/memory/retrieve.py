@@ -197,11 +197,14 @@ def _semantic_section(store, query: str | None, q_vec, chunk_index) -> str:
         if vals:
             lines.append(f"{title}: " + " | ".join(vals[:show]))
     if query is not None and q_vec is not None and chunk_index is not None:
-        hits = chunk_index.search(q_vec, C.CHUNK_TOP_K)
+        # identical chunk texts (a note re-created in every session) fill one slot, not several (BR-30);
+        # upstream_quirks keeps the original's one slot per copy
+        hits = chunk_index.search(q_vec, C.CHUNK_TOP_K, distinct=None if store.upstream_quirks else "text")
         if hits:
             lines.append("Relevant content:")
             for sim, c in hits:
-                lines.append(f"- [{c['chunk_type']}] {_base(c['path'])} (sim={sim:.3f}): "
+                copies = f", {c['copies']} copies" if c.get("copies", 1) > 1 else ""
+                lines.append(f"- [{c['chunk_type']}] {_base(c['path'])} (sim={sim:.3f}{copies}): "
                              f"{_flat(c['text'], C.RETRIEVER_DISPLAY_CHARS)}")
     return "\n".join(lines)
 
@@ -308,6 +311,7 @@ def retrieve(store, query: str | None = None, *, channels=CHANNELS, indices=None
 
     Raises:
         ValueError: an unknown channel name.
+        EmbedderMismatchError: ``embedder`` is not the embedder ``indices`` were built with.
     """
     on = set(channels)
     bad = on - set(CHANNELS)
@@ -315,13 +319,16 @@ def retrieve(store, query: str | None = None, *, channels=CHANNELS, indices=None
         raise ValueError(f"retrieve: unknown channel(s) {sorted(bad)}; expected a subset of {CHANNELS}")
     q_vec = chunk_index = ep_index = None
     if query is not None and embedder is not None and on & {"semantic", "episodic"}:
+        if indices is not None:
+            indices.check_embedder(embedder)  # a foreign query embedder is refused before any search (BR-11)
         q_vec = np.asarray(embedder.encode_query(query), dtype=np.float32)
         if indices is None:
             from filegram_ray.memory.index import ProfileIndices, build_index, chunk_texts, episode_texts
 
             ct, cm = chunk_texts(store) if "semantic" in on else ([], [])
             et, em = episode_texts(store) if "episodic" in on else ([], [])
-            indices = ProfileIndices(build_index(embedder.encode(ct), cm), build_index(embedder.encode(et), em))
+            indices = ProfileIndices(build_index(embedder.encode(ct), cm, embedder),
+                                     build_index(embedder.encode(et), em, embedder))
         chunk_index, ep_index = indices.chunks, indices.episodes
     n = store.n_sessions
     k = sum(1 for v in store.deviation_flags.values() if v)

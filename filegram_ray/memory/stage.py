@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.config import match_ids
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
 from filegram_ray.memory.embed import make_embedder, run_cache_dir
-from filegram_ray.memory.engram import Engram, encode_engram, load_events, parse_events
+from filegram_ray.memory.engram import Engram, check_events, encode_engram, load_events, parse_events
 from filegram_ray.memory.index import (
     ProfileIndices,
     build_index,
@@ -46,6 +47,8 @@ __all__ = ["EncodeConfig", "FileGramMemory", "build_store_from_trajectory_dirs",
            "load_engram", "load_store", "run_encode"]
 
 STAGE_ENGRAM = "encode.engram"
+#: skipped-event messages kept per trajectory and per run summary (the count is always complete)
+MAX_REPORTED_SKIPS = 10
 STAGE_PROFILE = "encode.profile"
 
 
@@ -68,15 +71,21 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
     """Encode one trajectory of a run directory and write its Engram; returns a status row (never raises).
 
     Row: ``{trajectory_id, profile_id, task_id, status ("ok"|"error"), error_type, error, n_events,
-    importance_score}``; an error names the trajectory's events.json.
+    importance_score, skipped_events, skipped}``; an error names the trajectory's events.json. Events that fail
+    the event schema (:func:`~filegram_ray.memory.engram.check_events`, as ``filegram engine filter`` checks them)
+    are left out and counted in ``skipped_events``; ``skipped`` holds the first messages (file, index, field).
     """
     tid = f"{profile_id}/{task_id}"
     base = f"trajectories/{profile_id}/{task_id}"
     row: dict[str, Any] = {"trajectory_id": tid, "profile_id": profile_id, "task_id": task_id, "status": "ok",
-                           "error_type": None, "error": None, "n_events": 0, "importance_score": 0.0}
+                           "error_type": None, "error": None, "n_events": 0, "importance_score": 0.0,
+                           "skipped_events": 0, "skipped": []}
     try:
         src = run.url(f"{base}/events.json")
-        events = parse_events(run.read_bytes(f"{base}/events.json"), src)
+        events, problems = check_events(parse_events(run.read_bytes(f"{base}/events.json"), src), src)
+        row.update(skipped_events=len(problems), skipped=problems[:MAX_REPORTED_SKIPS])
+        for msg in problems[:MAX_REPORTED_SKIPS]:
+            log.warning("%s: event skipped", msg)
         with tempfile.TemporaryDirectory(prefix="fg-media-") as tmp:
             if run.is_local:
                 media = Path(run.full(f"{base}/media"))
@@ -86,7 +95,7 @@ def encode_trajectory(run, profile_id: str, task_id: str, *, upstream_quirks: bo
             eng = encode_engram(events, tid, task_id, media if media.exists() else None,
                                 upstream_quirks=upstream_quirks, source=src)
         run.write_text(f"engrams/{profile_id}/{task_id}.json", eng.to_json())
-        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events)})
+        run.mark_done(STAGE_ENGRAM, tid, {"events": len(events), "skipped_events": len(problems)})
         row.update(n_events=eng.event_count, importance_score=eng.importance_score)
     except Exception as exc:  # noqa: BLE001 - one bad trajectory never sinks the batch
         row.update(status="error", error_type=type(exc).__name__, error=f"{tid}: {exc}"[:2000])
@@ -173,6 +182,10 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
 
     Raises:
         StorageError: ``trajectories/index.parquet`` is missing.
+        ValueError: ``profiles`` / ``tasks`` of the config name an id the trajectory index lacks (short ids such as
+            ``p1`` match ``p1_methodical``, as in the generate stage); the configured sets select no trajectory
+            generated without error; or none of them has an Engram after the stage (0 of N: the summary is
+            recorded in run.json and ``engrams/errors.parquet`` first).
     """
     from filegram_ray.runtime import init_ray
     from filegram_ray.schema.meta import record_stage
@@ -182,14 +195,21 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     ccfg = ConsolidateConfig.model_validate({"upstream_quirks": cfg.upstream_quirks, **cfg.consolidate}).model_dump()
     run = config.run()
     index = run.read_table("trajectories/index.parquet")
+    where = "trajectories/index.parquet"
+    # the configured sets are resolved against every trajectory of the index (short ids as in generate) ...
+    keep_p = set(match_ids(config.profiles, sorted(set(index["profile_id"].to_list())), "profiles", where))
+    keep_t = set(match_ids(config.tasks, sorted(set(index["task_id"].to_list())), "tasks", where))
+    n_selected = sum(1 for p, t in zip(index["profile_id"].to_list(), index["task_id"].to_list())
+                     if p in keep_p and t in keep_t)
+    # ... and only the ones generated without error are encoded
     if "status" in index.columns:
         index = index.filter(index["status"] == "ok")
     rows = [{"profile_id": r["profile_id"], "task_id": r["task_id"]}
-            for r in index.select(["profile_id", "task_id"]).sort(["profile_id", "task_id"]).to_dicts()]
-    if config.profiles:
-        rows = [r for r in rows if r["profile_id"] in set(config.profiles)]
-    if config.tasks:
-        rows = [r for r in rows if r["task_id"] in set(config.tasks)]
+            for r in index.select(["profile_id", "task_id"]).sort(["profile_id", "task_id"]).to_dicts()
+            if r["profile_id"] in keep_p and r["task_id"] in keep_t]
+    if not rows:  # 0 of N: nothing to encode is a failure, not an empty success
+        raise ValueError(f"encode: no trajectory to encode: {where} has {n_selected} trajectories for the configured "
+                         f"profiles {config.profiles or 'all'} x tasks {config.tasks or 'all'}, none with status ok")
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
         run.clear_done(STAGE_PROFILE)
@@ -263,6 +283,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         emb_rows.extend({"text": t} for t in et)
         spans[pid] = {"chunks": (a, b), "episodes": (b, len(emb_rows))}
     vecs = _embed_rows(emb_rows, cfg, serial, run_cache_dir(run))
+    ident = make_embedder(cfg.embedder).identity()  # recorded beside every index (BR-11); no model load
     for pid, store in stores.items():
         (ca, cb), (ea, eb) = spans[pid]["chunks"], spans[pid]["episodes"]
         _, cm = chunk_texts(store)
@@ -270,7 +291,7 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
         ev = vecs[ea:eb]
         store.episode_clusters = cluster_episodes(store.episodes(), ev if len(ev) else None,
                                                   ccfg["episode_cluster_threshold"])
-        save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm), build_index(ev, em)))
+        save_indices(run, pid, ProfileIndices(build_index(vecs[ca:cb], cm, ident), build_index(ev, em, ident)))
         run.write_text(f"memory/{pid}/store.json", store.to_json())
         run.mark_done(STAGE_PROFILE, pid, {"tasks": sorted(by_profile[pid]), "chunks": cb - ca,
                                            "episodes": eb - ea})
@@ -279,6 +300,8 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
     summary = {
         "trajectories": len(rows), "encoded_now": len(results) - len(errors), "skipped_done": len(rows) - len(todo),
         "errors": len(errors), "error_ids": [e["trajectory_id"] for e in errors],
+        "events_skipped": sum(int(r.get("skipped_events") or 0) for r in results),
+        "skipped_event_examples": [m for r in results for m in (r.get("skipped") or [])][:MAX_REPORTED_SKIPS],
         "profiles": len(by_profile), "profiles_consolidated_now": len(stores),
         "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": len(emb_rows),
         "embedder": cfg.embedder, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
@@ -286,6 +309,9 @@ def run_encode(config, *, serial: bool = False, address: str | None = None) -> d
                     "total": round(time.perf_counter() - t0, 3)},
     }
     record_stage(run, "encode", summary, config.model_dump(mode="json"))
+    if not by_profile:  # 0 of N: a stage that leaves no Engram at all must not look like a success
+        first = f"; first error: {errors[0]['error']}" if errors else ""
+        raise ValueError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
     return summary
 
 
@@ -307,6 +333,9 @@ def format_summary(s: dict[str, Any]) -> str:
              f"already done, {s['errors']} errors), {s['profiles']} profiles ({s['profiles_consolidated_now']} "
              f"consolidated now), {s['texts_embedded']} texts embedded with {s['embedder']}"),
              "seconds: " + ", ".join(f"{k}={v}" for k, v in s["seconds"].items())]
+    if s.get("events_skipped"):
+        lines.append(f"events skipped (invalid, left out of their Engram): {s['events_skipped']}")
+        lines += [f"  skipped: {m}" for m in s.get("skipped_event_examples", [])]
     lines += [f"  error: {e}" for e in s["error_ids"][:10]]
     lines += [f"  profile error: {e}" for e in s["profile_errors"][:10]]
     return "\n".join(lines)
@@ -338,7 +367,8 @@ def build_store_from_trajectory_dirs(dirs: list[str | Path], embedder=None, *, l
             off) and TF-IDF episode clustering. llm_fn: optional LLM callable. config: ConsolidateConfig overrides.
 
     Raises:
-        ValueError: no folders, or a malformed events.json (names the file).
+        ValueError: no folders, or a malformed events.json (names the file); invalid events are skipped with a
+            warning naming the file, index and field (:func:`~filegram_ray.memory.engram.check_events`).
         FileNotFoundError: a folder lacks events.json.
     """
     if not dirs:
@@ -347,7 +377,10 @@ def build_store_from_trajectory_dirs(dirs: list[str | Path], embedder=None, *, l
     for d in dirs:
         d = Path(d)
         media = d / "media"
-        engrams.append(encode_engram(load_events(d / "events.json"), d.name, d.name,
+        events, problems = check_events(load_events(d / "events.json"), str(d / "events.json"))
+        for msg in problems:
+            log.warning("%s: event skipped", msg)
+        engrams.append(encode_engram(events, d.name, d.name,
                                      media if media.exists() else None, upstream_quirks=upstream_quirks,
                                      llm_fn=llm_fn, source=str(d / "events.json")))
     cfg = config if isinstance(config, ConsolidateConfig) else ConsolidateConfig.model_validate(
@@ -357,11 +390,12 @@ def build_store_from_trajectory_dirs(dirs: list[str | Path], embedder=None, *, l
     if embedder is not None:
         ct, cm = chunk_texts(store)
         et, em = episode_texts(store)
-        indices = ProfileIndices(build_index(embedder.encode(ct), cm), build_index(embedder.encode(et), em))
+        indices = ProfileIndices(build_index(embedder.encode(ct), cm, embedder),
+                                 build_index(embedder.encode(et), em, embedder))
     return FileGramMemory(store, indices, embedder)
 
 
 def load_memory(run, profile_id: str, embedder=None) -> FileGramMemory:
     """Store and indices of one profile of an encoded run."""
     run = _as_run(run)
-    return FileGramMemory(load_store(run, profile_id), load_indices(run, profile_id), embedder)
+    return FileGramMemory(load_store(run, profile_id), load_indices(run, profile_id, embedder), embedder)

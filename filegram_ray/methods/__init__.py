@@ -2,19 +2,32 @@
 ``retrieve(state, query) -> Context``.
 
 Registered names: ``no_context``, ``full_context``, ``naive_rag``, ``eager_summarization``, ``filegramos``,
-``filegramos_no_procedural``, ``filegramos_no_semantic``, ``filegramos_no_episodic``.
+``filegramos_no_procedural``, ``filegramos_no_semantic``, ``filegramos_no_episodic`` and the comparison methods of
+reference §8.2: ``mem0``, ``zep``, ``memos``, ``evermemos``, ``simplemem``, ``memu``, ``mma``, ``visrag``; plus any
+method an installed package declares in the ``filegram_ray.methods`` entry-point group (:func:`load_plugins`).
 """
 
-from filegram_ray.methods.base import METHODS, Context, MemoryMethod, make_method, method_names, register
+from filegram_ray.methods.base import (
+    ENTRY_POINT_GROUP,
+    METHODS,
+    Context,
+    MemoryMethod,
+    load_plugins,
+    make_method,
+    method_names,
+    register,
+)
 from filegram_ray.methods.trajectory import TrajectoryView, build_views, events_to_narrative, load_view
 
 __all__ = [
+           "ENTRY_POINT_GROUP",
            "METHODS",
            "Context",
            "MemoryMethod",
            "TrajectoryView",
            "build_views",
            "events_to_narrative",
+           "load_plugins",
            "load_view",
            "make_method",
            "method_names",

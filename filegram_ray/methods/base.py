@@ -20,7 +20,12 @@ from typing import Any
 
 from filegram_ray.methods.trajectory import TrajectoryView
 
-__all__ = ["METHODS", "Context", "LlmFn", "MemoryMethod", "make_method", "method_names", "register"]
+__all__ = ["ENTRY_POINT_GROUP", "METHODS", "Context", "LlmFn", "MemoryMethod", "load_plugins", "make_method",
+           "method_names", "register"]
+
+#: The entry-point group through which an installed package registers its own memory method (no fork needed):
+#: ``[project.entry-points."filegram_ray.methods"] my_method = "my_pkg.module:MyMethod"``.
+ENTRY_POINT_GROUP = "filegram_ray.methods"
 
 #: ``llm_fn(prompt, system_prompt=None) -> str`` (reference §8.1); ``None`` when no LLM backbone is configured.
 LlmFn = Callable[..., str]
@@ -68,6 +73,12 @@ class MemoryMethod(ABC):
         self.embedder = embedder
         self.options = options
 
+    @classmethod
+    def mode(cls, llm: bool) -> str:
+        """One line for the report: which mechanism runs with (``llm=True``) or without an LLM backbone, e.g.
+        ``"mem0ai 2.2, raw messages (infer=False)"``; "" when the method has one mode only."""
+        return ""
+
     @abstractmethod
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         """Build the memory state from the views (picklable; may be large)."""
@@ -108,6 +119,54 @@ def make_method(name: str, **kwargs: Any) -> MemoryMethod:
     return METHODS[name](**kwargs)
 
 
+_PLUGINS_LOADED = False
+
+
 def _load_builtin() -> None:
-    # import for the registration side effect
-    from filegram_ray.methods import baselines, filegramos  # noqa: F401
+    """Import the built-in method modules (registration side effect), then the installed plugins once."""
+    from filegram_ray.methods import (  # noqa: F401
+        baselines,
+        evermemos,
+        filegramos,
+        mem0_memory,
+        memos,
+        memu,
+        mma,
+        simplemem,
+        visrag,
+        zep,
+    )
+
+    global _PLUGINS_LOADED
+    if not _PLUGINS_LOADED:
+        _PLUGINS_LOADED = True
+        load_plugins()
+
+
+def load_plugins() -> list[str]:
+    """Register the methods that installed packages declare in the :data:`ENTRY_POINT_GROUP` entry-point group.
+
+    Each entry point's name is the method name; its object is a :class:`MemoryMethod` subclass (or a factory
+    returning one). A plugin that fails to import is logged and skipped (one broken package never hides the
+    others); a plugin may not replace a built-in name.
+
+    Returns:
+        the names registered by this call.
+    """
+    import logging
+    from importlib.metadata import entry_points
+
+    log = logging.getLogger(__name__)
+    added = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in METHODS:
+            if getattr(METHODS[ep.name], "__module__", "").startswith("filegram_ray."):
+                log.warning("method plugin %s (%s) ignored: %r is a built-in method", ep.name, ep.value, ep.name)
+            continue
+        try:
+            METHODS[ep.name] = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, the others still load
+            log.warning("method plugin %s (%s) failed to load: %s: %s", ep.name, ep.value, type(exc).__name__, exc)
+            continue
+        added.append(ep.name)
+    return added

@@ -28,9 +28,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from filegram_ray.limits import load_yaml, read_utf8
 from filegram_ray.schema.profile import (
     BEHAVIOURAL_ATTRIBUTES,
     DIMENSIONS,
@@ -63,13 +63,17 @@ def _fail(source: Any, field: str, problem: str) -> ProfileError:
 
 def _read_yaml(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {exc}") from exc
+    except ValueError as exc:  # not UTF-8, too large (names the file)
+        raise ProfileError(str(exc)) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+        data = load_yaml(text, str(path))  # duplicate keys are errors; deep nesting is "nesting too deep"
+    except ValueError as exc:
+        raise ProfileError(str(exc)) from None
+    if data is None:
+        raise _fail(path, "<root>", "empty file: expected a profile mapping")
     if not isinstance(data, dict):
         raise _fail(path, "<root>", f"wrong type: expected a mapping, got {type(data).__name__}")
     return data, text

@@ -20,7 +20,12 @@ Default (``scheme=None``): ``"upstream"`` for ids of the bundled pattern ``p<N>_
 
 Public API: :data:`CANDIDATE_TASKS`, :data:`TASK_ACTIVE_DIMS`, :func:`shift_tier`,
 :func:`plan_perturbations(profiles, seed=0, scheme=None) -> dict[(profile_id, task_id), Perturbation]` (task ids
-``"T-12"`` form), :func:`plan_rows` (flat rows for tables/Parquet).
+``"T-12"`` form), :func:`alternatives` (fallback shifts when the generator's counterfactual check finds a planned
+shift to be a no-op), :func:`plan_rows` (flat rows for tables/Parquet).
+
+Verification: a plan is a proposal. The generate stage runs every perturbed unit a second time without its
+perturbation and keeps a shift only when the perturbed dimension's fingerprint features differ; otherwise it
+tries :func:`alternatives` in order, and records what it did in ``meta.json`` ``perturbation_check``.
 """
 
 from __future__ import annotations
@@ -123,6 +128,21 @@ def plan_perturbations(profiles: list[Profile], seed: int = 0,
         for tid in sorted(per):
             plan[(p.profile_id, tid)] = per[tid]
     return plan
+
+
+def alternatives(profile: Profile, tid: str, planned: Perturbation, seed: int = 0) -> list[Perturbation]:
+    """Fallback shifts for a planned one that the generator's counterfactual check finds to be a no-op: the task's
+    other active dimensions (ref §5.7 map, in map order), each shifted one tier from the profile's tier with a
+    SHA-256-seeded choice for M. Empty when ``tid`` is not a candidate task."""
+    key = f"t{int(tid.split('-')[1]):02d}" if tid.startswith("T-") else tid
+    out: list[Perturbation] = []
+    for dim in TASK_ACTIVE_DIMS.get(key, ()):
+        if dim == planned.dimension:
+            continue
+        r = random.Random(_sha_seed(f"{seed}:{profile.profile_id}:{key}:{dim}:alternative", 16))
+        fr = profile.tiers[dim]
+        out.append(Perturbation(dimension=dim, from_=fr, to=shift_tier(fr, r)))
+    return out
 
 
 def plan_rows(plan: dict[tuple[str, str], Perturbation]) -> list[dict[str, str]]:

@@ -26,6 +26,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from filegram_ray.limits import load_json
+
 #: reference §4 "Kept types (12)" — the atomic behavioural actions that survive the post-execution filter.
 KEPT_TYPES: tuple[str, ...] = (
     "file_read", "file_write", "file_edit", "file_search", "file_browse", "file_rename", "file_move",
@@ -47,7 +49,7 @@ class EventParseError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class MediaRef(_Strict):
@@ -287,11 +289,52 @@ EVENT_MODELS: dict[str, type[EventBase]] = {
 assert set(EVENT_MODELS) == set(KEPT_TYPES) | set(SIMULATION_TYPES)
 
 
+#: longest value of a path field, in characters (Linux ``PATH_MAX``, 4096 bytes)
+MAX_PATH_CHARS = 4096
+#: longest value of any other string field of an event, in characters (ours: the longest texts an event holds are
+#: 200-character excerpts and edit summaries; resolved file contents of upstream-format events stay far below)
+MAX_FIELD_CHARS = 1 << 20
+#: most strings, numbers and containers inside one event, counted however deep (ours: an OS-watcher
+#: ``directory_tree`` of a large workspace holds a few thousand)
+MAX_EVENT_ITEMS = 100_000
+_PATH_FIELDS = frozenset({"file_path", "directory_path", "old_path", "new_path", "dir_path", "source_path",
+                          "dest_path", "from_file", "to_file", "source_file", "target_file", "target_directory"})
+
+
+def check_event_size(obj: dict[str, Any], where: str = "event") -> None:
+    """Refuse an event with an oversized field (case REL-encode-huge-event-amplification: one 50 MB path was copied
+    into five derived files). Raises :class:`EventParseError` naming the field, its size and the limit."""
+    for key, value in obj.items():
+        if isinstance(value, str):
+            limit = MAX_PATH_CHARS if key in _PATH_FIELDS else MAX_FIELD_CHARS
+            if len(value) > limit:
+                raise EventParseError(f"{where}: field '{key}': too large: {len(value):,} characters "
+                                      f"(limit {limit:,})")
+        elif isinstance(value, (dict, list)):
+            stack, items = [value], 0
+            while stack:
+                cur = stack.pop()
+                vals = cur.values() if isinstance(cur, dict) else cur
+                for v in vals:
+                    items += 1
+                    if isinstance(v, (dict, list)):
+                        stack.append(v)
+                    elif isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
+                        raise EventParseError(f"{where}: field '{key}': too large: a string of {len(v):,} "
+                                              f"characters (limit {MAX_FIELD_CHARS:,})")
+                if items > MAX_EVENT_ITEMS:
+                    raise EventParseError(f"{where}: field '{key}': too large: more than {MAX_EVENT_ITEMS:,} "
+                                          "values")
+
+
 def parse_event(obj: dict[str, Any], index: int | None = None) -> EventBase:
     """Validate one raw event dict into its model, chosen by ``event_type``.
 
+    Validation is strict (JSON types as written: ``"5"`` is not a number, ``true`` is not a timestamp; NaN and
+    infinities are refused) and sizes are bounded (:func:`check_event_size`).
+
     Raises :class:`EventParseError` naming ``event[index]``, the offending field and the reason (missing
-    ``event_type``, unknown type, wrong type/unit, unexpected field).
+    ``event_type``, unknown type, wrong type/unit, unexpected field, oversized field).
     """
     where = f"event[{index}]" if index is not None else "event"
     if not isinstance(obj, dict):
@@ -299,13 +342,14 @@ def parse_event(obj: dict[str, Any], index: int | None = None) -> EventBase:
     etype = obj.get("event_type")
     if etype is None:
         raise EventParseError(f"{where}: missing field 'event_type'")
-    model = EVENT_MODELS.get(etype)
+    model = EVENT_MODELS.get(etype) if isinstance(etype, str) else None
     if model is None:
         hint = " (enum placeholder never emitted upstream)" if etype in NEVER_EMITTED_TYPES else ""
-        raise EventParseError(f"{where}: field 'event_type': unknown event type {etype!r}{hint}; "
+        raise EventParseError(f"{where}: field 'event_type': unknown event type {etype!r:.80}{hint}; "
                               f"expected one of the 22 emitted types")
+    check_event_size(obj, f"{where} ({etype})")
     try:
-        return model.model_validate(obj)
+        return model.model_validate(obj, strict=True)
     except ValidationError as exc:
         errs = "; ".join(
             f"field '{'.'.join(str(p) for p in e['loc'])}': {e['msg']}" for e in exc.errors()[:5]
@@ -337,9 +381,9 @@ def read_events_json(src: str | Path | bytes) -> list[EventBase]:
     else:
         data = bytes(src)
     try:
-        arr = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EventParseError(f"{name}: not a UTF-8 JSON document: {exc}") from None
+        arr = load_json(data, name)  # names the file; duplicate keys and too deep nesting are errors
+    except ValueError as exc:
+        raise EventParseError(str(exc)) from None
     if not isinstance(arr, list):
         raise EventParseError(f"{name}: expected a JSON array of events, got {type(arr).__name__}")
     out = []

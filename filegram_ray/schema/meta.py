@@ -40,6 +40,9 @@ class TrajectoryMeta(BaseModel):
     agent_kind: str = Field("persona-simulator", description="persona-simulator | llm-agent")
     agent_version: str = ""
     perturbation: Perturbation | None = None
+    perturbation_check: dict[str, Any] | None = Field(
+        None, description="the generator's counterfactual check of a planned perturbation: fingerprints with and "
+        "without it, the shift of the perturbed dimension's features, whether it is real, the plan it replaced")
     completed: bool = True
     started_at_ms: float = Field(0.0, description="simulated epoch ms of session_start")
     duration_ms: float = Field(0.0, description="simulated duration (ms)")

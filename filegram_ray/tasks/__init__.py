@@ -24,15 +24,14 @@ warning is logged).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from filegram_ray.limits import load_json, load_yaml, read_utf8
 from filegram_ray.schema.task import MULTIMODAL_TASKS, Task, WorkspaceSpec
 
 log = logging.getLogger(__name__)
@@ -48,14 +47,21 @@ class TaskError(ValueError):
 
 
 def _read(path: Path) -> Any:
+    """The parsed content of a task file. Raises :class:`TaskError` naming the file when it cannot be read, is not
+    UTF-8, is not valid YAML/JSON (duplicate keys and too deep nesting included), or is empty."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
     except OSError as exc:
         raise TaskError(f"{path}: cannot read: {exc}") from exc
+    except ValueError as exc:  # not UTF-8, too large (names the file)
+        raise TaskError(str(exc)) from None
     try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise TaskError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from exc
+        data = load_json(text, str(path)) if path.suffix == ".json" else load_yaml(text, str(path))
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
+    if data is None:
+        raise TaskError(f"{path}: empty file: expected a task (a mapping with task_id) or a list of tasks")
+    return data
 
 
 def _is_task_dict(obj: Any) -> bool:
@@ -123,7 +129,7 @@ def load_tasks(path: str | Path | None = None) -> list[Task]:
         elif _is_task_dict(raw):
             singles.append(f)
         else:
-            log.debug("skipping %s: not a task file", f)
+            log.warning("skipping %s: not a task file (no task_id or prompt_en)", f)
     for f in singles + lists:  # one-task files win over aggregate list files (see module docstring)
         is_list = f in lists
         for task in _load_file(f):

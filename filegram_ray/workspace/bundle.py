@@ -55,6 +55,8 @@ class BundleInfo:
     total_bytes: int
     by_kind: dict[str, int]
     errors: list[dict[str, str]] = field(default_factory=list)
+    #: import only: files imported under another name (``{"path", "warning"}``)
+    warnings: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -212,7 +214,8 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
 
 
 def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list, errors: list, source: str,
-            tts: str | None, annotations: dict, extra: dict[str, dict] | None = None) -> BundleInfo:
+            tts: str | None, annotations: dict, extra: dict[str, dict] | None = None,
+            warnings: list[dict[str, str]] | None = None) -> BundleInfo:
     files_dir = out_dir / "files"
     rows = []
     for path in sorted(p for p in files_dir.rglob("*") if p.is_file()):
@@ -223,14 +226,17 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
         rows.append(row)
     meta = {"task_id": task_id, "seed": seed, "scenario": ws.get("scenario", ""), "language": ws.get("language", "en"),
             "source": source, "files": rows, "facts": facts, "errors": errors, "tts_engine": tts}
+    if warnings is not None:
+        meta["warnings"] = warnings
+    data = (json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")  # before any write
     tmp = out_dir / "bundle.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_bytes(data)
     os.replace(tmp, out_dir / "bundle.json")
     by_kind: dict[str, int] = {}
     for r in rows:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
-                      errors)
+                      errors, list(warnings or []))
 
 
 def load_bundle(dir: Path | str) -> Bundle:
@@ -252,14 +258,71 @@ def load_bundle(dir: Path | str) -> Bundle:
                   meta.get("facts", []), meta.get("errors", []), meta)
 
 
+#: most seconds one media file may take to decode its first :data:`MEDIA_PROBE_SECONDS` (ours)
+MEDIA_PROBE_TIMEOUT_S = 60
+#: seconds of an audio / video file decoded to check it is not corrupt (ours: the header, the codec set-up and
+#: the first frames are where a truncated or mislabelled file fails)
+MEDIA_PROBE_SECONDS = 10
+
+
+def _safe_component(name: str) -> str:
+    """``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
+    surrogates, which no UTF-8 file can hold)."""
+    return "".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in name)
+
+
+def _printable(rel: str) -> str:
+    """A path for messages: valid UTF-8 with undecodable bytes shown as ``\\xNN``."""
+    return os.fsencode(rel).decode("utf-8", errors="backslashreplace")
+
+
+def _verify_media(path: Path, kind: str) -> str | None:
+    """Why the media file ``path`` does not decode, or None when it does.
+
+    Images: Pillow ``verify`` (also refuses decompression bombs). Audio and video: ffmpeg (the imageio-ffmpeg
+    binary) decodes the first :data:`MEDIA_PROBE_SECONDS` with ``-xerror``, within :data:`MEDIA_PROBE_TIMEOUT_S`.
+    """
+    cls = media_class(kind)
+    if cls == "image":
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                im.verify()
+        except Exception as exc:  # noqa: BLE001 - any decoder failure means "unreadable"
+            return f"unreadable image: {exc}".replace(str(path), path.name)
+        return None
+    import subprocess
+
+    import imageio_ffmpeg
+
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-nostdin", "-v", "error", "-xerror", "-i", str(path),
+           "-t", str(MEDIA_PROBE_SECONDS), "-f", "null", "-"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, timeout=MEDIA_PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return f"unreadable {cls}: not decoded within {MEDIA_PROBE_TIMEOUT_S} s"
+    if res.returncode != 0:
+        lines = [x for x in res.stderr.decode("utf-8", "replace").splitlines() if x.strip()]
+        why = lines[0] if lines else f"ffmpeg exit code {res.returncode}"
+        why = why.split("] ", 1)[-1].replace(str(path), path.name)
+        return f"unreadable {cls}: {why}"
+    return None
+
+
 def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> BundleInfo:
     """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it and extract its text.
 
-    Annotations stay null (nobody has described the media). A file that cannot be read (corrupt container,
-    unreadable) is listed in ``errors`` [{"path", "error"}] and the import completes for the rest; the extracted text
-    of each readable document goes to ``out_dir/extracted/<path>.txt``.
+    Annotations stay null (nobody has described the media). One bad file never aborts the import: a file that
+    cannot be read (corrupt or oversized container, a zip bomb, an image / audio / video file that does not decode,
+    a link, a special file, an unreadable folder) is listed in ``errors`` [{"path", "error"}] and the rest is
+    imported; the extracted text of each readable document goes to ``out_dir/extracted/<path>.txt``. A name that
+    is not valid UTF-8 is imported under a safe name (each such byte written ``%XX``; ``renamed_from`` in its row,
+    one entry in ``warnings``), so everything written is UTF-8 (cases BR-27, REL-import-invalid-utf8-filename-aborts).
     Raises: FileNotFoundError when ``src_dir`` is not a directory.
     """
+    import stat as _stat
+
     src = Path(src_dir)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: import source is not a directory")
@@ -270,47 +333,76 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str) -> Bun
             shutil.rmtree(d)
     files_dir.mkdir(parents=True)
     errors: list[dict[str, str]] = []
+    warnings: list[dict[str, str]] = []
     extra: dict[str, dict] = {}
-    src_real = src.resolve()
-    for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
-        rel = path.relative_to(src).as_posix()
-        # Never follow links: a link (or a file reached through a linked folder) could pull in anything on the
-        # host, e.g. /etc/passwd. Such entries are reported and left out.
-        if path.is_symlink() or not path.resolve().is_relative_to(src_real):
-            errors.append({"path": rel, "error": "symbolic link: not imported"})
-            continue
-        dest = files_dir / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(path, dest)
-        except OSError as exc:
-            errors.append({"path": rel, "error": f"cannot copy: {exc}"})
-            continue
-        kind = kind_of(dest)
-        if is_media(kind):
-            extra[rel] = {"text_chars": None, "modality": media_class(kind)}
-            if media_class(kind) == "image":  # a picture that does not decode is reported like a corrupt document
-                try:
-                    from PIL import Image
 
-                    with Image.open(dest) as im:
-                        im.verify()
-                except Exception as exc:  # noqa: BLE001 - any decoder failure means "unreadable"
-                    errors.append({"path": rel, "error": f"unreadable image: {exc}"})
-            continue
+    def walk_error(exc: OSError) -> None:
+        rel = Path(exc.filename).relative_to(src).as_posix() if exc.filename else "."
+        errors.append({"path": _safe_component(rel), "error": f"cannot read folder: {exc.strerror or exc}"})
+
+    entries: list[str] = []
+    for root, dirs, names in os.walk(src, onerror=walk_error, followlinks=False):
+        base = Path(root).relative_to(src)
+        for d in list(dirs):
+            if os.path.islink(os.path.join(root, d)):  # never follow links (module docstring of import)
+                entries.append((base / d).as_posix())
+                dirs.remove(d)
+        entries.extend((base / n).as_posix() for n in names)
+    for raw in sorted(entries):
+        rel = "/".join(_safe_component(c) for c in raw.split("/"))
         try:
-            text = extract_text(dest)
-        except ExtractionError as exc:
-            errors.append({"path": rel, "error": exc.reason})
-            extra[rel] = {"text_chars": None}
-            continue
-        out = ext_dir / (rel + ".txt")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        extra[rel] = {"text_chars": len(text)}
+            if rel != raw:
+                k, cand = 2, rel
+                while cand in extra or (files_dir / cand).exists():
+                    stem, dot, ext = rel.rpartition(".")
+                    cand = f"{stem}~{k}.{ext}" if dot and stem else f"{rel}~{k}"
+                    k += 1
+                rel = cand
+                warnings.append({"path": rel, "warning": f"file name is not valid UTF-8 ({_printable(raw)}): "
+                                                         f"imported as {rel!r}"})
+            path = src / raw
+            st = os.lstat(path)
+            # Never follow links: a link (or a file reached through a linked folder) could pull in anything on the
+            # host, e.g. /etc/passwd. Such entries are reported and left out; so are FIFOs, sockets and devices
+            # (copying a FIFO would block forever).
+            if _stat.S_ISLNK(st.st_mode):
+                errors.append({"path": rel, "error": "symbolic link: not imported"})
+                continue
+            if not _stat.S_ISREG(st.st_mode):
+                errors.append({"path": rel, "error": "not a regular file: not imported"})
+                continue
+            dest = files_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.copyfile(path, dest)
+            except OSError as exc:
+                errors.append({"path": rel, "error": f"cannot copy: {exc.strerror or exc}"})
+                continue
+            if rel != raw:
+                extra[rel] = {"renamed_from": _printable(raw)}
+            kind = kind_of(dest)
+            if is_media(kind):
+                extra[rel] = {**extra.get(rel, {}), "text_chars": None, "modality": media_class(kind)}
+                why = _verify_media(dest, kind)  # a media file that does not decode is reported like a document
+                if why:
+                    errors.append({"path": rel, "error": why})
+                continue
+            try:
+                text = extract_text(dest)
+            except ExtractionError as exc:
+                errors.append({"path": rel, "error": exc.reason.replace(str(dest), rel)})
+                extra[rel] = {**extra.get(rel, {}), "text_chars": None}
+                continue
+            out = ext_dir / (rel + ".txt")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+            extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+        except Exception as exc:  # noqa: BLE001 - one bad file never aborts the import; it is named in errors
+            errors.append({"path": rel, "error": f"{type(exc).__name__}: {exc}"})
     try:
         ws = default_workspace(task_id)
     except KeyError:
         ws = {"scenario": "imported"}
-    ws = {**ws, "scenario": f"imported:{src.name}"}
-    return _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations={}, extra=extra)
+    ws = {**ws, "scenario": f"imported:{_safe_component(src.name)}"}
+    return _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations={}, extra=extra,
+                   warnings=warnings)

@@ -47,8 +47,12 @@ def _import(args) -> int:
 
     info = import_bundle(Path(args.dir), args.task, Path(args.out))
     print(f"imported {info.n_files} files ({info.total_bytes / 1e6:.2f} MB) for {info.task_id} -> {info.out_dir}")
+    for w in info.warnings:
+        print(f"  renamed: {w['warning']}")
     for e in info.errors:
         print(f"  unreadable: {e['path']}: {e['error']}")
+    if info.errors:
+        print(f"{len(info.errors)} files unreadable or left out (also in bundle.json 'errors'); the rest is imported")
     return 0
 
 

@@ -14,7 +14,12 @@ the engine's ``read`` tool, the import path and the memory methods see the same 
 Media kinds (images, audio, video) have no text; ``extract_text`` raises ``ExtractionError`` for them
 (their content reaches the agent through annotations, ref §1.1).
 
-Errors: ``ExtractionError`` (a ``ValueError``) naming the file whenever a container is corrupt or unreadable.
+Hostile inputs are refused before a library parses them (:mod:`filegram_ray.limits`): an OOXML zip whose members
+would inflate past the zip limits (a decompression bomb), a PDF of more than ``PDF_MAX_PAGES`` pages, a text file
+larger than ``MAX_TEXT_FILE_BYTES``, and any document whose text exceeds ``MAX_EXTRACTED_CHARS``.
+
+Errors: ``ExtractionError`` (a ``ValueError``) naming the file whenever a container is corrupt, unreadable or too
+large; ``reason`` starts with ``"too large: "`` for a limit.
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ import io
 import json
 import re
 from pathlib import Path
+
+from filegram_ray.limits import (
+    MAX_EXTRACTED_CHARS,
+    MAX_TEXT_FILE_BYTES,
+    PDF_MAX_PAGES,
+    InputLimitError,
+    check_file_size,
+    check_zip,
+)
 
 __all__ = [
     "DOCUMENT_KINDS",
@@ -108,11 +122,28 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+class _TextBudget:
+    """Counts the characters taken from one document; raises :class:`InputLimitError` past ``limit``."""
+
+    def __init__(self, path: Path, limit: int = MAX_EXTRACTED_CHARS):
+        self.path, self.limit, self.used = path, limit, 0
+
+    def take(self, text: str) -> str:
+        self.used += len(text)
+        if self.used > self.limit:
+            raise InputLimitError(f"{self.path}: too large: more than {self.limit:,} characters of text")
+        return text
+
+
 def _pdf(path: Path) -> str:
     from pypdf import PdfReader
 
-    reader = PdfReader(str(path))
-    return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
+    reader = PdfReader(str(path))  # pypdf bounds every decoded stream (75 MB)
+    n = len(reader.pages)
+    if n > PDF_MAX_PAGES:
+        raise InputLimitError(f"{path}: too large: {n:,} pages (limit {PDF_MAX_PAGES:,})")
+    budget = _TextBudget(path)
+    return "\n\n".join(budget.take((page.extract_text() or "").strip()) for page in reader.pages).strip()
 
 
 def _docx(path: Path) -> str:
@@ -135,20 +166,33 @@ def _fmt_cell(value) -> str:
     return str(value)
 
 
+#: our own bound on the spreadsheet cells one extraction visits (padding of sparse rows included)
+XLSX_MAX_CELLS = 2_000_000
+
+
 def _xlsx(path: Path) -> str:
     import openpyxl
 
     wb = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    chars = _TextBudget(path)  # characters of text taken (MAX_EXTRACTED_CHARS)
     try:
         out: list[str] = []
+        cells_left = XLSX_MAX_CELLS  # cells visited (XLSX_MAX_CELLS)
         for ws in wb.worksheets:
             out.append(f"# sheet: {ws.title}")
+            # The declared dimension (or one formatted cell at XFD1048576) would pad every row to 16,384 columns
+            # and emit every empty row up to it (BR-28): iterate the cells actually stored instead.
+            ws.reset_dimensions()
             for row in ws.iter_rows(values_only=True):
+                cells_left -= len(row)
+                if cells_left < 0:
+                    out.append(f"[cut: more than {XLSX_MAX_CELLS} cells]")
+                    break
                 cells = [_fmt_cell(v) for v in row]
                 while cells and cells[-1] == "":
                     cells.pop()
                 if cells:
-                    out.append("\t".join(cells))
+                    out.append(chars.take("\t".join(cells)))
             out.append("")
         return "\n".join(out).strip()
     finally:
@@ -263,6 +307,10 @@ def extract_text(path: Path | str) -> str:
     if is_media(kind):
         raise ExtractionError(p, f"media kind {kind!r} has no text (use its annotation)")
     try:
+        if kind in ("docx", "xlsx", "pptx"):
+            check_zip(p)  # before python-docx / openpyxl / python-pptx inflate anything
+        elif kind != "pdf":  # every other kind is read into memory whole
+            check_file_size(p, MAX_TEXT_FILE_BYTES)
         if kind == "pdf":
             return _pdf(p)
         if kind == "docx":
@@ -287,7 +335,11 @@ def extract_text(path: Path | str) -> str:
         return _decode(data)
     except ExtractionError:
         raise
+    except InputLimitError as exc:
+        raise ExtractionError(p, str(exc).removeprefix(f"{p}: ")) from None
     except FileNotFoundError as exc:
         raise ExtractionError(p, "file not found") from exc
+    except RecursionError:
+        raise ExtractionError(p, "nesting too deep") from None
     except Exception as exc:  # library-specific corrupt-file errors vary (zipfile, lxml, pypdf, ...)
         raise ExtractionError(p, f"{type(exc).__name__}: {exc}") from exc

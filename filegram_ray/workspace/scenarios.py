@@ -352,7 +352,8 @@ def fill_kind(world: World, domain: str, kind: str, i: int, rng: random.Random) 
                                                   f"def total(rows):\n    return sum(r['hours'] for r in rows)\n"}, ""
     if kind in ("tmp", "bak"):
         doc = f.doc(domain, n_sections=1)
-        return f"~{_name(f, doc.title, 'md', i)}.{kind}" if kind == "tmp" else _name(f, doc.title, "md.bak", i), \
+        # no '~' or '$' in names: the engine's restricted bash refuses them, so the agent could not remove the file
+        return f"{_name(f, doc.title, 'md', i)}.{kind}" if kind == "tmp" else _name(f, doc.title, "md.bak", i), \
             {"text": "\n".join(doc.plain_lines(markdown=True))}, "junk"
     raise ValueError(f"unsupported input kind {kind!r}")
 
@@ -612,7 +613,9 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
     fill_dirs = [d for d in subdirs if d not in ("raw_data", "updates")]
     used = {s.relpath for s in specs}
     inputs = {k: int(v) for k, v in (workspace.get("inputs") or {}).items()}
-    budget = sum(inputs.values()) - len(specs)  # planted files count against the spec's total
+    clutter = "junk_files" not in plants and workspace.get("clutter", True)
+    # planted files (and the clutter added below) count against the spec's total
+    budget = sum(inputs.values()) - len(specs) - (CLUTTER_FILES if clutter else 0)
     todo = []
     for kind, n in sorted(inputs.items()):
         todo += [(kind, i) for i in range(have.get(kind, 0), n)]
@@ -639,7 +642,86 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
         s, fa = _plant_archive_issues(specs, world, rng)
         specs = s
         facts += fa
+    if clutter and specs:
+        s, fa = _plant_clutter(specs, random.Random(sub_seed(task_id, seed, "clutter")))
+        specs = s
+        facts += fa
     return specs, facts
+
+
+#: Clutter files planted in every non-empty bundle without a junk plant of its own: one temporary file, one exact
+#: duplicate and one superseded older version (issue #16: curation must act on the workspace's own clutter;
+#: TIER_TARGETS §2.5 "what gets deleted": junk, duplicates, intermediate files). They replace fill files, so a
+#: bundle keeps its spec's total (ref §0: about 615 input files) unless it is smaller than its plants.
+CLUTTER_FILES = 3
+
+
+def _text_of(spec: FileSpec) -> str | None:
+    if isinstance(spec.payload, Doc):
+        return "\n".join(spec.payload.plain_lines(markdown=spec.kind == "md")) + "\n"
+    if isinstance(spec.payload, dict) and isinstance(spec.payload.get("text"), str) and spec.payload["text"]:
+        return spec.payload["text"]
+    return None
+
+
+def _plant_clutter(specs: list[FileSpec], rng: random.Random) -> tuple[list[FileSpec], list[dict]]:
+    """A temporary autosave (``<stem>.tmp``, the first part of a text file; no ``~``/``$``: the engine's
+    restricted bash refuses them), a duplicate (``<stem> (1).<ext>``,
+    byte copy) and a superseded version (``<stem>_old.<ext>``: the first half of a text file, or a byte copy of a
+    binary one), each next to its original. Facts: ``{"type": "clutter", "category", "file", "original"}``."""
+    out, facts = list(specs), []
+    used = {s.relpath for s in specs}
+    texts = [s for s in specs if s.kind in ("md", "txt") and _text_of(s) and not s.note]
+    docs = [s for s in specs if s.kind in ("md", "txt", "docx", "pdf", "csv", "xlsx", "pptx", "eml") and not s.note]
+    pool = texts or docs or [s for s in specs if not s.note] or list(specs)
+    picks = rng.sample(pool, min(3, len(pool)))
+    while len(picks) < 3:
+        picks.append(picks[-1])
+
+    def place(src: FileSpec, name: str) -> str:
+        d = src.relpath.rpartition("/")[0]
+        rel = f"{d}/{name}" if d else name
+        k = 2
+        while rel in used:
+            stem, _, ext = rel.rpartition(".")
+            rel = f"{stem}_{k}.{ext}"
+            k += 1
+        used.add(rel)
+        return rel
+
+    def stem_ext(src: FileSpec) -> tuple[str, str]:
+        name = src.relpath.rpartition("/")[2]
+        stem, _, ext = name.rpartition(".")
+        return stem, ext
+
+    # 1. temporary autosave of a text file (was_temporary on delete, ref §3.4)
+    src = picks[0]
+    stem, ext = stem_ext(src)
+    text = _text_of(src)
+    body = "\n".join(text.splitlines()[: max(3, len(text.splitlines()) * 3 // 5)]) + "\n" if text else (
+        f"autosave buffer of {src.relpath}\nlast saved by the editor; safe to remove\n")
+    rel = place(src, f"{stem}.tmp")
+    out.append(FileSpec(rel, "tmp", {"text": body}, "clutter"))
+    facts.append({"type": "clutter", "category": "temp", "file": rel, "original": src.relpath})
+    # 2. exact duplicate
+    src = picks[1]
+    stem, ext = stem_ext(src)
+    rel = place(src, f"{stem} (1).{ext}")
+    out.append(FileSpec(rel, src.kind, {"copy_of": src.relpath}, "clutter"))
+    facts.append({"type": "clutter", "category": "duplicate", "file": rel, "original": src.relpath})
+    # 3. superseded older version
+    src = picks[2]
+    stem, ext = stem_ext(src)
+    text = _text_of(src)
+    rel = place(src, f"{stem}_old.{ext}")
+    if text and src.kind in ("md", "txt"):
+        lines = text.splitlines()
+        old = "\n".join(lines[: max(3, len(lines) // 2)]) + "\n\n(older draft, superseded)\n"
+        out.append(FileSpec(rel, src.kind, {"text": old}, "clutter"))
+    else:
+        out.append(FileSpec(rel, src.kind, {"copy_of": src.relpath}, "clutter"))
+    facts.append({"type": "clutter", "category": "superseded", "file": rel, "original": src.relpath})
+    return out, facts
 
 
 _KIND_DIR = {"TSMC": None}
@@ -677,7 +759,7 @@ def _plant_junk(specs: list[FileSpec], rng: random.Random) -> tuple[list[FileSpe
     if not any(s.note == "junk" for s in specs):
         for k, src in enumerate(rng.sample(md_like, min(4, len(md_like)))):
             d, _, base = src.relpath.rpartition("/")
-            new = [f"~${base}.tmp", f"{base}.bak", f"{base}~", f"autosave_{k}.tmp"][k]
+            new = [f"autosave_{base}.tmp", f"{base}.bak", f"{base}.swp", f"autosave_{k}.tmp"][k]
             new = f"{d}/{new}" if d else new
             out.append(FileSpec(new, "tmp" if new.endswith(".tmp") else "bak" if new.endswith(".bak") else src.kind,
                                 {"copy_of": src.relpath}, "junk"))

@@ -6,6 +6,10 @@ the sessions by task ("Session T-12") and exactly one is the impostor. The impos
 probes at least one dimension where the two profiles differ, so the difference can show. The user's perturbed
 sessions are never used (they would be a second anomaly).
 
+Only real differences (issue #16): when fingerprints are available (encode stage), the impostor session must differ
+from the user's own session of the same task in at least one fingerprint feature of a dimension where the two
+profiles differ (reference §7.3 columns) — otherwise nothing in the behaviour gives the impostor away.
+
 COUNTS: per profile the builder draws its quota of distinct (impostor session, user sessions) combinations; total =
 the paper's 815 for 20 × 32 (reference §9.1), scaled by profiles × tasks / (20 × 32) for other sets.
 """
@@ -21,7 +25,7 @@ from filegram_ray.bench.common import (
     scaled_count,
     session_label,
 )
-from filegram_ray.bench.inputs import BenchInputs
+from filegram_ray.bench.inputs import FINGERPRINT_FEATURES, BenchInputs, TrajRec
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS
 
@@ -29,6 +33,21 @@ NAME = "AnomDet"
 CHOICE_RANGE = (5, 6)  # reference §9.1
 #: Draw attempts per wanted item before a profile's quota is given up (pool exhausted).
 ATTEMPTS_PER_ITEM = 20
+
+
+#: Fingerprint columns of each dimension (reference §7.3 order: 3 A, 3 B, 3 C, 3 D, 2 E, 3 F).
+DIM_COLUMNS: dict[str, tuple[int, ...]] = {"A": (0, 1, 2), "B": (3, 4, 5), "C": (6, 7, 8), "D": (9, 10, 11),
+                                           "E": (12, 13), "F": (14, 15, 16)}
+assert sum(len(c) for c in DIM_COLUMNS.values()) == len(FINGERPRINT_FEATURES)
+
+
+def differs(inputs: BenchInputs, user_id: str, imp_t: TrajRec, dims: set[str]) -> bool:
+    """True when the impostor session's fingerprint differs from the user's session of the same task on a column
+    of ``dims``; True as well when either fingerprint is unknown (no encode stage: nothing to check)."""
+    own = next((t for t in inputs.trajectories_of(user_id) if t.task_id == imp_t.task_id), None)
+    if own is None or own.fingerprint is None or imp_t.fingerprint is None:
+        return True
+    return any(abs(own.fingerprint[i] - imp_t.fingerprint[i]) > 1e-9 for d in dims for i in DIM_COLUMNS[d])
 
 
 def default_count(inputs: BenchInputs) -> int:
@@ -58,7 +77,8 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             imp = r.choice(near if r.random() < 0.5 else sims)
             diff = {d for d in DIMENSIONS if imp.tiers[d] != p.tiers[d]}
             cands = [t for t in inputs.trajectories_of(imp.profile_id) if not t.perturbed
-                     and (not inputs.task(t.task_id).dimensions or diff & set(inputs.task(t.task_id).dimensions))]
+                     and (not inputs.task(t.task_id).dimensions or diff & set(inputs.task(t.task_id).dimensions))
+                     and differs(inputs, p.profile_id, t, diff)]
             if not cands:
                 continue
             imp_t = r.choice(cands)

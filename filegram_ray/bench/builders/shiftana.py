@@ -7,6 +7,10 @@ shifts of other dimensions away from the user's usual tier (all false).
 
 Baseline = up to :data:`MAX_BASELINE` of the user's unperturbed sessions (seeded sample, shown in task order).
 
+Only real shifts (issue #16): a perturbed session whose counterfactual check (``TrajRec.shift_real``, from
+``meta.json`` ``perturbation_check``) found no change in the perturbed dimension's features gives no item — the
+question "which change happened" would have no right answer. Unchecked sessions (older runs) are kept.
+
 COUNTS: every perturbed session gives one item per option count 3, 4, 5, 6 (different baseline samples); the pool
 is sampled down to 2.88 items per perturbed session, the paper's 288 for its 100 perturbed sessions (reference §9.1,
 §5.7).
@@ -29,7 +33,7 @@ NEIGHBOURS = {"L": ("M",), "R": ("M",), "M": ("L", "R")}
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return round(ITEMS_PER_PERTURBED * sum(t.perturbed for t in inputs.trajectories))
+    return round(ITEMS_PER_PERTURBED * sum(t.perturbed and t.shift_real is not False for t in inputs.trajectories))
 
 
 def shift_text(d: str, a: str, b: str) -> str:
@@ -43,7 +47,7 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
         clean = [t for t in own if not t.perturbed]
         if not clean:
             continue
-        for sess in (t for t in own if t.perturbed):
+        for sess in (t for t in own if t.perturbed and t.shift_real is not False):
             pert = sess.perturbation
             d, a, b = pert["dimension"], pert["from"], pert["to"]
             correct = shift_text(d, a, b)

@@ -36,7 +36,7 @@ from filegram_ray.engine.simulator.writer import (
     svg_chart,
 )
 
-AGENT_VERSION = "persona-simulator/1"
+AGENT_VERSION = "persona-simulator/2"
 
 #: Extensions the read tool turns into text (extractors) — ref §1.1; media need an annotation (no event otherwise).
 DOC_EXT = {".md", ".txt", ".csv", ".json", ".eml", ".ics", ".docx", ".pdf", ".xlsx", ".pptx", ".yaml", ".yml",
@@ -53,8 +53,24 @@ FAMILY = {
 }
 FAMILY_ZH = {"documents": "文档资料", "communications": "邮件日程", "data": "数据表格", "images": "图片素材",
              "audio": "音频录音", "video": "视频文件", "misc": "其他杂项"}
-JUNK = re.compile(r"(\.tmp$|\.temp$|\.bak$|~$|\.swp$|copy|\(\d\)|副本|untitled|final_final|^\~)", re.IGNORECASE)
 TEMP_EXT = {".tmp", ".temp", ".bak", ".swp", ".swo", ".pyc", ".o", ".log"}  # ref §3.4 was_temporary
+#: Workspace clutter by category, recognised by name the way a person would (issue #16; TIER_TARGETS §2.5 "what
+#: gets deleted"): temporary/autosave files, duplicates, superseded or worthless leftovers. Matches the clutter the
+#: seed stage plants (``workspace.scenarios._plant_clutter`` / ``_plant_junk``). Checked in this order.
+CLUTTER: tuple[tuple[str, re.Pattern], ...] = (
+    ("temp", re.compile(r"(\.tmp$|\.temp$|\.swp$|\.swo$|\.bak$|~$|^~|^\.~lock)", re.IGNORECASE)),
+    ("duplicate", re.compile(r"( \(\d+\)\.[^.]+$|[ _]copy(\s?\(\d+\))?\d*\.[^.]+$|副本|final_final)", re.IGNORECASE)),
+    ("superseded", re.compile(r"(_old\.[^.]+$|\.old$|\.orig$|_superseded|_obsolete|^untitled)", re.IGNORECASE)),
+)
+
+
+def clutter_category(path: str) -> str | None:
+    """``"temp"``, ``"duplicate"``, ``"superseded"`` or None for a workspace path (by its file name)."""
+    name = PurePosixPath(path).name
+    for cat, rx in CLUTTER:
+        if rx.search(name):
+            return cat
+    return None
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {
@@ -239,14 +255,14 @@ class PersonaAgent:
         tier, rng = self.T["A"], self.rng
         acts: list[Any] = []
         if tier == "L":
-            # Sequential, whole files, ≥ 70 % coverage, 14–25 reads, ≥ 3 revisits; no search (TT §2.1 A-L).
-            cover = 1.0 if self.p.thoroughness == "exhaustive" else rng.uniform(0.8, 0.95)
-            n = max(1, min(len(readable), round(len(readable) * cover * budget_scale), 21))
-            if n < len(readable) * 0.7 * budget_scale:
-                n = min(len(readable), round(len(readable) * 0.7 * budget_scale + 0.5))
+            # Sequential, whole files, no search, then revisits of the key files (TT §2.1 A-L). The number of
+            # files read is capped at 9–10 so that the whole set keeps the paper's ≈ 7 reads per trajectory
+            # (ref §0; TT §5 consequence 2); 2–3 revisits keep revisit_ratio at ≈ 0.2 (TT §2.1 band 0.12–0.30).
+            cap = 10 if self.p.thoroughness == "exhaustive" else 9
+            n = max(1, min(len(readable), round(cap * budget_scale)))
             order = sorted(readable)[:n] if self.p.working_style == "methodical" else readable[:n]
             acts += [lambda f=f: self.read(f) for f in order]
-            k = max(3, min(5, round(len(order) * 0.2))) if len(order) >= 3 else len(order) and 1
+            k = 3 if len(order) >= 10 else 2 if len(order) >= 5 else 1
             acts.append(lambda k=k: [self.read(f) for f in self.nb.richest(k)])
         elif tier == "M":
             # ≥ 3 keyword greps + 1 type glob before any read; reads of the hit windows; a search before each
@@ -296,8 +312,9 @@ class PersonaAgent:
             ext = self.dominant_ext()
             if self.p.thoroughness != "minimal":
                 acts.append(lambda: self.glob(f"**/*{ext}"))
-            cover = {"exhaustive": 0.9, "balanced": 0.7, "minimal": 0.5}.get(self.p.thoroughness, 0.7)
-            n = max(1, min(len(readable), max(8, round(len(readable) * cover * budget_scale)), 20))
+            # Many shallow reads, but ≤ 10 per session so the set keeps ≈ 7 reads per trajectory (ref §0).
+            cap = {"exhaustive": 10, "balanced": 9, "minimal": 7}.get(self.p.thoroughness, 9)
+            n = max(1, min(len(readable), round(cap * budget_scale)))
             head = rng.choice((10, 15, 20))
             acts += [lambda f=f: self.read(f, limit=head) for f in readable[:n]]
         return acts
@@ -382,6 +399,14 @@ class PersonaAgent:
                     self.own_order[self.own_order.index(a)] = b
                 if a in self.files:
                     self.files[self.files.index(a)] = b
+                # a moved folder takes its files along
+                for i, f in enumerate(self.files):
+                    if f.startswith(a + "/"):
+                        self.files[i] = b + f[len(a):]
+                for f in [f for f in self.own_order if f.startswith(a + "/")]:
+                    g = b + f[len(a):]
+                    self.own[g] = self.own.pop(f)
+                    self.own_order[self.own_order.index(f)] = g
 
     def rm(self, paths: list[str]) -> None:
         if not paths:
@@ -461,7 +486,11 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ layout per C tier (TT §2.3)
     def layout(self) -> dict[str, str]:
-        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``) and the folders to create."""
+        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``; ``base``/``mid`` = the C-L tree
+        levels) per C tier (TT §2.3). C-L: a three-level topic tree; C-M: one short folder for the outputs
+        (``reports/``, ``notes/`` in revision tasks) plus ``figures/`` for F-L visuals, so the tier shows in where
+        the outputs go in every task type (issue #16), not only when another dimension asks for a folder; C-R:
+        everything in the root."""
         C = self.T["C"]
         zh = self.lang == "zh"
         if C == "L":
@@ -474,9 +503,9 @@ class PersonaAgent:
                    "scratch": base, "base": base, "mid": a}
             return out
         if C == "M":
-            fig = "figures" if self.T["F"] == "L" else ""
-            aux = "docs" if self.T["B"] == "L" else ""
-            return {"main": "", "aux": aux, "fig": fig, "scratch": "", "base": "", "mid": ""}
+            out_dir = "notes" if self.ttype in ("iterate", "maintain") else "reports"
+            fig = "figures" if self.T["F"] == "L" else out_dir
+            return {"main": out_dir, "aux": out_dir, "fig": fig, "scratch": "", "base": "", "mid": ""}
         return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
 
     def setup_dirs(self, lay: dict[str, str]) -> None:
@@ -491,9 +520,7 @@ class PersonaAgent:
             for p in paths:  # one mkdir -p per branch: each is one dir_create at depth 3 (TT §1)
                 self.mkdir(p)
         elif C == "M":
-            for key in ("aux", "fig"):
-                if lay[key]:
-                    self.mkdir(lay[key])
+            self.mkdir(*dict.fromkeys(lay[k] for k in ("main", "fig") if lay[k]))
 
     @staticmethod
     def join(folder: str, name: str) -> str:
@@ -519,7 +546,7 @@ class PersonaAgent:
         """Scratch files (kind, ext): drawn from the E-independent stream (TT §2.5: same count in every E tier)."""
         u = self.scratch_rng.random()
         n = 0 if u < 0.3 else (1 if u < 0.8 else 2)
-        return [("scratch", ".tmp"), ("outline", ".md")][:n]
+        return [("scratch", ".md"), ("outline", ".md")][:n]
 
     def prescribed_names(self) -> list[str]:
         names = re.findall(r"\b([A-Za-z0-9_\-]+\.(?:md|csv|txt|json))\b", self.prompt_en)
@@ -582,17 +609,47 @@ class PersonaAgent:
         writes.append(write_main)
         final: list[Any] = []
         final.append(lambda: self.self_revise(main_tmp))
-        if self.T["E"] == "L":
-            final.append(lambda: self.curate(plan))
         if main_tmp != main_final:
             final.append(lambda: self.mv([(main_tmp, main_final)]))
         if self.T["C"] == "L":
             final.append(lambda: self.readmes(lay))
         if self.p.error_handling == "defensive":
             final.append(lambda: self.read_back(main_final))
-        if self.T["E"] == "M":
-            final.append(lambda: self.curate(plan))
+        if not self.files:
+            final.append(self.review_outputs)
+        final.append(lambda: self.curate(plan))
         self.interleave(reads, writes, final)
+
+    def review_outputs(self) -> None:
+        """Empty workspace (T-03/T-04/T-20): the agent's own outputs are the only material to consume, so the A
+        tier shows in how it reviews them (TT §1: re-reading one's own output is a revisit; issue #16 "wherever
+        the task allows it"). A-L reads up to 4 own files whole and re-reads the first (revisit ≈ 0.2); A-M
+        greps 3 keywords and reads 2 hit windows (search_ratio 0.6); A-R lists the root and its folders, globs
+        the text files once and reads the first 15 lines of 2 files it has not opened (browse_ratio ≥ 0.3)."""
+        own = [r for r in self.own_order if r in self.own and PurePosixPath(r).suffix in EDITABLE_EXT]
+        if not own:
+            return
+        A = self.T["A"]
+        if A == "L":
+            for r in own[:4]:
+                self.read(r)
+            self.read(own[0])
+        elif A == "M":
+            words = [w for w in re.findall(r"[A-Za-z]{5,}", self.topic_en) if w.lower() not in _STOP]
+            kws = (words + ["summary", "next", "total"])[:3]
+            hits: list[tuple[str, int]] = []
+            for kw in kws:
+                hits += [h for h in self.grep(kw) if h[0] in self.own and h not in hits]
+            for f, line in (hits or [(own[0], 1)])[:2]:
+                self.read(f, offset=max(1, line - 12), limit=40)
+        else:
+            self.ls(".")
+            for d in [d for d in self.created_dirs if "/" not in d][:2]:
+                self.ls(d)
+            self.glob("**/*.md")
+            fresh = [r for r in own if r not in self.view] or own
+            for r in fresh[:2]:
+                self.read(r, limit=15)
 
     def chart(self, title: str) -> str | bytes:
         figs = chart_figures(self.nb)
@@ -689,48 +746,62 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ E: curation of own files (TT §2.5)
     def curate(self, plan: list[tuple[str, str]]) -> None:
-        """E-L: delete own scratch/intermediate files; E-M: delete a temporary-extension scratch file now and
-        then (18 % when one exists, giving 1 delete in 10–25 % of trajectories); E-R: keep everything."""
+        """Curation of the workspace's own clutter and of the agent's scratch files (TT §2.5; issue #16).
+
+        E-L (selective) deletes every clutter file of the workspace (:func:`clutter_category`: temporary files,
+        duplicates, superseded versions) and its own scratch notes; E-M (pragmatic) deletes the obvious
+        temporary files only and keeps drafts, duplicates and its own notes; E-R (preservative) deletes nothing.
+        Every non-empty bundle carries clutter (``workspace.scenarios._plant_clutter``), so the tier shows in
+        one session: L ≈ 3–5 deletes, M ≈ 1, R 0."""
         E = self.T["E"]
-        scratch = [rel for kind, rel in plan if rel in self.own]
+        clutter = [(f, c) for f in self.files if (c := clutter_category(f))]
         if E == "L":
-            self.rm(scratch)
+            scratch = [rel for _, rel in plan if rel in self.own]
+            self.rm([f for f, _ in clutter] + scratch)
         elif E == "M":
-            tmp = [r for r in scratch if PurePosixPath(r).suffix in TEMP_EXT]
-            if tmp and self.rng.random() < 0.18:
-                self.rm(tmp[:1])
+            self.rm([f for f, c in clutter if c == "temp"])
 
     # ------------------------------------------------------------------ revision tasks (iterate / maintain)
     def flow_revise(self) -> None:
         """Iterate / maintain: read (A), change existing files per D (edits / backups / overwrites), write the
-        task's notes file per B, curate scratch per E; T-18 ends in a reorganisation."""
+        task's notes file per B where the C tier puts outputs (C-L: moved into the topic tree; C-M: ``notes/``),
+        F-L visuals, curate clutter and scratch per E; T-18 ends in a reorganisation."""
         reads = self.reading_actions(budget_scale=0.8)
         targets = self.edit_targets()
         lay = self.layout()
+        C, F = self.T["C"], self.T["F"]
+        notes_ok = not (self.rules.get("no_new_files") and self.T["B"] == "R")
+        visuals = F == "L" and not self.rules.get("no_new_files")
         writes: list[Any] = []
         plan: list[tuple[str, str]] = []
+        if notes_ok or visuals:
+            writes.append(lambda: self.setup_dirs(lay))
         for kind, ext in self.scratch_plan():
-            rel = self.join(lay["scratch"] if self.T["C"] != "L" else "", self.name(kind, ext))
+            rel = self.join(lay["scratch"] if notes_ok or visuals else "", self.name(kind, ext))
             plan.append((kind, rel))
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         writes.append(lambda: self.revise_files(targets))
         final: list[Any] = []
-        notes_ok = not (self.rules.get("no_new_files") and self.T["B"] == "R")
         if notes_ok:
             names = self.prescribed_names()
             note = names[0] if names else self.name("log", ".md")
-            final.append(lambda: self.write(note, self.render("log")))
-        if self.T["F"] == "L" and not self.rules.get("no_new_files"):
-            fold = "figures" if self.T["C"] != "R" else ""
-            if fold:
-                final.append(lambda: self.mkdir(fold))
-            pre = "" if fold else "fig_"
-            final.append(lambda: self.write(self.join(fold, pre + self.name("csv", ".csv")),
+            note_tmp = note if C == "L" else self.join(lay["main"], note)
+            note_final = self.join(lay["main"], note)
+            final.append(lambda: self.write(note_tmp, self.render("log")))
+            if note_tmp != note_final:
+                final.append(lambda: self.mv([(note_tmp, note_final)]))
+        if visuals:
+            pre = "" if lay["fig"] else "fig_"
+            final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("csv", ".csv")),
                                             csv_text(chart_figures(self.nb))))
+            ext = ".png" if self.chart_format == "png" else ".svg"
+            final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("chart", ext)),
+                                            self.chart(self.topic())))
+        if C == "L" and (notes_ok or visuals):
+            final.append(lambda: self.readmes(lay))
         if self.rules.get("reorg"):
             final.append(lambda: self.reorganise(self.rules["reorg"]))
-        if self.T["E"] != "R":
-            final.append(lambda: self.curate(plan))
+        final.append(lambda: self.curate(plan))
         self.interleave(reads, writes, final)
 
     def edit_targets(self) -> list[str]:
@@ -792,6 +863,10 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ organize tasks (TT §2.3 organize row)
     def flow_organize(self) -> None:
+        """Organize: read (A, reduced budget), curate clutter and scratch first (E: what is pruned is not
+        sorted), sort the rest per C, write the task's note (B) and revise it per D, and per F an index: F-L a
+        CSV index plus a chart of the categories, F-M a Markdown-table index and F-R a plain list where the task
+        asks for an index (T-29)."""
         reads = self.reading_actions(budget_scale=0.6)
         writes: list[Any] = []
         plan: list[tuple[str, str]] = []
@@ -799,40 +874,42 @@ class PersonaAgent:
             rel = self.name(kind, ext)
             plan.append((kind, rel))
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
-        final = [self.organise_files]
+        final: list[Any] = [lambda: self.curate(plan), self.organise_files]
         names = self.prescribed_names()
         note = names[0] if names else self.name("log", ".md")
         final.append(lambda: self.write(note, self.render("log")))
-        if (self.rules.get("index_file") or self.T["F"] == "L") and self.T["F"] in ("L", "M"):
+        F = self.T["F"]
+        if F == "L":
             final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
-        if self.T["E"] != "R":
-            final.append(lambda: self.curate(plan))
+            ext = ".png" if self.chart_format == "png" else ".svg"
+            final.append(lambda: self.write(("fig_" if self.T["C"] == "R" else "") + self.name("chart", ext),
+                                            self.chart(self.topic())))
+        elif self.rules.get("index_file"):
+            final.append(lambda: self.write(self.name("index", ".md"), self.index_md(table=F == "M")))
+        final.append(lambda: self.self_revise(note))
         self.interleave(reads, writes, final)
 
     def index_csv(self) -> str:
         rows = ["path,kind"] + [f"{f},{PurePosixPath(f).suffix.lstrip('.')}" for f in self.files[:12]]
         return "\n".join(rows) + "\n"
 
+    def index_md(self, table: bool) -> str:
+        """An index of the sorted files: a Markdown table (F-M) or a plain bullet list (F-R), ≤ 12 entries."""
+        files = self.files[:12]
+        head = "# Index" if self.lang == "en" else "# 索引"
+        if table:
+            rows = ["| path | kind |", "|---|---|"] + [f"| {f} | {PurePosixPath(f).suffix.lstrip('.')} |"
+                                                     for f in files]
+        else:
+            rows = [f"- {f}" for f in files]
+        return "\n".join([head, "", *rows]) + "\n"
+
     def organise_files(self) -> None:
-        C, E, zh = self.T["C"], self.T["E"], self.lang == "zh"
-        files = [f for f in self.files]
-        junk = [f for f in files if JUNK.search(PurePosixPath(f).name)]
-        keep = [f for f in files if f not in junk]
-        # Junk handling is curation (TT §2.5 table): E-L removes junk, E-M only temporary extensions, E-R keeps
-        # it (moved to archive/ when C allows folders).
-        if junk:
-            if E == "L":
-                self.rm(junk)
-            elif E == "M":
-                tmp = [f for f in junk if PurePosixPath(f).suffix.lower() in TEMP_EXT]
-                self.rm(tmp[:1])
-                keep += [f for f in junk if f not in tmp[:1]]
-            else:
-                if C != "R":
-                    self.mkdir("archive")
-                    self.mv([(f, f"archive/{PurePosixPath(f).name}") for f in junk])
-                else:
-                    keep += junk
+        """Sort every remaining workspace file per C tier (TT §2.3 organize row); clutter that curation kept
+        (E-M, E-R) is sorted like any other file, so the C features do not depend on the E tier beyond the
+        number of files left."""
+        C, zh = self.T["C"], self.lang == "zh"
+        keep = list(self.files)
         groups: OrderedDict[str, list[str]] = OrderedDict()
         for f in keep:
             ext = PurePosixPath(f).suffix.lower()

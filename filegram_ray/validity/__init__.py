@@ -1,0 +1,21 @@
+"""Stage-quality check: does the generated behaviour carry the profile? (``filegram validity RUN``)
+
+An evaluation of a run directory against its ground truth (profile tiers, ``meta.json`` perturbations); nothing
+here is ever given to a memory method (ARCHITECTURE rule 6). See :mod:`filegram_ray.validity.core` for the
+measures and :func:`run_validity` for the entry point.
+"""
+
+from filegram_ray.validity.core import (
+    SessionSet,
+    aggregate_counts,
+    load_sessions,
+    perturbation_effects,
+    recovery,
+    rule_recovery,
+    run_validity,
+    summary_lines,
+    tau_flags,
+)
+
+__all__ = ["SessionSet", "aggregate_counts", "load_sessions", "perturbation_effects", "recovery", "rule_recovery",
+           "run_validity", "summary_lines", "tau_flags"]

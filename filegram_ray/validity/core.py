@@ -1,0 +1,597 @@
+"""Behaviour validity of a generated run: tier recovery, perturbation effects, deviation flags, aggregate counts.
+
+All measures work on the 17-D fingerprint of each trajectory (FILEGRAM_REFERENCE §7.3), computed from its
+``events.json`` with the memory's own feature code (:mod:`filegram_ray.memory.features`), and on the ground truth
+of the run (profile tiers; ``meta.json`` perturbation and its counterfactual check). Measures:
+
+1. **Tier recovery** per dimension. A classifier sees one session's fingerprint columns of that dimension
+   (A: #1–3, B: #4–6, …, §7.3), log1p-transformed and standardised *per task* with statistics of the training
+   sessions of the same task (a session is judged against how others did the same task), and predicts the
+   profile's tier: multinomial logistic regression (scikit-learn). *Per session* = accuracy over unperturbed
+   sessions; *per profile* = the tier with the highest summed log-probability over the profile's unperturbed
+   sessions. *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on
+   another run (``--train-run``), tested on this one. The store's deterministic rule classifier
+   (:func:`filegram_ray.memory.classify.classify_rules`, §7.6) on each profile's means is reported beside it.
+2. **Perturbation effects**: for every perturbed session whose ``meta.json`` carries ``perturbation_check`` (the
+   generator's counterfactual run of the same unit without the perturbation), the shift of the perturbed
+   dimension's features in per-task standard deviations (Euclidean norm over the dimension's columns), the shift
+   that leaked into the other dimensions, whether the leave-profiles-out classifier puts the session in its
+   target tier, and the **no-op** count (the perturbed dimension's features equal the counterfactual's).
+3. **τ-flags** (§7.4, τ = 1.5, the memory's own ``normalize_fingerprints``/``deviation``/``locate_shifted``) per
+   profile over all its sessions: *store flags* on the whole 17-D vector (recall per perturbed dimension; a
+   flagged session counts for the dimension its top shifted feature belongs to) and *per-dimension flags*
+   (the same τ rule on the dimension's own z-scored columns): precision and recall per dimension.
+4. **Aggregate counts** against the paper (reference §0; TIER_TARGETS §5 size table): kept events per
+   trajectory by type, share stripped, agent files, workspace input files.
+
+Outputs: ``results/validity.md`` and ``results/validity.json`` in the run directory; when ``results/report.md``
+exists its "Behaviour validity" section is replaced by :func:`summary_lines`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from filegram_ray.memory.constants import DEVIATION_THRESHOLD, FINGERPRINT_FEATURES
+
+log = logging.getLogger(__name__)
+
+DIMENSIONS = ("A", "B", "C", "D", "E", "F")
+TIERS = ("L", "M", "R")
+#: Fingerprint columns of each dimension (reference §7.3 order).
+DIM_COLS: dict[str, list[int]] = {d: [i for i, (dim, _, _) in enumerate(FINGERPRINT_FEATURES) if dim == d]
+                                  for d in DIMENSIONS}
+FEATURE_NAMES = [f"{attr}.{key}" for _, attr, key in FINGERPRINT_FEATURES]
+#: Rule-classifier attribute of each dimension (reference §7.6; E = working_style = curation).
+RULE_ATTR = {"A": "reading_strategy", "B": "output_detail", "C": "directory_style", "D": "edit_strategy",
+             "E": "working_style", "F": "cross_modal_behavior"}
+#: Paper per-trajectory means of kept actions: reference §0 project-page breakdown ÷ 640 (TIER_TARGETS §5).
+PAPER_PER_TRAJ = {"file_read": 4541 / 640, "cross_file_reference": 4094 / 640, "context_switch": 3909 / 640,
+                  "file_write": 3024 / 640, "file_browse": 1649 / 640, "file_edit": 1057 / 640,
+                  "dir_create": 944 / 640, "other": 810 / 640, "kept": 20028 / 640}
+#: Event types that the project page lumps into "others" (reference §0).
+OTHER_TYPES = ("file_search", "file_rename", "file_move", "file_delete", "file_copy")
+#: Paper: 74.3 % of raw events stripped; ≈ 2.5 K agent files / 640 trajectories; 615 workspace inputs (ref §0).
+PAPER_STRIPPED, PAPER_FILES_PER_TRAJ, PAPER_INPUT_FILES = 0.743, 2500 / 640, 615
+#: Acceptance band of the per-type means: ±30 % of the paper (TIER_TARGETS §5 "Acceptance"); "other" excepted.
+BAND = 0.30
+#: Targets of issue #16 ("Done when").
+TARGETS = {"profile": 0.90, "session": 0.70, "flag_precision": 0.60, "flag_recall": 0.60}
+N_SPLITS = 5
+
+
+# ------------------------------------------------------------------------------------------------ loading
+@dataclass
+class Session:
+    """One trajectory: ids, task type, profile tiers, perturbation, counterfactual check and fingerprint."""
+
+    trajectory_id: str
+    profile_id: str
+    task_id: str
+    task_type: str
+    tiers: dict[str, str]
+    perturbation: dict[str, str] | None
+    check: dict[str, Any] | None
+    fp: np.ndarray
+    proc: dict[str, dict[str, Any]]
+    kept: Counter
+    n_raw: int
+
+    @property
+    def effective(self) -> dict[str, str]:
+        t = dict(self.tiers)
+        if self.perturbation:
+            t[self.perturbation["dimension"]] = self.perturbation["to"]
+        return t
+
+
+@dataclass
+class SessionSet:
+    """The sessions of one run plus where they came from."""
+
+    run_uri: str
+    profiles_dir: str | None
+    sessions: list[Session] = field(default_factory=list)
+    n_input_files: int | None = None
+
+    @property
+    def profiles(self) -> list[str]:
+        return sorted({s.profile_id for s in self.sessions})
+
+    def of(self, pid: str) -> list[Session]:
+        return sorted((s for s in self.sessions if s.profile_id == pid), key=lambda s: s.task_id)
+
+
+def _stage_dirs(run) -> tuple[str | None, str | None]:
+    if not run.exists("run.json"):
+        return None, None
+    rec = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
+    return rec.get("profiles_dir"), rec.get("tasks_dir")
+
+
+def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str | None = None,
+                  storage_options: dict[str, Any] | None = None) -> SessionSet:
+    """Read every finished trajectory of a run with its ground truth and fingerprint.
+
+    Args:
+        run_uri: run directory (local path or fsspec URI) holding ``trajectories/index.parquet``.
+        profiles_dir / tasks_dir: profile and task sets; default = the ones the generate stage recorded in
+            ``run.json``, else the bundled sets.
+
+    Raises:
+        StorageError: the trajectory index is missing.
+        ValueError: a trajectory's profile is not in the profile set (names the trajectory and the set).
+    """
+    from filegram_ray.memory.engram import parse_events
+    from filegram_ray.memory.features import extract_procedural, fingerprint
+    from filegram_ray.memory.normalize import normalize_events
+    from filegram_ray.profiles import load_profiles
+    from filegram_ray.storage import RunDir
+    from filegram_ray.tasks import load_tasks
+
+    run = RunDir(run_uri, storage_options or {})
+    rec_p, rec_t = _stage_dirs(run)
+    pdir = profiles_dir or (rec_p if rec_p and Path(rec_p).exists() else None)
+    tdir = tasks_dir or (rec_t if rec_t and Path(rec_t).exists() else None)
+    profiles = {p.profile_id: p for p in load_profiles(pdir)}
+    ttypes = {t.task_id: str(t.type) for t in load_tasks(tdir)}
+    idx = run.read_table("trajectories/index.parquet")
+    out = SessionSet(run_uri=run.uri, profiles_dir=pdir)
+    if run.exists("workspaces/index.parquet"):
+        out.n_input_files = run.read_table("workspaces/index.parquet").height
+    tmp = tempfile.TemporaryDirectory(prefix="fg-validity-") if not run.is_local else None
+    try:
+        for r in idx.filter(idx["status"] == "ok").sort("trajectory_id").iter_rows(named=True):
+            pid, tid = r["profile_id"], r["task_id"]
+            if pid not in profiles:
+                raise ValueError(f"trajectory {r['trajectory_id']}: profile {pid!r} is not in the profile set "
+                                 f"{pdir or 'conf/profiles'} (pass --profiles-dir)")
+            rel = f"trajectories/{pid}/{tid}"
+            meta = run.read_json(f"{rel}/meta.json")
+            events = parse_events(run.read_bytes(f"{rel}/events.json"), f"{rel}/events.json")
+            if run.is_local:
+                media = Path(run.full(f"{rel}/media"))
+            else:
+                media = Path(tmp.name) / "media"
+                run.get_tree(f"{rel}/media", media)
+            proc = extract_procedural(normalize_events(events, media if media.exists() else None,
+                                                       source=f"{rel}/events.json"))
+            out.sessions.append(Session(
+                trajectory_id=r["trajectory_id"], profile_id=pid, task_id=tid, task_type=ttypes.get(tid, ""),
+                tiers=dict(profiles[pid].tiers), perturbation=meta.get("perturbation"),
+                check=meta.get("perturbation_check"), fp=np.asarray(fingerprint(proc), dtype=np.float64),
+                proc=proc, kept=Counter(e.get("event_type") for e in events),
+                n_raw=int((meta.get("event_counts") or {}).get("raw", 0))))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ features
+def _log(F: np.ndarray) -> np.ndarray:
+    return np.log1p(np.maximum(np.asarray(F, dtype=np.float64), 0.0))
+
+
+@dataclass
+class TaskScaler:
+    """Per-task standardisation of log1p fingerprints: statistics of the fitted sessions of each task; a task the
+    scaler never saw uses the statistics of all fitted sessions. Zero spread → divide by 1."""
+
+    mu: dict[str, np.ndarray] = field(default_factory=dict)
+    sd: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def fit(self, F: np.ndarray, tasks: list[str]) -> TaskScaler:
+        L = _log(F)
+        self.mu["*"], self.sd["*"] = L.mean(axis=0), L.std(axis=0)
+        for t in set(tasks):
+            rows = L[[i for i, x in enumerate(tasks) if x == t]]
+            self.mu[t], self.sd[t] = rows.mean(axis=0), rows.std(axis=0)
+        return self
+
+    def transform(self, F: np.ndarray, tasks: list[str]) -> np.ndarray:
+        L = _log(F)
+        out = np.empty_like(L)
+        for i, t in enumerate(tasks):
+            mu, sd = self.mu.get(t, self.mu["*"]), self.sd.get(t, self.sd["*"])
+            out[i] = (L[i] - mu) / np.where(sd > 1e-9, sd, 1.0)
+        return out
+
+
+def _model():
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(max_iter=3000, C=1.0)
+
+
+def _fit_predict(train: list[Session], test: list[Session], dim: str) -> tuple[np.ndarray, np.ndarray]:
+    """Fit on ``train`` (label = profile tier) and return (predicted tiers, log-probabilities over TIERS) of
+    ``test``. A training fold with one tier predicts that tier."""
+    cols = DIM_COLS[dim]
+    scaler = TaskScaler().fit(np.stack([s.fp for s in train]), [s.task_id for s in train])
+    Xtr = scaler.transform(np.stack([s.fp for s in train]), [s.task_id for s in train])[:, cols]
+    ytr = np.asarray([s.tiers[dim] for s in train])
+    Xte = scaler.transform(np.stack([s.fp for s in test]), [s.task_id for s in test])[:, cols]
+    logp = np.full((len(test), len(TIERS)), -50.0)
+    if len(set(ytr.tolist())) < 2:
+        logp[:, TIERS.index(ytr[0])] = 0.0
+        return np.asarray([ytr[0]] * len(test)), logp
+    clf = _model().fit(Xtr, ytr)
+    lp = clf.predict_log_proba(Xte)
+    for j, c in enumerate(clf.classes_):
+        logp[:, TIERS.index(c)] = lp[:, j]
+    return np.asarray([TIERS[k] for k in logp.argmax(axis=1)]), logp
+
+
+def _scores(test: list[Session], pred: np.ndarray, logp: np.ndarray, dim: str) -> dict[str, Any]:
+    base = [i for i, s in enumerate(test) if s.perturbation is None]
+    pert = [i for i, s in enumerate(test) if s.perturbation is not None and s.perturbation["dimension"] == dim]
+    y = [test[i].tiers[dim] for i in base]
+    sess = float(np.mean([pred[i] == test[i].tiers[dim] for i in base])) if base else float("nan")
+    per_p: dict[str, np.ndarray] = {}
+    for i in base:
+        per_p.setdefault(test[i].profile_id, np.zeros(len(TIERS)))
+        per_p[test[i].profile_id] = per_p[test[i].profile_id] + logp[i]
+    truth = {s.profile_id: s.tiers[dim] for s in test}
+    prof = float(np.mean([TIERS[int(v.argmax())] == truth[p] for p, v in per_p.items()])) if per_p else float("nan")
+    by_tier = {t: float(np.mean([pred[i] == t for i in base if test[i].tiers[dim] == t]))
+               for t in TIERS if any(test[i].tiers[dim] == t for i in base)}
+    to_target = float(np.mean([pred[i] == test[i].perturbation["to"] for i in pert])) if pert else float("nan")
+    chance = max(Counter(y).values()) / len(y) if y else float("nan")
+    return {"session": sess, "profile": prof, "session_by_tier": by_tier, "chance": chance,
+            "n_sessions": len(base), "n_profiles": len(per_p), "perturbed_to_target": to_target,
+            "n_perturbed": len(pert)}
+
+
+def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = N_SPLITS) -> dict[str, Any]:
+    """Tier recovery per dimension (module docstring, measure 1).
+
+    Args:
+        test: the run to score.
+        train: another run to train on (cross-set); None = leave-profiles-out inside ``test``.
+
+    Returns:
+        ``{dim: {session, profile, session_by_tier, chance, n_sessions, n_profiles, perturbed_to_target,
+        n_perturbed}}`` (accuracies in 0..1). Training uses unperturbed sessions only.
+    """
+    from sklearn.model_selection import GroupKFold
+
+    out: dict[str, Any] = {}
+    sess = test.sessions
+    for d in DIMENSIONS:
+        if train is not None:
+            tr = [s for s in train.sessions if s.perturbation is None]
+            pred, logp = _fit_predict(tr, sess, d)
+        else:
+            groups = np.asarray([s.profile_id for s in sess])
+            k = min(n_splits, len(set(groups.tolist())))
+            pred = np.empty(len(sess), dtype=object)
+            logp = np.zeros((len(sess), len(TIERS)))
+            if k < 2:
+                out[d] = {"error": "fewer than 2 profiles: no held-out split"}
+                continue
+            for tr_i, te_i in GroupKFold(n_splits=k).split(np.zeros(len(sess)), groups=groups):
+                tr = [sess[i] for i in tr_i if sess[i].perturbation is None]
+                p, lp = _fit_predict(tr, [sess[i] for i in te_i], d)
+                pred[te_i], logp[te_i] = p, lp
+        out[d] = _scores(sess, pred, logp, d)
+    return out
+
+
+def rule_recovery(test: SessionSet) -> dict[str, Any]:
+    """The store's rule classifier (§7.6 rules on each profile's unperturbed means): share of profiles whose
+    tier it recovers, per dimension, plus the confusion ``{true: {pred: n}}``."""
+    from filegram_ray.memory.classify import classify_rules
+    from filegram_ray.memory.consolidate import aggregate
+
+    hits: dict[str, list[bool]] = defaultdict(list)
+    conf: dict[str, dict[str, Counter]] = {d: defaultdict(Counter) for d in DIMENSIONS}
+    for pid in test.profiles:
+        base = [s for s in test.of(pid) if s.perturbation is None]
+        if not base:
+            continue
+        res = {r["attribute"]: r["tier"] for r in classify_rules(aggregate([s.proc for s in base], len(base)))}
+        for d in DIMENSIONS:
+            got = res.get(RULE_ATTR[d], "?")
+            hits[d].append(got == base[0].tiers[d])
+            conf[d][base[0].tiers[d]][got] += 1
+    return {d: {"profile": float(np.mean(hits[d])) if hits[d] else float("nan"),
+                "confusion": {t: dict(c) for t, c in sorted(conf[d].items())}} for d in DIMENSIONS}
+
+
+# ------------------------------------------------------------------------------------------------ perturbations
+def perturbation_effects(test: SessionSet, lpo: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Effect sizes of the planned perturbations (module docstring, measure 2).
+
+    Returns ``{"n": planned, "checked": with a counterfactual, "no_op": n, "no_op_sessions": [ids],
+    "dimensions": {dim: {n, checked, no_op, effect_mean, effect_min, effect_median, leak_mean,
+    to_target}}}``; effect = ‖Δ‖ over the dimension's columns in per-task standard deviations of log1p values
+    (pooled over this run's unperturbed sessions of the task)."""
+    base = [s for s in test.sessions if s.perturbation is None]
+    scaler = TaskScaler().fit(np.stack([s.fp for s in base]), [s.task_id for s in base]) if base else None
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    no_op: list[str] = []
+    pert = [s for s in test.sessions if s.perturbation is not None]
+    for s in pert:
+        d = s.perturbation["dimension"]
+        row: dict[str, Any] = {"id": s.trajectory_id, "checked": False}
+        if s.check and s.check.get("baseline_fingerprint") is not None and scaler is not None:
+            b = np.asarray(s.check["baseline_fingerprint"], dtype=np.float64)
+            zs = scaler.transform(np.stack([s.fp, b]), [s.task_id, s.task_id])
+            dz = zs[0] - zs[1]
+            own = DIM_COLS[d]
+            other = [i for i in range(len(FEATURE_NAMES)) if i not in own]
+            row.update(checked=True, effect=float(np.linalg.norm(dz[own])), leak=float(np.linalg.norm(dz[other])),
+                       no_op=bool(np.allclose(s.fp[own], b[own])))
+            if row["no_op"]:
+                no_op.append(s.trajectory_id)
+        rows[d].append(row)
+    dims: dict[str, Any] = {}
+    for d in DIMENSIONS:
+        rs = rows.get(d, [])
+        chk = [r for r in rs if r["checked"]]
+        eff = [r["effect"] for r in chk]
+        dims[d] = {"n": len(rs), "checked": len(chk), "no_op": sum(r.get("no_op", False) for r in chk),
+                   "effect_mean": float(np.mean(eff)) if eff else float("nan"),
+                   "effect_median": float(np.median(eff)) if eff else float("nan"),
+                   "effect_min": float(np.min(eff)) if eff else float("nan"),
+                   "leak_mean": float(np.mean([r["leak"] for r in chk])) if chk else float("nan"),
+                   "to_target": (lpo or {}).get(d, {}).get("perturbed_to_target", float("nan"))}
+    return {"n": len(pert), "checked": sum(v["checked"] for v in dims.values()), "no_op": len(no_op),
+            "no_op_sessions": sorted(no_op), "dimensions": dims}
+
+
+def _pr(tp: int, fp: int, fn: int) -> tuple[float, float]:
+    return (tp / (tp + fp) if tp + fp else float("nan")), (tp / (tp + fn) if tp + fn else float("nan"))
+
+
+def tau_flags(test: SessionSet, tau: float = DEVIATION_THRESHOLD) -> dict[str, Any]:
+    """Deviation flags against the perturbations (module docstring, measure 3), with the memory's functions.
+
+    Returns ``{"store": {dim: {precision, recall, tp, fp, fn}, "all": {...}}, "per_dimension": {dim: {...}},
+    "tau": tau}``."""
+    from filegram_ray.memory.consolidate import deviation, locate_shifted, normalize_fingerprints
+
+    store = {d: Counter() for d in DIMENSIONS}
+    per_dim = {d: Counter() for d in DIMENSIONS}
+    total = Counter()
+    for pid in test.profiles:
+        own = test.of(pid)
+        if len(own) < 3:
+            continue
+        Z = normalize_fingerprints(np.stack([s.fp for s in own]))
+        c, _, flags = deviation(Z, tau)
+        for j, s in enumerate(own):
+            pd = s.perturbation["dimension"] if s.perturbation else None
+            total["tp" if flags[j] and pd else "fp" if flags[j] else "fn" if pd else "tn"] += 1
+            top = locate_shifted(Z[j], c, 1)[0]["dimension"][0] if flags[j] else None
+            for d in DIMENSIONS:
+                if pd == d:
+                    store[d]["tp" if flags[j] and top == d else "fn"] += 1
+                    store[d]["flagged"] += bool(flags[j])
+                elif flags[j] and top == d:
+                    store[d]["fp"] += 1
+        for d in DIMENSIONS:
+            cols = DIM_COLS[d]
+            Zd = Z[:, cols]
+            cd = Zd.mean(axis=0)
+            dist = np.linalg.norm(Zd - cd, axis=1)
+            cut = dist.mean() + tau * dist.std(ddof=1)
+            for j, s in enumerate(own):
+                f = bool(dist[j] > cut)
+                truth = bool(s.perturbation and s.perturbation["dimension"] == d)
+                per_dim[d]["tp" if f and truth else "fp" if f else "fn" if truth else "tn"] += 1
+
+    def pack(c: Counter) -> dict[str, Any]:
+        p, r = _pr(c["tp"], c["fp"], c["fn"])
+        return {"precision": p, "recall": r, "tp": c["tp"], "fp": c["fp"], "fn": c["fn"],
+                "flagged_any_dim": c.get("flagged", None)}
+
+    p, r = _pr(total["tp"], total["fp"], total["fn"])
+    return {"tau": tau, "store": {**{d: pack(store[d]) for d in DIMENSIONS},
+                                  "all": {"precision": p, "recall": r, **{k: total[k] for k in ("tp", "fp", "fn")}}},
+            "per_dimension": {d: pack(per_dim[d]) for d in DIMENSIONS}}
+
+
+# ------------------------------------------------------------------------------------------------ counts
+def aggregate_counts(test: SessionSet) -> dict[str, Any]:
+    """Per-trajectory kept-event means against the paper (reference §0), with the ±30 % acceptance band."""
+    n = max(len(test.sessions), 1)
+    tot: Counter = Counter()
+    for s in test.sessions:
+        tot.update(s.kept)
+    rows = {}
+    for t in ("file_read", "cross_file_reference", "context_switch", "file_write", "file_browse", "file_edit",
+              "dir_create"):
+        ours = tot[t] / n
+        rows[t] = {"ours": ours, "paper": PAPER_PER_TRAJ[t], "ratio": ours / PAPER_PER_TRAJ[t],
+                   "in_band": abs(ours / PAPER_PER_TRAJ[t] - 1) <= BAND}
+    other = sum(tot[t] for t in OTHER_TYPES) / n
+    rows["other"] = {"ours": other, "paper": PAPER_PER_TRAJ["other"], "ratio": other / PAPER_PER_TRAJ["other"],
+                     "in_band": None, "split": {t: tot[t] / n for t in OTHER_TYPES}}
+    kept = sum(tot.values())
+    raw = sum(s.n_raw for s in test.sessions)
+    creates = sum(s.proc["output_detail"]["files_created"] for s in test.sessions)
+    rows["kept"] = {"ours": kept / n, "paper": PAPER_PER_TRAJ["kept"], "ratio": kept / n / PAPER_PER_TRAJ["kept"],
+                    "in_band": abs(kept / n / PAPER_PER_TRAJ["kept"] - 1) <= BAND}
+    return {"n_trajectories": len(test.sessions), "per_traj": rows,
+            "stripped": 1 - kept / raw if raw else float("nan"), "paper_stripped": PAPER_STRIPPED,
+            "files_created_per_traj": creates / n, "paper_files_per_traj": PAPER_FILES_PER_TRAJ,
+            "input_files": test.n_input_files, "paper_input_files": PAPER_INPUT_FILES}
+
+
+# ------------------------------------------------------------------------------------------------ report
+def _f(x: Any, nd: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def _mark(x: float, target: float) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) or x >= target else " ✗"
+
+
+def render_markdown(res: dict[str, Any]) -> str:
+    """``results/validity.md`` from the result dict of :func:`run_validity`."""
+    L = ["# Behaviour validity", "",
+         f"Run `{res['run']}` · {res['n_sessions']} sessions · {res['n_profiles']} profiles · profile set "
+         f"`{res['profiles_dir'] or 'conf/profiles'}`" + (f" · cross-set training run `{res['train_run']}`"
+                                                          if res.get("train_run") else ""), "",
+         "## 1. Tier recovery (unperturbed sessions)", "",
+         ("Classifier: the dimension's own fingerprint columns, log1p, standardised per task on the training "
+          "sessions, multinomial logistic regression. Per profile = summed log-probabilities over its sessions. "
+          f"Targets (issue #16): per profile ≥ {TARGETS['profile']:.2f}, per session ≥ {TARGETS['session']:.2f} "
+          "(✗ = below)."), "",
+         "| dim | LPO session | LPO profile | session by tier L/M/R | chance | rule classifier (profile) |"
+         + (" cross-set session | cross-set profile |" if res.get("cross") else ""),
+         "|---|---|---|---|---|---|" + ("---|---|" if res.get("cross") else "")]
+    for d in DIMENSIONS:
+        r = res["lpo"].get(d, {})
+        if "error" in r:
+            L.append(f"| {d} | {r['error']} | | | | |")
+            continue
+        bt = "/".join(_f(r["session_by_tier"].get(t)) for t in TIERS)
+        row = (f"| {d} | {_f(r['session'])}{_mark(r['session'], TARGETS['session'])} | {_f(r['profile'])}"
+               f"{_mark(r['profile'], TARGETS['profile'])} | {bt} | {_f(r['chance'])} | "
+               f"{_f(res['rule'][d]['profile'])} |")
+        if res.get("cross"):
+            c = res["cross"][d]
+            row += (f" {_f(c['session'])}{_mark(c['session'], TARGETS['session'])} | {_f(c['profile'])}"
+                    f"{_mark(c['profile'], TARGETS['profile'])} |")
+        L.append(row)
+    pe = res["perturbations"]
+    L += ["", "## 2. Perturbations", "",
+          (f"{pe['n']} perturbed sessions, {pe['checked']} with a counterfactual check in meta.json; "
+           f"**no-op: {pe['no_op']}**. Effect = shift of the perturbed dimension's fingerprint columns against the "
+           "counterfactual run (per-task SD units, Euclidean); leak = the same over the other dimensions; "
+           "to target = the leave-profiles-out classifier puts the perturbed session in its target tier."), "",
+          "| dim | n | checked | no-op | effect mean | effect median | effect min | leak mean | to target |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for d in DIMENSIONS:
+        r = pe["dimensions"][d]
+        L.append(f"| {d} | {r['n']} | {r['checked']} | {r['no_op']} | {_f(r['effect_mean'])} | "
+                 f"{_f(r['effect_median'])} | {_f(r['effect_min'])} | {_f(r['leak_mean'])} | {_f(r['to_target'])} |")
+    if pe["no_op_sessions"]:
+        L += ["", "No-op sessions: " + ", ".join(f"`{x}`" for x in pe["no_op_sessions"][:30])]
+    tf = res["tau"]
+    L += ["", f"## 3. Deviation flags (τ = {tf['tau']})", "",
+          ("Store flags = the memory's flags on the whole 17-D vector (a flagged session is attributed to the "
+           "dimension of its top shifted feature). Per-dimension flags = the same τ rule on that dimension's "
+           f"z-scored columns. Targets: precision ≥ {TARGETS['flag_precision']:.2f} and recall ≥ "
+           f"{TARGETS['flag_recall']:.2f}."), "",
+          "| dim | store precision | store recall | per-dim precision | per-dim recall | per-dim TP/FP/FN |",
+          "|---|---|---|---|---|---|"]
+    for d in DIMENSIONS:
+        s, p = tf["store"][d], tf["per_dimension"][d]
+        L.append(f"| {d} | {_f(s['precision'])} | {_f(s['recall'])} | {_f(p['precision'])}"
+                 f"{_mark(p['precision'], TARGETS['flag_precision'])} | {_f(p['recall'])}"
+                 f"{_mark(p['recall'], TARGETS['flag_recall'])} | {p['tp']}/{p['fp']}/{p['fn']} |")
+    a = tf["store"]["all"]
+    L += ["", f"Store flags over all dimensions: precision {_f(a['precision'])}, recall {_f(a['recall'])} "
+              f"(TP {a['tp']}, FP {a['fp']}, FN {a['fn']})."]
+    ag = res["counts"]
+    L += ["", "## 4. Aggregate counts vs the paper (reference §0)", "",
+          f"Per trajectory over {ag['n_trajectories']} trajectories; band ±{int(BAND * 100)} % (TIER_TARGETS §5; "
+          "'other' = search + rename + move + delete + copy is reported, not banded).", "",
+          "| event type | ours | paper | ratio | in band |", "|---|---|---|---|---|"]
+    for t, r in ag["per_traj"].items():
+        band = "–" if r["in_band"] is None else ("yes" if r["in_band"] else "**no**")
+        L.append(f"| {t} | {r['ours']:.2f} | {r['paper']:.2f} | {r['ratio']:.2f} | {band} |")
+    split = ag["per_traj"]["other"]["split"]
+    L += ["", "Other, split: " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()),
+          f"Raw events stripped: {100 * ag['stripped']:.1f} % (paper {100 * ag['paper_stripped']:.1f} %). "
+          f"Files created per trajectory: {ag['files_created_per_traj']:.2f} (paper ≈ {ag['paper_files_per_traj']:.2f})."
+          + (f" Workspace input files: {ag['input_files']} (paper {ag['paper_input_files']})."
+             if ag.get("input_files") is not None else "")]
+    return "\n".join(L) + "\n"
+
+
+def summary_lines(res: dict[str, Any]) -> list[str]:
+    """A short "Behaviour validity" section for ``results/report.md``."""
+    lpo = res["lpo"]
+    rec = " · ".join(f"{d} {_f(lpo[d].get('session'))}/{_f(lpo[d].get('profile'))}" for d in DIMENSIONS)
+    flags = " · ".join(f"{d} {_f(res['tau']['per_dimension'][d]['precision'])}/"
+                       f"{_f(res['tau']['per_dimension'][d]['recall'])}" for d in DIMENSIONS)
+    return ["## Behaviour validity", "",
+            f"- Tier recovery, leave-profiles-out, session/profile: {rec}",
+            f"- Perturbations: {res['perturbations']['n']} planned, {res['perturbations']['checked']} checked, "
+            f"{res['perturbations']['no_op']} no-op",
+            f"- τ-flags per dimension, precision/recall: {flags}",
+            "- Details: [validity.md](validity.md)"]
+
+
+_SECTION_START, _SECTION_END = "<!-- validity:start -->", "<!-- validity:end -->"
+
+
+def merge_report(report: str, lines: list[str]) -> str:
+    """Replace (or append) the marked validity section of a ``report.md`` text."""
+    block = "\n".join([_SECTION_START, *lines, _SECTION_END])
+    if _SECTION_START in report and _SECTION_END in report:
+        head, rest = report.split(_SECTION_START, 1)
+        return head + block + rest.split(_SECTION_END, 1)[1]
+    return report.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, (np.floating, np.integer)):
+        return _clean(obj.item())
+    return obj
+
+
+def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: str | None = None,
+                 train_profiles_dir: str | None = None, tasks_dir: str | None = None,
+                 storage_options: dict[str, Any] | None = None, write: bool = True) -> dict[str, Any]:
+    """Compute every measure for a run and write ``results/validity.{md,json}`` (and the report.md section).
+
+    Args:
+        run_uri: run directory after the generate stage.
+        profiles_dir: the run's profile set (default: recorded in run.json).
+        train_run / train_profiles_dir: a second run for the cross-set recovery (trained there, tested here).
+        write: False = compute only.
+
+    Returns: the result dict (also ``results/validity.json``).
+
+    Raises:
+        StorageError: missing trajectory index. ValueError: profiles missing from the set.
+    """
+    from filegram_ray.storage import RunDir
+
+    test = load_sessions(run_uri, profiles_dir, tasks_dir, storage_options)
+    if not test.sessions:
+        raise ValueError(f"{run_uri}: no finished trajectories in trajectories/index.parquet")
+    lpo = recovery(test)
+    res: dict[str, Any] = {"run": str(run_uri), "profiles_dir": test.profiles_dir, "n_sessions": len(test.sessions),
+                           "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),
+                           "perturbations": perturbation_effects(test, lpo), "tau": tau_flags(test),
+                           "counts": aggregate_counts(test), "targets": TARGETS}
+    if train_run:
+        train = load_sessions(train_run, train_profiles_dir, tasks_dir, storage_options)
+        res["train_run"] = str(train_run)
+        res["cross"] = recovery(test, train)
+    res = _clean(res)
+    if write:
+        run = RunDir(run_uri, storage_options or {})
+        run.write_json("results/validity.json", res)
+        run.write_text("results/validity.md", render_markdown(res))
+        if run.exists("results/report.md"):
+            run.write_text("results/report.md", merge_report(run.read_text("results/report.md"), summary_lines(res)))
+    return res
+
+
+def dumps(res: dict[str, Any]) -> str:
+    return json.dumps(res, indent=2, ensure_ascii=False)

@@ -1,0 +1,260 @@
+"""Privacy controls of the watcher: what is never recorded (:class:`PathPolicy`) and how captured text is
+redacted (:class:`Redactor`).
+
+Path policy, checked for every file-system event before anything is read:
+
+* only the folders named on the command line are watched (recursively); nothing outside them;
+* the store itself is never recorded, even when it lies inside a watched folder;
+* hidden names (reference §12), the gitignore-style patterns of :meth:`WatchConfig.patterns` — secrets such as
+  ``.ssh/``, ``.gnupg/``, ``*.pem``, ``.env`` always, reference §12 defaults and editor temporaries unless turned
+  off, plus the user's own — matched with ``pathspec`` (git's own rules: ``dir/`` matches a folder anywhere and
+  everything inside it);
+* a folder holding the opt-out marker file (``.nofilegram``) and everything below it.
+
+Redaction (content mode ``redacted``) replaces, in this order: PEM private-key blocks → ``[PRIVATE KEY]``;
+key-like strings found by ``detect-secrets``' detectors (its regex detectors for AWS/GitHub/Slack/Stripe/JWT/…
+tokens, its keyword detector for ``password = …``-style assignments, its Base64/hex high-entropy detectors with
+their default limits 4.5/3.0) → ``[KEY]``; e-mail addresses → ``[EMAIL]``; card-like numbers (13–19 digits,
+optionally grouped by spaces or dashes) that pass the Luhn check (``python-stdnum``) → ``[CARD]``; phone numbers
+written as digit groups (optionally ``+CC`` and ``(area)``) that Google's libphonenumber (``phonenumbers``)
+parses as a valid number → ``[PHONE]``. Cheap pre-checks decide which lines the detectors see (see the regexes);
+they only skip lines that no detector could match.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pathspec
+
+from filegram_ray.watch.config import WatchConfig
+
+__all__ = ["PathPolicy", "Redactor", "Root", "make_label"]
+
+
+@dataclass(frozen=True)
+class Root:
+    """A watched folder: its real absolute path and the label that stands for it in events
+    (``/sandbox/<label>/<path inside the folder>``)."""
+
+    path: str
+    label: str
+
+
+def make_label(path: str, taken: set[str]) -> str:
+    """A label for a watched folder: its base name reduced to ``[A-Za-z0-9._-]``, made unique with ``-2``, ``-3`` …"""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(os.path.normpath(path))).strip("._") or "root"
+    label, n = base, 2
+    while label in taken:
+        label, n = f"{base}-{n}", n + 1
+    return label
+
+
+class PathPolicy:
+    """Decides, for an absolute path, whether the watcher may record it.
+
+    Args:
+        roots: the watched folders.
+        config: the watcher settings (patterns, hidden names, marker name).
+        store_dir: the store folder (never recorded).
+    """
+
+    def __init__(self, roots: list[Root], config: WatchConfig, store_dir: str):
+        self.roots = sorted(roots, key=lambda r: -len(r.path))  # longest prefix first
+        self.config = config
+        self.store_dir = os.path.realpath(store_dir)
+        self.spec = pathspec.GitIgnoreSpec.from_lines(config.patterns())
+        self.marker = config.opt_out_marker
+        self._optout: dict[str, bool] = {}
+        self._reasons: dict[tuple[str, str, bool], str | None] = {}  # a burst touches each path several times
+
+    def locate(self, path: str) -> tuple[Root, str] | None:
+        """``(root, relative POSIX path)`` of an absolute path inside a watched folder (``""`` for the folder
+        itself), or None outside every watched folder."""
+        for r in self.roots:
+            if path == r.path:
+                return r, ""
+            if path.startswith(r.path + os.sep):
+                return r, path[len(r.path) + 1:].replace(os.sep, "/")
+        return None
+
+    def is_marker(self, path: str) -> bool:
+        return os.path.basename(path) == self.marker
+
+    def invalidate(self) -> None:
+        """Forget cached decisions (a marker file appeared, vanished or a folder moved)."""
+        self._optout.clear()
+        self._reasons.clear()
+
+    def _opted_out(self, root: Root, rel_dir: str) -> bool:
+        key = f"{root.path}\0{rel_dir}"
+        hit = self._optout.get(key)
+        if hit is None:
+            here = os.path.join(root.path, rel_dir) if rel_dir else root.path
+            hit = os.path.exists(os.path.join(here, self.marker))
+            if not hit and rel_dir:
+                hit = self._opted_out(root, rel_dir.rpartition("/")[0])
+            self._optout[key] = hit
+        return hit
+
+    def reason(self, root: Root, rel: str, is_dir: bool = False) -> str | None:
+        """Why ``rel`` (inside ``root``) is not recorded, or None if it is: ``store``, ``hidden``, ``pattern``,
+        ``opt-out``, ``internal``."""
+        key = (root.path, rel, is_dir)
+        if key in self._reasons:
+            return self._reasons[key]
+        if len(self._reasons) > 200_000:
+            self._reasons.clear()
+        out = self._reasons[key] = self._reason(root, rel, is_dir)
+        return out
+
+    def _reason(self, root: Root, rel: str, is_dir: bool) -> str | None:
+        full = os.path.join(root.path, rel) if rel else root.path
+        if full == self.store_dir or full.startswith(self.store_dir + os.sep):
+            return "store"
+        if not rel:
+            return "opt-out" if self._opted_out(root, "") else None
+        if rel.startswith(".filegram-sync-"):
+            return "internal"
+        if self.config.ignore_hidden and any(part.startswith(".") for part in rel.split("/")):
+            return "hidden"
+        if self.spec.match_file(rel + "/" if is_dir else rel):
+            return "pattern"
+        if self._opted_out(root, rel if is_dir else rel.rpartition("/")[0]):
+            return "opt-out"
+        return None
+
+    def check(self, path: str, is_dir: bool = False) -> tuple[Root, str] | None:
+        """``(root, rel)`` if ``path`` may be recorded, else None."""
+        loc = self.locate(path)
+        if loc is None or self.reason(loc[0], loc[1], is_dir) is not None:
+            return None
+        return loc
+
+
+# ------------------------------------------------------------------------------------------------- redaction
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY"
+                  r"(?: BLOCK)?-----|\Z)", re.S)
+_EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
+_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+# Cheap pre-checks (ours, for speed: detect-secrets runs ~25 regexes per line): every token its regex detectors
+# look for is a run of >= 16 token characters, or a credential inside a URL; its keyword detector needs an
+# assignment to a secret-ish name; its entropy detectors look only at quoted strings of >= 20 characters.
+_TOKEN_LINE = re.compile(r"[A-Za-z0-9_+/=\-]{16,}|://")
+_ASSIGN_LINE = re.compile(r"(?i:pass|secret|token|key|pwd|auth|cred|bearer|api)[\w.\-]*[\"'\]]?\s*(?::=|=>|=|:)\s*\S")
+_QUOTED_LINE = re.compile(r"([\"'])[^\"'\s]{20,}\1")
+_KEY_CANDIDATE = re.compile(f"{_TOKEN_LINE.pattern}|{_ASSIGN_LINE.pattern}")
+# phone-number candidates (7-15 digits in groups, optional +country code and (area) code), each then parsed and
+# validated by libphonenumber
+_PHONE_CANDIDATE = re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,5}"
+                              r"(?![\w-]|\.\d)")
+_LEAD = " \t=:\"'"
+
+
+@lru_cache(maxsize=1)
+def _detectors():
+    """detect-secrets' detectors: (regex detectors, keyword detector, entropy detectors), built once."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
+    from detect_secrets.plugins.keyword import KeywordDetector
+
+    regex = [cls() for cls in get_mapping_from_secret_type_to_class().values()
+             if issubclass(cls, RegexBasedDetector)
+             and cls.__name__ not in ("IPPublicDetector", "PrivateKeyDetector")]  # IPs are not keys; PEM above
+    return regex, KeywordDetector(), [Base64HighEntropyString(), HexHighEntropyString()]
+
+
+class Redactor:
+    """Replace personal data and secrets in text (see the module docstring for what and how).
+
+    Args:
+        phone_region: ISO region used for phone numbers written in national format (``"US"``: ``(415) 555-2671``);
+            numbers in international ``+CC`` form are found whatever the region.
+    """
+
+    def __init__(self, phone_region: str = "US"):
+        self.phone_region = phone_region
+
+    def redact(self, text: str) -> tuple[str, Counter]:
+        """Redacted copy of ``text`` and the number of replacements per kind (``key``, ``email``, ``card``,
+        ``phone``, ``private_key``)."""
+        counts: Counter = Counter()
+
+        def sub(rx, token, kind, s, check=None):
+            def repl(m):
+                if check is not None and not check(m.group(0)):
+                    return m.group(0)
+                counts[kind] += 1
+                return token
+            return rx.sub(repl, s)
+
+        text = sub(_PEM, "[PRIVATE KEY]", "private_key", text)
+        if _KEY_CANDIDATE.search(text):
+            text = self._redact_keys(text, counts)
+        text = sub(_EMAIL, "[EMAIL]", "email", text)
+        text = sub(_CARD, "[CARD]", "card", text, _luhn_ok)
+        text = _PHONE_CANDIDATE.sub(lambda m: self._phone(m.group(0), counts), text)
+        return text, counts
+
+    @staticmethod
+    def _redact_keys(text: str, counts: Counter) -> str:
+        from detect_secrets.settings import default_settings
+
+        regex, keyword, entropy = _detectors()
+        lines = text.splitlines(keepends=True)
+        found: set[str] = set()
+        token_lines = "".join(x for x in lines if _TOKEN_LINE.search(x))
+        if token_lines:
+            for det in regex:
+                basic = det.__class__.__name__ == "BasicAuthDetector"
+                for rx in det.denylist:
+                    for m in rx.finditer(token_lines):
+                        found.add(m.group(1) if basic and m.groups() else m.group(0).strip(_LEAD))
+        with default_settings():
+            for line in lines:
+                dets = ([keyword] if _ASSIGN_LINE.search(line) else []) + \
+                    (entropy if _QUOTED_LINE.search(line) else [])
+                for det in dets:
+                    for s in det.analyze_line(filename="captured.txt", line=line.rstrip("\r\n"), line_number=0):
+                        if s.secret_value:
+                            found.add(s.secret_value)
+        for secret in sorted((s for s in found if len(s) >= 4), key=len, reverse=True):
+            n = text.count(secret)
+            if n:
+                counts["key"] += n
+                text = text.replace(secret, "[KEY]")
+        return text
+
+    def _phone(self, cand: str, counts: Counter) -> str:
+        if not _is_phone(cand, self.phone_region):
+            return cand
+        counts["phone"] += 1
+        return "[PHONE]"
+
+
+_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+
+
+@lru_cache(maxsize=4096)
+def _is_phone(cand: str, region: str) -> bool:
+    """A candidate is a phone number if it has 7-15 digits, is not a date, and libphonenumber validates it."""
+    import phonenumbers
+
+    if not 7 <= sum(c.isdigit() for c in cand) <= 15 or _DATE.fullmatch(cand.strip()):
+        return False
+    try:
+        return phonenumbers.is_valid_number(phonenumbers.parse(cand, region))
+    except phonenumbers.NumberParseException:
+        return False
+
+
+def _luhn_ok(s: str) -> bool:
+    from stdnum import luhn
+
+    digits = re.sub(r"\D", "", s)
+    return 13 <= len(digits) <= 19 and luhn.is_valid(digits)

@@ -1,0 +1,117 @@
+"""Ingest seconds and memory tokens of every memory method, next to the paper's In./Out. (reference §8.4, Table 3).
+
+For each profile of a run, every method ingests that profile's trajectories (the paper's per-profile memory, the
+context of ProfRec/AttrRec items) and answers a few fixed queries; the table prints, per method, the mean ingest
+seconds per profile, the mean stored memory tokens (In.) and retrieved context tokens per query (Out.), both
+``len(text)//4`` as in the evaluate stage, beside the paper's figures. All methods run in one process, one after
+the other, on the same views (ratios side by side; this machine is shared and noisy). Nothing is asserted.
+
+A run directory without trajectories gets a small one first (seed + generate for ``--profiles`` × ``--tasks``).
+The full run: ``python jobs/pipeline.py`` then ``--run-dir runs/default``.
+
+Usage:
+    python tests/benchmarks/bench_methods.py [--run-dir RUN] [--profiles p1_methodical p8_minimal_editor]
+        [--tasks T-01 T-02 …] [--methods mma visrag …] [--backbone-url URL --backbone-model M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from filegram_ray.config import load_config  # noqa: E402
+
+#: Paper Table 3 (reference §8.4): In. (stored tokens per profile) and Out. (context tokens per query).
+PAPER = {"no_context": ("–", "–"), "full_context": ("625.2K", "45.9K"), "naive_rag": ("625.2K", "3.9K"),
+         "eager_summarization": ("625.2K", "3.7K"), "visrag": ("609.8K", "10.0K"), "mem0": ("119.9K", "3.0K"),
+         "zep": ("219.1K", "3.8K"), "memos": ("302.3K", "4.2K"), "simplemem": ("9.3K", "3.5K"),
+         "evermemos": ("1098.9K", "8.4K"), "memu": ("293.6K", "7.9K"), "mma": ("331.8K", "4.5K"),
+         "filegramos": ("109.7K", "4.3K")}
+QUERIES = ("How does this user organise the folders they create?",
+           "Does this user put tables or images in their documents?",
+           "How does this user read and search the source files before writing?")
+DEFAULT_TASKS = ["T-01", "T-02", "T-03", "T-04", "T-05", "T-06"]
+
+
+def _k(x: float) -> str:
+    return f"{x / 1000:.1f}K" if x >= 1000 else f"{x:.0f}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", default=None)
+    ap.add_argument("--profiles", nargs="+", default=["p1_methodical", "p8_minimal_editor"])
+    ap.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
+    ap.add_argument("--methods", nargs="+", default=None)
+    ap.add_argument("--backbone-url", default=None)
+    ap.add_argument("--backbone-model", default="local")
+    args = ap.parse_args(argv)
+
+    from filegram_ray.methods import build_views, make_method, method_names
+    from filegram_ray.methods.embed import default_embedder, run_cache_dir
+
+    run_dir = args.run_dir or tempfile.mkdtemp(prefix="fg-bench-methods-")
+    cfg = load_config(None, [f"run_dir={run_dir}", "workspace.tts=tone"])
+    run = cfg.run()
+    if not run.exists("trajectories/index.parquet"):
+        from filegram_ray.pipeline import run_pipeline
+
+        cfg = load_config(None, [f"run_dir={run_dir}", "workspace.tts=tone", f"profiles={args.profiles}",
+                                 f"tasks={args.tasks}"])
+        print(f"bench_methods: generating {len(args.profiles)}×{len(args.tasks)} trajectories into {run_dir}")
+        run_pipeline(cfg, only=["seed", "generate"], serial=True)
+    index = run.read_table("trajectories/index.parquet")
+    ok = index.filter(index["status"] == "ok") if "status" in index.columns else index
+    tid_col = "trajectory_id" if "trajectory_id" in ok.columns else ok.columns[0]
+    by_profile: dict[str, list[str]] = {}
+    for tid in sorted(ok[tid_col].to_list()):
+        by_profile.setdefault(tid.split("/")[0], []).append(tid)
+    llm_fn = None
+    if args.backbone_url:
+        from filegram_ray.llm import make_backbone
+
+        llm_fn = make_backbone({"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model}).complete
+    embedder = default_embedder(run_cache_dir(run))
+    names = args.methods or [n for n in method_names() if n in PAPER]
+    specs = {p: build_views(run, {"kind": "all_trajectories", "trajectories": t}) for p, t in by_profile.items()}
+    n_traj = sum(len(t) for t in by_profile.values())
+    print(f"bench_methods: {len(specs)} profiles, {n_traj} trajectories, "
+          f"{sum(len(v.events) for vs in specs.values() for v in vs)} events; backbone: "
+          f"{'LLM ' + args.backbone_url if llm_fn else 'none (rule fallbacks)'}")
+    rows = []
+    for name in names:
+        m = make_method(name, llm_fn=llm_fn, embedder=embedder)
+        secs, tin, tout, err = [], [], [], ""
+        try:
+            for views in specs.values():
+                t0 = time.perf_counter()
+                state = m.ingest(views)
+                secs.append(time.perf_counter() - t0)
+                ctxs = [m.retrieve(state, q) for q in QUERIES]
+                tin.append(ctxs[0].tokens_in_memory)
+                tout.extend(c.tokens_out for c in ctxs)
+        except Exception as exc:  # noqa: BLE001 - a benchmark row reports the failure and goes on
+            err = f"{type(exc).__name__}: {exc}"[:80]
+        rows.append((name, secs, tin, tout, err, getattr(m, "mode", lambda llm: "")(llm_fn is not None)))
+    print(f"\n{'method':<26}{'ingest s/profile':>17}{'In. (ours)':>12}{'Out. (ours)':>12}{'In. paper':>11}"
+          f"{'Out. paper':>11}  mode")
+    for name, secs, tin, tout, err, mode in rows:
+        if err:
+            print(f"{name:<26}  failed: {err}")
+            continue
+        pin, pout = PAPER.get(name, ("", ""))
+        print(f"{name:<26}{sum(secs) / len(secs):>17.2f}{_k(sum(tin) / len(tin)):>12}{_k(sum(tout) / len(tout)):>12}"
+              f"{pin:>11}{pout:>11}  {mode}")
+    print(f"\nIn. here is per profile over {n_traj // max(1, len(specs))} trajectories (paper: 32 per profile); "
+          "scale by 32/n to compare.")
+    print(f"run directory: {run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

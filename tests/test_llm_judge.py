@@ -1,0 +1,99 @@
+"""A judge that judges: the validity rows of the open-ended judge (issue 14 §3) — the profile's true attribute
+value as the answer scores ≥ 90, an empty answer ≤ 10, a wrong value in between — for the rubric judge on every
+attribute of the FileGram value spaces, and for the LLM judge on a real llama.cpp server (Qwen2.5-Coder assembled
+from its PyPI part packages; slow, skipped when they are not installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from filegram_ray.bench.vocab import JUDGE_VALUE_SPACE
+from filegram_ray.evaluate.scoring import (
+    VALIDITY_CASES,
+    LLMJudge,
+    RubricJudge,
+    judge_messages,
+    judge_validity,
+    make_judge,
+    parse_judge_reply,
+)
+from filegram_ray.llm.server import MODELS, LlamaCppServer
+
+
+def _bank():
+    """One ProfRec-shaped item per (attribute, reference value) of the judge value spaces, with its key."""
+    items, key = [], {}
+    for attr, space in sorted(JUDGE_VALUE_SPACE.items()):
+        for v in space:
+            qid = f"ProfRec-{attr}-{v}"
+            items.append({"question_id": qid, "sub_track": "ProfRec", "choices": [],
+                          "question": f"From the 32 work sessions of this user, describe their {attr}.",
+                          "metadata": {"attribute": attr, "value_space": list(space)}})
+            key[qid] = {"correct": v, "correct_text": v}
+    return items, key
+
+
+def test_rubric_judge_passes_its_validity_rows_on_every_value():
+    items, key = _bank()
+    df = judge_validity(RubricJudge(), items, key, seed=7)
+    rows = {r["case"]: r for r in df.iter_rows(named=True)}
+    assert set(rows) == set(VALIDITY_CASES)
+    assert rows["true_value"]["mean"] == 100.0 and rows["empty"]["mean"] == 0.0
+    assert rows["wrong_value"]["mean"] == 25.0  # names only another value → 2
+    assert all(r["ok"] for r in rows.values()) and rows["true_value"]["n"] == len(items)
+
+
+def test_rubric_judge_reads_paraphrased_values():
+    j = RubricJudge()
+    item = {"metadata": {"attribute": "reading_strategy"}}
+    assert j.judge(item, "sequential_deep", "Reads each source sequentially and in deep detail, 4 of 4 files") == 5
+    assert j.judge(item, "sequential_deep", "targeted search with grep first") == 2
+    assert j.judge(item, "sequential_deep", "They like files.") == 1
+    d = {"metadata": {"attribute": "directory_style"}}
+    assert j.judge(d, "deeply_nested", "folders nested deeply, three levels") == 4
+    assert j.judge(d, "flat", "deeply nested folders") == 2
+
+
+def test_judge_reply_parsing_and_messages():
+    assert parse_judge_reply('{"ground_truth": "x", "inferred": "x", "score": 4, "justification": "ok"}') == 4
+    assert parse_judge_reply("```json\n{\"score\": \"5\"}\n```") == 5
+    assert parse_judge_reply("Score: 2 because wrong") == 2
+    assert parse_judge_reply("score 9") is None and parse_judge_reply("") is None
+    items, key = _bank()
+    msgs = judge_messages(items[0], "x", "y")
+    assert msgs[0]["role"] == "system" and "Possible values:" in msgs[0]["content"]
+    assert "Reference value: x" in msgs[1]["content"] and "Inferred value: y" in msgs[1]["content"]
+
+
+def test_make_judge_kinds():
+    assert make_judge("auto", "lexical").name == "rubric"
+    assert make_judge("rubric", {"kind": "openai", "base_url": "http://h/v1"}).name == "rubric"
+    assert isinstance(make_judge("auto", {"kind": "openai", "base_url": "http://h/v1", "model": "q"}), LLMJudge)
+    with pytest.raises(ValueError, match="needs a language-model"):
+        make_judge("llm", "lexical")
+    with pytest.raises(ValueError, match="unknown judge"):
+        make_judge("gpt")
+
+
+_QWEN = "qwen2.5-coder-1.5b" if MODELS["qwen2.5-coder-1.5b"].installed() else "qwen2.5-coder-0.5b"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or not MODELS[_QWEN].installed(),
+                    reason=f"needs llama-cpp-python[server] and the {_QWEN} part packages ({MODELS[_QWEN].pip})")
+def test_llm_judge_validity_rows_on_a_real_qwen_server(ray_local, tmp_path):
+    """One value per attribute (16 items × 3 answers) judged by Qwen2.5-Coder through the ray.data.llm processor."""
+    items, key = _bank()
+    one_each = {}
+    for it in items:
+        one_each.setdefault(it["metadata"]["attribute"], it)
+    items = list(one_each.values())
+    with LlamaCppServer(_QWEN, n_ctx=2048, alias="judge", cache_dir=tmp_path) as srv:
+        judge = LLMJudge({"kind": "openai", "base_url": srv.base_url, "model": "judge", "batch_size": 8})
+        df = judge_validity(judge, items, key, seed=7)
+    rows = {r["case"]: r for r in df.iter_rows(named=True)}
+    print(df)
+    assert rows["empty"]["mean"] == 0.0
+    assert rows["true_value"]["ok"] and rows["wrong_value"]["ok"], df
