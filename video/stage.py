@@ -10,11 +10,13 @@
 
 ``caption`` (:func:`run_caption`, section ``caption:`` → :class:`CaptionConfig`)
     Input: the ``ok`` rows of ``recordings/index.parquet`` plus any MP4 named in ``caption.inputs`` (a user's own
-    screen recordings: paths or fsspec URIs). Keyframes by scene change (:mod:`video.keyframes`), then
+    screen recordings: paths or fsspec URIs). Two Ray Data stages: keyframes by scene change (``map`` tasks,
+    :func:`keyframes_of`, :mod:`video.keyframes`; PNG-encoded in the row), then
 
-    * ``captioner: ocr`` — a Ray Data actor pool (``map_batches``), one RapidOCR captioner per actor
-      (:mod:`video.ocr`; keyframes of one recording stay on one actor because OCR is incremental);
-    * ``captioner: vlm`` — keyframe rows (``flat_map``) through a ``ray.data.llm`` processor (:mod:`video.vlm`).
+    * ``captioner: ocr`` — an actor pool (``map_batches``), one RapidOCR captioner per actor (:mod:`video.ocr`;
+      the keyframes of one recording stay together because OCR is incremental);
+    * ``captioner: vlm`` — one row per keyframe (``flat_map``) through a ``ray.data.llm`` processor
+      (:mod:`video.vlm`).
 
     Output: ``captions/<captioner>/<recording_id>.parquet`` (one row per keyframe, :data:`CAPTION_COLUMNS`),
     ``captions/index.parquet`` (one row per recording; a broken MP4 is an error row). Then each captioned recording
@@ -38,6 +40,7 @@ import time
 from collections import defaultdict
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.runtime import Progress
@@ -381,86 +384,171 @@ def _caption_path(captioner: str, rid: str) -> str:
     return f"captions/{captioner}/{rid}.parquet"
 
 
-class OcrCaptionWorker:
-    """One RapidOCR captioner: recording → keyframes → caption rows, written to the run directory."""
+def keyframes_of(row: dict[str, Any], run_uri: str, storage_options: dict[str, Any] | None,
+                 keyframes: dict[str, Any]) -> dict[str, Any]:
+    """Stage 1 of captioning (Ray Data ``map`` task): a recording (``row["item"]``, JSON) → its keyframes.
 
-    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, keyframes: dict[str, Any],
-                 ocr: dict[str, Any], key: str):
+    Returns the row with ``keyframes`` (pickled list of ``(index, frame, t_s, change, png bytes)``), ``info``
+    (JSON: frames, fps, duration_s, width, height), ``kf_cpu_s`` and ``error`` ("" or why the file could not be
+    read: the next stage turns it into an error row).
+    """
+    import pickle
+
+    import cv2
+
+    item = json.loads(row["item"])
+    c0 = _cpu_s()
+    out = {"item": row["item"], "keyframes": b"", "info": "{}", "error": "", "kf_cpu_s": 0.0}
+    try:
+        run = RunDir(run_uri, storage_options)
+        with tempfile.TemporaryDirectory(prefix="fgcap-") as tmp:
+            kfs, info = extract_keyframes(_fetch(run, item, tmp), KeyframeParams(**keyframes))
+        packed = [(k.index, k.frame, k.t_s, k.change, cv2.imencode(".png", k.image)[1].tobytes()) for k in kfs]
+        out.update(keyframes=pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL), info=json.dumps(info))
+    except Exception as exc:  # noqa: BLE001 - a broken recording is one error row
+        out["error"] = _err(exc)
+    out["kf_cpu_s"] = round(_cpu_s() - c0, 3)
+    return out
+
+
+def _unpack(row: dict[str, Any]) -> list[tuple[int, int, float, float, np.ndarray]]:
+    import pickle
+
+    import cv2
+
+    return [(i, f, t, c, cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR))
+            for i, f, t, c, png in (pickle.loads(row["keyframes"]) if row["keyframes"] else [])]
+
+
+class OcrCaptionWorker:
+    """Stage 2 of captioning with OCR: one RapidOCR captioner (per actor) reads a recording's keyframes in order
+    (incremental OCR needs them on one worker) and writes its caption table."""
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, ocr: dict[str, Any], key: str):
         from video.ocr import OcrCaptioner
 
         self.run = RunDir(run_uri, storage_options)
-        self.kfp = KeyframeParams(**keyframes)
         self.captioner = OcrCaptioner(OcrParams(**ocr))
         self.key = key
 
-    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+    def process(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A :func:`keyframes_of` row → the recording's index row (``status`` ok or error)."""
+        item = json.loads(row["item"])
         rid = item["recording_id"]
         base = {"recording_id": rid, "trajectory_id": item.get("trajectory_id") or "", "source": item["source"],
                 "captioner": "ocr", "key": self.key, "sha256": item.get("sha256") or ""}
         t0, c0 = time.perf_counter(), _cpu_s()
+        if row["error"]:
+            log.warning("caption: %s failed: %s", rid, row["error"])
+            return {**base, "status": "error", "error": row["error"]}
         try:
-            with tempfile.TemporaryDirectory(prefix="fgcap-") as tmp:
-                kfs, info = extract_keyframes(_fetch(self.run, item, tmp), self.kfp)
+            info = json.loads(row["info"])
             self.captioner.reset()
             rows = []
-            for k in kfs:
-                lines = [ln.to_dict() for ln in self.captioner.caption(k.image)]
+            for index, frame, t_s, change, image in _unpack(row):
+                lines = [ln.to_dict() for ln in self.captioner.caption(image)]
                 rows.append({"recording_id": rid, "trajectory_id": base["trajectory_id"], "captioner": "ocr",
-                             "keyframe": k.index, "frame": k.frame, "t_s": k.t_s, "width": info["width"],
-                             "height": info["height"], "change": k.change,
+                             "keyframe": index, "frame": frame, "t_s": t_s, "width": info["width"],
+                             "height": info["height"], "change": change,
                              "text": "\n".join(ln["text"] for ln in lines),
                              "lines": json.dumps(lines, ensure_ascii=False), "operation": "", "error": ""})
             path = _caption_path("ocr", rid)
             self.run.write_table(path, _table(rows, CAPTION_COLUMNS))
-            row = {**base, "path": path, "keyframes": len(kfs), "frames": info["frames"], "fps": info["fps"],
+            out = {**base, "path": path, "keyframes": len(rows), "frames": info["frames"], "fps": info["fps"],
                    "duration_s": info["duration_s"], "width": info["width"], "height": info["height"],
                    "lines_read": self.captioner.boxes_read, "seconds": round(time.perf_counter() - t0, 3),
-                   "cpu_s": round(_cpu_s() - c0, 3), "status": "ok", "error": ""}
-            self.run.mark_done(CAPTION_STAGE, f"ocr/{rid}", {"row": row})
-            return row
-        except Exception as exc:  # noqa: BLE001 - a broken recording is one error row
+                   "cpu_s": round(_cpu_s() - c0 + float(row.get("kf_cpu_s") or 0.0), 3), "status": "ok",
+                   "error": ""}
+            self.run.mark_done(CAPTION_STAGE, f"ocr/{rid}", {"row": out})
+            return out
+        except Exception as exc:  # noqa: BLE001 - one bad recording is one error row
             log.warning("caption: %s failed: %s", rid, exc)
             return {**base, "status": "error", "error": _err(exc), "seconds": round(time.perf_counter() - t0, 3)}
 
 
-class _KeyframeRows:
-    """``flat_map`` callable for the VLM path: a recording → one row per keyframe with its JPEG, or one
-    ``error`` row (no ``jpeg``) when the file cannot be read."""
+class _OcrStage:
+    """``map_batches`` callable (actor pool) around :class:`OcrCaptionWorker`: one recording per call."""
 
-    def __init__(self, run: RunDir, kfp: KeyframeParams, vlm: VlmConfig):
-        self.run, self.kfp, self.vlm = run, kfp, vlm
+    def __init__(self, **kwargs):
+        self.worker = OcrCaptionWorker(**kwargs)
 
-    def __call__(self, item: dict[str, Any]) -> list[dict[str, Any]]:
-        from video.vlm import encode_keyframe
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
+        rows = [{k: batch[k][i] for k in ("item", "keyframes", "info", "error", "kf_cpu_s")}
+                for i in range(len(batch["item"]))]
+        return {"row": [json.dumps(self.worker.process(r), ensure_ascii=False) for r in rows]}
 
-        rid = item["recording_id"]
-        try:
-            with tempfile.TemporaryDirectory(prefix="fgcap-") as tmp:
-                kfs, info = extract_keyframes(_fetch(self.run, item, tmp), self.kfp)
-        except Exception as exc:  # noqa: BLE001 - an error row, never a failed dataset
-            return [{"recording_id": rid, "kind": "error", "error": _err(exc), "info": "{}"}]
-        meta = json.dumps(info)
-        rows = [{"recording_id": rid, "kind": "info", "error": "", "info": meta}]
-        for k in kfs:
-            rows.append({"recording_id": rid, "trajectory_id": item.get("trajectory_id") or "", "kind": "keyframe",
-                         "keyframe": k.index, "frame": k.frame, "t_s": k.t_s, "width": info["width"],
-                         "height": info["height"], "change": k.change, "info": meta,
-                         "jpeg": encode_keyframe(k.image, self.vlm.image_width, self.vlm.jpeg_quality)})
+
+def _vlm_rows(row: dict[str, Any], vlm: dict[str, Any]) -> list[dict[str, Any]]:
+    """``flat_map`` of the VLM path: a :func:`keyframes_of` row → one ``info``/``error`` row plus one row per
+    keyframe with its JPEG (scaled to ``vlm.image_width``)."""
+    from video.vlm import encode_keyframe
+
+    cfg = VlmConfig(**vlm)
+    item = json.loads(row["item"])
+    rid = item["recording_id"]
+    if row["error"]:
+        return [{"recording_id": rid, "kind": "error", "error": row["error"], "info": "{}"}]
+    info = json.loads(row["info"])
+    out = [{"recording_id": rid, "kind": "info", "error": "", "info": row["info"]}]
+    for index, frame, t_s, change, image in _unpack(row):
+        out.append({"recording_id": rid, "trajectory_id": item.get("trajectory_id") or "", "kind": "keyframe",
+                    "keyframe": index, "frame": frame, "t_s": t_s, "width": info["width"], "height": info["height"],
+                    "change": change, "info": row["info"],
+                    "jpeg": encode_keyframe(image, cfg.image_width, cfg.jpeg_quality)})
+    return out
+
+
+def _caption(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, key: str, *, serial: bool,
+             address: str | None, config, progress: bool) -> list[dict[str, Any]]:
+    """Caption ``items``: keyframes (stage 1, :func:`keyframes_of`) then the captioner (stage 2); one index row per
+    recording. On Ray: ``map`` tasks → an OCR actor pool (``map_batches``) or ``flat_map`` → the ``ray.data.llm``
+    processor; ``serial``: both stages in this process (OCR only)."""
+    kf_kwargs = {"run_uri": run.uri, "storage_options": run.storage_options, "keyframes": cfg.keyframes.model_dump()}
+    ocr_kwargs = {"run_uri": run.uri, "storage_options": run.storage_options, "ocr": cfg.ocr.model_dump(), "key": key}
+    units = [{"item": json.dumps(it, ensure_ascii=False)} for it in items]
+    rows: list[dict[str, Any]] = []
+    bar = Progress(len(units), CAPTION_STAGE, enabled=progress)
+    if serial:
+        worker = OcrCaptionWorker(**ocr_kwargs)
+        for u in units:
+            rows.append(worker.process(keyframes_of(u, **kf_kwargs)))
+            bar.update(1, rows[-1]["status"])
+        bar.close()
         return rows
+    import ray
+
+    from filegram_ray.runtime import init_ray
+
+    init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
+    n = min(cfg.num_actors, len(units))
+    cpus = _pool_cpus(n + 1, cfg.num_cpus_per_actor)  # n captioner actors + keyframe tasks
+    ds = ray.data.from_items(units).map(keyframes_of, fn_kwargs=kf_kwargs, num_cpus=cpus)
+    if cfg.captioner == "ocr":
+        ds = ds.map_batches(_OcrStage, fn_constructor_kwargs=ocr_kwargs, batch_size=1,
+                            compute=ray.data.ActorPoolStrategy(size=n), num_cpus=cpus)
+        for r in ds.iter_rows():
+            rows.append(json.loads(r["row"]))
+            bar.update(1, rows[-1]["status"])
+        bar.close()
+        return rows
+    bar.close()
+    return _caption_vlm(run, items, ds.flat_map(_vlm_rows, fn_kwargs={"vlm": cfg.vlm.model_dump()}, num_cpus=cpus),
+                        cfg, key)
 
 
-def _caption_vlm(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, key: str) -> list[dict[str, Any]]:
+def _caption_vlm(run: RunDir, items: list[dict[str, Any]], kf_rows, cfg: CaptionConfig, key: str
+                 ) -> list[dict[str, Any]]:
+    """The VLM stage: keyframe rows (a dataset of :func:`_vlm_rows`) through the ``ray.data.llm`` processor, then
+    one caption table and index row per recording."""
     import ray
 
     from video.vlm import build_vlm_processor
 
-    if cfg.vlm is None:
-        raise ValueError("caption.vlm: required when caption.captioner is 'vlm'")
     t0 = time.perf_counter()
-    rows = ray.data.from_items(items).flat_map(_KeyframeRows(run, cfg.keyframes, cfg.vlm)).take_all()
+    rows = kf_rows.take_all()
     by: dict[str, dict[str, Any]] = {it["recording_id"]: {"item": it, "info": {}, "error": "", "kf": []}
                                      for it in items}
-    kf_rows = []
+    frames = []
     for r in rows:
         g = by[r["recording_id"]]
         if r["kind"] == "error":
@@ -468,18 +556,17 @@ def _caption_vlm(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, k
         elif r["kind"] == "info":
             g["info"] = json.loads(r["info"])
         else:
-            kf_rows.append({k: v for k, v in r.items() if k not in ("kind", "info")})
-    if kf_rows:
-        out = build_vlm_processor(cfg.vlm)(ray.data.from_items(kf_rows)).take_all()
-        for r in out:
+            frames.append({k: v for k, v in r.items() if k not in ("kind", "info", "error")})
+    if frames:
+        for r in build_vlm_processor(cfg.vlm)(ray.data.from_items(frames)).take_all():
             by[r["recording_id"]]["kf"].append(r)
-    index_rows = []
+    out = []
     for rid, g in sorted(by.items()):
         it = g["item"]
         base = {"recording_id": rid, "trajectory_id": it.get("trajectory_id") or "", "source": it["source"],
                 "captioner": "vlm", "key": key, "sha256": it.get("sha256") or ""}
         if g["error"]:
-            index_rows.append({**base, "status": "error", "error": g["error"]})
+            out.append({**base, "status": "error", "error": g["error"]})
             continue
         caps = [{"recording_id": rid, "trajectory_id": base["trajectory_id"], "captioner": "vlm",
                  "keyframe": int(r["keyframe"]), "frame": int(r["frame"]), "t_s": float(r["t_s"]),
@@ -491,11 +578,11 @@ def _caption_vlm(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, k
         info = g["info"]
         row = {**base, "path": path, "keyframes": len(caps), "frames": info.get("frames"), "fps": info.get("fps"),
                "duration_s": info.get("duration_s"), "width": info.get("width"), "height": info.get("height"),
-               "lines_read": 0, "seconds": round(time.perf_counter() - t0, 3),
-               "status": "ok", "error": next((c["error"] for c in caps if c["error"]), "")}
+               "lines_read": 0, "seconds": round(time.perf_counter() - t0, 3), "status": "ok",
+               "error": next((c["error"] for c in caps if c["error"]), "")}
         run.mark_done(CAPTION_STAGE, f"vlm/{rid}", {"row": row})
-        index_rows.append(row)
-    return index_rows
+        out.append(row)
+    return out
 
 
 def _caption_items(run: RunDir, cfg: CaptionConfig) -> list[dict[str, Any]]:
@@ -581,18 +668,8 @@ def run_caption(config, *, serial: bool = False, address: str | None = None, pro
     done = [it for it in items if fresh(it)]
     todo = [it for it in items if not fresh(it)]
     new_rows: list[dict[str, Any]] = []
-    if cfg.captioner == "vlm":
-        if todo:
-            from filegram_ray.runtime import init_ray
-
-            init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
-            new_rows = _caption_vlm(run, todo, cfg, key)
-    else:
-        kwargs = {"run_uri": run.uri, "storage_options": run.storage_options,
-                  "keyframes": cfg.keyframes.model_dump(), "ocr": cfg.ocr.model_dump(), "key": key}
-        new_rows = _map_pool(OcrCaptionWorker, kwargs, todo, serial=serial, num_actors=cfg.num_actors,
-                             num_cpus=cfg.num_cpus_per_actor, address=address, config=config, stage=CAPTION_STAGE,
-                             progress=progress)
+    new_rows = _caption(run, todo, cfg, key, serial=serial and cfg.captioner == "ocr", address=address,
+                        config=config, progress=progress) if todo else []
     cap_wall = time.perf_counter() - t0
     merged = dict(previous)
     for r in new_rows:
@@ -678,23 +755,30 @@ def recovery_table(micro: dict[str, dict[str, Any]]) -> str:
 
 def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | None = None,
                  ocr: OcrParams | None = None, vlm: VlmConfig | None = None) -> list[dict[str, Any]]:
-    """``filegram video caption``: caption rows of one local MP4 (no run directory, no Ray for OCR).
+    """``filegram video caption``: caption rows of one local video (no run directory; no Ray for OCR, a local Ray
+    for the VLM processor).
 
     Raises:
-        ValueError: the file is not a readable video.
+        ValueError: the file is not a readable video, or ``captioner`` is ``vlm`` without ``vlm``.
     """
-    rid = recording_id_of(os.path.abspath(path))
+    src = os.path.abspath(path)
+    rid = recording_id_of(src)
+    item = {"recording_id": rid, "trajectory_id": "", "source": src, "in_run": False, "sha256": ""}
+    row = keyframes_of({"item": json.dumps(item)}, tempfile.gettempdir(), None,
+                       (keyframes or KeyframeParams()).model_dump())
+    if row["error"]:
+        raise ValueError(row["error"])
+    info = json.loads(row["info"])
     if captioner == "ocr":
         from video.ocr import OcrCaptioner
 
-        kfs, info = extract_keyframes(path, keyframes)
         cap = OcrCaptioner(ocr)
         rows = []
-        for k in kfs:
-            lines = [ln.to_dict() for ln in cap.caption(k.image)]
-            rows.append({"recording_id": rid, "trajectory_id": "", "captioner": "ocr", "keyframe": k.index,
-                         "frame": k.frame, "t_s": k.t_s, "width": info["width"], "height": info["height"],
-                         "change": k.change, "text": "\n".join(ln["text"] for ln in lines),
+        for index, frame, t_s, change, image in _unpack(row):
+            lines = [ln.to_dict() for ln in cap.caption(image)]
+            rows.append({"recording_id": rid, "trajectory_id": "", "captioner": "ocr", "keyframe": index,
+                         "frame": frame, "t_s": t_s, "width": info["width"], "height": info["height"],
+                         "change": change, "text": "\n".join(ln["text"] for ln in lines),
                          "lines": json.dumps(lines, ensure_ascii=False), "operation": "", "error": ""})
         return rows
     if vlm is None:
@@ -702,18 +786,17 @@ def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | 
     import ray
 
     from filegram_ray.runtime import init_ray
-    from video.vlm import build_vlm_processor
 
     init_ray()
-    item = {"recording_id": rid, "trajectory_id": "", "source": os.path.abspath(path), "in_run": False}
-    rows = _KeyframeRows(RunDir(tempfile.gettempdir()), keyframes or KeyframeParams(), vlm)(item)
-    if rows and rows[0]["kind"] == "error":
-        raise ValueError(rows[0]["error"])
-    kf = [{k: v for k, v in r.items() if k not in ("kind", "info")} for r in rows if r["kind"] == "keyframe"]
-    out = build_vlm_processor(vlm)(ray.data.from_items(kf)).take_all() if kf else []
-    return sorted(({"recording_id": rid, "trajectory_id": "", "captioner": "vlm", "keyframe": int(r["keyframe"]),
-                    "frame": int(r["frame"]), "t_s": float(r["t_s"]), "width": int(r["width"]),
-                    "height": int(r["height"]), "change": float(r["change"]), "text": r.get("text", ""),
-                    "lines": "[]", "operation": r.get("operation", ""), "error": r.get("error", "")} for r in out),
-                  key=lambda r: r["keyframe"])
+    cfg = CaptionConfig(captioner="vlm", vlm=vlm)
+    tmp = tempfile.mkdtemp(prefix="fgcap-")
+    try:
+        scratch = RunDir(tmp)
+        out = _caption_vlm(scratch, [item], ray.data.from_items(_vlm_rows(row, vlm.model_dump())), cfg, "cli")
+        if out[0].get("status") == "error":
+            raise ValueError(out[0]["error"])
+        return scratch.read_table(out[0]["path"]).to_dicts()
+    finally:
+        import shutil
 
+        shutil.rmtree(tmp, ignore_errors=True)
