@@ -35,13 +35,16 @@ def test_every_kept_event_type_gets_the_gesture_of_the_reference_table(events, t
                      "move", "write", "rename"]
     covered = {events[i]["event_type"] for g in tl.gestures for i in g.events}
     assert covered == set(GESTURE_OF)  # all 12 kept types are shown
-    by_kind = {g.kind: g for g in tl.gestures}
-    assert "side_by_side" in tl.gestures[3].actions and "tab_switch" in tl.gestures[3].actions[0]
-    assert by_kind["move"].actions[:2] == ["context_menu:Cut", "context_menu:Paste"]
-    assert by_kind["delete"].actions[:2] == ["context_menu:Delete", "dialog:Delete"]
-    assert by_kind["rename"].actions[:2] == ["context_menu:Rename", "dialog:Rename"]
-    assert by_kind["dir_create"].actions[:2] == ["context_menu:New Folder", "dialog:New Folder"]
-    assert by_kind["write"].actions[-1] == "save" and "type" in by_kind["write"].actions
+    assert all(g.actions[0] == "click" for g in tl.gestures)  # every gesture starts with a visible click
+    acts = {g.kind: g.actions[1:] for g in tl.gestures}
+    assert tl.gestures[3].actions[1:] == ["tab_switch", "side_by_side"]
+    assert acts["move"][:2] == ["context_menu:Cut", "context_menu:Paste"]
+    assert acts["delete"][:2] == ["context_menu:Delete", "dialog:Delete"]
+    assert acts["rename"][:2] == ["context_menu:Rename", "dialog:Rename"]
+    assert acts["dir_create"][:2] == ["context_menu:New Folder", "dialog:New Folder"]
+    assert acts["write"][-1] == "save" and "type" in acts["write"]
+    side = next(s.screen for s in tl.steps if s.screen.right is not None)
+    assert side.body.title == "notes/meeting_notes.md" and side.right.title.startswith("data/sales_q3.csv")
     # the final screen of the edit shows the diff lines of the media store
     edit_screen = next(s.screen for s in tl.steps if s.screen.body.kind == "diff")
     assert any(line.startswith("+Revenue grew by 26%") for line in edit_screen.body.lines)

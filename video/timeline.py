@@ -69,6 +69,8 @@ GESTURE_OF = {"file_read": "read", "file_write": "write", "file_edit": "edit", "
 MENU_ITEMS = ("Open", "New Folder", "New File", "Rename", "Copy", "Cut", "Paste", "Delete")
 #: Transient-state lengths in seconds (menus, dialogs, one typing step): short, so the final state dominates.
 MENU_S, DIALOG_S, TYPE_STEP_S = 0.35, 0.35, 0.15
+#: Lines of the referenced (left) file in a side-by-side view.
+SIDE_LINES = 8
 
 
 @dataclass(frozen=True)
@@ -474,12 +476,20 @@ class _Director:
             first = 0
         return Pane("preview", f"{path}  -  lines {a}-{b}", shown, first)
 
+    def side_pane(self, path: str) -> Pane:
+        """The referenced file in a side-by-side view: its first :data:`SIDE_LINES` lines (the reader glances at
+        it; the file being read or edited gets the full pane)."""
+        p = self.preview(path, None)
+        return replace(p, title=path, lines=p.lines[:SIDE_LINES])
+
     # ---- gestures → steps
     def steps_for(self, kind: str, evs: list[dict[str, Any]], total: int) -> list[tuple[Screen, int, str]]:
         """Screens of one gesture; the frame counts sum to ``total`` (the final state takes what is left)."""
         main = evs[-1]
         fr = lambda s: max(1, int(round(s * self.fps)))  # noqa: E731
-        out: list[tuple[Screen, int, str]] = []
+        # every gesture begins with the pointer's click: the status line says the application is busy. So two
+        # identical operations in a row (a folder listed twice) are two visible changes, never one still picture.
+        out: list[tuple[Screen, int, str]] = [(self.screen(status="Working..."), fr(TYPE_STEP_S), "click")]
         if kind == "read":
             path = main.get("file_path", "")
             cross = next((e for e in evs if e.get("event_type") == "cross_file_reference"), None)
@@ -491,7 +501,7 @@ class _Director:
             if cross is not None:
                 src = cross.get("source_file", "")
                 self.status += f", side by side with {src}"
-                left = replace(self.preview(src, None), title=src)
+                left = self.side_pane(src)
                 out.append((self.screen(body=pane), fr(0.3), "tab_switch" if switched else "open"))
                 self.body = pane
                 out.append((self.screen(body=left, right=pane), 0, "side_by_side"))
@@ -535,7 +545,7 @@ class _Director:
             if cross is not None:
                 src = cross.get("source_file", "")
                 self.status += f", side by side with {src}"
-                left = replace(self.preview(src, None), title=src)
+                left = self.side_pane(src)
                 out.append((self.screen(body=pane), fr(0.3), "open_diff"))
                 self.body = pane
                 out.append((self.screen(body=left, right=pane), 0, "side_by_side+save"))
@@ -632,7 +642,7 @@ class _Director:
             out.append((self.screen(), 0, "tab_switch"))
         elif kind == "side_by_side":
             src, dst = str(main.get("source_file", "")), str(main.get("target_file", ""))
-            left = replace(self.preview(src, None), title=src)
+            left = self.side_pane(src)
             right = self.preview(dst, None)
             self.status = status_text("side_by_side", main)
             out.append((self.screen(body=left, right=right), 0, "side_by_side"))
