@@ -59,8 +59,12 @@ class RecordOptions(BaseModel):
         return TimingParams(speed=self.speed, min_gesture_s=self.min_gesture_s, max_gesture_s=self.max_gesture_s)
 
     def key(self) -> str:
-        """12-hex digest of the options: a recording made with other options is made again."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+        """12-hex digest of the options and :data:`~video.timeline.TIMELINE_VERSION`: a recording made with other
+        options, or by another version of the timeline, is made again."""
+        from video.timeline import TIMELINE_VERSION
+
+        data = {**self.model_dump(mode="json"), "timeline_version": TIMELINE_VERSION}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class TrajectorySource:

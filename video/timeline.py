@@ -71,6 +71,9 @@ MENU_ITEMS = ("Open", "New Folder", "New File", "Rename", "Copy", "Cut", "Paste"
 MENU_S, DIALOG_S, TYPE_STEP_S = 0.35, 0.35, 0.15
 #: Lines of the referenced (left) file in a side-by-side view.
 SIDE_LINES = 8
+#: Version of the gesture timeline and the screens: part of a recording's options key, so a rerun of the record
+#: stage after a change of the look re-records instead of keeping videos made the old way.
+TIMELINE_VERSION = 2
 
 
 @dataclass(frozen=True)
