@@ -71,9 +71,11 @@ MENU_ITEMS = ("Open", "New Folder", "New File", "Rename", "Copy", "Cut", "Paste"
 MENU_S, DIALOG_S, TYPE_STEP_S = 0.35, 0.35, 0.15
 #: Lines of the referenced (left) file in a side-by-side view.
 SIDE_LINES = 8
+#: Open tabs at most.
+MAX_TABS = 6
 #: Version of the gesture timeline and the screens: part of a recording's options key, so a rerun of the record
 #: stage after a change of the look re-records instead of keeping videos made the old way.
-TIMELINE_VERSION = 2
+TIMELINE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -421,6 +423,8 @@ class _Director:
         self.selected = ""
         self.tabs: list[str] = []
         self.active = -1
+        self._used: dict[str, int] = {}
+        self._tick = 0
         self.search = ""
         self.clock = ""
         self.cwd = "."
@@ -450,14 +454,20 @@ class _Director:
         self.cwd = posixpath.dirname(path) or "."
 
     def open_tab(self, path: str) -> None:
+        """Activate the tab of ``path``, opening it in a free slot or in place of the least recently used tab (the
+        other tabs keep their places, as in editors that recycle preview tabs)."""
         name = posixpath.basename(path)
+        self._tick += 1
         if name in self.tabs:
             self.active = self.tabs.index(name)
-            return
-        self.tabs.append(name)
-        if len(self.tabs) > 6:  # oldest tab closes, as browsers and editors do
-            self.tabs.pop(0)
-        self.active = len(self.tabs) - 1
+        elif len(self.tabs) < MAX_TABS:
+            self.tabs.append(name)
+            self.active = len(self.tabs) - 1
+        else:
+            self.active = min(range(len(self.tabs)), key=lambda i: self._used.get(self.tabs[i], 0))
+            self._used.pop(self.tabs[self.active], None)
+            self.tabs[self.active] = name
+        self._used[name] = self._tick
 
     def screen(self, *, body: Pane | None = None, right: Pane | None = None, menu: Menu | None = None,
                dialog: Dialog | None = None, status: str | None = None, search: str | None = None) -> Screen:
@@ -632,6 +642,7 @@ class _Director:
             if name in self.tabs:
                 idx = self.tabs.index(name)
                 self.tabs.pop(idx)
+                self._used.pop(name, None)
                 self.active = min(self.active, len(self.tabs) - 1)
             self.selected = posixpath.dirname(path)
             self.status = status_text("delete", main)
