@@ -265,11 +265,8 @@ class FrameRenderer:
         return lines
 
     def _tree_window(self, sc: Screen) -> tuple[int, list]:
-        rows = list(sc.tree)
-        n = self.L.tree_rows
-        idx = next((i for i, r in enumerate(rows) if r.path == sc.selected), 0)
-        start = 0 if idx < n else min(idx - n // 2, max(0, len(rows) - n))
-        return start, rows[start:start + n]
+        start = max(0, sc.tree_top)
+        return start, list(sc.tree[start:start + self.L.tree_rows])
 
     def _tree(self, img, sc: Screen, top: int) -> None:
         L, s, fp = self.L, self.L.scale, self.L.font_px

@@ -75,7 +75,7 @@ SIDE_LINES = 8
 MAX_TABS = 6
 #: Version of the gesture timeline and the screens: part of a recording's options key, so a rerun of the record
 #: stage after a change of the look re-records instead of keeping videos made the old way.
-TIMELINE_VERSION = 3
+TIMELINE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,8 @@ class Dialog:
 class Screen:
     """Everything drawn in one frame; hashable, so identical screens are drawn once.
 
-    ``right`` is the right half of a side-by-side view (then ``body`` is the left half).
+    ``right`` is the right half of a side-by-side view (then ``body`` is the left half); ``tree_top`` is the first
+    tree row shown (the tree scrolls only when the selection leaves the visible rows).
     """
 
     title: str
@@ -171,6 +172,7 @@ class Screen:
     menu: Menu | None = None
     dialog: Dialog | None = None
     status: str = ""
+    tree_top: int = 0
 
 
 @dataclass(frozen=True)
@@ -425,6 +427,7 @@ class _Director:
         self.active = -1
         self._used: dict[str, int] = {}
         self._tick = 0
+        self.tree_top = 0
         self.search = ""
         self.clock = ""
         self.cwd = "."
@@ -471,11 +474,17 @@ class _Director:
 
     def screen(self, *, body: Pane | None = None, right: Pane | None = None, menu: Menu | None = None,
                dialog: Dialog | None = None, status: str | None = None, search: str | None = None) -> Screen:
+        rows = self.fs.rows(self.expanded)
+        n = self.tree_rows
+        idx = next((i for i, r in enumerate(rows) if r.path == self.selected), None)
+        if idx is not None and not self.tree_top <= idx < self.tree_top + n:  # scroll a page, keeping context
+            self.tree_top = idx - 2 if idx < self.tree_top else idx - n + 3
+        self.tree_top = max(0, min(self.tree_top, len(rows) - n))
         return Screen(title=self.title, clock=self.clock, cwd=self.cwd,
-                      search=self.search if search is None else search, tree=self.fs.rows(self.expanded),
+                      search=self.search if search is None else search, tree=rows,
                       selected=self.selected, tabs=tuple(self.tabs), active_tab=self.active,
                       body=self.body if body is None else body, right=right, menu=menu, dialog=dialog,
-                      status=self.status if status is None else status)
+                      status=self.status if status is None else status, tree_top=self.tree_top)
 
     def preview(self, path: str, view_range: Sequence[int] | None) -> Pane:
         lines = self.content(path)
