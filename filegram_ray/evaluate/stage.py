@@ -103,7 +103,7 @@ class EvaluateConfig(BaseModel):
     judge_backbone: str | dict[str, Any] | None = None
     ingest_llm: bool = True
     wave_units: int = Field(64, ge=1)
-    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
+    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal", "real_world"])
     multimodal_content: str = "auto"
     multimodal_formats: list[str] | None = None
     validity: bool = True
