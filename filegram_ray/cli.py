@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "filegram_ray.methods.cli",
     "filegram_ray.llm.cli",
     "rendering.cli",
+    "video.cli",
     "filegram_ray.pipeline_cli",
     "filegram_ray.validity.cli",
 ]

@@ -1,6 +1,9 @@
-"""The whole pipeline: seed → generate → encode → render → bench → evaluate, each stage a function of the config.
+"""The whole pipeline: seed → generate → encode → render → record → caption → bench → evaluate, each stage a
+function of the config.
 
-Render runs before bench so the File Grounding sub-task can use the rendered derivatives.
+Render runs before bench so the File Grounding sub-task can use the rendered derivatives; record (guidance videos of
+a seeded sample of trajectories) and caption (keyframes → OCR/VLM captions → events read back) run before bench so
+Visual Grounding and the Real-World setting can use the recordings.
 
 Each stage is resumable, so a rerun of the pipeline skips finished work; ``--only``/``--skip`` pick stages.
 """
@@ -23,6 +26,8 @@ STAGES: list[tuple[str, str]] = [
     ("generate", "generate"),
     ("encode", "encode"),
     ("render", "render"),
+    ("record", "record"),
+    ("caption", "caption"),
     ("bench", "bench"),
     ("evaluate", "evaluate"),
 ]
@@ -38,9 +43,10 @@ def stage_functions() -> dict[str, Callable[[PipelineConfig], dict[str, Any]]]:
     from filegram_ray.memory.stage import run_encode
     from filegram_ray.workspace.stage import run_seed
     from rendering.stage import run_render
+    from video.stage import run_caption, run_record
 
     return {"seed": run_seed, "generate": run_generate, "encode": run_encode, "render": run_render,
-            "bench": run_bench, "evaluate": run_evaluate}
+            "record": run_record, "caption": run_caption, "bench": run_bench, "evaluate": run_evaluate}
 
 
 def stage_function(name: str) -> Callable[[PipelineConfig], dict[str, Any]]:

@@ -10,7 +10,7 @@ from filegram_ray.pipeline import STAGES
 def register(sub: argparse._SubParsersAction) -> None:
     from filegram_ray.jobargs import add_common_options
 
-    p = sub.add_parser("pipeline", help="run seed → generate → encode → render → bench → evaluate")
+    p = sub.add_parser("pipeline", help="run seed → generate → encode → render → record → caption → bench → evaluate")
     names = [n for n, _ in STAGES]
     add_common_options(p)
     p.add_argument("--only", nargs="+", choices=names, help="run only these stages")

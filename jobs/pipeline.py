@@ -1,4 +1,4 @@
-"""Run the whole FileGram pipeline: seed → generate → encode → render → bench → evaluate.
+"""Run the whole FileGram pipeline: seed → generate → encode → render → record → caption → bench → evaluate.
 
 Usage:
     python jobs/pipeline.py                                  # laptop: local Ray, conf/default.yaml

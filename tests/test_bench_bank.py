@@ -42,7 +42,8 @@ def test_every_registered_subtask_builds_items(bank):
     assert c["ProfRec"] == 6 * 16  # one per profile × attribute
     assert c["AttrRec"] == 6 * 16  # 6 dimensions + role + language + 8 attributes
     assert bank.stats["FileGrd"]["built"] == 0 and "render" in bank.stats["FileGrd"]["note"]
-    assert "VisGrd" in PENDING and "FileGrd" in BUILDERS
+    assert "VisGrd" in BUILDERS and "FileGrd" in BUILDERS and not PENDING
+    assert bank.stats["VisGrd"]["built"] == 0 and "record" in bank.stats["VisGrd"]["note"]
     # every item's channel and track are set; T3 items are episodic
     assert {i.channel for i in bank.items} == {"procedural", "semantic", "episodic"}
     assert all(i.channel == "episodic" for i in bank.items if i.track == "T3_detection")

@@ -24,6 +24,7 @@ def tiny_run(tmp_path_factory):
         "workspace": {"tts": "tone"},               # fast synthetic audio for the bundles
         "encode": {"embedder": "hashing"},          # lexical embedder: no model load in this test
         "render": {"formats": ["pdf", "docx", "md", "pptx", "xlsx", "png_page"]},  # no TTS: keeps it fast
+        "record": {"trajectories": ["p3_efficient_executor/T-16"]},  # one short guidance video (OCR is slow)
         "evaluate": {"methods": ["no_context", "full_context", "filegramos"], "sample_per_sub_task": None,
                      "method_options": {"filegramos": {}}},
     })
@@ -33,14 +34,16 @@ def tiny_run(tmp_path_factory):
 
 def test_every_stage_ran_and_wrote_its_outputs(tiny_run):
     run, timings = tiny_run
-    assert list(timings) == ["seed", "generate", "encode", "render", "bench", "evaluate"]
+    assert list(timings) == ["seed", "generate", "encode", "render", "record", "caption", "bench", "evaluate"]
     for rel in ("workspaces/index.parquet", "trajectories/index.parquet", "trajectories/outputs.parquet",
                 "memory/p1_methodical/store.json", "derivatives/index.parquet", "bench/items.parquet",
-                "bench/answers_key.parquet", "results/results.parquet", "results/report.md", "run.json"):
+                "bench/answers_key.parquet", "results/results.parquet", "results/report.md", "run.json",
+                "recordings/index.parquet", "captions/index.parquet", "realworld/index.parquet"):
         assert run.exists(rel), rel
     idx = run.read_table("trajectories/index.parquet")
     assert idx.height == 12 and set(idx["status"]) == {"ok"}
-    assert set(run.read_json("run.json")["stages"]) >= {"seed", "generate", "encode", "render", "bench", "evaluate"}
+    assert set(run.read_json("run.json")["stages"]) >= {"seed", "generate", "encode", "render", "record", "caption",
+                                                         "bench", "evaluate"}
 
 
 def test_report_numbers_come_from_answers(tiny_run):

@@ -7,8 +7,9 @@ ENVIRONMENT_FACTS §7) and marks a frame as *changed* when more than ``change_fr
 the previous analysed frame by more than ``pixel_threshold`` in some channel (a fraction of pixels, not a mean
 difference, because a screen change is local: a status line or one tree row can be all that changes). A keyframe is
 the first frame of every *stable run* — no change for ``min_stable_s`` — whose picture differs from the previous
-keyframe; so the settled state of each operation is captioned once, and transient states (menus flashing by,
-typing) are not. Continuously changing video (camera footage, a test pattern) gets a forced keyframe every
+keyframe (compared at half resolution, so that a change as small as a clock's digits counts: the same operation
+done twice in a row differs only there); so the settled state of each operation is captioned once, and transient
+states (menus flashing by, typing) are not. Continuously changing video (camera footage, a test pattern) gets a forced keyframe every
 ``max_gap_s``. The first stable picture is always a keyframe.
 
 Errors: :func:`extract_keyframes` raises ``ValueError`` naming the file when OpenCV cannot open it or decodes no
@@ -34,10 +35,13 @@ class KeyframeParams(BaseModel):
     analysis_width: int = Field(320, ge=32, description="width of the colour thumbnails compared, pixels")
     analysis_fps: float = Field(15.0, gt=0, description="frames analysed per second of video (at most the video's)")
     pixel_threshold: int = Field(24, ge=1, le=255, description="per-channel difference that counts as changed")
-    change_fraction: float = Field(0.0004, gt=0, lt=1, description="fraction of changed pixels that is a change")
+    change_fraction: float = Field(0.001, gt=0, lt=1, description="fraction of changed pixels that is a change "
+                                                                  "(0.1 %: more than a moving mouse pointer)")
     min_stable_s: float = Field(0.5, ge=0, description="stillness that makes a keyframe, seconds")
     max_gap_s: float = Field(4.0, gt=0, description="longest stretch without a keyframe in moving video, seconds")
     max_keyframes: int = Field(5000, ge=1, description="stop after this many keyframes (pathological inputs)")
+    same_pixels: int = Field(8, ge=0, description="a settled picture that differs from the previous keyframe in at "
+                                                  "most this many pixels (half resolution) is the same picture")
 
 
 @dataclass
@@ -59,6 +63,19 @@ def _thumb(frame: np.ndarray, width: int) -> np.ndarray:
     tw = min(width, w)
     th = max(1, int(round(h * tw / w)))
     return cv2.resize(frame, (tw, th), interpolation=cv2.INTER_AREA)
+
+
+def _half(frame: np.ndarray) -> np.ndarray:
+    import cv2
+
+    h, w = frame.shape[:2]
+    return cv2.resize(frame, (max(1, w // 2), max(1, h // 2)), interpolation=cv2.INTER_AREA)
+
+
+def _changed_pixels(a: np.ndarray, b: np.ndarray, thr: int) -> int:
+    import cv2
+
+    return int((cv2.absdiff(a, b).max(axis=2) > thr).sum())
 
 
 def _changed(a: np.ndarray, b: np.ndarray, thr: int) -> float:
@@ -106,11 +123,12 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
 
     def emit(fidx: int, img: np.ndarray, small: np.ndarray, change: float) -> None:
         nonlocal last_kf_small, last_kf_frame
-        if last_kf_small is not None and last_kf_small.shape == small.shape \
-                and _changed(small, last_kf_small, p.pixel_threshold) <= p.change_fraction:
+        half = _half(img)
+        if last_kf_small is not None and last_kf_small.shape == half.shape \
+                and _changed_pixels(half, last_kf_small, p.pixel_threshold) <= p.same_pixels:
             return  # back to the picture of the previous keyframe: nothing new to caption
         kfs.append(Keyframe(len(kfs), fidx, round(fidx / fps, 4), img, round(change, 6)))
-        last_kf_small, last_kf_frame = small, fidx
+        last_kf_small, last_kf_frame = half, fidx
 
     try:
         while len(kfs) < p.max_keyframes:
@@ -138,8 +156,8 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
             if cand is not None and not emitted and stable >= min_stable:
                 emit(*cand)
                 emitted = True
-        if cand is not None and not emitted:
-            emit(*cand)
+        if cand is not None and not emitted and (stable >= min_stable or not kfs):
+            emit(*cand)  # a last picture that settled (or the only one): a picture cut short at the end is not
     finally:
         cap.release()
     if analysed == 0:

@@ -103,7 +103,7 @@ class OcrCaptioner:
 
         self.p = params or OcrParams()
         self.engine = RapidOCR(params={
-            "Global.use_cls": False, "Global.log_level": "warning",
+            "Global.use_cls": False, "Global.log_level": "error",
             "Det.limit_type": "max", "Det.limit_side_len": self.p.det_side,
             "Rec.rec_batch_num": self.p.rec_batch,
             "EngineConfig.onnxruntime.intra_op_num_threads": self.p.threads,

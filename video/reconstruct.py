@@ -35,10 +35,11 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["KEY_FIELDS", "ParsedOp", "parse_status", "reconstruct", "score_recovery"]
+__all__ = ["KEY_FIELDS", "ParsedOp", "Reconstruction", "parse_status", "reconstruct", "score_recovery"]
 
 _SP = r"\s*"
 _SEP = r"\s*[,，]\s*"
@@ -153,10 +154,26 @@ def _regions(width: int, height: int) -> dict[str, float]:
             "body_top": L.body_top - 2}
 
 
+def _rows_in_order(lines: list[dict]) -> list[dict]:
+    """Lines top to bottom; boxes whose centres lie within half a line height of each other form one row, read left
+    to right (OCR may split one printed line into several boxes with slightly different tops)."""
+    out: list[dict] = []
+    row: list[dict] = []
+    for ln in sorted(lines, key=lambda ln: (ln["box"][1] + ln["box"][3]) / 2):
+        cy = (ln["box"][1] + ln["box"][3]) / 2
+        h = max(4, ln["box"][3] - ln["box"][1])
+        if row and abs(cy - (row[0]["box"][1] + row[0]["box"][3]) / 2) > h / 2:
+            out.extend(sorted(row, key=lambda r: r["box"][0]))
+            row = []
+        row.append(ln)
+    out.extend(sorted(row, key=lambda r: r["box"][0]))
+    return out
+
+
 def _keyframe_view(lines: list[dict], width: int, height: int) -> dict[str, Any]:
     reg = _regions(width, height)
     status = [ln for ln in lines if (ln["box"][1] + ln["box"][3]) / 2 >= reg["status_top"]]
-    status_text = " ".join(ln["text"] for ln in sorted(status, key=lambda ln: (ln["box"][1], ln["box"][0])))
+    status_text = " ".join(ln["text"] for ln in _rows_in_order(status))
     title = [ln["text"] for ln in lines if (ln["box"][1] + ln["box"][3]) / 2 <= reg["title_bottom"]]
     body = [ln for ln in lines if ln["box"][0] >= reg["tree_right"] - 4
             and reg["body_top"] <= (ln["box"][1] + ln["box"][3]) / 2 < reg["status_top"]]
@@ -253,8 +270,21 @@ def _naming_change(old: str, new: str) -> str:
     return "other"
 
 
-def reconstruct(rows: Sequence[dict[str, Any]], recording_id: str, captioner: str = "ocr"
-                ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+@dataclass
+class Reconstruction:
+    """Events rebuilt from one recording: ``events`` (``events.json`` order and format), ``blobs`` (path under
+    ``media/`` → text seen on screen: written content, diffs) and ``video_t_s`` (per event, the recording time in
+    seconds of the keyframe it was read from)."""
+
+    events: list[dict[str, Any]]
+    blobs: dict[str, str]
+    video_t_s: list[float]
+
+    def __iter__(self):  # ``events, blobs = reconstruct(...)``
+        return iter((self.events, self.blobs))
+
+
+def reconstruct(rows: Sequence[dict[str, Any]], recording_id: str, captioner: str = "ocr") -> Reconstruction:
     """Rebuild the events of one recording from its caption rows.
 
     Args:
@@ -264,13 +294,13 @@ def reconstruct(rows: Sequence[dict[str, Any]], recording_id: str, captioner: st
         captioner: ``ocr`` or ``vlm`` (how the rows are read).
 
     Returns:
-        ``(events, blobs)``: events in ``events.json`` order and format; ``blobs`` maps ``blobs/<hash>.blob`` (path
-        under ``media/``) to the text seen on screen (written content, diffs).
+        A :class:`Reconstruction` (unpacks as ``events, blobs``).
     """
     ops = _ops_from_vlm(rows) if captioner == "vlm" else _ops_from_ocr(rows)
     ns = uuid.uuid5(uuid.NAMESPACE_URL, f"filegram-ray/recording/{recording_id}")
     session = str(uuid.uuid5(ns, "session"))
     events: list[dict[str, Any]] = []
+    times: list[float] = []
     blobs: dict[str, str] = {}
     base_ms = next((o["clock"] for o in ops if o["clock"] is not None), 0.0) or 0.0
     t0_s = next((o["t_s"] for o in ops if o["clock"] is not None), 0.0)
@@ -280,10 +310,13 @@ def reconstruct(rows: Sequence[dict[str, Any]], recording_id: str, captioner: st
     switches = 0
     prev_op: tuple[str, str, float] | None = None  # (read|edit, path, ts) — the cross-reference state (§3.4)
 
+    video_t = 0.0
+
     def add(etype: str, ts: float, **fields: Any) -> None:
         ev = {"event_id": str(uuid.uuid5(ns, f"{len(events)}")), "event_type": etype, "timestamp": ts,
               "session_id": session, "profile_id": "real_user", **fields}
         events.append(ev)
+        times.append(video_t)
 
     def blob(text: str) -> dict[str, str] | None:
         if not text:
@@ -294,6 +327,7 @@ def reconstruct(rows: Sequence[dict[str, Any]], recording_id: str, captioner: st
 
     for o in ops:
         op = o["op"]
+        video_t = o["t_s"]
         ts = o["clock"] if o["clock"] is not None else base_ms + (o["t_s"] - t0_s) * 1000.0
         ts = max(ts, last_ts)  # never backwards (a misread clock)
         last_ts = ts
@@ -373,7 +407,7 @@ def reconstruct(rows: Sequence[dict[str, Any]], recording_id: str, captioner: st
         elif kind == "side_by_side":
             add("cross_file_reference", ts, source_file=op["a"], target_file=op["b"],
                 reference_type="sequential_access", interval_ms=0)
-    return events, blobs
+    return Reconstruction(events, blobs, times)
 
 
 # ------------------------------------------------------------------------------------------------ recovery

@@ -53,14 +53,19 @@ class RecordOptions(BaseModel):
                                           "font file path")
     font_px: int = Field(15, ge=8, le=40, description="text size in pixels at 720 p (scaled with the height)")
     preset: str = Field("ultrafast", description="x264 preset")
-    crf: int = Field(23, ge=0, le=51, description="x264 constant quality")
+    qp: int = Field(20, ge=0, le=51, description="x264 constant quantiser (lower = sharper text, larger files)")
+    crf: int | None = Field(None, ge=0, le=51, description="x264 constant quality instead of qp, when set")
 
     def timing(self) -> TimingParams:
         return TimingParams(speed=self.speed, min_gesture_s=self.min_gesture_s, max_gesture_s=self.max_gesture_s)
 
     def key(self) -> str:
-        """12-hex digest of the options: a recording made with other options is made again."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+        """12-hex digest of the options and :data:`~video.timeline.TIMELINE_VERSION`: a recording made with other
+        options, or by another version of the timeline, is made again."""
+        from video.timeline import TIMELINE_VERSION
+
+        data = {**self.model_dump(mode="json"), "timeline_version": TIMELINE_VERSION}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class TrajectorySource:
@@ -210,7 +215,7 @@ def record(source: TrajectorySource, opts: RecordOptions | None = None) -> Recor
     renderer = FrameRenderer(opts.width, opts.height, opts.font, opts.font_px)
     with tempfile.TemporaryDirectory(prefix="fgvid-") as tmp:
         out = Path(tmp) / "video.mp4"
-        with Mp4Writer(out, opts.width, opts.height, opts.fps, EncodeParams(preset=opts.preset, crf=opts.crf)) as w:
+        with Mp4Writer(out, opts.width, opts.height, opts.fps, EncodeParams(preset=opts.preset, qp=opts.qp, crf=opts.crf)) as w:
             for step in tl.steps:
                 w.write(renderer.render(step.screen), step.frames)
         data = out.read_bytes()

@@ -69,6 +69,13 @@ GESTURE_OF = {"file_read": "read", "file_write": "write", "file_edit": "edit", "
 MENU_ITEMS = ("Open", "New Folder", "New File", "Rename", "Copy", "Cut", "Paste", "Delete")
 #: Transient-state lengths in seconds (menus, dialogs, one typing step): short, so the final state dominates.
 MENU_S, DIALOG_S, TYPE_STEP_S = 0.35, 0.35, 0.15
+#: Lines of the referenced (left) file in a side-by-side view.
+SIDE_LINES = 8
+#: Open tabs at most.
+MAX_TABS = 6
+#: Version of the gesture timeline and the screens: part of a recording's options key, so a rerun of the record
+#: stage after a change of the look re-records instead of keeping videos made the old way.
+TIMELINE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -148,7 +155,8 @@ class Dialog:
 class Screen:
     """Everything drawn in one frame; hashable, so identical screens are drawn once.
 
-    ``right`` is the right half of a side-by-side view (then ``body`` is the left half).
+    ``right`` is the right half of a side-by-side view (then ``body`` is the left half); ``tree_top`` is the first
+    tree row shown (the tree scrolls only when the selection leaves the visible rows).
     """
 
     title: str
@@ -164,6 +172,7 @@ class Screen:
     menu: Menu | None = None
     dialog: Dialog | None = None
     status: str = ""
+    tree_top: int = 0
 
 
 @dataclass(frozen=True)
@@ -416,6 +425,9 @@ class _Director:
         self.selected = ""
         self.tabs: list[str] = []
         self.active = -1
+        self._used: dict[str, int] = {}
+        self._tick = 0
+        self.tree_top = 0
         self.search = ""
         self.clock = ""
         self.cwd = "."
@@ -445,22 +457,34 @@ class _Director:
         self.cwd = posixpath.dirname(path) or "."
 
     def open_tab(self, path: str) -> None:
+        """Activate the tab of ``path``, opening it in a free slot or in place of the least recently used tab (the
+        other tabs keep their places, as in editors that recycle preview tabs)."""
         name = posixpath.basename(path)
+        self._tick += 1
         if name in self.tabs:
             self.active = self.tabs.index(name)
-            return
-        self.tabs.append(name)
-        if len(self.tabs) > 6:  # oldest tab closes, as browsers and editors do
-            self.tabs.pop(0)
-        self.active = len(self.tabs) - 1
+        elif len(self.tabs) < MAX_TABS:
+            self.tabs.append(name)
+            self.active = len(self.tabs) - 1
+        else:
+            self.active = min(range(len(self.tabs)), key=lambda i: self._used.get(self.tabs[i], 0))
+            self._used.pop(self.tabs[self.active], None)
+            self.tabs[self.active] = name
+        self._used[name] = self._tick
 
     def screen(self, *, body: Pane | None = None, right: Pane | None = None, menu: Menu | None = None,
                dialog: Dialog | None = None, status: str | None = None, search: str | None = None) -> Screen:
+        rows = self.fs.rows(self.expanded)
+        n = self.tree_rows
+        idx = next((i for i, r in enumerate(rows) if r.path == self.selected), None)
+        if idx is not None and not self.tree_top <= idx < self.tree_top + n:  # scroll a page, keeping context
+            self.tree_top = idx - 2 if idx < self.tree_top else idx - n + 3
+        self.tree_top = max(0, min(self.tree_top, len(rows) - n))
         return Screen(title=self.title, clock=self.clock, cwd=self.cwd,
-                      search=self.search if search is None else search, tree=self.fs.rows(self.expanded),
+                      search=self.search if search is None else search, tree=rows,
                       selected=self.selected, tabs=tuple(self.tabs), active_tab=self.active,
                       body=self.body if body is None else body, right=right, menu=menu, dialog=dialog,
-                      status=self.status if status is None else status)
+                      status=self.status if status is None else status, tree_top=self.tree_top)
 
     def preview(self, path: str, view_range: Sequence[int] | None) -> Pane:
         lines = self.content(path)
@@ -474,12 +498,20 @@ class _Director:
             first = 0
         return Pane("preview", f"{path}  -  lines {a}-{b}", shown, first)
 
+    def side_pane(self, path: str) -> Pane:
+        """The referenced file in a side-by-side view: its first :data:`SIDE_LINES` lines (the reader glances at
+        it; the file being read or edited gets the full pane)."""
+        p = self.preview(path, None)
+        return replace(p, title=path, lines=p.lines[:SIDE_LINES])
+
     # ---- gestures → steps
     def steps_for(self, kind: str, evs: list[dict[str, Any]], total: int) -> list[tuple[Screen, int, str]]:
         """Screens of one gesture; the frame counts sum to ``total`` (the final state takes what is left)."""
         main = evs[-1]
         fr = lambda s: max(1, int(round(s * self.fps)))  # noqa: E731
-        out: list[tuple[Screen, int, str]] = []
+        # every gesture begins with the pointer's click: the status line says the application is busy. So two
+        # identical operations in a row (a folder listed twice) are two visible changes, never one still picture.
+        out: list[tuple[Screen, int, str]] = [(self.screen(status="Working..."), fr(TYPE_STEP_S), "click")]
         if kind == "read":
             path = main.get("file_path", "")
             cross = next((e for e in evs if e.get("event_type") == "cross_file_reference"), None)
@@ -491,7 +523,7 @@ class _Director:
             if cross is not None:
                 src = cross.get("source_file", "")
                 self.status += f", side by side with {src}"
-                left = replace(self.preview(src, None), title=src)
+                left = self.side_pane(src)
                 out.append((self.screen(body=pane), fr(0.3), "tab_switch" if switched else "open"))
                 self.body = pane
                 out.append((self.screen(body=left, right=pane), 0, "side_by_side"))
@@ -535,7 +567,7 @@ class _Director:
             if cross is not None:
                 src = cross.get("source_file", "")
                 self.status += f", side by side with {src}"
-                left = replace(self.preview(src, None), title=src)
+                left = self.side_pane(src)
                 out.append((self.screen(body=pane), fr(0.3), "open_diff"))
                 self.body = pane
                 out.append((self.screen(body=left, right=pane), 0, "side_by_side+save"))
@@ -619,6 +651,7 @@ class _Director:
             if name in self.tabs:
                 idx = self.tabs.index(name)
                 self.tabs.pop(idx)
+                self._used.pop(name, None)
                 self.active = min(self.active, len(self.tabs) - 1)
             self.selected = posixpath.dirname(path)
             self.status = status_text("delete", main)
@@ -632,7 +665,7 @@ class _Director:
             out.append((self.screen(), 0, "tab_switch"))
         elif kind == "side_by_side":
             src, dst = str(main.get("source_file", "")), str(main.get("target_file", ""))
-            left = replace(self.preview(src, None), title=src)
+            left = self.side_pane(src)
             right = self.preview(dst, None)
             self.status = status_text("side_by_side", main)
             out.append((self.screen(body=left, right=right), 0, "side_by_side"))

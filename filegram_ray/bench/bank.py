@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 #: Default sub-task order (reference §9.1 table order).
 DEFAULT_SUBTASKS: tuple[str, ...] = ("AttrRec", "BehavFP", "ProfRec", "BehavInf", "TraceDis", "AnomDet",
-                                     "ShiftAna", "FileGrd")
+                                     "ShiftAna", "FileGrd", "VisGrd")
 
 
 @dataclass
@@ -88,6 +88,8 @@ def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None =
             note = "pool smaller than target"
             if n == "FileGrd" and not inputs.rendered:
                 note = "no rendered derivatives (render stage not run)"
+            if n == "VisGrd" and not inputs.recordings:
+                note = "no recordings with reconstructed events (record and caption stages not run)"
         stats[n] = {"target": target, "built": len(got), "note": note}
     for n in names:
         if n in PENDING:

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from filegram_ray.bench.recordings import load_recordings
 from filegram_ray.bench.vocab import DIMENSIONS, TIERS
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,8 @@ class TrajRec:
 @dataclass
 class BenchInputs:
     """Everything the builders read. ``trajectories`` holds usable trajectories only; ``rendered`` the ids of
-    trajectories whose outputs the render stage turned into PDFs/images (FileGrd)."""
+    trajectories whose outputs the render stage turned into PDFs/images (FileGrd); ``recordings`` the recorded and
+    captioned trajectories (:class:`~filegram_ray.bench.recordings.RecordingRec` by id, VisGrd)."""
 
     profiles: list[ProfileRec]
     tasks: list[TaskRec]
@@ -101,6 +103,7 @@ class BenchInputs:
     #: ``{"trajectory_id", "file", "error"}`` (the error names the file and the field); one bad trajectory never
     #: stops the stage
     skipped: list[dict[str, str]] = field(default_factory=list)
+    recordings: dict[str, Any] = field(default_factory=dict)
     _by_profile: dict[str, list[TrajRec]] = field(default_factory=dict, init=False, repr=False)
     _profiles: dict[str, ProfileRec] = field(default_factory=dict, init=False, repr=False)
     _tasks: dict[str, TaskRec] = field(default_factory=dict, init=False, repr=False)
@@ -262,7 +265,8 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
                              perturbation=pert, fingerprint=fp, shift_real=shift_real))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
-    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered, skipped=skipped)
+    return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered, skipped=skipped,
+                       recordings=load_recordings(run, [t.trajectory_id for t in trajs]))
 
 
 class _UnitProblem(ValueError):

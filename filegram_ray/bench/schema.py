@@ -28,7 +28,7 @@ LETTERS = "ABCDEFGH"
 
 Track = Literal["T1_understanding", "T2_reasoning", "T3_detection", "T4_multimodal"]
 Channel = Literal["procedural", "semantic", "episodic"]
-Setting = Literal["text", "multimodal"]
+Setting = Literal["text", "multimodal", "real_world"]
 ContextKind = Literal["all_trajectories", "single_trajectory", "held_out", "interleaved_pair",
                       "sessions_with_impostor", "baseline_plus_session", "recording"]
 
@@ -85,7 +85,8 @@ class Item(BaseModel):
         track / sub_track: reference §9.1 (``sub_track`` = sub-task abbreviation, e.g. ``"AttrRec"``).
         sub_class: finer family inside the sub-task, e.g. ``"dim:C"``, ``"attr:tone"``, ``"pair:fine"``.
         channel: procedural | semantic | episodic (reference §9.5).
-        setting: text | multimodal (reference §9.2 settings).
+        setting: text | multimodal | real_world (reference §9.2 settings; real_world = events read back from
+            screen recordings, VisGrd).
         profile_id: the user the question is about (evaluator routing; empty when that would be the answer).
         question: public question text.
         choices: option texts (empty for open-ended items); shown with letters A, B, …

@@ -125,7 +125,8 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
         inputs = type(inputs)(profiles=inputs.profiles, tasks=[t for t in inputs.tasks if t.task_id in keep],
                               trajectories=[t for t in inputs.trajectories if t.task_id in keep],
                               rendered=inputs.rendered,
-                              skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep])
+                              skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep],
+                              recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
     skipped = inputs.skipped
     if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
         bad = (f"; {len(skipped)} left out for a malformed file, first: {skipped[0]['error']}" if skipped else "")

@@ -366,8 +366,9 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(results: pl.DataFrame) -> pl.DataFrame:
-    """One row per method: n, n_errors, one column per sub-task present, the three channels, Avg, In, Out and
-    ``multimodal`` (accuracy over the multiple-choice items of the multimodal setting; None without any).
+    """One row per method: n, n_errors, one column per sub-task present, the three channels, Avg, In, Out,
+    ``multimodal`` (accuracy over the multiple-choice items of the multimodal setting; None without any) and
+    ``real_world`` (mean score over every item of the Real-World setting; None without any).
 
     Args:
         results: the results table (columns method, sub_track, channel, is_open, score, status,
@@ -388,6 +389,8 @@ def summarise(results: pl.DataFrame) -> pl.DataFrame:
         if "setting" in df.columns:  # the Multimodal setting's accuracy (its items: FileGrd, reference §9.1 T4)
             row["multimodal"] = _mean(df.filter((pl.col("setting") == "multimodal") & ~pl.col("is_open"))
                                       ["score"].to_list())
+            # the Real-World setting (events read back from recordings; its items: VisGrd), all items
+            row["real_world"] = _mean(df.filter(pl.col("setting") == "real_world")["score"].to_list())
         ok = df.filter(pl.col("status") == "ok")
         per_ingest = ok.group_by("cache_key").agg(pl.col("tokens_in_memory").max())["tokens_in_memory"].to_list()
         row["tokens_in"] = _mean([float(x) for x in per_ingest])

@@ -79,7 +79,8 @@ class EvaluateConfig(BaseModel):
             the report counts the cut prompts.
         wave_units: work units per prompt-and-answer wave of the language-model path (bounds driver memory; a unit
             is written as soon as its last answer is in).
-        settings: item settings to evaluate (``text``, ``multimodal``).
+        settings: item settings to evaluate (``text``, ``multimodal``, ``real_world``: methods ingest the events the
+            caption stage read back from screen recordings, :mod:`video.realworld`).
         multimodal_content: how created-file content is shown in the multimodal setting: ``derivatives`` (text
             recovered from the rendered files), ``strip`` (removed, upstream's simulation, reference §8.3) or
             ``auto`` (derivatives when ``derivatives/index.parquet`` exists); see
@@ -107,7 +108,7 @@ class EvaluateConfig(BaseModel):
     ingest_llm: bool = True
     max_context_chars: int | None = Field(None, ge=1)
     wave_units: int = Field(64, ge=1)
-    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal"])
+    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal", "real_world"])
     multimodal_content: str = "auto"
     multimodal_formats: list[str] | None = None
     validity: bool = True
@@ -250,7 +251,12 @@ class EvalWorker:
                 self._override = make_content_override(self.run, self.multimodal_content, self.multimodal_formats)
             override = self._override
         t0 = time.perf_counter()
-        views = build_views(self.run, unit["spec"], content_override=override)
+        if unit["setting"] == "real_world":  # events read back from a screen recording (video.realworld)
+            from video.realworld import build_recording_views
+
+            views = build_recording_views(self.run, unit["spec"])
+        else:
+            views = build_views(self.run, unit["spec"], content_override=override)
         state = self.method.ingest(views)
         secs = time.perf_counter() - t0
         self.run.write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))

@@ -19,6 +19,7 @@ from filegram_ray.bench.builders import (
     profrec,
     shiftana,
     tracedis,
+    visgrd,
 )
 
 
@@ -34,14 +35,11 @@ class BuilderSpec:
 
 BUILDERS: dict[str, BuilderSpec] = {
     m.NAME: BuilderSpec(m.NAME, m.build, m.default_count)
-    for m in (attrrec, behavfp, profrec, behavinf, tracedis, anomdet, shiftana)
+    for m in (attrrec, behavfp, profrec, behavinf, tracedis, anomdet, shiftana, visgrd)
 }
 BUILDERS[filegrd.NAME] = BuilderSpec(filegrd.NAME, filegrd.build, filegrd.default_count, sources=filegrd.SOURCES)
 
-#: Sub-tasks without a builder yet, with the input they wait for (reference §9.1, §11).
-PENDING: dict[str, str] = {
-    "VisGrd": "needs real participant screen recordings (recordings/ + captions/, reference §11); free-form, "
-              "Likert-judged",
-}
+#: Sub-tasks without a builder yet, with the input they wait for (reference §9.1, §11). None at present.
+PENDING: dict[str, str] = {}
 
 __all__ = ["BUILDERS", "PENDING", "BuilderSpec"]

@@ -1,0 +1,63 @@
+"""Guidance videos: real H.264 MP4s through the imageio-ffmpeg binary, read back with OpenCV."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from video_helpers import write_trajectory
+
+from video.encode import probe
+from video.record import RecordOptions, TrajectorySource, record, record_to_file
+
+
+@pytest.fixture(scope="module")
+def traj(tmp_path_factory):
+    return write_trajectory(tmp_path_factory.mktemp("run"))
+
+
+@pytest.mark.parametrize("opts", [RecordOptions(), RecordOptions(width=640, height=360, fps=10, speed=2.0)],
+                         ids=["default-1280x720@15", "640x360@10"])
+def test_mp4_opens_with_opencv_with_the_expected_duration_and_size(traj, tmp_path, opts):
+    out = tmp_path / "t.mp4"
+    info = record_to_file(traj, out, opts)
+    tl = json.loads(out.with_suffix(".timeline.json").read_text(encoding="utf-8"))
+    got = probe(out)  # decodes every frame with OpenCV
+    assert (got.width, got.height) == (opts.width, opts.height)
+    assert got.fps == pytest.approx(opts.fps)
+    assert got.frames == tl["frames"] == info["frames"]
+    assert got.duration_s == pytest.approx(tl["duration_s"], abs=1.0 / opts.fps)
+    # the timeline accounts for every gesture: lead-in + gestures + tail
+    assert tl["duration_s"] >= sum(g["duration_s"] for g in tl["gestures"])
+    assert len(tl["gestures"]) == 13 and info["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
+
+
+def test_same_events_same_bytes_and_identical_frames_drawn_once(traj):
+    a = record(TrajectorySource.from_folder(traj))
+    b = record(TrajectorySource.from_folder(traj))
+    assert a.mp4 == b.mp4
+    distinct = len(a.timeline.steps)
+    assert a.drawn <= distinct < a.frames / 5  # one drawing per distinct screen, not per frame
+
+
+def test_previews_use_the_workspace_and_the_initial_listing(traj):
+    src = TrajectorySource.from_folder(traj)
+    assert sorted(src.initial_files()) == ["data/sales_q3.csv", "notes/meeting_notes.md", "readme.txt"]
+    assert "Budget review" in (src.text_of("notes/meeting_notes.md") or "")
+    res = record(src, RecordOptions(width=640, height=360, fps=8))
+    read = next(s.screen for s in res.timeline.steps if s.screen.body.kind == "preview"
+                and "meeting_notes" in s.screen.body.title)
+    assert read.body.lines[0] == "# Meeting notes"
+
+
+def test_bad_trajectory_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no events.json"):
+        TrajectorySource.from_folder(tmp_path)
+    (tmp_path / "events.json").write_text('{"not": "a list"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="events.json"):
+        TrajectorySource.from_folder(tmp_path)
+    from video.frames import layout
+
+    with pytest.raises(ValueError, match="even"):
+        layout(641, 360)
