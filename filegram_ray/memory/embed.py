@@ -21,6 +21,7 @@ Integrity rules (issue 13, BR-11 / BR-12 / REL-faiss-episodes-index-nondetermini
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import io
 import os
@@ -182,7 +183,7 @@ def register_embedder(name: str):
     return deco
 
 
-class CachedEmbedder:
+class CachedEmbedder(abc.ABC):
     """What every model-backed embedder shares: the per-text vector cache, batching by exact token length, and the
     identity contract. Subclasses give :meth:`identity`, :meth:`token_lengths` and :meth:`_forward`.
 
@@ -232,17 +233,18 @@ class CachedEmbedder:
     def __setstate__(self, state):
         self.__init__(**state)
 
-    # -- to implement
-    def identity(self) -> dict:  # pragma: no cover - abstract
-        raise NotImplementedError
+    # -- what each backend defines
+    @abc.abstractmethod
+    def identity(self) -> dict:
+        """What the index records about the embedder (kind, model, weights digest, …)."""
 
-    def token_lengths(self, texts: list[str]) -> list[int]:  # pragma: no cover - abstract
+    @abc.abstractmethod
+    def token_lengths(self, texts: list[str]) -> list[int]:
         """Tokens the model runs for each text (after truncation)."""
-        raise NotImplementedError
 
-    def _forward(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+    @abc.abstractmethod
+    def _forward(self, texts: list[str]) -> np.ndarray:
         """L2-normalised float32 (len(texts), dim) for texts that (when ``batch_invariant``) share a token length."""
-        raise NotImplementedError
 
     # -- shared
     def _encode_model(self, texts: list[str]) -> np.ndarray:
