@@ -14,7 +14,7 @@ with ``bench_pipeline.py``, which writes the records); this script reads their `
 How the figures in cluster/README.md#scale were made (one 2-core machine, every run under ``flock /tmp/fg-cpu.lock``)::
 
     filegram profiles new --n 200 --seed 7 --out /tmp/scale/profiles-200
-    S=(--set 'tasks=[T-01,T-05,T-09,T-13,T-17,T-21,T-25,T-29]' --set workspace.tts=tone
+    S=(--set 'tasks=[T-01,T-17]' --set workspace.tts=tone
        --set evaluate.sample_per_sub_task=10 --set 'evaluate.methods=[naive_rag,filegramos,full_context]'
        --set 'evaluate.settings=[text]')
     python tests/benchmarks/bench_pipeline.py --run-dir /tmp/scale/p20 --only seed generate encode bench evaluate "${S[@]}"
@@ -76,8 +76,8 @@ def main(argv=None) -> int:
               f"{'cpu s/unit':>10}")
         for s in STAGES:
             rec = r["stages"].get(s)
-            if not isinstance(rec, dict) or "seconds" not in rec:
-                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get("seconds"), (int, float)):
+                continue  # not run, or a record from before the one stage record
             u = units_of(rec)
             print(f"{s:<10} {float(rec['seconds']):>8.1f} {float(rec.get('cpu_s') or 0):>8.1f} "
                   f"{float(rec.get('peak_memory_mb') or 0):>9.0f} {float(rec.get('driver_peak_memory_mb') or 0):>10.0f} "
@@ -91,7 +91,8 @@ def main(argv=None) -> int:
               f"{'driver ×':>9}")
         for s in STAGES:
             a, b = base["stages"].get(s), big["stages"].get(s)
-            if not (isinstance(a, dict) and isinstance(b, dict) and a.get("cpu_s") and b.get("cpu_s")):
+            if not (isinstance(a, dict) and isinstance(b, dict) and a.get("cpu_s") and b.get("cpu_s")
+                    and isinstance(a.get("seconds"), (int, float)) and isinstance(b.get("seconds"), (int, float))):
                 continue
             cpu = float(b["cpu_s"]) / float(a["cpu_s"])
             k = math.log(cpu) / math.log(tr) if tr > 1 else float("nan")
@@ -103,18 +104,25 @@ def main(argv=None) -> int:
 
     big = runs[-1]
     n_traj = args.project_profiles * args.project_tasks
-    per_traj = {s: float(big["stages"][s]["cpu_s"]) / big["trajectories"]
-                for s in ("generate", "encode") if isinstance(big["stages"].get(s), dict) and big["trajectories"]}
-    flat = {s: float(big["stages"][s]["cpu_s"]) for s in ("bench", "evaluate")
-            if isinstance(big["stages"].get(s), dict)}
-    print(f"\nprojection: {args.project_profiles} profiles × {args.project_tasks} tasks = {n_traj} trajectories, "
-          f"nodes of {args.cores} cores at efficiency {args.efficiency} (CPU s per trajectory from {big['name']}: "
-          + ", ".join(f"{s} {v:.3f}" for s, v in per_traj.items()) + "; bench/evaluate taken at their measured CPU s, "
-          "near-flat with a fixed sample)")
-    print(f"{'nodes':>6} " + " ".join(f"{s + ' s':>12}" for s in [*per_traj, *flat]) + f" {'total min':>10}")
+    scale = n_traj / max(1, big["trajectories"])
+    # generate, encode, bench: linear in trajectories (one unit per trajectory; bench reads one record each);
+    # evaluate: its work is the sample (methods × sampled items' context specs), taken as measured.
+    # generate, encode and evaluate run on actor pools (all cores); bench builds its bank in the driver (one core).
+    proj = {}
+    for s, linear, parallel in (("generate", True, True), ("encode", True, True), ("bench", True, False),
+                                ("evaluate", False, True)):
+        rec = big["stages"].get(s)
+        if isinstance(rec, dict) and rec.get("cpu_s") is not None:
+            proj[s] = (float(rec["cpu_s"]) * (scale if linear else 1.0), parallel)
+    print(f"\nprojection: {args.project_profiles} profiles × {args.project_tasks} tasks = {n_traj} trajectories "
+          f"(×{scale:.1f} the trajectories of {big['name']}); CPU s: generate, encode, bench × trajectories, "
+          f"evaluate as measured (fixed sample); nodes of {args.cores} cores, efficiency {args.efficiency}; "
+          "bench on one core (in the driver)")
+    print(f"{'nodes':>6} " + " ".join(f"{s + ' s':>12}" for s in proj) + f" {'total min':>10}")
+    print(f"{'cpu s':>6} " + " ".join(f"{c:>12.0f}" for c, _ in proj.values()))
     for n in args.nodes:
         cap = n * args.cores * args.efficiency
-        cols = [n_traj * v / cap for v in per_traj.values()] + [v / min(cap, 2 * args.efficiency) for v in flat.values()]
+        cols = [c / (cap if par else 1.0) for c, par in proj.values()]
         print(f"{n:>6} " + " ".join(f"{c:>12.0f}" for c in cols) + f" {sum(cols) / 60:>10.1f}")
     return 0
 
