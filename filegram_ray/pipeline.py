@@ -102,13 +102,14 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
 
 def format_stage_table(timings: dict[str, Any]) -> str:
     """The per-stage table (seconds, CPU seconds, peak memory, units) from :func:`run_pipeline`'s result."""
-    lines = [f"{'stage':<10} {'seconds':>9} {'cpu s':>8} {'peak MiB':>9} {'planned':>8} {'done':>6} {'skipped':>8} "
+    lines = [f"{'stage':<10} {'seconds':>9} {'cpu s':>8} {'peak MiB':>9} {'driver MiB':>10} {'planned':>8} {'done':>6} {'skipped':>8} "
              f"{'failed':>7}"]
     for name, rec in timings.items():
         res = rec.get("result") if isinstance(rec.get("result"), dict) else {}
         u = res.get("units") if isinstance(res.get("units"), dict) else {}
         lines.append(f"{name:<10} {rec['seconds']:>9.1f} {float(res.get('cpu_s') or 0):>8.1f} "
-                     f"{float(res.get('peak_memory_mb') or 0):>9.0f} {u.get('planned', ''):>8} {u.get('done', ''):>6} "
+                     f"{float(res.get('peak_memory_mb') or 0):>9.0f} {float(res.get('driver_peak_memory_mb') or 0):>10.0f} "
+                     f"{u.get('planned', ''):>8} {u.get('done', ''):>6} "
                      f"{u.get('skipped', ''):>8} {u.get('failed', ''):>7}")
     total = sum(r["seconds"] for r in timings.values())
     cpu = sum(float((r.get("result") or {}).get("cpu_s") or 0) for r in timings.values()

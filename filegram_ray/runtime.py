@@ -150,14 +150,15 @@ class StageMeter:
 
     ``cpu_s`` sums user+system time of the tree's processes during the stage (a process that ends between two
     samples loses at most ``interval`` s); ``peak_memory_mb`` is the largest sum of the tree's PSS seen in one
-    sample. CPU seconds hardly change with a shared machine's load, wall seconds do: on an otherwise idle machine a
+    sample; ``driver_peak_memory_mb`` is the largest PSS of the driver process alone (what the driver holds: rows,
+    plans, results — the number that must stay flat as a profile set grows). CPU seconds hardly change with a shared machine's load, wall seconds do: on an otherwise idle machine a
     stage takes at least ``cpu_s`` / cores. Connected to a remote cluster only the driver is seen. Linux; elsewhere
     only ``seconds`` is measured.
     """
 
     def __init__(self, interval: float = 1.0):
         self.interval = interval
-        self.seconds = self.cpu_s = self.peak_memory_mb = 0.0
+        self.seconds = self.cpu_s = self.peak_memory_mb = self.driver_peak_memory_mb = 0.0
         self._base: dict[int, float] = {}
         self._last: dict[int, float] = {}
         self._stop = None
@@ -188,7 +189,10 @@ class StageMeter:
             if pid not in self._base:
                 self._base[pid] = st[1] if first else 0.0
             self._last[pid] = st[1]
-            mem += _pss_mb(pid)
+            pss = _pss_mb(pid)
+            mem += pss
+            if pid == os.getpid():
+                self.driver_peak_memory_mb = max(self.driver_peak_memory_mb, pss)
         self.peak_memory_mb = max(self.peak_memory_mb, mem)
 
     def _loop(self) -> None:
@@ -222,7 +226,8 @@ class StageMeter:
 
     def record(self) -> dict[str, float]:
         return {"seconds": round(self.seconds, 2), "cpu_s": round(self.cpu_s, 1),
-                "peak_memory_mb": round(self.peak_memory_mb, 1)}
+                "peak_memory_mb": round(self.peak_memory_mb, 1),
+                "driver_peak_memory_mb": round(self.driver_peak_memory_mb, 1)}
 
 
 #: the unit counts every stage record carries (issue 17): ``units: {planned, done, skipped, failed}``
