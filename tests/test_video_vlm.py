@@ -64,6 +64,11 @@ def test_processor_configs_are_declarative():
     assert pc.model_source == "/models/qwen2-vl" and pc.accelerator_type == "H100" and pc.concurrency == 2
     assert pc.engine_kwargs["max_model_len"] == 8192
     assert pc.prepare_multimodal_stage["enabled"] and pc.should_continue_on_error
+    over = vlm_processor_config(cfg.model_copy(update={"processor_kwargs": {  # merged last, not a duplicate kwarg
+        "prepare_multimodal_stage": {"enabled": True, "chat_template_content_format": "string"},
+        "max_concurrent_batches": 2}}))
+    assert over.prepare_multimodal_stage["chat_template_content_format"] == "string"
+    assert over.max_concurrent_batches == 2 and over.model_source == "/models/qwen2-vl"
     http = vlm_processor_config(VlmConfig(kind="http", url="http://h:8000/v1/"))
     assert http.url == "http://h:8000/v1/chat/completions"
     with pytest.raises(ValueError, match="model_source"):

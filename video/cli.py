@@ -35,6 +35,9 @@ def _vlm(args):
 
     if args.vlm_model_source:
         return VlmConfig(kind="vllm", model_source=args.vlm_model_source)
+    if not args.vlm_url:
+        raise ValueError("--captioner vlm needs --vlm-url (an OpenAI-compatible endpoint with image input) or "
+                         "--vlm-model-source (a local VLM directory for vLLM on this machine's GPU)")
     return VlmConfig(kind="http", url=args.vlm_url, model=args.vlm_model or "vlm", api_key_env=args.vlm_api_key_env)
 
 

@@ -12,8 +12,10 @@ done twice in a row differs only there); so the settled state of each operation 
 states (menus flashing by, typing) are not. Continuously changing video (camera footage, a test pattern) gets a forced keyframe every
 ``max_gap_s``. The first stable picture is always a keyframe.
 
-Errors: :func:`extract_keyframes` raises ``ValueError`` naming the file when OpenCV cannot open it or decodes no
-frame (a truncated or non-video file) — the caption stage turns that into an error row.
+Errors: :func:`extract_keyframes` raises ``ValueError`` naming the file when OpenCV cannot open it, decodes no
+frame (a non-video file, a file cut inside its header), or stops decoding well before the frame count that the
+container declares (a file cut inside its frames: more than 2 frames and 1 % short) — the caption stage turns that
+into an error row, so that a recording cut short never passes for a whole one with fewer operations.
 """
 
 from __future__ import annotations
@@ -93,10 +95,12 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
         params: :class:`KeyframeParams`.
 
     Returns:
-        ``(keyframes, info)`` with info ``{frames, fps, duration_s, width, height, analysed}``.
+        ``(keyframes, info)`` with info ``{frames, fps, duration_s, width, height, analysed, declared_frames}``
+        (``frames`` decoded; ``declared_frames`` by the container, 0 when it declares none).
 
     Raises:
-        ValueError: the file cannot be opened or has no decodable frame (names the file).
+        ValueError: the file cannot be opened, has no decodable frame, or decodes well short of its declared
+            frame count (names the file).
     """
     import cv2
 
@@ -105,6 +109,8 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
     if not cap.isOpened():
         raise ValueError(f"{path}: not a readable video (OpenCV cannot open it)")
     fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+    declared = float(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0.0)
+    declared = int(declared) if math.isfinite(declared) and declared > 0 else 0
     if not math.isfinite(fps) or fps <= 0 or fps > 1000:
         fps = 25.0  # containers without a rate: timestamps are then approximate
     step = max(1, int(round(fps / p.analysis_fps)))
@@ -116,6 +122,7 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
     cand: tuple[int, np.ndarray, np.ndarray, float] | None = None  # (frame, image, thumb, change)
     stable = 0
     emitted = False
+    ended = False  # the decoder ran out of frames (not the max_keyframes cap)
     last_kf_frame = -max_gap
     i = -1
     analysed = 0
@@ -133,12 +140,14 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
     try:
         while len(kfs) < p.max_keyframes:
             if not cap.grab():
+                ended = True
                 break
             i += 1
             if i % step:
                 continue
             ok, frame = cap.retrieve()
             if not ok or frame is None:
+                ended = True
                 break
             analysed += 1
             h, w = frame.shape[:2]
@@ -163,5 +172,8 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
     if analysed == 0:
         raise ValueError(f"{path}: no decodable video frames")
     n = i + 1
+    if ended and declared and declared - n > max(2, 0.01 * declared):
+        raise ValueError(f"{path}: truncated or damaged video: {n} of the {declared} frames its container declares "
+                         f"could be decoded")
     return kfs, {"frames": n, "fps": fps, "duration_s": round(n / fps, 4), "width": w, "height": h,
-                 "analysed": analysed}
+                 "analysed": analysed, "declared_frames": declared}

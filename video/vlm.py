@@ -64,7 +64,9 @@ class VlmConfig(BaseModel):
         accelerator_type: GPU type for the vLLM workers (e.g. ``H100``), None = any.
         engine_kwargs: passed to the vLLM engine (e.g. ``max_model_len``, ``limit_mm_per_prompt``).
         qps / max_retries: HTTP rate limit and retries.
-        processor_kwargs: extra fields for the processor config (advanced; merged last).
+        processor_kwargs: fields of the processor config, merged last: they replace the ones built here (e.g.
+            ``prepare_multimodal_stage: {enabled: true, chat_template_content_format: string}`` for a model whose
+            chat template takes string content, ``max_concurrent_batches``, ``runtime_env``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -175,14 +177,14 @@ def vlm_processor_config(cfg: VlmConfig):
             if not token:
                 raise ValueError(f"caption.vlm.api_key_env: environment variable {cfg.api_key_env} is not set")
             headers = {"Authorization": f"Bearer {token}"}
-        return HttpRequestProcessorConfig(url=cfg.endpoint(), headers=headers, qps=cfg.qps,
-                                          max_retries=cfg.max_retries, batch_size=cfg.batch_size,
-                                          concurrency=cfg.concurrency, **cfg.processor_kwargs)
-    return vLLMEngineProcessorConfig(
-        model_source=cfg.model_source, engine_kwargs=dict(cfg.engine_kwargs), batch_size=cfg.batch_size,
-        concurrency=cfg.concurrency, accelerator_type=cfg.accelerator_type,
-        prepare_multimodal_stage={"enabled": True, "chat_template_content_format": "openai"},
-        should_continue_on_error=True, **cfg.processor_kwargs)
+        kw = {"url": cfg.endpoint(), "headers": headers, "qps": cfg.qps, "max_retries": cfg.max_retries,
+              "batch_size": cfg.batch_size, "concurrency": cfg.concurrency}
+        return HttpRequestProcessorConfig(**{**kw, **cfg.processor_kwargs})  # processor_kwargs win
+    kw = {"model_source": cfg.model_source, "engine_kwargs": dict(cfg.engine_kwargs), "batch_size": cfg.batch_size,
+          "concurrency": cfg.concurrency, "accelerator_type": cfg.accelerator_type,
+          "prepare_multimodal_stage": {"enabled": True, "chat_template_content_format": "openai"},
+          "should_continue_on_error": True}
+    return vLLMEngineProcessorConfig(**{**kw, **cfg.processor_kwargs})
 
 
 def build_vlm_processor(cfg: VlmConfig):
