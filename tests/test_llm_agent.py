@@ -309,6 +309,23 @@ def test_config_errors_name_the_field():
         GenerateConfig.model_validate({"agent": "llm", "llm": {"base_url": "http://x/v1", "temprature": 1}})
 
 
+
+def test_vllm_replica_command_tensor_parallel_from_num_gpus():
+    """``serve.num_gpus`` ≥ 2 shards the model over the replica's GPUs; ``args`` wins; one GPU or a fraction adds
+    nothing (vLLM's default 1). The command is only built here: no GPU or vLLM needed."""
+    from filegram_ray.engine.agents.llm_agent import ServeConfig
+    from filegram_ray.engine.agents.serve import vllm_command
+
+    def cmd(**kw):
+        return vllm_command(ServeConfig(kind="vllm", model="/models/m", **kw), "0.0.0.0", 8000)
+
+    c = cmd(num_gpus=4)
+    assert c[c.index("--tensor-parallel-size") + 1] == "4"
+    assert c[c.index("--tool-call-parser") + 1] == "hermes" and "--enable-auto-tool-choice" in c
+    assert "--tensor-parallel-size" not in cmd(num_gpus=1) and "--tensor-parallel-size" not in cmd(num_gpus=0.5)
+    c = cmd(num_gpus=2, args=["--tensor-parallel-size", "1", "--pipeline-parallel-size", "2"])
+    assert c.count("--tensor-parallel-size") == 1 and c[c.index("--tensor-parallel-size") + 1] == "1"
+
 # --- the generate stage -----------------------------------------------------------------------------------------
 
 class _Concurrency:
