@@ -309,6 +309,23 @@ def test_config_errors_name_the_field():
         GenerateConfig.model_validate({"agent": "llm", "llm": {"base_url": "http://x/v1", "temprature": 1}})
 
 
+
+def test_vllm_replica_command_tensor_parallel_from_num_gpus():
+    """``serve.num_gpus`` ≥ 2 shards the model over the replica's GPUs; ``args`` wins; one GPU or a fraction adds
+    nothing (vLLM's default 1). The command is only built here: no GPU or vLLM needed."""
+    from filegram_ray.engine.agents.llm_agent import ServeConfig
+    from filegram_ray.engine.agents.serve import vllm_command
+
+    def cmd(**kw):
+        return vllm_command(ServeConfig(kind="vllm", model="/models/m", **kw), "0.0.0.0", 8000)
+
+    c = cmd(num_gpus=4)
+    assert c[c.index("--tensor-parallel-size") + 1] == "4"
+    assert c[c.index("--tool-call-parser") + 1] == "hermes" and "--enable-auto-tool-choice" in c
+    assert "--tensor-parallel-size" not in cmd(num_gpus=1) and "--tensor-parallel-size" not in cmd(num_gpus=0.5)
+    c = cmd(num_gpus=2, args=["--tensor-parallel-size", "1", "--pipeline-parallel-size", "2"])
+    assert c.count("--tensor-parallel-size") == 1 and c[c.index("--tensor-parallel-size") + 1] == "1"
+
 # --- the generate stage -----------------------------------------------------------------------------------------
 
 class _Concurrency:
@@ -419,3 +436,70 @@ def test_cli_prints_the_prompts(capsys):
     out = capsys.readouterr().out
     assert "===== system =====" in out and "Sam Taylor" in out and "Behavioural adjustment" in out
     assert leaked_terms(out) == []
+
+
+def _documented_generate_commands(readme: str) -> list[list[str]]:
+    """argv (``python jobs/generate.py …``) of every ``ray job submit`` in ``readme``'s bash blocks that runs the LLM
+    agent (continuation lines joined; a quoted value may span lines)."""
+    import shlex
+
+    cmds = []
+    for block in readme.split("```bash")[1:]:
+        logical, buf = [], ""
+        for ln in block.split("```")[0].replace("\\\n", " ").split("\n"):
+            buf = f"{buf}\n{ln}" if buf else ln
+            if buf.count("'") % 2 == 0:
+                logical.append(buf)
+                buf = ""
+        for line in logical:
+            argv = shlex.split(line, comments=True)
+            if argv[:3] == ["ray", "job", "submit"]:
+                argv = argv[argv.index("--") + 1:]
+                if argv[:2] == ["python", "jobs/generate.py"] and "generate.agent=llm" in argv:
+                    cmds.append(argv)
+    return cmds
+
+
+def test_cluster_readme_llm_agent_commands_parse(tmp_path):
+    """cluster/README.md's ``ray job submit … jobs/generate.py --set generate.agent=llm`` commands (the stage starts
+    vLLM on the GPU group; a base_url such as the Serve app of ``cluster/serve-llm-agent.yaml``) parse into the
+    stage's config (the s3:// run directory is swapped for a local one: parsing reads no bucket), and that manifest
+    serves, on a GPU of a type Ray knows, the model name and port the README's base_url uses, with tool calls parsed."""
+    import ray.util.accelerators as accel
+    import yaml
+
+    from filegram_ray.engine.generate import GenerateConfig
+    from filegram_ray.jobargs import common_parser, config_from_args
+
+    repo = Path(__file__).resolve().parent.parent
+    readme = (repo / "cluster" / "README.md").read_text(encoding="utf-8")
+    cmds = _documented_generate_commands(readme)
+    kinds = set()
+    for argv in cmds:
+        argv = [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
+        args = common_parser("generate").parse_args([*argv, "--run-dir", str(tmp_path / "run")])
+        g = GenerateConfig.model_validate(config_from_args(args, section="generate").section("generate"))
+        assert g.agent == "llm" and g.llm.sessions_per_actor == 32 and g.num_actors == 8
+        if g.llm.serve is not None:
+            assert g.llm.serve.kind == "vllm" and g.llm.serve.model.startswith("/models/") and g.llm.serve.num_gpus
+            kinds.add("serve")
+        else:
+            assert g.llm.urls() == ["http://HEAD:8000/v1"]
+            kinds.add("base_url")
+    assert kinds == {"serve", "base_url"}, cmds
+
+    doc = yaml.safe_load((repo / "cluster" / "serve-llm-agent.yaml").read_text(encoding="utf-8"))
+    assert doc["http_options"]["port"] == 8000
+    (app,) = doc["applications"]
+    assert app["import_path"] == "ray.serve.llm:build_openai_app"
+    (llm,) = app["args"]["llm_configs"]
+    assert llm["model_loading_config"]["model_id"] == "agent"
+    assert llm["model_loading_config"]["model_source"].startswith("/models/")
+    known = {v for k, v in vars(accel).items() if k.isupper() and isinstance(v, str)}
+    assert llm["accelerator_type"] in known
+    assert llm["engine_kwargs"]["enable_auto_tool_choice"] is True
+    assert llm["engine_kwargs"]["tool_call_parser"] == "hermes"
+    ray_cluster = yaml.safe_load((repo / "cluster" / "kuberay-raycluster.yaml").read_text(encoding="utf-8"))
+    assert ray_cluster["spec"]["enableInTreeAutoscaling"] is True
+    gpu = next(g for g in ray_cluster["spec"]["workerGroupSpecs"] if g["groupName"] == "gpu")
+    assert gpu["maxReplicas"] >= 1 and gpu["rayStartParams"]["num-gpus"] == "1"

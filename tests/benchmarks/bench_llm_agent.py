@@ -5,7 +5,8 @@ llama-cpp-python's server, runs the generate stage with ``generate.agent=llm`` o
 simulator on the same pairs, and prints one markdown table: per trajectory whether it is valid (every raw event
 passes the event schema, ``events.json`` is the filter of the raw events, the Engram encodes), its stop reason,
 iterations, tool calls (ok / failed / malformed), seconds per trajectory, and the 17-D fingerprint (reference §7.3)
-of the LLM trajectory beside the simulator's. PRINTS figures; asserts nothing; never part of the test suite.
+of the LLM trajectory beside the simulator's, with the load average at start and end. PRINTS figures (also
+written to ``OUT/table.md``); asserts nothing; never part of the test suite.
 
 Usage:
     python tests/benchmarks/bench_llm_agent.py [--models qwen2.5-coder-0.5b qwen2.5-coder-1.5b]
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -98,6 +100,9 @@ def main(argv=None) -> int:
     from filegram_ray.storage import RunDir
 
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load0 = "load average (1/5/15 min) at the start: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(load0, flush=True)
     sim_dir = out / "simulator"
     run_simulator(sim_dir, args.profiles, args.tasks, args.seed)
     idx = RunDir(str(sim_dir)).read_table("trajectories/index.parquet")
@@ -134,13 +139,15 @@ def main(argv=None) -> int:
             lines.append(f"| {pid.split('_')[0]} | {tid} | {model} | {'yes' if ok_l else 'NO ' + why} | "
                          f"{tr['stop_reason']} | {tr['iterations']} | {good}/{len(calls) - good}/"
                          f"{tr['malformed_calls']} | {tr['wall_s']:.0f} | " + " | ".join(_fmt(x) for x in fp_l) + " |")
-        summary.append(f"{model}: {n_valid}/{len(pairs)} valid trajectories that encode, "
+        summary.append(f"{model} (chat format {args.chat_format}, max {args.max_iterations} iterations × "
+                       f"{args.max_tokens} tokens, temperature {args.temperature}): {n_valid}/{len(pairs)} valid trajectories that encode, "
                        f"{n_calls / max(1, len(secs)):.1f} tool calls per trajectory, "
                        f"{sum(secs) / max(1, len(secs)):.0f} s per trajectory (stage wall {wall:.0f} s, "
                        f"ok {rec['ok']}, error {rec['error']})")
-    print("\n".join(lines))
-    print()
-    print("\n".join(summary))
+    load = "load average (1/5/15 min) at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = "\n".join(lines) + "\n\n" + "\n".join(summary) + f"\n{load0}\n{load}\n"
+    print(text)
+    (out / "table.md").write_text(text, encoding="utf-8")
     return 0
 
 

@@ -83,7 +83,9 @@ class ServeConfig(BaseModel):
     model: str = Field(min_length=1)
     served_model_name: str = "agent"
     replicas: int = Field(1, ge=1)
-    num_gpus: float = Field(1.0, ge=0, description="per replica (vllm): its --tensor-parallel-size")
+    num_gpus: float = Field(1.0, ge=0, description="per replica; vllm: ≥ 2 sets --tensor-parallel-size "
+                                                      "(unless args does); a fraction packs replicas on one GPU "
+                                                      "(then lower --gpu-memory-utilization in args)")
     num_cpus: float = Field(1.0, ge=0, description="per replica")
     port: int | None = Field(None, description="None = a free port")
     tool_parser: str = Field("hermes", description="vLLM --tool-call-parser (hermes fits Qwen2.5)")

@@ -27,7 +27,7 @@ from filegram_ray.engine.agents.llm_agent import LLMServerUnavailable, ServeConf
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ManagedServer", "start_servers"]
+__all__ = ["ManagedServer", "start_servers", "vllm_command"]
 
 
 def _node_ip() -> str:
@@ -39,6 +39,20 @@ def _node_ip() -> str:
     except Exception:  # noqa: BLE001 - outside Ray: this machine
         pass
     return "127.0.0.1"
+
+
+def vllm_command(spec: ServeConfig, host: str, port: int) -> list[str]:
+    """The ``vllm serve`` command line of a ``kind: vllm`` replica. A replica holding ``num_gpus`` ≥ 2 GPUs shards the
+    model over them (``--tensor-parallel-size int(num_gpus)``) unless ``args`` sets it; with one GPU or a fraction
+    of one (several replicas per GPU) vLLM's default of 1 applies."""
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", spec.model,
+           "--served-model-name", spec.served_model_name, "--host", host, "--port", str(port),
+           "--enable-auto-tool-choice", "--tool-call-parser", spec.tool_parser, *spec.args]
+    given = any(a in ("--tensor-parallel-size", "-tp") or a.startswith("--tensor-parallel-size=")
+                for a in spec.args)
+    if int(spec.num_gpus) >= 2 and not given:
+        cmd += ["--tensor-parallel-size", str(int(spec.num_gpus))]
+    return cmd
 
 
 class ManagedServer:
@@ -76,9 +90,7 @@ class ManagedServer:
             self._url = f"http://{'127.0.0.1' if self.local else _node_ip()}:{self._llama.port}/v1"
             return self._url
         port = s.port or free_port()
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", s.model,
-               "--served-model-name", s.served_model_name, "--host", host, "--port", str(port),
-               "--enable-auto-tool-choice", "--tool-call-parser", s.tool_parser, *s.args]
+        cmd = vllm_command(s, host, port)
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"filegram_vllm_{port}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the process
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # never download (house rule)
