@@ -19,7 +19,7 @@ def add_common_options(p: argparse.ArgumentParser, *, serial: bool = True) -> ar
     p.add_argument("--config", default=None, help="pipeline YAML (default: conf/default.yaml)")
     p.add_argument("--run-dir", default=None,
                    help="run directory: local path or fsspec URI (s3://…); default: run_dir of the config")
-    p.add_argument("--seed", type=int, default=None, help="master seed (default: seed of the config, 7)")
+    p.add_argument("--seed", type=int, default=None, help="master seed (default: the seed the run directory was made with (run.json), else the config's seed; 7 in conf/default.yaml). Another seed on an existing run directory is refused")
     p.add_argument("--address", default=None,
                    help="Ray address (default: RAY_ADDRESS, set by `ray job submit`, else a local Ray)")
     if serial:
@@ -46,14 +46,25 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
     upd: dict[str, Any] = {}
     if args.run_dir:
         upd["run_dir"] = args.run_dir
+    recorded = _recorded_config(args.run_dir or cfg.run_dir, cfg.storage_options)
+    given = lambda key: any(o.strip().startswith(f"{key}=") for o in overrides)  # noqa: E731
     if args.seed is not None:
         upd["seed"] = args.seed
-    elif not any(o.strip().startswith("seed=") for o in overrides):
+    elif not given("seed"):
         # no seed asked for: continue the run with the seed it was made with (a second seed would mix two plans)
-        seed = _recorded_seed(args.run_dir or cfg.run_dir, cfg.storage_options)
-        if seed is not None and seed != cfg.seed:
+        seed = recorded.get("seed")
+        if seed is not None and int(seed) != cfg.seed:
             print(f"using the run's seed {seed} (run.json)", file=sys.stderr)
-            upd["seed"] = seed
+            upd["seed"] = int(seed)
+    for key in ("profiles", "tasks"):
+        # no set asked for: continue the run with its recorded profile/task set (not every id of the set dir);
+        # an explicit set is used as given (generate adds its units to the run, later stages select)
+        if (extra or {}).get(key) is not None or given(key):
+            continue
+        ids = recorded.get(key)
+        if isinstance(ids, list) and ids and ids != getattr(cfg, key):
+            print(f"using the run's {key} {' '.join(map(str, ids))} (run.json)", file=sys.stderr)
+            upd[key] = [str(i) for i in ids]
     if args.address:
         upd["ray"] = {**cfg.ray.model_dump(), "address": args.address}
     for k, v in (extra or {}).items():
@@ -67,22 +78,31 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
     return cfg
 
 
-def _recorded_seed(run_dir: str, storage_options: dict[str, Any]) -> int | None:
+def _recorded_config(run_dir: str, storage_options: dict[str, Any]) -> dict[str, Any]:
+    """The config snapshot of an existing run directory's ``run.json`` (``{}`` for a new or unreadable one), its
+    ``profiles``/``tasks`` taken from the generate stage's record when there is one (the run's sets)."""
     import os
 
-    from filegram_ray.runtime import recorded_seed
     from filegram_ray.storage import RunDir, StorageError
 
     if "://" not in run_dir and not os.path.isdir(run_dir):
-        return None  # a new local run directory (not created here)
+        return {}  # a new local run directory (not created here)
     try:
-        return recorded_seed(RunDir(run_dir, storage_options))
+        run = RunDir(run_dir, storage_options)
+        data = run.read_json("run.json") if run.exists("run.json") else {}
     except (StorageError, OSError, ValueError):  # an unreadable run.json is reported by the stage itself
-        return None
+        return {}
     except Exception:  # noqa: BLE001 - a remote store's client error (e.g. no credentials yet): the stage reports it
         if "://" in run_dir:
-            return None
+            return {}
         raise
+    cfg = data.get("config") if isinstance(data, dict) else None
+    cfg = dict(cfg) if isinstance(cfg, dict) else {}
+    gen = (data.get("stages") or {}).get("generate") if isinstance(data, dict) else None
+    for key in ("profiles", "tasks"):  # the sets the run was generated from (engine.generate.run_sets)
+        if isinstance(gen, dict) and key in gen:
+            cfg[key] = gen[key]
+    return cfg
 
 
 def run_job(main, argv=None) -> int:

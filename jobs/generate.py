@@ -16,8 +16,8 @@ from filegram_ray.jobargs import common_parser, config_from_args, run_job
 
 def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
-    p.add_argument("--profiles", nargs="+", default=None, help="profile ids (p1 or p1_methodical); default all")
-    p.add_argument("--tasks", nargs="+", default=None, help="task ids (T-01 …); default all")
+    p.add_argument("--profiles", nargs="+", default=None, help="profile ids (p1 or p1_methodical); default: the run's set (run.json), else config 'profiles', else all")
+    p.add_argument("--tasks", nargs="+", default=None, help="task ids (T-01 …); default: the run's set (run.json), else config 'tasks', else all")
     p.add_argument("--profiles-dir", default=None, help="a profile set directory (new profile sets)")
     p.add_argument("--num-actors", type=int, default=None, help="actor pool size")
     args = p.parse_args(argv)

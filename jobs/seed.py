@@ -16,7 +16,7 @@ from filegram_ray.workspace.stage import run_seed
 
 def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
-    p.add_argument("--tasks", nargs="+", default=None, help="task ids (default: config 'tasks', else all)")
+    p.add_argument("--tasks", nargs="+", default=None, help="task ids (default: the run's set (run.json), else config 'tasks', else all)")
     args = p.parse_args(argv)
     cfg = config_from_args(args, extra={"tasks": args.tasks}, section="workspace")
     summary = run_seed(cfg)

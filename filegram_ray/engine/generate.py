@@ -484,11 +484,35 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
         # the profile/task sets this run was generated from: later stages (bench) default to them
         "profiles_dir": os.path.abspath(config.profiles_dir) if config.profiles_dir else None,
         "tasks_dir": os.path.abspath(config.tasks_dir) if config.tasks_dir else None,
+        # the run's profile and task sets (None = every id of the set); job scripts given none continue with them
+        **run_sets(run, units, config),
         "max_peak_rss_mb": max((float(r.get("peak_rss_mb", 0) or 0) for r in ok_rows), default=0.0),
     }
     record_stage(run, STAGE, record, config.model_dump(mode="json"))
     print_summary(record, file=sys.stdout)
     return record
+
+
+def run_sets(run, units: list[dict[str, Any]], config: PipelineConfig) -> dict[str, list[str] | None]:
+    """``{"profiles": …, "tasks": …}`` of a run after this generate run: the ids of ``units`` added to those of
+    the run's earlier generate record (``run.json`` → ``stages.generate``); ``None`` = every id of the set (this
+    run or an earlier one selected none)."""
+    prev = {}
+    if run.exists("run.json"):
+        prev = ((run.read_json("run.json").get("stages") or {}).get(STAGE) or {})
+    out: dict[str, list[str] | None] = {}
+    for key, pos in (("profiles", 0), ("tasks", 1)):
+        old = prev.get(key, []) if isinstance(prev, dict) else []
+        if getattr(config, key) is None or old is None:
+            out[key] = None
+            continue
+        ids = [str(i) for i in old] if isinstance(old, list) else []
+        for u in units:
+            i = u["unit_id"].split("/", 1)[pos]
+            if i not in ids:
+                ids.append(i)
+        out[key] = ids
+    return out
 
 
 def print_summary(rec: dict[str, Any], file=sys.stdout) -> None:
