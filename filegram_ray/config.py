@@ -45,8 +45,29 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
     return [a for a in available if a in hits]
 
 
+#: The stage sections of a pipeline config (top-level keys besides :class:`PipelineConfig`'s fields); each is
+#: validated against its stage's model (:func:`section_models`) whichever stage runs.
+SECTIONS = ("workspace", "generate", "encode", "render", "record", "caption", "bench", "evaluate")
+
+
+def section_models() -> dict[str, type[BaseModel]]:
+    """The config model of every stage section. Each model lives in its stage's module, imported here on first
+    use (not at import of this module, so ``filegram --help`` stays fast)."""
+    from filegram_ray.bench.stage import BenchConfig
+    from filegram_ray.engine.generate import GenerateConfig
+    from filegram_ray.evaluate.stage import EvaluateConfig
+    from filegram_ray.memory.stage import EncodeConfig
+    from filegram_ray.workspace.stage import SeedConfig
+    from rendering.stage import RenderConfig
+    from video.stage import CaptionConfig, RecordConfig
+
+    return {"workspace": SeedConfig, "generate": GenerateConfig, "encode": EncodeConfig, "render": RenderConfig,
+            "record": RecordConfig, "caption": CaptionConfig, "bench": BenchConfig, "evaluate": EvaluateConfig}
+
+
 class PipelineConfig(BaseModel):
-    """Shared settings. Unknown top-level keys are stage sections, kept as plain dicts in ``stages``."""
+    """Shared settings. The other top-level keys are the stage sections (:data:`SECTIONS`), kept as plain dicts
+    (:meth:`section`); :func:`load_config` refuses any other key and validates every section."""
 
     model_config = ConfigDict(extra="allow")
     run_dir: str = Field("runs/default", description="local path or fsspec URI of the run directory")
@@ -81,11 +102,18 @@ def _deep_update(base: dict[str, Any], upd: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_override(item: str) -> dict[str, Any]:
-    """``generate.num_actors=4`` → ``{"generate": {"num_actors": 4}}`` (value parsed as YAML)."""
+    """``generate.num_actors=4`` → ``{"generate": {"num_actors": 4}}`` (value parsed as YAML).
+
+    Raises:
+        ValueError: no ``=``, or the value is not valid YAML (names the override)."""
     if "=" not in item:
         raise ValueError(f"override {item!r} must look like key.sub=value")
     key, raw = item.split("=", 1)
-    value = yaml.safe_load(raw)
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--set {item}: the value is not valid YAML ({getattr(exc, 'problem', None) or exc}; "
+                         "quote it: key='\"text\"')") from exc
     out: dict[str, Any] = {}
     cur = out
     parts = key.strip().split(".")
@@ -105,8 +133,10 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
 
     Raises:
         FileNotFoundError: the YAML file does not exist.
-        ValueError: the file is not UTF-8 or not valid YAML (a key given twice included), is not a mapping, or a
-            field has the wrong type (message names file and field).
+        ValueError: the file is not UTF-8 or not valid YAML (a key given twice included), is not a mapping, has a
+            key that is neither a shared field nor a stage section, or a field (shared or of any stage section) is
+            invalid: one line naming the file or the ``--set`` override, the key and the allowed keys/values
+            (:func:`check_config`).
     """
     p = Path(path) if path else conf_dir() / "default.yaml"
     if not p.exists():
@@ -116,12 +146,89 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
     data = load_yaml_file(p) or {}  # names the file when not UTF-8 / not YAML; a key given twice is an error
     if not isinstance(data, dict):
         raise ValueError(f"{p}: top level must be a mapping")
+    blame: list[tuple[tuple[str, ...], str]] = []  # (key path, "--set k=v") of each override, to name in errors
     if isinstance(overrides, dict):
         data = _deep_update(data, overrides)
+        blame += [(path, f"override {'.'.join(path)}") for path in _leaf_paths(overrides)]
     else:
         for item in overrides or []:
             data = _deep_update(data, parse_override(item))
-    try:
-        return PipelineConfig.model_validate(data)
-    except Exception as exc:
-        raise ValueError(f"{p}: {exc}") from exc
+            blame.append((tuple(item.split("=", 1)[0].strip().split(".")), f"--set {item}"))
+    check_config(data, lambda loc: next((label for path, label in reversed(blame)
+                                         if loc[:len(path)] == path or path[:len(loc)] == loc), str(p)))
+    return PipelineConfig.model_validate(data)
+
+
+def _leaf_paths(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for k, v in d.items():
+        out += _leaf_paths(v, (*prefix, str(k))) if isinstance(v, dict) and v else [(*prefix, str(k))]
+    return out
+
+
+def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
+    """Validate a pipeline config mapping: the shared fields, no unknown top-level key, and every stage section
+    against its stage's model (:func:`section_models`).
+
+    Args:
+        data: the merged config mapping (file + overrides).
+        source: ``loc`` (key path tuple) → what set it (the file path or ``--set key=value``), named in errors.
+
+    Raises:
+        ValueError: one line per config, ``<source>: <key.path>: <problem>`` for each problem (``; ``-joined),
+            naming the allowed keys of an unknown key and pydantic's allowed values of a bad one.
+    """
+    from pydantic import ValidationError
+
+    problems: list[str] = []
+
+    def add(loc: tuple[str, ...], msg: str) -> None:
+        problems.append(f"{source(loc)}: {'.'.join(loc)}: {msg}")
+
+    def collect(model: type[BaseModel], value: Any, prefix: tuple[str, ...]) -> None:
+        try:
+            model.model_validate(value)
+        except ValidationError as exc:
+            for e in exc.errors():
+                loc = (*prefix, *(str(x) for x in e["loc"]))
+                msg = e["msg"]
+                if e["type"] == "extra_forbidden":
+                    allowed = _field_names(model, tuple(str(x) for x in e["loc"][:-1]))
+                    msg = "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+                add(loc, msg.replace("\n", " "))
+
+    shared = {k: v for k, v in data.items() if k in PipelineConfig.model_fields}
+    collect(PipelineConfig, shared, ())
+    for key in data:
+        if key not in PipelineConfig.model_fields and key not in SECTIONS:
+            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *SECTIONS]) + ")")
+    present = [k for k in SECTIONS if k in data]
+    if present:
+        models = section_models()
+        for key in present:
+            value = data[key] if data[key] is not None else {}
+            if not isinstance(value, dict):
+                add((key,), f"must be a mapping of {key} options (allowed: {', '.join(models[key].model_fields)})")
+                continue
+            collect(models[key], value, (key,))
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def _field_names(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    """The field names of the (nested) model at ``loc`` inside ``model`` ([] when it is not a model)."""
+    import typing
+
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(parts.pop(0))
+        if field is None:
+            return []
+        cands = [field.annotation, *typing.get_args(field.annotation)]
+        if typing.get_origin(field.annotation) is dict and parts:  # dict[str, Model]: skip the key
+            parts.pop(0)
+        nested = [c for c in cands if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return []
+        model = nested[0]
+    return list(model.model_fields)

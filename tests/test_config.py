@@ -31,3 +31,46 @@ def test_bad_config_names_the_file(tmp_path):
         load_config(tmp_path / "missing.yaml")
     with pytest.raises(ValueError, match="key.sub=value"):
         parse_override("no-equals-sign")
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("workspace.tts=foo", "--set workspace.tts=foo: workspace.tts: Input should be 'auto' or 'tone'"),
+    ("workspce.tts=tone", "--set workspce.tts=tone: workspce: unknown key (allowed: run_dir, "),
+    ("sed=3", "--set sed=3: sed: unknown key (allowed: run_dir, "),
+    ("generate.num_actor=3", "--set generate.num_actor=3: generate.num_actor: unknown key (allowed: num_actors, "),
+    ("seed=seven", "--set seed=seven: seed: Input should be a valid integer"),
+    ("render.pools.documents.sizee=3",
+     "--set render.pools.documents.sizee=3: render.pools.documents.sizee: unknown key (allowed: formats, size)"),
+    ("generate=5", "--set generate=5: generate: must be a mapping of generate options"),
+])
+def test_set_mistakes_are_one_line_errors_naming_the_override(override, expected):
+    """A --set mistake in any section (whichever stage runs) is refused at load in one line naming the override, the
+    key and the allowed keys or values, and reaches the user as exit 2 through run_job."""
+    with pytest.raises(ValueError) as exc:
+        load_config(overrides=[override])
+    msg = str(exc.value)
+    assert msg.startswith(expected) and "\n" not in msg and "default.yaml" not in msg
+
+
+def test_bad_file_value_names_file_and_field_in_one_line(tmp_path, capsys):
+    p = tmp_path / "c.yaml"
+    p.write_text("seed: 7\nencode:\n  embed_actor: 2\n")
+    with pytest.raises(ValueError) as exc:
+        load_config(p, ["seed=8"])
+    assert str(exc.value).startswith(f"{p}: encode.embed_actor: unknown key (allowed: ")
+    from filegram_ray.jobargs import run_job
+
+    def main(_argv):
+        load_config(overrides=["seed=seven"])
+
+    assert run_job(main, []) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --set seed=seven: seed: Input should be a valid integer, unable to parse string as an " \
+                  "integer\n"
+
+
+def test_shipped_configs_load():
+    from filegram_ray.paths import conf_dir
+
+    for f in sorted(conf_dir().glob("*.yaml")):
+        load_config(f)

@@ -198,3 +198,22 @@ def test_br11_encode_rerun_with_other_settings_redoes_profiles(tmp_path):
     assert load_store(RunDir(root), "pa_reader").upstream_quirks is True
     rec = RunDir(root).read_json("_done/encode.profile/pa_reader.json")
     assert rec["embedder"]["model"] == "hashing" and rec["consolidate"]["upstream_quirks"] is True
+
+
+def test_cli_memory_show_takes_short_profile_ids_and_encode_has_common_options(tmp_path, capsys):
+    """REL-short-profile-ids-empty-encode-bench (memory show): `memory show RUN pa` names pa_reader like every other
+    command; an id that names no profile's memory is one line, exit 2. `memory encode` takes the common job
+    options (with help, including --seed)."""
+    from filegram_ray.cli import build_parser, main
+
+    root = make_run(tmp_path / "run", bad=None)
+    assert main(["memory", "encode", "--run-dir", str(root), "--serial", "--set", "encode.embedder=hashing"]) == 0
+    capsys.readouterr()
+    assert main(["memory", "show", str(root), "pa"]) == 0
+    assert capsys.readouterr().out == (main(["memory", "show", str(root), "pa_reader"]), capsys.readouterr().out)[1]
+    assert main(["memory", "show", str(root), "zz"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: config field profile_id: unknown id 'zz'") and "pa_reader" in err
+    helps = build_parser()._subparsers._group_actions[0].choices["memory"]._subparsers._group_actions[0] \
+        .choices["encode"].format_help()
+    assert "--seed" in helps and "the seed the run directory was made" in " ".join(helps.split())

@@ -26,6 +26,12 @@ def _show(args: argparse.Namespace) -> int:
                              f"`filegram memory update {args.run_dir}` first")
     elif pid is None:
         raise SystemExit("filegram memory show: PROFILE_ID is required for a run directory")
+    else:  # the short form names a profile as in every other command (p3 = p3_efficient_executor)
+        from filegram_ray.config import match_ids
+
+        have = [d for d in run.listdir("memory") if run.exists(f"memory/{d}/store.json")]
+        if pid not in have:
+            pid = match_ids([pid], have, "profile_id", f"{run.url('memory')}")[0]
     store = load_store(run, pid)
     indices = embedder = None
     if args.query is not None:
@@ -44,14 +50,12 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
-    from filegram_ray.config import load_config
+    from filegram_ray.jobargs import config_from_args
     from filegram_ray.memory.stage import format_summary, run_encode
 
-    cfg = load_config(args.config, list(args.set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
-                      + (["encode.serial=true"] if args.serial else [])
-                      + ([f"ray.address={args.address}"] if getattr(args, "address", None) else []))
-    print(format_summary(run_encode(cfg)))
-    return 0
+    summary = run_encode(config_from_args(args, section="encode"))
+    print(format_summary(summary))
+    return 1 if summary["errors"] and summary["errors"] == summary["trajectories"] else 0
 
 
 def _update(args: argparse.Namespace) -> int:
@@ -90,11 +94,9 @@ def register(subparsers) -> None:
                    help="query embedder (default: the one the indices record); another one is refused")
     s.set_defaults(func=_show)
     e = sub.add_parser("encode", help="run the encode stage (same as jobs/encode.py)")
-    e.add_argument("--config", default=None)
-    e.add_argument("--run-dir", default=None)
-    e.add_argument("--set", action="append", default=[], metavar="K=V")
-    e.add_argument("--serial", action="store_true")
-    e.add_argument("--address", default=None)
+    from filegram_ray.jobargs import add_common_options
+
+    add_common_options(e)
     e.set_defaults(func=_encode)
     u = sub.add_parser("update", help="encode a watcher store's new sessions and update its memory incrementally")
     u.add_argument("store", help="watcher store (filegram watch --out STORE)")

@@ -13,9 +13,21 @@ def _list(args: argparse.Namespace) -> int:
 
     for name in method_names():
         m = make_method(name)
-        doc = (type(m).__doc__ or "").strip().splitlines()[0] if type(m).__doc__ else ""
-        print(f"{name:<28} {m.display:<26} {doc}")
+        print(f"{name:<28} {m.display:<26} {first_sentence(type(m).__doc__ or '')}")
     return 0
+
+
+def first_sentence(doc: str, limit: int = 120) -> str:
+    """The first sentence of a docstring's first paragraph on one line (RST ````code```` marks dropped); longer
+    than ``limit`` characters, it is cut at a word boundary and ends with "…"."""
+    import re
+
+    para = " ".join(re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0].split()).replace("``", "")
+    m = re.search(r"[.!?](?=\s+[A-Z(])", para)
+    text = para[:m.end()] if m else para
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:–—-(") + "…"
 
 
 def add_evaluate_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

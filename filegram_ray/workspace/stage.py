@@ -14,7 +14,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +32,8 @@ class SeedConfig(BaseModel):
     num_actors: int = Field(2, description="actor pool size")
     num_cpus_per_actor: float = Field(0.5, description="<=0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
     serial: bool = Field(False, description="build in this process without Ray")
-    tts: str = Field("auto", description="'auto' (piper voice if it loads) or 'tone' (synthetic signal)")
+    tts: Literal["auto", "tone"] = Field("auto", description="'auto' (piper voice if it loads) or 'tone' (synthetic "
+                                                             "signal)")
     force: bool = Field(False, description="rebuild bundles that already have a completion record")
 
 
