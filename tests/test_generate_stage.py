@@ -44,7 +44,8 @@ def test_serial_generate_resume_and_determinism(tmp_path):
         assert (tdir / name).exists(), name
     meta = json.loads((tdir / "meta.json").read_text())
     assert meta["trajectory_id"] == "p17_creative_archivist/T-03" and meta["agent_kind"] == "persona-simulator"
-    assert "generate" in run.read_json("run.json")["stages"]
+    gen = run.read_json("run.json")["stages"]["generate"]  # the ids the run holds: the bench scales to them
+    assert gen["profiles"] == ["p17_creative_archivist", "p3_efficient_executor"] and gen["tasks"] == TASKS
     # resume: everything is skipped
     rec2 = run_generate(cfg)
     assert rec2["skipped"] == 4 and rec2["ok"] == 4

@@ -104,3 +104,12 @@ def test_br15_stage_control_characters_are_notes_not_errors(tmp_path):
     assert set(idx["format"].to_list()) == {"docx", "pptx", "xlsx", "pdf"}  # min_per_output 4 of these 4
     for row in idx.iter_rows(named=True):
         assert "control characters removed" in row["notes"], row
+
+
+def test_limit_is_not_counted_as_non_text(tmp_path, capsys):
+    """render.limit=2 on 8 text + 1 non-text outputs: 2 rendered, 6 over the limit, 1 non-text ignored."""
+    uri = str(tmp_path / "run")
+    _make_run(uri)
+    rec = run_render(_cfg(uri, ["render.formats=[md]", "render.limit=2"]), serial=True, progress=True)
+    assert (rec["outputs"], rec["over_limit"], rec["ignored_non_text"]) == (2, 6, 1)
+    assert "2 text outputs (6 over render.limit=2, 1 non-text ignored)" in capsys.readouterr().err

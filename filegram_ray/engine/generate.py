@@ -484,6 +484,10 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
         # the profile/task sets this run was generated from: later stages (bench) default to them
         "profiles_dir": os.path.abspath(config.profiles_dir) if config.profiles_dir else None,
         "tasks_dir": os.path.abspath(config.tasks_dir) if config.tasks_dir else None,
+        # the profile and task ids the run holds (this run's selection and the earlier runs' rows the index kept):
+        # later stages (bench) default to them, so counts scale to the run, not to the whole profile/task set
+        "profiles": sorted(set(index_df["profile_id"].to_list())),
+        "tasks": sorted(set(index_df["task_id"].to_list())),
         "max_peak_rss_mb": max((float(r.get("peak_rss_mb", 0) or 0) for r in ok_rows), default=0.0),
     }
     record_stage(run, STAGE, record, config.model_dump(mode="json"))
