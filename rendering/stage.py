@@ -2,7 +2,8 @@
 
 Input: ``trajectories/outputs.parquet`` (trajectory_id, profile_id, task_id, path, file_type, bytes, sha256; ``path``
 relative to ``trajectories/<profile_id>/<task_id>/outputs/``). Only text outputs (``.md``, ``.markdown``, ``.txt``
-by default) are rendered; other rows are counted as ``ignored``.
+by default) are rendered; other rows are counted as ``ignored_non_text``, text outputs past ``render.limit`` as
+``over_limit``.
 
 Pipeline (``run_render``):
 
@@ -350,7 +351,10 @@ def _previous_rows(run: RunDir, plan: str) -> tuple[dict[str, dict[str, Any]], i
     return current, len(stale)
 
 
-def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]], int]:
+def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]], int, int]:
+    """(text outputs to render, number of non-text outputs ignored, number of text outputs left out by
+    ``render.limit``): the two counts are kept apart so a smoke run's summary does not call its limit
+    "non-text"."""
     if not run.exists(OUTPUTS_INDEX):
         raise FileNotFoundError(f"{run.uri}: {OUTPUTS_INDEX} not found (run the generate stage first)")
     df = run.read_table(OUTPUTS_INDEX)
@@ -361,9 +365,12 @@ def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]],
     exts = tuple(e.lower() for e in cfg.text_extensions)
     rows = sorted(df.to_dicts(), key=lambda r: (str(r["trajectory_id"]), str(r["path"])))
     text = [r for r in rows if str(r["path"]).lower().endswith(exts)]
+    non_text = len(rows) - len(text)
+    over = 0
     if cfg.limit is not None:
+        over = max(len(text) - cfg.limit, 0)
         text = text[:cfg.limit]
-    return text, len(rows) - len(text)
+    return text, non_text, over
 
 
 def _write_table(run: RunDir, rel: str, columns: dict[str, str], rows: dict[str, dict[str, Any]]) -> Any:
@@ -496,7 +503,7 @@ def run_render(config, *, serial: bool | None = None, address: str | None = None
     serial = cfg.serial if serial is None else bool(serial)
     run = config.run()
     t0 = time.perf_counter()
-    outputs, ignored = _text_outputs(run, cfg)
+    outputs, ignored, over_limit = _text_outputs(run, cfg)
     plan = cfg.plan_key(config.seed)
     previous, dropped = _previous_rows(run, plan)
     if dropped:
@@ -560,7 +567,8 @@ def run_render(config, *, serial: bool | None = None, address: str | None = None
         speech.update(r.get("speech") or {})
     stats["speech"] = {"sentences": speech["sentences"], "synthesised": speech["synthesised"],
                        "reused": speech["sentences"] - speech["synthesised"]}
-    record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "units_planned": n_planned,
+    record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "over_limit": over_limit,
+              "units_planned": n_planned,
               "units_already_done": len(done), "index_rows": len(merged), "serial": serial, "plan": plan,
               "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json"),
               "units": unit_counts(planned=n_planned + len(done), skipped=len(done),
@@ -573,6 +581,7 @@ def run_render(config, *, serial: bool | None = None, address: str | None = None
     except Exception as exc:  # noqa: BLE001 - outputs are written; a bad run.json must not hide them
         log.warning("render: could not update run.json: %s", exc)
     if progress:
-        print(f"render: {len(outputs)} text outputs ({ignored} non-text ignored), {n_planned} units planned, "
+        limited = f"{over_limit} over render.limit={cfg.limit}, " if over_limit else ""
+        print(f"render: {len(outputs)} text outputs ({limited}{ignored} non-text ignored), {n_planned} units planned, "
               f"{len(done)} already done\n{table}", file=sys.stderr)
     return record

@@ -112,3 +112,53 @@ def test_cli_build_and_counts(synth_run, capsys):
     assert main(["bench", "counts", "--run-dir", synth_run.root]) == 0
     out = capsys.readouterr().out
     assert "AnomDet" in out and "total" in out
+
+
+def _generated(run, **record):
+    from filegram_ray.schema.meta import record_stage
+
+    record_stage(run, "generate", record)
+
+
+def test_targets_scale_to_the_generated_set(synth_run, capsys):
+    """A run generated for 2 profiles × 2 tasks: the bench says so and scales the §9.1 targets to 2 × 2 (not to the
+    whole profile/task set), while distractor profiles still come from the whole set."""
+    from filegram_ray.bench.common import scaled_count
+
+    keep = {"s1_anchor", "s3_visual"}, {"T-01", "T-04"}
+    idx = synth_run.read_table("trajectories/index.parquet")
+    synth_run.write_table("trajectories/index.parquet", idx.filter(
+        pl.col("profile_id").is_in(list(keep[0])) & pl.col("task_id").is_in(list(keep[1]))))
+    _generated(synth_run, profiles=sorted(keep[0]), tasks=sorted(keep[1]))
+    info = run_bench(_cfg(synth_run))
+    out = capsys.readouterr().out
+    assert "from 2 profiles × 2 tasks (4 usable trajectories)" in out
+    assert "distractor profiles drawn from all 6" in out
+    st = info["stats"]
+    assert st["TraceDis"]["target"] == scaled_count("TraceDis", 2, 2) == 7
+    assert st["AttrRec"]["target"] == scaled_count("AttrRec", 2, 2, by_tasks=False) == 33
+    assert st["ProfRec"]["target"] == sum(len(p["attributes"]) for p in bs.profiles()
+                                          if p["profile_id"] in keep[0])
+    stats = synth_run.read_json("bench/stats.json")
+    assert (stats["n_profiles"], stats["n_tasks"], stats["n_trajectories"]) == (2, 2, 4)
+    # a run whose generate record predates the id lists: the ids of its trajectory index
+    _generated(synth_run, ok=4)
+    assert run_bench(_cfg(synth_run))["stats"]["TraceDis"]["target"] == 7
+
+
+def test_filegrd_note_says_what_render_did(synth_run):
+    """FileGrd's note names what is true: render not run / limited by render.limit / run without covering the
+    selected trajectories — never "not run" when derivatives exist."""
+    cfg = _cfg(synth_run, sub_tasks=["AttrRec", "FileGrd"])
+    assert run_bench(cfg)["stats"]["FileGrd"]["note"] == "no rendered derivatives (render stage not run)"
+    tids = synth_run.read_table("trajectories/index.parquet")["trajectory_id"].to_list()
+    synth_run.write_table("trajectories/outputs.parquet", pl.DataFrame({"trajectory_id": tids, "path": "a.md"}))
+    synth_run.write_table("derivatives/index.parquet",
+                          pl.DataFrame({"trajectory_id": ["s6_opposite/T-07"], "source": ["a.md"]}))
+    note = run_bench(cfg)["stats"]["FileGrd"]["note"]
+    assert note.startswith("no usable derivatives for the selected trajectories (") and "not run" not in note
+    from filegram_ray.schema.meta import record_stage
+
+    record_stage(synth_run, "render", {"options": {"limit": 1}})
+    note = run_bench(cfg)["stats"]["FileGrd"]["note"]
+    assert note.startswith("render limited (render.limit=1): ") and "selected trajectories" in note

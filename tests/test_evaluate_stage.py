@@ -227,3 +227,32 @@ def test_rerun_on_a_subset_and_back(tmp_path):
     again = run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False, sub_tracks=["AttrRec", "ProfRec"]))
     res = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "no_context")
     assert res.height == again["n_items"] == both["n_items"]
+
+
+def test_second_evaluate_with_other_methods_keeps_the_earlier_rows(tmp_path, capsys):
+    """evaluate --methods no_context, then --methods full_context: report.md and results.parquet cover both (the
+    earlier answers are reused, nothing re-answered); on another item selection the earlier method is left out,
+    and said so."""
+    make_run(tmp_path)
+    run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False))
+    info = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))
+    assert info["earlier_methods"] == ["no_context"] and set(info["time_by_method"]) == {"full_context"}
+    res = pl.read_parquet(tmp_path / "results" / "results.parquet")
+    for m in ("no_context", "full_context"):
+        assert res.filter(pl.col("method") == m).height == info["n_items"]
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "| No Context" in report and "| Full Context" in report
+    assert "earlier evaluate of this run" in report
+    sub = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False, sub_tracks=["AttrRec", "ProfRec"]))
+    # no_context's units cover more items than asked: complete for this selection too, so it stays
+    assert sub["earlier_methods"] == ["no_context"]
+    other_bb = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False, backbone="random"))
+    assert other_bb["earlier_methods"] == [] and "no_context" not in set(
+        pl.read_parquet(tmp_path / "results" / "results.parquet")["method"].to_list())
+    fresh = tmp_path / "fresh"
+    make_run(fresh)
+    run_evaluate(_cfg(fresh, methods=["no_context"], plots=False, sub_tracks=["AttrRec"]))
+    capsys.readouterr()
+    wider = run_evaluate(_cfg(fresh, methods=["full_context"], plots=False))
+    assert wider["earlier_methods"] == [] and wider["earlier_left_out"] == ["no_context"]
+    assert "earlier results of no_context left out of the report" in capsys.readouterr().out

@@ -44,7 +44,8 @@ def test_serial_generate_resume_and_determinism(tmp_path):
         assert (tdir / name).exists(), name
     meta = json.loads((tdir / "meta.json").read_text())
     assert meta["trajectory_id"] == "p17_creative_archivist/T-03" and meta["agent_kind"] == "persona-simulator"
-    assert "generate" in run.read_json("run.json")["stages"]
+    gen = run.read_json("run.json")["stages"]["generate"]  # the ids the run holds: the bench scales to them
+    assert gen["profiles"] == ["p17_creative_archivist", "p3_efficient_executor"] and gen["tasks"] == TASKS
     # resume: everything is skipped
     rec2 = run_generate(cfg)
     assert rec2["skipped"] == 4 and rec2["ok"] == 4
@@ -105,3 +106,32 @@ def test_rerun_with_other_settings_regenerates(tmp_path):
     data["generate"] = {**data["generate"], "upstream_quirks": True}
     changed = run_generate(type(cfg).model_validate(data))
     assert changed["ok"] == 4 and changed["skipped"] == 0  # other settings: regenerated, not reused
+
+
+def test_generate_writes_missing_bundles_as_the_seed_stage_would(tmp_path, capsys):
+    """Generate without a seed stage: the bundles it needs land in RUN/workspaces/<task>/ (README layout; the video
+    record default), byte-identical to what jobs/seed.py writes, and a later generate of another task keeps the
+    first task's rows of workspaces/index.parquet."""
+    from filegram_ray.workspace.stage import run_seed
+
+    def cfg(run_dir, tasks, **extra):
+        c = load_config(None, [f"run_dir={run_dir}", "seed=7", "workspace.tts=tone"])
+        data = c.model_dump()
+        data.update(profiles=["p3"], tasks=tasks, generate={"serial": True}, **extra)
+        return type(c).model_validate(data)
+
+    rec = run_generate(cfg(tmp_path / "gen", ["T-11"]))
+    assert rec["ok"] == 1
+    assert "running the seed stage for them first (T-11)" in capsys.readouterr().out
+    run_seed(cfg(tmp_path / "seeded", ["T-11"], workspace={"tts": "tone", "serial": True}))
+    gen_ws, seed_ws = tmp_path / "gen" / "workspaces", tmp_path / "seeded" / "workspaces"
+    files = sorted(p.relative_to(seed_ws) for p in seed_ws.rglob("*") if p.is_file())
+    assert any(str(f).startswith("T-11/files/") for f in files)
+    assert files == sorted(p.relative_to(gen_ws) for p in gen_ws.rglob("*") if p.is_file())
+    for f in files:
+        assert (gen_ws / f).read_bytes() == (seed_ws / f).read_bytes(), f
+    again = run_generate(cfg(tmp_path / "gen", ["T-11"]))
+    assert again["skipped"] == 1  # the written bundle is the one the trajectory was made from: nothing redone
+    run_generate(cfg(tmp_path / "gen", ["T-03"]))
+    idx = RunDir(str(tmp_path / "gen")).read_table("workspaces/index.parquet")
+    assert "T-11" in set(idx["task_id"].to_list())

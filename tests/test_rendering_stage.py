@@ -125,3 +125,12 @@ def test_render_record_counts_narration_sentences_synthesised_and_reused(tmp_pat
     assert sp["synthesised"] == len(set(keys))  # each distinct sentence spoken once, however often it recurs
     assert sp["reused"] == sp["sentences"] - sp["synthesised"]
     assert run.read_json("run.json")["stages"]["render"]["speech"] == sp
+
+
+def test_limit_is_not_counted_as_non_text(tmp_path, capsys):
+    """render.limit=2 on 8 text + 1 non-text outputs: 2 rendered, 6 over the limit, 1 non-text ignored."""
+    uri = str(tmp_path / "run")
+    _make_run(uri)
+    rec = run_render(_cfg(uri, ["render.formats=[md]", "render.limit=2"]), serial=True, progress=True)
+    assert (rec["outputs"], rec["over_limit"], rec["ignored_non_text"]) == (2, 6, 1)
+    assert "2 text outputs (6 over render.limit=2, 1 non-text ignored)" in capsys.readouterr().err

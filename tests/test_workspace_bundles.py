@@ -231,6 +231,11 @@ def test_seed_stage_serial_resumable(tmp_path, capsys):
     assert run.exists("workspaces/T-11/files/project_overview.md")
     s2 = run_seed(cfg)
     assert s2["built"] == 0 and s2["skipped"] == 3 and s2["files"] == s1["files"]
+    # seeding a subset keeps the other bundles' index rows
+    sub = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-13]", "workspace.serial=true",
+                                 "workspace.force=true"])
+    assert run_seed(sub)["files"] == s1["files"]
+    assert set(run.read_table("workspaces/index.parquet")["task_id"]) == {"T-11", "T-13"}
 
 
 def test_piper_speech_is_deterministic():

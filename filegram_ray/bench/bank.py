@@ -86,8 +86,8 @@ def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None =
         note = ""
         if len(got) < target:
             note = "pool smaller than target"
-            if n == "FileGrd" and not inputs.rendered:
-                note = "no rendered derivatives (render stage not run)"
+            if n == "FileGrd":
+                note = filegrd_note(inputs)
             if n == "VisGrd" and not inputs.recordings:
                 note = "no recordings with reconstructed events (record and caption stages not run)"
         stats[n] = {"target": target, "built": len(got), "note": note}
@@ -106,6 +106,23 @@ def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None =
         items.extend(its)
         keys.extend(ks)
     return Bank(items=items, keys=keys, stats=stats)
+
+
+def filegrd_note(inputs: BenchInputs) -> str:
+    """Why FileGrd built fewer items than its target, in terms of what the render stage did: not run, run with
+    ``render.limit``, or run without covering the selected trajectories (or, when it covered them, a pool smaller
+    than the target)."""
+    ids = {t.trajectory_id for t in inputs.trajectories}
+    covered = len(ids & set(inputs.rendered))
+    cover = f"{covered} of {len(ids)} selected trajectories have every text output rendered"
+    ran = inputs.render.get("ran", bool(inputs.rendered))
+    if not ran:
+        return "no rendered derivatives (render stage not run)"
+    if inputs.render.get("limit") is not None:
+        return f"render limited (render.limit={inputs.render['limit']}): {cover}"
+    if not covered:
+        return f"no usable derivatives for the selected trajectories ({cover})"
+    return f"pool smaller than target ({cover})"
 
 
 def _link_twins(drafts: Sequence[Draft], items: Sequence[Item], qid_of: dict[str, dict[str, str]]) -> None:

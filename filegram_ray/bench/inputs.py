@@ -104,6 +104,15 @@ class BenchInputs:
     #: stops the stage
     skipped: list[dict[str, str]] = field(default_factory=list)
     recordings: dict[str, Any] = field(default_factory=dict)
+    #: what the render stage did, for FileGrd's note: ``{"ran": bool, "limit": int | None}`` (``ran`` = a
+    #: ``derivatives/index.parquet`` exists; ``limit`` = the ``render.limit`` its last run recorded in ``run.json``);
+    #: empty = unknown (inputs built in memory)
+    render: dict[str, Any] = field(default_factory=dict)
+    #: the profile / task ids the run holds (``run.json`` generate record, else the trajectory index): default
+    #: counts scale to them (:attr:`n_profiles`, :attr:`n_tasks`), while ``profiles`` stays the whole set that
+    #: distractor profiles are drawn from. Empty = the whole set.
+    run_profiles: frozenset[str] = frozenset()
+    run_tasks: frozenset[str] = frozenset()
     _by_profile: dict[str, list[TrajRec]] = field(default_factory=dict, init=False, repr=False)
     _profiles: dict[str, ProfileRec] = field(default_factory=dict, init=False, repr=False)
     _tasks: dict[str, TaskRec] = field(default_factory=dict, init=False, repr=False)
@@ -117,6 +126,22 @@ class BenchInputs:
             self._by_profile.setdefault(t.profile_id, []).append(t)
         self._profiles = {p.profile_id: p for p in self.profiles}
         self._tasks = {t.task_id: t for t in self.tasks}
+
+    def scaled_profiles(self) -> list[ProfileRec]:
+        """The profiles counts scale to: those of ``profiles`` the run holds (all of them when unknown, or when
+        none of the run's ids is in the set)."""
+        held = [p for p in self.profiles if p.profile_id in self.run_profiles]
+        return held or list(self.profiles)
+
+    @property
+    def n_profiles(self) -> int:
+        """Number of profiles the default counts scale to (reference §9.1 counts are for 20)."""
+        return len(self.scaled_profiles())
+
+    @property
+    def n_tasks(self) -> int:
+        """Number of tasks the default counts scale to (reference §9.1 counts are for 32)."""
+        return sum(t.task_id in self.run_tasks for t in self.tasks) or len(self.tasks)
 
     def profile(self, pid: str) -> ProfileRec:
         try:
@@ -266,7 +291,22 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
                              perturbation=pert, fingerprint=fp, shift_real=shift_real))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
     return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered, skipped=skipped,
-                       recordings=load_recordings(run, [t.trajectory_id for t in trajs]))
+                       recordings=load_recordings(run, [t.trajectory_id for t in trajs]),
+                       render=render_state(run))
+
+
+def render_state(run) -> dict[str, Any]:
+    """``{"ran", "limit"}``: whether the render stage has written ``derivatives/index.parquet``, and the
+    ``render.limit`` of its last run (``run.json`` → ``stages.render.options.limit``; None = unlimited or not
+    recorded)."""
+    limit = None
+    if run.exists("run.json"):
+        try:
+            rec = (run.read_json("run.json").get("stages") or {}).get("render") or {}
+            limit = (rec.get("options") or {}).get("limit")
+        except Exception:  # noqa: BLE001 - only a note depends on it; a bad run.json is reported by its stage
+            limit = None
+    return {"ran": run.exists("derivatives/index.parquet"), "limit": limit if isinstance(limit, int) else None}
 
 
 class _UnitProblem(ValueError):

@@ -2,7 +2,9 @@
 
 Reads ``trajectories/index.parquet`` (+ perturbed trajectories' ``meta.json``), ``engrams/*/*.json`` fingerprints
 when present and ``derivatives/index.parquet`` when present (FileGrd); profiles and tasks come from the configured
-sets. Writes, each atomically:
+sets. Default item targets scale to the profiles × tasks the run holds (the ``generate`` record in ``run.json``,
+else its trajectory index; ``--profiles``/``--tasks`` narrow further); distractor profiles come from the whole set.
+Writes, each atomically:
 
 * ``bench/answers_key.parquet`` — ground truth (:class:`~filegram_ray.bench.schema.AnswerKey` rows);
 * ``bench/items.parquet`` — public fields + routing (:meth:`~filegram_ray.bench.schema.Item.to_row`);
@@ -17,6 +19,7 @@ Config section ``bench:`` (:class:`BenchConfig`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -109,6 +112,8 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     seed = opts.seed if opts.seed is not None else config.seed
     run = config.run()
     profiles_dir, tasks_dir = config.profiles_dir, config.tasks_dir
+    held_p: list[str] = []
+    held_t: list[str] = []
     if run.exists("run.json"):  # default to the profile/task sets the trajectories were generated from
         gen = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
         if profiles_dir is None and gen.get("profiles_dir"):
@@ -116,17 +121,28 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
             print(f"bench: using the profile set the run was generated from: {profiles_dir}")
         if tasks_dir is None and gen.get("tasks_dir"):
             tasks_dir = gen["tasks_dir"]
+        if gen:
+            # the ids the run holds: default counts scale to them (README: "scaled to the profile/task set"),
+            # distractor profiles still come from the whole set; a run generated before the record held them:
+            # the ids of its trajectory index
+            held_p, held_t = list(gen.get("profiles") or []), list(gen.get("tasks") or [])
+            if (not held_p or not held_t) and run.exists("trajectories/index.parquet"):
+                idx = run.read_table("trajectories/index.parquet")
+                if {"profile_id", "task_id"} <= set(idx.columns):
+                    held_p = held_p or sorted({str(x) for x in idx["profile_id"].to_list()})
+                    held_t = held_t or sorted({str(x) for x in idx["task_id"].to_list()})
     inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir,
                                profile_ids=config.profiles)
+    inputs = dataclasses.replace(inputs, run_profiles=frozenset(held_p), run_tasks=frozenset(held_t))
     if config.tasks:
         from filegram_ray.config import match_ids
 
         keep = set(match_ids(config.tasks, [t.task_id for t in inputs.tasks], "tasks", "the task set"))
-        inputs = type(inputs)(profiles=inputs.profiles, tasks=[t for t in inputs.tasks if t.task_id in keep],
-                              trajectories=[t for t in inputs.trajectories if t.task_id in keep],
-                              rendered=inputs.rendered,
-                              skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep],
-                              recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
+        inputs = dataclasses.replace(
+            inputs, tasks=[t for t in inputs.tasks if t.task_id in keep],
+            trajectories=[t for t in inputs.trajectories if t.task_id in keep],
+            skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep],
+            recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
     skipped = inputs.skipped
     if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
         bad = (f"; {len(skipped)} left out for a malformed file, first: {skipped[0]['error']}" if skipped else "")
@@ -141,8 +157,8 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     run.write_table("bench/answers_key.parquet", _keys_table(bank))
     run.write_table("bench/items.parquet", items)
     counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
-    stats = {"seed": seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": len(inputs.profiles),
-             "n_tasks": len(inputs.tasks), "n_trajectories": len(inputs.trajectories)}
+    stats = {"seed": seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": inputs.n_profiles,
+             "n_tasks": inputs.n_tasks, "n_trajectories": len(inputs.trajectories)}
     if skipped:  # only then, so a clean run's stats.json keeps its bytes
         stats["skipped_trajectories"] = skipped
     run.write_json("bench/stats.json", stats)
@@ -151,8 +167,10 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
               "skipped_trajectories": skipped}
     run.mark_done(STAGE, "bank", record)
     record_stage(run, STAGE, record, config.model_dump(mode="json"))
-    print(f"bench: {len(bank.items)} items from {len(inputs.profiles)} profiles × {len(inputs.tasks)} tasks "
-          f"({len(inputs.trajectories)} usable trajectories), seed {seed}")
+    print(f"bench: {len(bank.items)} items from {inputs.n_profiles} profiles × {inputs.n_tasks} tasks "
+          f"({len(inputs.trajectories)} usable trajectories), seed {seed}; targets scaled to that set"
+          + (f", distractor profiles drawn from all {len(inputs.profiles)}"
+             if inputs.n_profiles < len(inputs.profiles) else ""))
     for sk in skipped:
         print(f"bench: left out {sk['trajectory_id']}: {sk['error']}")
     print(f"{'sub-task':<10} {'target':>7} {'built':>7}  note")

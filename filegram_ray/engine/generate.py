@@ -9,10 +9,12 @@ Outputs (COMMON.md run layout)::
     _done/generate/<unit>.json     completion record per trajectory (written last: a rerun skips finished units)
     run.json                       stage record (options, counts, wall time)
 
-Missing bundles: when the seed stage has not produced ``workspaces/<task_id>/`` the worker builds the bundle on
-the fly with ``build_bundle(task, seed)`` into its own temp dir (the seed stage is deterministic, so the bundle
-is byte-identical to the one the seed stage would write). It is not written back to the run dir (several actors
-could race on it); run the seed stage first to keep the workspaces in the run.
+Missing bundles: when the seed stage has not produced ``workspaces/<task_id>/`` for a planned task, the stage runs
+the seed stage for those tasks first (:func:`filegram_ray.workspace.stage.run_seed`, once, in the driver's turn
+before any actor starts, so no two actors race on a bundle): the run then holds the same bytes a seed stage would
+have written (``workspaces/<task_id>/files/…``, ``bundle.json``, ``workspaces/index.parquet``), next to the
+trajectories made from them. Should that fail for a task, the worker still builds the bundle on the fly with
+``build_bundle(task, seed)`` into its own temp dir (deterministic: the same bytes) and the unit goes on.
 
 Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
 ``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
@@ -124,6 +126,25 @@ def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]
                           "task": t.model_dump(mode="json"), "seed": int(cfg.seed), "perturbation": pdict,
                           "alternatives": alts, "verify": bool(gcfg.verify_perturbations)})
     return units
+
+
+def seed_missing_bundles(config: PipelineConfig, units: list[dict[str, Any]], serial: bool) -> list[str]:
+    """Run the seed stage for the planned tasks whose ``workspaces/<task_id>/bundle.json`` the run lacks, so the
+    input bundles a trajectory was made from are kept in the run (README output layout; ``filegram video record
+    --workspace`` defaults to them). Returns the task ids seeded (empty when every bundle was there)."""
+    run = config.run()
+    missing = sorted(t for t in {str(u["task"]["task_id"]) for u in units}
+                     if not run.exists(f"workspaces/{t}/bundle.json"))
+    if not missing:
+        return []
+    from filegram_ray.workspace.stage import SECTION, run_seed
+
+    print(f"generate: {len(missing)} task(s) have no input bundle in {run.url('workspaces')}: running the seed "
+          f"stage for them first ({', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})")
+    data = config.model_dump()
+    data.update(tasks=missing, **{SECTION: {**config.section(SECTION), "serial": bool(serial)}})
+    run_seed(type(config).model_validate(data))
+    return missing
 
 
 def _pert_dict(pert: Any) -> dict[str, str]:
@@ -422,6 +443,7 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
                    "tts": str(config.section("workspace").get("tts", "auto"))}
     if not gcfg.serial:
         init_ray(config.ray.address, config.ray.num_cpus)
+    seed_missing_bundles(config, units, serial=gcfg.serial)
     if gcfg.agent == "llm":
         from filegram_ray.engine.agents.stage import map_llm_units
 

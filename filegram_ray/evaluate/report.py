@@ -238,6 +238,9 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
         lines += [(f"**Sample:** {info['n_items']} of the bank's {info.get('n_bank')} items — a seeded sample of at "
                    f"most {info['sample_per_sub_task']} per sub-task and setting, plus the text twins of the sampled "
                    "FileGrd items. Full bank: `--set evaluate.sample_per_sub_task=null`."), ""]
+    if info.get("earlier_methods"):
+        lines += [(f"Methods answered by an earlier evaluate of this run (same items and backbone): "
+                   f"{', '.join(_name(m) for m in info['earlier_methods'])}."), ""]
     if summary.height:
         lines += [markdown_table(summary), ""]
     else:

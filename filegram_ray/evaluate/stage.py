@@ -9,6 +9,10 @@ writes under ``results/``:
 * ``results.parquet`` — one row per method × item (answer, correct, score, tokens, status, error);
 * ``summary.parquet``, ``report.md`` and PNG plots (:mod:`filegram_ray.evaluate.report`).
 
+``results.parquet`` and the report cover the configured methods and every other method whose answers an earlier
+evaluate of the run left for the same items and backbone (``results/units/<backbone>/<method>/``): a second evaluate
+with another ``--methods`` list adds rows to the report instead of replacing them.
+
 Work unit = (method, setting, context spec): ingest (or load the cached state), then answer that spec's items in
 order. Units run on a pool of Ray actors through :func:`filegram_ray.runtime.map_units` (0.5 CPU each by default:
 a 2-CPU node deadlocks with whole-CPU actors, ENVIRONMENT_FACTS §1) or serially. A finished unit is skipped on
@@ -345,6 +349,22 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, b
     return plan
 
 
+def _earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str], mm_tag: str, bb_tag: str,
+                     llm_ingest: bool) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """``(plan, left_out)``: the units of registered methods not in ``methods`` that an earlier evaluate of this run
+    answered under ``results/units/<bb_tag>/<method>/``, for the methods whose every unit of this item selection is
+    complete (their rows join the results: what ``--methods`` with them added would give, without answering
+    anything); ``left_out`` = the other methods with answers there (another sample, setting or bank)."""
+    from filegram_ray.methods import method_names
+
+    found = [m for m in method_names() if m not in methods and run.listdir(f"results/units/{bb_tag}/{m}")]
+    if not found or not items:
+        return {}, []
+    plan = _plan_units(items, found, mm_tag, bb_tag, llm_ingest=llm_ingest)
+    full = {m: units for m, units in plan.items() if all(_unit_complete(run, u) for u in units)}
+    return full, [m for m in found if m not in full]
+
+
 def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Where each method's time went in this run (units answered now): ``{method: {units, items, ingests,
     ingest_s, state_loads, state_load_s, retrieve_s, answer_s}}`` — ingest = building a context spec's state (or
@@ -613,13 +633,22 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             num_actors=ecfg.num_actors,
             num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
         unit_status.extend(rows)
+    # methods an earlier evaluate of this run answered on these same items with this backbone: their finished unit
+    # tables join the results, so a second evaluate with another --methods list adds rows instead of replacing them
+    earlier, left_out = _earlier_methods(run, items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest)
+    if earlier:
+        print(f"evaluate: report also covers {', '.join(earlier)} (answered by an earlier evaluate of this run on "
+              "the same items and backbone)", flush=True)
+    if left_out:
+        print(f"evaluate: earlier results of {', '.join(left_out)} left out of the report (not answered on these "
+              "items with this backbone; add them to --methods to answer them)", flush=True)
     time_by_method = _time_by_method(unit_status, plan)
     if time_by_method:
         print(format_time_by_method(time_by_method), flush=True)
     # gather answers: finished units from their tables, failed units as error rows for each of their items
     frames = []
     failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
-    for m, units in plan.items():
+    for m, units in [*plan.items(), *earlier.items()]:
         for u in units:
             if _unit_complete(run, u):  # only this run's items of the unit (an earlier run may have had more)
                 ids = [it["question_id"] for it in u["items"]]
@@ -657,9 +686,10 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     from filegram_ray.methods import make_method
 
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
-            "methods": ecfg.methods, "backbone": bb_info, "judge": judge.name,
+            "methods": ecfg.methods, "earlier_methods": list(earlier), "earlier_left_out": left_out,
+            "backbone": bb_info, "judge": judge.name,
             "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(llm_ingest))
-                             for m in ecfg.methods},
+                             for m in [*ecfg.methods, *earlier]},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "units": unit_counts(planned=sum(len(u) for u in plan.values()),

@@ -124,13 +124,20 @@ def run_seed(config) -> dict[str, Any]:
     sentences = sum(int((r.get("speech") or {}).get("sentences") or 0) for r in rows)
     synthesised = sum(int((r.get("speech") or {}).get("synthesised") or 0) for r in rows)
     index = []
-    for t in tasks:
-        tid = t["task_id"]
+    # every bundle the run holds, not only this run's tasks: seeding a subset (or generate seeding the bundles it
+    # lacks) must not drop the other bundles' rows
+    for tid in sorted({t["task_id"] for t in tasks} | set(run.listdir("workspaces"))):
         if not run.exists(f"workspaces/{tid}/bundle.json"):
             continue
-        meta = run.read_json(f"workspaces/{tid}/bundle.json")
-        index += [{"task_id": tid, "path": f["path"], "kind": f["kind"], "bytes": int(f["bytes"]),
-                   "sha256": f["sha256"]} for f in meta["files"]]
+        own = tid in {t["task_id"] for t in tasks}
+        try:
+            meta = run.read_json(f"workspaces/{tid}/bundle.json")
+            index += [{"task_id": tid, "path": f["path"], "kind": f["kind"], "bytes": int(f["bytes"]),
+                       "sha256": f["sha256"]} for f in meta["files"]]
+        except Exception as exc:  # noqa: BLE001 - another bundle's malformed bundle.json is named, not fatal
+            if own:
+                raise
+            print(f"warning: workspaces/{tid}/bundle.json left out of workspaces/index.parquet: {exc}")
     schema = {"task_id": pl.String, "path": pl.String, "kind": pl.String, "bytes": pl.Int64, "sha256": pl.String}
     df = pl.DataFrame(index, schema=schema)
     run.write_table("workspaces/index.parquet", df)

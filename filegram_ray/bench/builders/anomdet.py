@@ -51,7 +51,7 @@ def differs(inputs: BenchInputs, user_id: str, imp_t: TrajRec, dims: set[str]) -
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks))
+    return scaled_count(NAME, inputs.n_profiles, inputs.n_tasks)
 
 
 def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:

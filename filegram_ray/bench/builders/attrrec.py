@@ -34,7 +34,7 @@ ATTRIBUTES = ("tone", "documentation", "output_structure", "thoroughness", "nami
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks), by_tasks=False)
+    return scaled_count(NAME, inputs.n_profiles, inputs.n_tasks, by_tasks=False)
 
 
 def _context(inputs: BenchInputs, p: ProfileRec) -> ContextSpec:

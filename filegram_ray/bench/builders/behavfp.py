@@ -33,7 +33,7 @@ N_CHOICES = 4  # reference §9.1
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks))
+    return scaled_count(NAME, inputs.n_profiles, inputs.n_tasks)
 
 
 def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:

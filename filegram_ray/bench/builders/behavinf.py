@@ -27,7 +27,7 @@ PAIRS_PER_SESSION = 2
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks))
+    return scaled_count(NAME, inputs.n_profiles, inputs.n_tasks)
 
 
 def _option(d1: str, t1: str, d2: str, t2: str) -> str:

@@ -29,7 +29,7 @@ SOURCES = ("AttrRec", "BehavFP", "BehavInf", "TraceDis", "AnomDet", "ShiftAna")
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks))
+    return scaled_count(NAME, inputs.n_profiles, inputs.n_tasks)
 
 
 def build(inputs: BenchInputs, seed: int, target: int, sources: dict[str, list[Draft]]) -> list[Draft]:

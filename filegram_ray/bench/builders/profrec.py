@@ -25,8 +25,8 @@ NAME = "ProfRec"
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return sum(len(p.attributes) for p in inputs.profiles) or scaled_count(NAME, len(inputs.profiles), 0,
-                                                                            by_tasks=False)
+    return (sum(len(p.attributes) for p in inputs.scaled_profiles())
+            or scaled_count(NAME, inputs.n_profiles, 0, by_tasks=False))
 
 
 def _value_space(attr: str, inputs: BenchInputs) -> list[str]:

@@ -37,7 +37,7 @@ PAIR_POOL_FACTOR = 3
 
 
 def default_count(inputs: BenchInputs) -> int:
-    return scaled_count(NAME, len(inputs.profiles), len(inputs.tasks))
+    return scaled_count(NAME, inputs.n_profiles, inputs.n_tasks)
 
 
 def _statement(d: str, t1: str, t2: str) -> str:
