@@ -6,8 +6,12 @@ total against the issue's goal (≤ 15 min on 2 cores for 20 profiles × 32 task
 load of a shared machine: ``cpu_s / cores`` is what the stage needs of an otherwise idle machine. Extra ``--set``
 overrides go to the config, e.g. a smaller ``--set evaluate.sample_per_sub_task=10``.
 
+An interrupted run (Ctrl-C, an error) still prints the records of the stages that finished, read back from the run
+directory's ``run.json``; ``--table-only`` prints that table for an existing run directory without running anything.
+
 Usage:
     python tests/benchmarks/bench_pipeline.py [--run-dir /tmp/fg-bench-pipeline] [--set key=value ...]
+    python tests/benchmarks/bench_pipeline.py --run-dir RUN --table-only
 """
 
 from __future__ import annotations
@@ -22,7 +26,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from filegram_ray.config import load_config  # noqa: E402
-from filegram_ray.pipeline import format_stage_table, run_pipeline  # noqa: E402
+from filegram_ray.pipeline import STAGES, format_stage_table, run_pipeline  # noqa: E402
+
+
+def recorded_timings(cfg) -> dict:
+    """The stage records of ``run.json`` (stages that finished), in pipeline order, shaped like run_pipeline's
+    result."""
+    run = cfg.run()
+    stages = (run.read_json("run.json").get("stages") or {}) if run.exists("run.json") else {}
+    return {name: {"seconds": float(stages[name].get("seconds") or 0), "result": stages[name]}
+            for name, _ in STAGES if isinstance(stages.get(name), dict) and "seconds" in stages[name]}
 
 
 def main(argv=None) -> int:
@@ -30,12 +43,25 @@ def main(argv=None) -> int:
     ap.add_argument("--run-dir", default=None, help="fresh run directory (default: a new temp dir)")
     ap.add_argument("--only", nargs="+", default=None, help="only these stages (resume a partial run)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--table-only", action="store_true", help="print the stage table of --run-dir's run.json")
     args = ap.parse_args(argv)
+    if args.table_only and not args.run_dir:
+        ap.error("--table-only needs --run-dir")
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="fg-bench-pipeline-")
     cfg = load_config(None, [f"run_dir={run_dir}", *args.overrides])
+    if args.table_only:
+        timings = recorded_timings(cfg)
+        print(format_stage_table(timings))
+        return 0 if timings else 1
     load0 = os.getloadavg()
     t0 = time.perf_counter()
-    timings = run_pipeline(cfg, only=args.only)
+    try:
+        timings = run_pipeline(cfg, only=args.only)
+    except BaseException:
+        print(f"\nbench_pipeline: interrupted after {time.perf_counter() - t0:.1f} s; load average now "
+              "{:.1f}/{:.1f}/{:.1f}; stages recorded in run.json:".format(*os.getloadavg()))
+        print(format_stage_table(recorded_timings(cfg)))
+        raise
     total = time.perf_counter() - t0
     load1 = os.getloadavg()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
