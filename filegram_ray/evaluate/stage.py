@@ -688,7 +688,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "earlier_methods": list(earlier), "earlier_left_out": left_out,
             "backbone": bb_info, "judge": judge.name,
-            "method_modes": {m: getattr(make_method(m), "mode", lambda llm: "")(bool(llm_ingest))
+            "method_modes": {m: getattr(make_method(m, **ecfg.method_options.get(m, {})), "mode",
+                                     lambda llm: "")(bool(llm_ingest))
                              for m in [*ecfg.methods, *earlier]},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),

@@ -76,7 +76,9 @@ class MemoryMethod(ABC):
     @classmethod
     def mode(cls, llm: bool) -> str:
         """One line for the report: which mechanism runs with (``llm=True``) or without an LLM backbone, e.g.
-        ``"mem0ai 2.2, raw messages (infer=False)"``; "" when the method has one mode only."""
+        ``"mem0ai 2.2, raw messages (infer=False)"``; "" when the method has one mode only. The evaluate stage
+        calls it on an instance made with the configured ``method_options``, so an override may be an instance
+        method that reads ``self.options``."""
         return ""
 
     @abstractmethod

@@ -149,8 +149,9 @@ class VisRAG(MemoryMethod):
 
     name, display = "visrag", "VisRAG (OCR)"
 
-    @classmethod
-    def mode(cls, llm: bool) -> str:
+    def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        if self.options.get("ocr") is False:
+            return "pages rendered as PNG, page text = drawn text (method_options.visrag.ocr: false) + MiniLM"
         if ocr_available():
             return "pages rendered as PNG, page text by OCR (rapidocr) + MiniLM; no packaged image-text embedder"
         return "pages rendered as PNG, page text = drawn text (rapidocr not installed) + MiniLM"
