@@ -1,6 +1,8 @@
 """Real-LLM evaluation sample on CPU: the evaluate stage answering through ``ray.data.llm`` against a local
 llama.cpp server (a packaged GGUF model, nothing downloaded). PRINTS the table with 95% confidence intervals, the
-time per item and whether FileGramOS ranks where the paper puts it (reference §8.4); asserts nothing.
+time per item, the load average before and after, and whether FileGramOS ranks where the paper puts it (reference
+§8.4); asserts nothing. SIGTERM stops the server it started. Run it on an otherwise idle machine: the time per item
+is only meaningful with the load average printed next to it.
 
 Usage:
     python tests/benchmarks/bench_llm_cpu.py --run-dir RUN [--per-sub-task 3] [--model qwen2.5-coder-0.5b]
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
+import signal
 import sys
 from pathlib import Path
 
@@ -141,6 +145,10 @@ def main() -> int:
         from filegram_ray.evaluate.stage import run_evaluate
         from filegram_ray.llm.server import LlamaCppServer
 
+        def _terminate(signum, frame):  # SIGTERM (kill, timeout): leave through `finally`, which stops the server
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, _terminate)
         srv = None
         base_url = args.base_url
         if base_url is None:
@@ -154,8 +162,11 @@ def main() -> int:
                 "num_actors": 1, "plots": False,
                 "backbone": {"kind": "openai", "base_url": base_url, "model": args.alias, "max_tokens": 16,
                              "max_tokens_open": 96, "batch_size": 4, "timeout": 3600, "max_retries": 1}}})
+            load0 = os.getloadavg()
             info = run_evaluate(cfg)
-            print(f"evaluate: {info['n_items']} items × {len(info['methods'])} methods, {info['seconds']} s")
+            print(f"evaluate: {info['n_items']} items × {len(info['methods'])} methods, {info['seconds']} s; "
+                  f"load average (1/5/15 min) {'/'.join(f'{x:.1f}' for x in load0)} before, "
+                  f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())} after")
         finally:
             if srv is not None:
                 srv.stop()
