@@ -138,3 +138,24 @@ def test_the_record_sample_is_seeded_and_spreads_over_profiles():
     big = sample_trajectories(ids, 25, seed=7)
     assert len(big) == 25 and len({t.split("/")[0] for t in big}) == 20  # every profile before any second one
     assert sample_trajectories(ids, None, seed=7) == sorted(ids)
+
+
+def test_record_selection_takes_short_profile_ids_REL_short_profile_ids_empty_encode_bench(tmp_path):
+    """A run made with ``profiles=[p1,p3]`` (short ids) records its trajectories: the record stage planned 0
+    units because it compared 'p1' with 'p1_methodical' (same rule as config.match_ids, case
+    REL-short-profile-ids-empty-encode-bench)."""
+    import polars as pl
+
+    from filegram_ray.config import load_config
+    from video.stage import _selected, run_record
+
+    assert _selected("p1_methodical", ["p1"]) and _selected("p1_methodical", ["p1_methodical"])
+    assert not _selected("p10_x", ["p1"]) and not _selected("T-03", ["T-3"])
+    run_dir = tmp_path / "run"
+    (run_dir / "trajectories").mkdir(parents=True)
+    pl.DataFrame({"trajectory_id": ["p1_methodical/T-03", "p2_pragmatic/T-03"], "status": ["ok", "ok"]}).write_parquet(
+        run_dir / "trajectories" / "index.parquet")
+    cfg = load_config(None, [f"run_dir={run_dir}", "profiles=[p1]", "tasks=[T-03]", "record.serial=true"])
+    rec = run_record(cfg, progress=False)
+    assert rec["chosen"] == ["p1_methodical/T-03"]
+    assert rec["units"]["planned"] == 1 and rec["units"]["failed"] == 1  # no events.json here: one error row

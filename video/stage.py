@@ -185,6 +185,11 @@ class RecordConfig(RecordOptions):
         return RecordOptions(**self.model_dump(include=set(RecordOptions.model_fields)))
 
 
+def _selected(id_: str, wanted: list[str]) -> bool:
+    """Whether ``id_`` is named by ``wanted``: equal, or its part before the first ``_`` (``p1`` = ``p1_methodical``)."""
+    return any(id_ == w or id_.split("_", 1)[0] == w for w in wanted)
+
+
 def sample_trajectories(ids: list[str], n: int | None, seed: int) -> list[str]:
     """A seeded sample of ``n`` trajectory ids (``<profile>/<task>``): profiles in a seeded order, one
     trajectory each per round, so a sample smaller than the number of profiles has distinct users (VisGrd asks
@@ -286,10 +291,12 @@ def run_record(config, *, serial: bool | None = None, address: str | None = None
         raise FileNotFoundError(f"{run.uri}: trajectories/index.parquet not found (run the generate stage first)")
     idx = run.read_table("trajectories/index.parquet").to_dicts()
     usable = [str(r["trajectory_id"]) for r in idx if str(r.get("status") or "ok") == "ok"]
+    # the run's profile/task selection, short ids included (p1 = p1_methodical, the rule of config.match_ids in
+    # every stage; case REL-short-profile-ids-empty-encode-bench); an id with no usable trajectory selects nothing
     if config.profiles:
-        usable = [t for t in usable if t.rsplit("/", 1)[0] in set(config.profiles)]
+        usable = [t for t in usable if _selected(t.rsplit("/", 1)[0], config.profiles)]
     if config.tasks:
-        usable = [t for t in usable if t.rsplit("/", 1)[-1] in set(config.tasks)]
+        usable = [t for t in usable if _selected(t.rsplit("/", 1)[-1], config.tasks)]
     if cfg.trajectories:
         unknown = sorted(set(cfg.trajectories) - {str(r["trajectory_id"]) for r in idx})
         if unknown:
