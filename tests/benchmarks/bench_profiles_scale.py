@@ -11,16 +11,19 @@ with ``bench_pipeline.py``, which writes the records); this script reads their `
 3. a projection for N nodes of ``--cores`` cores from the largest run's CPU seconds per unit:
    ``t ≈ units · cpu_s_per_unit / (N · cores · efficiency)`` for ``--project-profiles`` × ``--project-tasks``.
 
-How the figures in cluster/README.md#scale were made (one 2-core machine, every run under ``flock /tmp/fg-cpu.lock``)::
+How the figures in cluster/README.md#scale were made (one 2-core machine, every run under ``flock /tmp/fg-cpu.lock``;
+200 profiles was not run there, for time — the same commands with ``--n 200``)::
 
-    filegram profiles new --n 200 --seed 7 --out /tmp/scale/profiles-200
+    filegram profiles new --n 60 --seed 7 --out /tmp/scale/profiles-60
     S=(--set 'tasks=[T-01,T-17]' --set workspace.tts=tone
        --set evaluate.sample_per_sub_task=10 --set 'evaluate.methods=[naive_rag,filegramos,full_context]'
        --set 'evaluate.settings=[text]')
     python tests/benchmarks/bench_pipeline.py --run-dir /tmp/scale/p20 --only seed generate encode bench evaluate "${S[@]}"
-    python tests/benchmarks/bench_pipeline.py --run-dir /tmp/scale/p200 --only seed generate encode bench evaluate \\
-        "${S[@]}" --set profiles_dir=/tmp/scale/profiles-200
-    python tests/benchmarks/bench_profiles_scale.py /tmp/scale/p20 /tmp/scale/p200
+    python tests/benchmarks/bench_pipeline.py --run-dir /tmp/scale/p60 --only seed generate encode bench evaluate \
+        "${S[@]}" --set profiles_dir=/tmp/scale/profiles-60
+    python tests/benchmarks/bench_profiles_scale.py /tmp/scale/p20 /tmp/scale/p60 --project-from DEFAULT_RUN
+
+(``DEFAULT_RUN``: a run of the default 20 × 32 pipeline, for the CPU seconds per trajectory at 32 tasks a profile.)
 
 Usage:
     python tests/benchmarks/bench_profiles_scale.py RUN_DIR RUN_DIR [...] [--cores 16] [--efficiency 0.8]
@@ -68,6 +71,9 @@ def main(argv=None) -> int:
     ap.add_argument("--project-profiles", type=int, default=200)
     ap.add_argument("--project-tasks", type=int, default=32)
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--project-from", default=None, help="run whose CPU s per trajectory the projection uses (default "
+                    "the last run; give a run with the projected task count per profile: texts per trajectory fall "
+                    "as a profile's trajectories grow)")
     args = ap.parse_args(argv)
     runs = [load(r) for r in args.runs]
     for r in runs:
@@ -102,7 +108,7 @@ def main(argv=None) -> int:
                   f"{float(b.get('peak_memory_mb') or 0) / max(1.0, float(a.get('peak_memory_mb') or 0)):>7.2f} "
                   f"{float(b.get('driver_peak_memory_mb') or 0) / max(1.0, float(a.get('driver_peak_memory_mb') or 0)):>9.2f}")
 
-    big = runs[-1]
+    big = load(args.project_from) if args.project_from else runs[-1]
     n_traj = args.project_profiles * args.project_tasks
     scale = n_traj / max(1, big["trajectories"])
     # generate, encode, bench: linear in trajectories (one unit per trajectory; bench reads one record each);
