@@ -1,8 +1,10 @@
 """Same seed, same bytes, really (issue 13, deliverable 7; REL-report-timing-bytes-differ).
 
-A tiny pipeline (seed → generate → encode → render → bench → evaluate) runs twice into two run directories — once on
+A tiny pipeline (seed → generate → encode → render → record → bench → evaluate) runs twice into two run directories — once on
 Ray, once serially — and every file's SHA-256 is compared. Only the bookkeeping files named in ALLOWED may differ:
-they hold wall-clock times, pids and Ray batch compositions by design."""
+they hold wall-clock times, pids and Ray batch compositions by design. One guidance video is recorded (its MP4 bytes
+are compared too); the caption stage is left out here for time (OCR of a recording costs ~100 CPU-s; its outputs'
+determinism is the video tests' concern)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ ALLOWED = {
     r"_done/.*": "completion records: wall times, pids, peak memory, Ray batch names",
     r"results/timings\.json": "evaluate wall time",
     r"derivatives/timings\.parquet": "per-derivative render time",
+    r"recordings/index\.parquet": "per-recording render_s / cpu_s (the MP4s themselves must be identical)",
+    r"captions/index\.parquet": "per-recording caption seconds / cpu_s",
 }
 
 
@@ -37,8 +41,9 @@ def test_rel_report_timing_bytes_differ_pipeline_twice_same_bytes(ray_local, tmp
             "run_dir": str(root), "seed": 11, "profiles": ["p1_methodical"],
             "tasks": ["T-01", "T-24"], "workspace": {"tts": "tone"}, "encode": {"embedder": "hashing"},
             "render": {"formats": ["pdf", "docx", "md", "xlsx", "png_page"]},
+            "record": {"sample": 1},
             "evaluate": {"methods": ["no_context", "full_context"], "sample_per_sub_task": 3}})
-        run_pipeline(cfg, serial=serial)
+        run_pipeline(cfg, skip=["caption"], serial=serial)
         trees.append(_tree(root))
     a, b = trees
     allowed = re.compile("|".join(f"(?:{p})" for p in ALLOWED))
@@ -50,6 +55,7 @@ def test_rel_report_timing_bytes_differ_pipeline_twice_same_bytes(ray_local, tmp
                  "bench/items.parquet", "results/results.parquet"):
         assert must in data_a, must
     assert any(k.startswith("indices/") and k.endswith(".faiss") for k in data_a)
+    assert sum(k.startswith("recordings/") and k.endswith(".mp4") for k in data_a) == 1
     assert len(data_a) > 100
     report = (tmp_path / "ray" / "results" / "report.md").read_text(encoding="utf-8")
     assert not re.search(r"\d+\.\d+ s\b", report)  # no wall time in the report

@@ -122,7 +122,9 @@ def test_broken_mp4_is_an_error_row_not_a_crash(tmp_path):
             w.write(noise.integers(0, 255, (96, 160, 3), dtype=np.uint8))
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(whole.read_bytes()[:int(whole.stat().st_size * 0.8)])
-    with pytest.raises(ValueError, match="of the 30 frames its container declares"):
+    # the decoder either stops part-way (named against the declared count) or, seen once in a full-suite run on a
+    # loaded machine, decodes nothing of the cut file: both must be an error, never a shorter valid recording
+    with pytest.raises(ValueError, match="of the 30 frames its container declares|no decodable video frames"):
         extract_keyframes(cut)
     cfg = load_config(overrides={"run_dir": str(tmp_path / "run"), "caption": {
         "recordings": False, "inputs": [str(truncated), str(not_video), str(good), str(tmp_path / "missing.mp4"),

@@ -533,7 +533,7 @@ def run_sets(run, units: list[dict[str, Any]], config: PipelineConfig) -> dict[s
             i = u["unit_id"].split("/", 1)[pos]
             if i not in ids:
                 ids.append(i)
-        out[key] = ids
+        out[key] = sorted(ids)
     return out
 
 
