@@ -189,6 +189,12 @@ ATTRIBUTE_TOPIC: dict[str, str] = {
     "name": "this user's name",
 }
 
+
+def attribute_topic(attr: str) -> str:
+    """The plain-words question topic of ``attr`` (:data:`ATTRIBUTE_TOPIC`; "this user's habit of <attr words>" for
+    an attribute it does not name), shared by the ProfRec and VisGrd questions."""
+    return ATTRIBUTE_TOPIC.get(attr, "this user's habit of " + attr.replace("_", " "))
+
 #: Dimension of each attribute, reference §5.2 table (tone and the B attributes under B, …).
 ATTRIBUTE_DIMENSION: dict[str, str] = {
     "tone": "B", "verbosity": "B", "output_detail": "B", "documentation": "B", "output_structure": "B",

@@ -14,11 +14,11 @@ from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import (
     ATTRIBUTE_CHANNEL,
-    ATTRIBUTE_TOPIC,
     BEHAVIOUR_RUBRIC,
     IDENTITY_RUBRIC,
     JUDGE_VALUE_SPACE,
     VAGUENESS_RULE,
+    attribute_topic,
 )
 
 NAME = "ProfRec"
@@ -44,7 +44,7 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
         ctx = ContextSpec(kind="all_trajectories", trajectories=[t.trajectory_id for t in trajs],
                           labels=[session_label(t.task_id) for t in trajs])
         for attr in sorted(p.attributes):
-            topic = ATTRIBUTE_TOPIC.get(attr, "this user's habit of " + attr.replace("_", " "))
+            topic = attribute_topic(attr)
             rubric = IDENTITY_RUBRIC.get(attr, BEHAVIOUR_RUBRIC)
             drafts.append(Draft(
                 sub_task=NAME, sub_class=f"attr:{attr}", channel=ATTRIBUTE_CHANNEL.get(attr, "procedural"),

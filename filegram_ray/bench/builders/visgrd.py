@@ -26,11 +26,11 @@ from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import (
     ATTRIBUTE_CHANNEL,
     ATTRIBUTE_DIMENSION,
-    ATTRIBUTE_TOPIC,
     BEHAVIOUR_RUBRIC,
     IDENTITY_RUBRIC,
     JUDGE_VALUE_SPACE,
     VAGUENESS_RULE,
+    attribute_topic,
 )
 
 NAME = "VisGrd"
@@ -69,7 +69,7 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
         for attr in ATTRIBUTES:
             if attr not in p.attributes or (shifted and ATTRIBUTE_DIMENSION.get(attr) == shifted):
                 continue
-            topic = ATTRIBUTE_TOPIC.get(attr, "this user's habit of " + attr.replace("_", " "))
+            topic = attribute_topic(attr)
             rubric = IDENTITY_RUBRIC.get(attr, BEHAVIOUR_RUBRIC)
             drafts.append(Draft(
                 sub_task=NAME, sub_class=f"attr:{attr}", channel=ATTRIBUTE_CHANNEL.get(attr, "procedural"),
