@@ -23,6 +23,12 @@ class RayConfig(BaseModel):
     num_cpus: int | None = Field(None, description="CPUs of a new local Ray (None = all)")
 
 
+def names_id(wanted: str, id_: str) -> bool:
+    """Whether the wanted id ``wanted`` names ``id_``: equal to it, or equal to its part before the first ``_`` (the
+    short form: ``p1`` names ``p1_methodical``; case REL-short-profile-ids-empty-encode-bench)."""
+    return id_ == wanted or id_.split("_", 1)[0] == wanted
+
+
 def match_ids(wanted: list[str] | None, available: list[str], field: str, where: str = "") -> list[str]:
     """The ids of ``available`` that ``wanted`` names, in ``available`` order; ``None``/empty ``wanted`` = all.
 
@@ -36,7 +42,7 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
         return list(available)
     hits: set[str] = set()
     for w in wanted:
-        got = [a for a in available if a == w or a.split("_", 1)[0] == w]
+        got = [a for a in available if names_id(w, a)]
         if not got:
             known = ", ".join(sorted(available)[:12]) + (" …" if len(available) > 12 else "")
             raise ValueError(f"config field {field}: unknown id {w!r}"

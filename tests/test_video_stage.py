@@ -142,15 +142,15 @@ def test_the_record_sample_is_seeded_and_spreads_over_profiles():
 
 def test_record_selection_takes_short_profile_ids_REL_short_profile_ids_empty_encode_bench(tmp_path):
     """A run made with ``profiles=[p1,p3]`` (short ids) records its trajectories: the record stage planned 0
-    units because it compared 'p1' with 'p1_methodical' (same rule as config.match_ids, case
+    units because it compared 'p1' with 'p1_methodical' (the rule of config.names_id, case
     REL-short-profile-ids-empty-encode-bench)."""
     import polars as pl
 
-    from filegram_ray.config import load_config
-    from video.stage import _selected, run_record
+    from filegram_ray.config import load_config, names_id
+    from video.stage import run_record
 
-    assert _selected("p1_methodical", ["p1"]) and _selected("p1_methodical", ["p1_methodical"])
-    assert not _selected("p10_x", ["p1"]) and not _selected("T-03", ["T-3"])
+    assert names_id("p1", "p1_methodical") and names_id("p1_methodical", "p1_methodical")
+    assert not names_id("p1", "p10_x") and not names_id("T-3", "T-03")
     run_dir = tmp_path / "run"
     (run_dir / "trajectories").mkdir(parents=True)
     pl.DataFrame({"trajectory_id": ["p1_methodical/T-03", "p2_pragmatic/T-03"], "status": ["ok", "ok"]}).write_parquet(

@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.config import names_id
 from filegram_ray.runtime import Progress, exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 from video.keyframes import KeyframeParams, extract_keyframes
@@ -185,11 +186,6 @@ class RecordConfig(RecordOptions):
         return RecordOptions(**self.model_dump(include=set(RecordOptions.model_fields)))
 
 
-def _selected(id_: str, wanted: list[str]) -> bool:
-    """Whether ``id_`` is named by ``wanted``: equal, or its part before the first ``_`` (``p1`` = ``p1_methodical``)."""
-    return any(id_ == w or id_.split("_", 1)[0] == w for w in wanted)
-
-
 def sample_trajectories(ids: list[str], n: int | None, seed: int) -> list[str]:
     """A seeded sample of ``n`` trajectory ids (``<profile>/<task>``): profiles in a seeded order, one
     trajectory each per round, so a sample smaller than the number of profiles has distinct users (VisGrd asks
@@ -291,12 +287,12 @@ def run_record(config, *, serial: bool | None = None, address: str | None = None
         raise FileNotFoundError(f"{run.uri}: trajectories/index.parquet not found (run the generate stage first)")
     idx = run.read_table("trajectories/index.parquet").to_dicts()
     usable = [str(r["trajectory_id"]) for r in idx if str(r.get("status") or "ok") == "ok"]
-    # the run's profile/task selection, short ids included (p1 = p1_methodical, the rule of config.match_ids in
+    # the run's profile/task selection, short ids included (p1 = p1_methodical, config.names_id, the rule of
     # every stage; case REL-short-profile-ids-empty-encode-bench); an id with no usable trajectory selects nothing
     if config.profiles:
-        usable = [t for t in usable if _selected(t.rsplit("/", 1)[0], config.profiles)]
+        usable = [t for t in usable if any(names_id(w, t.rsplit("/", 1)[0]) for w in config.profiles)]
     if config.tasks:
-        usable = [t for t in usable if _selected(t.rsplit("/", 1)[-1], config.tasks)]
+        usable = [t for t in usable if any(names_id(w, t.rsplit("/", 1)[-1]) for w in config.tasks)]
     if cfg.trajectories:
         unknown = sorted(set(cfg.trajectories) - {str(r["trajectory_id"]) for r in idx})
         if unknown:

@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from filegram_ray.config import PipelineConfig
+from filegram_ray.config import PipelineConfig, names_id
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
 from filegram_ray.runtime import exclusive_stage
 
@@ -94,7 +94,7 @@ def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str) ->
         return items
     out = []
     for w in wanted:
-        hit = [x for x in items if getattr(x, attr) == w or getattr(x, attr).split("_", 1)[0] == w]
+        hit = [x for x in items if names_id(w, getattr(x, attr))]
         if not hit:
             raise ValueError(f"config field {what}: unknown id {w!r}")
         out += [h for h in hit if h not in out]
