@@ -146,8 +146,24 @@ def test_encode_on_ray_matches_serial(tmp_path, ray_local):
     a = make_run(tmp_path / "a")
     b = make_run(tmp_path / "b")
     run_encode(_cfg(a), serial=True)
-    s = run_encode(_cfg(b), serial=False)  # on the session's Ray (tests/conftest.py), left running for others
-    assert s["errors"] == 1 and s["profiles"] == 2
+    cfg = load_config(None, [f"run_dir={b}", "encode.embedder=hashing", "encode.execution=ray"])
+    s = run_encode(cfg, serial=False)  # on the session's Ray (tests/conftest.py), left running for others
+    assert s["errors"] == 1 and s["profiles"] == 2 and s["execution"] == "ray"
     for p in PROFILES:
         sa, sb = load_store(RunDir(a), p), load_store(RunDir(b), p)
         assert sa.to_json() == sb.to_json()
+
+
+@pytest.mark.ray
+def test_encode_auto_on_one_node_runs_in_driver_with_same_bytes(tmp_path, ray_local):
+    """execution=auto on a one-node Ray (the session's) runs the stage's functions in the driver — no worker
+    start-up or shuffles for no parallel gain (issue 17) — and writes the same stores and index bytes as serial."""
+    a = make_run(tmp_path / "a")
+    b = make_run(tmp_path / "b")
+    run_encode(_cfg(a), serial=True)
+    s = run_encode(_cfg(b))
+    assert s["execution"] == "driver" and s["serial"] is False
+    assert s["errors"] == 1 and s["profiles"] == 2
+    for p in PROFILES:
+        for rel in (f"memory/{p}/store.json", f"indices/{p}/chunks.faiss", f"indices/{p}/episodes.faiss"):
+            assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel

@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import match_ids
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
-from filegram_ray.memory.embed import make_embedder, run_cache_dir
+from filegram_ray.memory.embed import make_embedder, omp_env, run_cache_dir
 from filegram_ray.memory.engram import Engram, check_events, encode_engram, load_events, parse_events
 from filegram_ray.memory.index import (
     ProfileIndices,
@@ -72,6 +73,11 @@ class EncodeConfig(BaseModel):
     consolidate: dict[str, Any] = Field(default_factory=dict, description="ConsolidateConfig overrides")
     force: bool = Field(False, description="ignore completion records and redo everything")
     serial: bool = Field(False, description="run in this process without Ray (same functions)")
+    execution: Literal["auto", "driver", "ray"] = Field(
+        "auto", description="where the stage's work runs once Ray is up: 'ray' = Ray Data tasks and the embedding "
+        "actor pool; 'driver' = this process, the same functions as serial; 'auto' = 'driver' when the Ray cluster "
+        "is one node (nothing to spread the work over: a local run pays worker start-up, imports and two shuffles "
+        "for no parallel gain, README 'Speed and scale'), 'ray' on a multi-node cluster or a Ray Client connection")
 
 
 # ------------------------------------------------------------------ Stage 1 unit
@@ -269,36 +275,16 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
     On Ray, one Ray Data pipeline and no texts or vectors in the driver: ``flat_map`` (texts of a profile) →
     ``sort`` by text length (so each batch of the actor pool holds texts of nearly one token length: little
     padding to avoid, big forward passes) → ``map_batches`` on the embedding actor pool (:class:`EmbedBatch`) →
-    ``groupby(profile_id).map_groups`` (indices, clusters, store, completion record). ``serial``: the same functions
-    in this process (one embedder per kind, all texts of a kind in one call).
+    ``groupby(profile_id).map_groups`` (indices, clusters, store, completion record). ``serial`` (also
+    ``execution: driver``): the same functions in this process (:func:`_embed_and_index_here`).
     """
-    from filegram_ray.memory.embed import default_threads
     from filegram_ray.runtime import pool_capacity
 
     if not profiles:
         return []
     cache_dir = run_cache_dir(run)
     if serial:
-        rows = [r for p in profiles for r in _profile_texts(run, p)]
-        fn = EmbedBatch(cfg.embedder if cfg.embedder != "auto" else "minilm", cfg.embed_batch_size, cache_dir,
-                        cfg.embed_threads or default_threads(1))
-        vecs = fn({"text": [r["text"] for r in rows], "kind": [r["kind"] for r in rows]})["vector"] if rows \
-            else np.zeros((0, 384), dtype=np.float32)
-        by_pid: dict[str, list[int]] = {}
-        for i, r in enumerate(rows):
-            by_pid.setdefault(r["profile_id"], []).append(i)
-        out = []
-        for p in profiles:
-            sel = by_pid.get(p["profile_id"], [])
-            grp = {"part": [rows[i]["part"] for i in sel], "pos": [rows[i]["pos"] for i in sel],
-                   "vector": list(vecs[sel])}
-            try:
-                out.append(_index_profile(run, p["profile_id"], p["kind"], _vectors_by_part(grp), ccfg,
-                                          tasks[p["profile_id"]], cfg.embedder))
-            except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
-                out.append({"profile_id": p["profile_id"], "status": "error", "error": f"{p['profile_id']}: {exc}",
-                            "kind": p["kind"], "texts": 0})
-        return out
+        return _embed_and_index_here(run, profiles, cfg, ccfg, tasks, cache_dir)
     import ray
 
     n_texts = sum(int(p.get("texts") or 0) for p in profiles)
@@ -318,6 +304,63 @@ def _embed_and_index(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccf
                                                             setting=cfg.embedder), batch_format="numpy",
                                                     num_cpus=cfg.encode_num_cpus)
     return out + [dict(r) for r in done.take_all()]
+
+
+#: texts gathered before one in-process embedding call: enough for full batches of one token length (a text's
+#: vector does not depend on its batch, so the block size never changes the indices' bytes), few enough that the
+#: driver never holds a large profile set's texts at once
+LOCAL_BLOCK_TEXTS = 2048
+
+
+def local_embedder(cfg: EncodeConfig, cache_dir: str | None = None) -> EmbedBatch:
+    """The embedding callable of the in-process paths (``serial`` / ``execution: driver``): :class:`EmbedBatch` with
+    ``cfg.embed_threads`` threads (default every CPU this process may run on). Used by the stage and by
+    tests/benchmarks/bench_embed.py (so the benchmark times exactly this)."""
+    from filegram_ray.memory.embed import default_threads
+
+    return EmbedBatch(cfg.embedder if cfg.embedder != "auto" else "minilm", cfg.embed_batch_size, cache_dir,
+                      cfg.embed_threads or default_threads(1))
+
+
+def _embed_and_index_here(run, profiles: list[dict[str, Any]], cfg: EncodeConfig, ccfg: dict[str, Any],
+                          tasks: dict[str, list[str]], cache_dir: str | None) -> list[dict[str, Any]]:
+    """In-process embedding and indexing: profiles in blocks of about :data:`LOCAL_BLOCK_TEXTS` texts, each block's
+    texts embedded in one call (de-duplicated, grouped by token length), then each profile's indices and store."""
+    fn = local_embedder(cfg, cache_dir)
+    out: list[dict[str, Any]] = []
+    block: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+
+    def flush():
+        rows = [r for _, rs in block for r in rs]
+        vecs = fn({"text": [r["text"] for r in rows], "kind": [r["kind"] for r in rows]})["vector"] if rows \
+            else np.zeros((0, 384), dtype=np.float32)
+        at = 0
+        for p, rs in block:
+            grp = {"part": [r["part"] for r in rs], "pos": [r["pos"] for r in rs], "vector": list(vecs[at:at + len(rs)])}
+            at += len(rs)
+            try:
+                out.append(_index_profile(run, p["profile_id"], p["kind"], _vectors_by_part(grp), ccfg,
+                                          tasks[p["profile_id"]], cfg.embedder))
+            except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
+                out.append({"profile_id": p["profile_id"], "status": "error", "error": f"{p['profile_id']}: {exc}",
+                            "kind": p["kind"], "texts": 0})
+        block.clear()
+
+    n = 0
+    for p in profiles:
+        try:
+            rows = _profile_texts(run, p)
+        except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
+            out.append({"profile_id": p["profile_id"], "status": "error", "error": f"{p['profile_id']}: {exc}",
+                        "kind": p["kind"], "texts": 0})
+            continue
+        block.append((p, rows))
+        n += len(rows)
+        if n >= LOCAL_BLOCK_TEXTS:
+            flush()
+            n = 0
+    flush()
+    return out
 
 
 def embed_dataset(texts, cfg: EncodeConfig, cache_dir: str | None = None, *, sort: bool = True):
@@ -342,7 +385,7 @@ def embed_dataset(texts, cfg: EncodeConfig, cache_dir: str | None = None, *, sor
             EmbedBatch, fn_constructor_kwargs={"kind": first, "batch_size": cfg.embed_batch_size,
                                                "cache_dir": cache_dir, "threads": cfg.embed_threads, "actors": size},
             batch_size=max(cfg.embed_batch_size, 256), batch_format="numpy", num_cpus=cfg.embed_num_cpus,
-            compute=ray.data.ActorPoolStrategy(size=size),
+            compute=ray.data.ActorPoolStrategy(size=size), runtime_env={"env_vars": omp_env()},
             max_restarts=3, max_task_retries=2)  # bounded: a dying embedder fails the stage
 
 
@@ -410,18 +453,27 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
     # redo: no record, a record without its Engram, or an Engram made with other settings (never mix two plans)
     todo = [r for r in rows if cfg.force or not _engram_current(run, f"{r['profile_id']}/{r['task_id']}", cfg)
             or not run.exists(f"engrams/{r['profile_id']}/{r['task_id']}.json")]
-    if not serial and (todo or rows):
+    import ray
+
+    addr = address or config.ray.address or os.environ.get("RAY_ADDRESS")
+    if serial:
+        execution = "serial"
+    elif cfg.execution != "ray" and not addr and not ray.is_initialized():
+        execution = "driver"  # a new local Ray would be one node: no need to start one
+    else:
         from filegram_ray.runtime import check_cpu_request
 
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
         check_cpu_request(cfg.encode_num_cpus, "encode.encode_num_cpus")  # fail fast, never wait forever (BR-08)
         check_cpu_request(cfg.embed_num_cpus, "encode.embed_num_cpus")
+        execution = _resolve_execution(cfg.execution)
+    local = execution != "ray"  # serial, or the driver of a one-node cluster: the same functions in this process
 
     # ---- Stage 1: Engrams in parallel
     t1 = time.perf_counter()
     if not todo:
         results = []
-    elif serial:
+    elif local:
         fn = _make_encode_fn(run, cfg.upstream_quirks)
         results = [fn(r) for r in todo]
     else:
@@ -464,7 +516,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
         pending.append({"profile_id": pid, "task_ids": sorted(tids)})
     if not pending:
         cons = []
-    elif serial:
+    elif local:
         fn2 = _make_consolidate_fn(run, ccfg, cfg.embedder)
         cons = [fn2(p) for p in pending]
     else:
@@ -478,7 +530,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
 
     # ---- embeddings on an actor pool → episode clusters, FAISS indices, store.json
     t3 = time.perf_counter()
-    indexed = _embed_and_index(run, consolidated, cfg, ccfg, {p: sorted(t) for p, t in by_profile.items()}, serial)
+    indexed = _embed_and_index(run, consolidated, cfg, ccfg, {p: sorted(t) for p, t in by_profile.items()}, local)
     profile_errors += [c for c in indexed if c["status"] != "ok"]
     n_texts = sum(int(c.get("texts") or 0) for c in consolidated)
     kinds: dict[str, int] = {}
@@ -495,6 +547,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
         "profiles": len(by_profile), "profiles_consolidated_now": len(consolidated),
         "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": n_texts,
         "embedder": cfg.embedder, "embedder_by_profile": kinds, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
+        "execution": execution,
         "step_seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3),
                          "embed_index": round(t_embed, 3), "total": round(time.perf_counter() - t0, 3)},
         "units": unit_counts(planned=len(rows), done=len(results) - len(errors), skipped=len(rows) - len(todo),
@@ -505,6 +558,24 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
         first = f"; first error: {errors[0]['error']}" if errors else ""
         raise ValueError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
     return summary
+
+
+def _resolve_execution(setting: str) -> str:
+    """``auto`` → ``driver`` when this process is the driver of a one-node Ray cluster (not a Ray Client
+    connection), else ``ray``; ``driver`` / ``ray`` as given. Call after Ray is initialised."""
+    if setting != "auto":
+        return setting
+    import ray
+
+    try:
+        from ray.util.client import ray as client
+
+        if client.is_connected():  # a Ray Client driver is not on the cluster: its work belongs on the cluster
+            return "ray"
+    except ImportError:  # pragma: no cover - Ray without the client module
+        pass
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    return "driver" if len(alive) <= 1 else "ray"
 
 
 def _done_record(run, stage: str, unit: str) -> dict[str, Any] | None:
