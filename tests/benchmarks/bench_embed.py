@@ -10,15 +10,19 @@ embeds; ``bench/items.parquet``, when present, gives the queries). All rows embe
 1. **bare** — ``SentenceTransformer.encode(texts, batch_size=64)`` on the packaged model, in this process;
 2. **Embedder** — :class:`filegram_ray.memory.embed.Embedder` in this process (batches of one token length, cache
    off);
-3. **stage** — the encode stage's embedding step (:func:`filegram_ray.memory.stage.embed_dataset`: Ray Data sort by
-   length → ``map_batches`` on one :class:`EmbedBatch` actor), timed from the dataset to the collected vectors;
-4. **stage as before** — the same pipeline with the settings the stage had before issue 17 (one text per forward
-   pass, the single thread a 0.5-CPU Ray worker gets);
-5. **int8 ONNX** and **e5-small** (multilingual, 4-bit) in this process.
+3. **stage (driver)** — the encode stage's embedding step as it runs on one node (``encode.execution: auto`` →
+   ``driver``; :func:`filegram_ray.memory.stage.local_embedder`, the callable the stage builds), built afresh for
+   every run as the stage builds it once per run;
+4. **stage (Ray Data)** — the stage's cluster path (:func:`filegram_ray.memory.stage.embed_dataset`: Ray Data sort
+   by length → ``map_batches`` on one :class:`EmbedBatch` actor), timed from the dataset to the collected vectors;
+5. **stage as before** — the Ray Data pipeline with the settings the stage had before issue 17 (one text per
+   forward pass, the single thread a 0.5-CPU Ray worker gets);
+6. **int8 ONNX** and **e5-small** (multilingual, 4-bit) in this process.
 
-In-process embedders are built once, before the timings (the model load is not timed). The stage rows build their
-pipeline and actor on every run, as the stage does once per run: that fixed cost (measured on a one-text input) is
-printed, and each stage row is also given net of it.
+Every row runs with ``OMP_WAIT_POLICY=PASSIVE`` (:func:`filegram_ray.memory.embed.omp_env`, what the stage gives its
+embedding processes; set before torch loads). In-process embedders are built once, before the timings (the model
+load is not timed). The stage rows build their embedder (and pipeline and actor) on every run, as the stage does
+once per run: that fixed cost (measured on a one-text input) is printed, and each stage row is also given net of it.
 
 Then quality: **recall@5 of int8 against fp32** (for each query, the share of fp32's top 5 texts that int8 also
 ranks in its top 5) on the run's own queries, and the **Chinese planted-chunk test**: hand-written facts are
@@ -133,6 +137,18 @@ def stage_fn(kind: str, threads: int, batch_size: int, *, before: bool = False):
     return fn
 
 
+def driver_fn(kind: str, threads: int, batch_size: int):
+    """The stage's in-process embedding step (local_embedder, built per run as the stage builds it) as a function
+    of a list of texts."""
+    from filegram_ray.memory.stage import EncodeConfig, local_embedder
+
+    cfg = EncodeConfig(embedder=kind, embed_threads=threads, embed_batch_size=batch_size)
+
+    def fn(texts):
+        return local_embedder(cfg)({"text": texts})["vector"]
+    return fn
+
+
 def planted_ranks(embedders: dict, corpus: list[str], held: list[str], facts: list[tuple[str, str]]
                   ) -> dict[str, list[int]]:
     """Rank (1 = first) of each planted chunk among corpus + planted chunks for its question, per embedder."""
@@ -163,9 +179,13 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=200, help="queries for recall@5")
     ap.add_argument("--corpus", type=int, default=None, help="texts searched for recall@5 and the planted-chunk "
                     "test (a seeded sample of the run's distinct texts; default all)")
-    ap.add_argument("--skip", nargs="*", default=[], help="rows to leave out: before e5 int8 stage quality")
+    ap.add_argument("--skip", nargs="*", default=[], help="rows to leave out: before driver e5 int8 stage quality")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from filegram_ray.memory.embed import omp_env
+
+    for k, v in omp_env().items():  # before torch loads (OpenMP reads it then), for every row alike
+        os.environ.setdefault(k, v)
     import torch
 
     from filegram_ray.memory.embed import E5Embedder, Embedder, OnnxInt8Embedder, cjk_share
@@ -193,6 +213,8 @@ def main(argv=None) -> int:
             "Embedder (one token length per pass)": own.encode}
     if "stage" not in args.skip or "before" not in args.skip:
         init_ray(num_cpus=max(2, args.threads))
+    if "driver" not in args.skip:
+        rows["stage (driver, one node)"] = driver_fn("minilm", args.threads, args.batch_size)
     if "stage" not in args.skip:
         rows["stage (Ray Data, 1 actor)"] = stage_fn("minilm", args.threads, args.batch_size)
     if "before" not in args.skip:
