@@ -609,7 +609,7 @@ def format_summary(s: dict[str, Any]) -> str:
     lines = [(f"encode: {s['trajectories']} trajectories ({s['encoded_now']} encoded now, {s['skipped_done']} "
              f"already done, {s['errors']} errors), {s['profiles']} profiles ({s['profiles_consolidated_now']} "
              f"consolidated now), {s['texts_embedded']} texts embedded with {s['embedder']}"),
-             "seconds: " + ", ".join(f"{k}={v}" for k, v in s["step_seconds"].items())]
+             f"seconds ({s.get('execution', 'ray')}): " + ", ".join(f"{k}={v}" for k, v in s["step_seconds"].items())]
     if s.get("events_skipped"):
         lines.append(f"events skipped (invalid, left out of their Engram): {s['events_skipped']}")
         lines += [f"  skipped: {m}" for m in s.get("skipped_event_examples", [])]
