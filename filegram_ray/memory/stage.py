@@ -12,7 +12,8 @@ never ``meta.json`` (ground truth). Writes, through :class:`~filegram_ray.storag
 
 Resumable: completion records ``_done/encode.engram/<trajectory>`` and ``_done/encode.profile/<profile>`` (the
 latter holds the trajectory set; a profile is redone when its set changes). ``serial=True`` runs the same
-functions without Ray.
+functions without Ray; ``execution: auto`` (default) runs them in the driver when the Ray cluster is one node, and
+as the Ray Data pipeline above on a multi-node cluster (:class:`EncodeConfig`).
 """
 
 from __future__ import annotations
