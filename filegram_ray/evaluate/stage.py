@@ -255,6 +255,7 @@ class EvalWorker:
         self.multimodal_content = multimodal_content
         self.multimodal_formats = multimodal_formats
         self._override = None
+        self._load_s = self._views_s = 0.0
 
     def _views(self, unit: dict[str, Any]) -> list[Any]:
         """The views of a unit's context spec (multimodal: the content override; real_world: the caption stage's
@@ -281,10 +282,10 @@ class EvalWorker:
             return state, 0.0, True
         t0 = time.perf_counter()
         views_ = views() if views is not None else self._views(unit)
-        built_s = time.perf_counter() - t0 if views is None else 0.0  # shared views are timed by SpecWorker
+        self._views_s = time.perf_counter() - t0  # ~0 when an earlier method of the spec unit built them
         t0 = time.perf_counter()
         state = self.method.ingest(views_)
-        secs = time.perf_counter() - t0 + built_s
+        secs = time.perf_counter() - t0 + (self._views_s if views is None else 0.0)
         self.run.write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
         if shared is not None:
             shared[path] = state
@@ -293,7 +294,7 @@ class EvalWorker:
     def process(self, unit: dict[str, Any], views: Callable[[], list[Any]] | None = None,
                 shared: dict[str, Any] | None = None) -> dict[str, Any]:
         """Answer one unit's items; ``views`` / ``shared``: see :meth:`_state` (:class:`SpecWorker` passes them)."""
-        self._load_s = 0.0
+        self._load_s = self._views_s = 0.0
         state, ingest_s, cached = self._state(unit, views, shared)
         rows = []
         retrieve_s = answer_s = 0.0
@@ -318,7 +319,8 @@ class EvalWorker:
         self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
         n_err = sum(r["status"] != "ok" for r in rows)
         times = {"ingest_s": round(ingest_s, 4), "state_load_s": round(self._load_s, 4),
-                 "retrieve_s": round(retrieve_s, 4), "answer_s": round(answer_s, 4)}
+                 "retrieve_s": round(retrieve_s, 4), "answer_s": round(answer_s, 4),
+                 "views_s": round(self._views_s if views is not None else 0.0, 4)}
         self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err, **times,
                                                     "cached_state": cached})
         return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "cached_state": cached, **times}
@@ -476,7 +478,8 @@ def _earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str
 
 def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Where each method's time went in this run (units answered now): ``{method: {units, items, ingests,
-    ingest_s, state_loads, state_load_s, retrieve_s, answer_s}}`` — ingest = building a context spec's state (or
+    ingest_s, state_loads, state_load_s, retrieve_s, answer_s, views_s}}`` — views = building a spec's views (once per
+    spec for all methods, booked on the first method that ingests it), ingest = building a context spec's state (or
     loading it from the shared cache), answer = the method's retrieval plus the backbone's reply."""
     method_of = {u["unit_id"]: m for m, units in plan.items() for u in units}
     out: dict[str, dict[str, Any]] = {}
@@ -485,11 +488,11 @@ def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, A
         if m is None or r.get("status") == "error":
             continue
         t = out.setdefault(m, {"units": 0, "items": 0, "ingests": 0, "ingest_s": 0.0, "state_loads": 0,
-                               "state_load_s": 0.0, "retrieve_s": 0.0, "answer_s": 0.0})
+                               "state_load_s": 0.0, "retrieve_s": 0.0, "answer_s": 0.0, "views_s": 0.0})
         t["units"] += 1
         t["items"] += int(r.get("n_items") or 0)
         t["ingests" if not r.get("cached_state") else "state_loads"] += 1
-        for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s"):
+        for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s", "views_s"):
             t[k] += float(r.get(k) or 0.0)
     return {m: {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()} for m, t in out.items()}
 
@@ -497,10 +500,13 @@ def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, A
 def format_time_by_method(t: dict[str, dict[str, Any]]) -> str:
     """The per-method time table printed at the end of the evaluate stage."""
     lines = [f"{'method':28s} {'units':>6s} {'items':>6s} {'ingests':>8s} {'ingest s':>9s} {'loads':>6s} "
-             f"{'load s':>7s} {'retrieve s':>10s} {'answer s':>9s}"]
+             f"{'load s':>7s} {'retrieve s':>10s} {'answer s':>9s} {'views s':>8s}"]
     for m, r in sorted(t.items()):
         lines.append(f"{m:28s} {r['units']:6d} {r['items']:6d} {r['ingests']:8d} {r['ingest_s']:9.1f} "
-                     f"{r['state_loads']:6d} {r['state_load_s']:7.1f} {r['retrieve_s']:10.1f} {r['answer_s']:9.1f}")
+                     f"{r['state_loads']:6d} {r['state_load_s']:7.1f} {r['retrieve_s']:10.1f} {r['answer_s']:9.1f} "
+                     f"{r.get('views_s', 0.0):8.1f}")
+    lines.append("views s: building a context spec's views, once per spec for all its methods (paid by the first "
+                 "method that ingests it); ingest s: the method's own ingest")
     return "\n".join(lines)
 
 
