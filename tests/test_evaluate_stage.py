@@ -256,3 +256,34 @@ def test_second_evaluate_with_other_methods_keeps_the_earlier_rows(tmp_path, cap
     wider = run_evaluate(_cfg(fresh, methods=["full_context"], plots=False))
     assert wider["earlier_methods"] == [] and wider["earlier_left_out"] == ["no_context"]
     assert "earlier results of no_context left out of the report" in capsys.readouterr().out
+
+
+def test_one_methods_failing_ingest_fails_only_its_own_units(tmp_path, monkeypatch):
+    """The CPU path answers all methods of a context spec in one SpecWorker unit: a method whose ingest raises
+    fails its own units (error rows, no _done record), the other methods of the same specs finish, each spec's
+    views are built once for all methods, and a rerun retries only the failed method's units."""
+    from filegram_ray.evaluate import stage
+    from filegram_ray.methods import baselines
+
+    run = make_run(tmp_path)
+    built = []
+    real_build = stage.build_unit_views
+    monkeypatch.setattr(stage, "build_unit_views", lambda *a, **k: built.append(a[1]["unit_id"]) or real_build(*a, **k))
+
+    def boom(self, views):
+        raise RuntimeError("planted ingest failure")
+
+    monkeypatch.setattr(baselines.FullContext, "ingest", boom)
+    info = run_evaluate(_cfg(tmp_path, methods=["no_context", "full_context"], validity=False, plots=False))
+    res = run.read_table("results/results.parquet")
+    n_specs = res.filter(pl.col("method") == "no_context")["cache_key"].n_unique()
+    assert len(built) == len(set(built)) == n_specs  # one view build per spec, for both methods
+    fc, nc = (res.filter(pl.col("method") == m) for m in ("full_context", "no_context"))
+    assert set(fc["status"].to_list()) == {"error"} and "planted ingest failure" in fc["error"][0]
+    assert set(nc["status"].to_list()) == {"ok"}
+    assert info["n_failed_units"] == n_specs and info["units"]["failed"] == n_specs
+    assert len(run.done_records("evaluate")) == n_specs  # only no_context's units are done
+    monkeypatch.undo()
+    info = run_evaluate(_cfg(tmp_path, methods=["no_context", "full_context"], validity=False, plots=False))
+    assert info["n_failed_units"] == 0 and info["units"]["done"] == n_specs and info["units"]["skipped"] == n_specs
+    assert set(run.read_table("results/results.parquet")["status"].to_list()) == {"ok"}

@@ -17,6 +17,7 @@ In that setting a method must not read the agent's created text directly. Two mo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import defaultdict
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 __all__ = ["DERIVATIVES_INDEX", "SHOWN_FORMATS", "DerivativeText", "make_content_override", "text_twins"]
 
 DERIVATIVES_INDEX = "derivatives/index.parquet"
+#: recovered text per derivative (SHA-1 of its bytes, format, caption, transcript): every actor and every rerun of
+#: the evaluate stage reads a PDF/DOCX/PPTX/XLSX once per run instead of once per process
+RECOVERED_CACHE = "cache/recovered"
+RECOVERED_VERSION = "1"  # bump when rendering.recover changes what it reads back
 #: derivative formats whose recovered text a method sees in the Multimodal setting (all rendered ones; not ``md``)
 SHOWN_FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "png_page", "png_chart", "wav")
 
@@ -70,8 +75,16 @@ class DerivativeText:
         for r in sorted(rows, key=lambda r: (int(r.get("section_index") or 0), str(r.get("format")))):
             ext = str(r["path"]).rsplit(".", 1)[-1]
             try:
-                text = recover_bytes(self.run.read_bytes(r["path"]), ext, r["path"], r.get("caption") or None,
-                                     r.get("transcript") or None)
+                data = self.run.read_bytes(r["path"])
+                caption, transcript = r.get("caption") or None, r.get("transcript") or None
+                key = hashlib.sha1(b"\x1f".join([RECOVERED_VERSION.encode(), ext.encode(), data,
+                                                  str(caption).encode(), str(transcript).encode()])).hexdigest()
+                cached = f"{RECOVERED_CACHE}/{key[:2]}/{key}.txt"
+                if self.run.exists(cached):
+                    text = self.run.read_bytes(cached).decode("utf-8")
+                else:
+                    text = recover_bytes(data, ext, r["path"], caption, transcript)
+                    self.run.write_bytes(cached, text.encode("utf-8"))
             except Exception as exc:  # noqa: BLE001 - one unreadable derivative leaves a gap, not a failure
                 log.warning("multimodal: cannot recover %s: %s", r["path"], exc)
                 continue

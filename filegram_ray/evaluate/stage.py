@@ -14,7 +14,9 @@ evaluate of the run left for the same items and backbone (``results/units/<backb
 with another ``--methods`` list adds rows to the report instead of replacing them.
 
 Work unit = (method, setting, context spec): ingest (or load the cached state), then answer that spec's items in
-order. Units run on a pool of Ray actors through :func:`filegram_ray.runtime.map_units` (0.5 CPU each by default:
+order. On the CPU path the units of one (setting, context spec) travel together to a :class:`SpecWorker`, which
+builds the spec's views once for every method (each method keeps its own unit record). Units run on a pool of Ray
+actors through :func:`filegram_ray.runtime.map_units` (0.5 CPU each by default:
 a 2-CPU node deadlocks with whole-CPU actors, ENVIRONMENT_FACTS §1) or serially. A finished unit is skipped on
 rerun; a failing item becomes an error row; a failing ingest fails its unit (retried on rerun) and its items are
 reported as error rows.
@@ -32,7 +34,7 @@ import logging
 import pickle
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import polars as pl
@@ -49,6 +51,8 @@ __all__ = [
     "STAGE",
     "EvalWorker",
     "EvaluateConfig",
+    "SpecWorker",
+    "build_unit_views",
     "load_answer_key",
     "load_items",
     "public_view",
@@ -207,6 +211,19 @@ def _err(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:1000]
 
 
+def build_unit_views(run: RunDir, unit: Mapping[str, Any], override: Any = None) -> list[Any]:
+    """The :class:`~filegram_ray.methods.trajectory.TrajectoryView` list of a unit's context spec: the caption
+    stage's events for ``real_world`` (:mod:`video.realworld`), else events.json + media with ``override`` applied
+    in the multimodal setting."""
+    from filegram_ray.methods.trajectory import build_views
+
+    if unit["setting"] == "real_world":  # events read back from a screen recording (video.realworld)
+        from video.realworld import build_recording_views
+
+        return build_recording_views(run, unit["spec"])
+    return build_views(run, unit["spec"], content_override=override if unit["setting"] == "multimodal" else None)
+
+
 class EvalWorker:
     """Ray actor body: one unit = one (method, setting, spec) with its items.
 
@@ -238,37 +255,47 @@ class EvalWorker:
         self.multimodal_content = multimodal_content
         self.multimodal_formats = multimodal_formats
         self._override = None
+        self._load_s = self._views_s = 0.0
 
-    def _state(self, unit: dict[str, Any]) -> tuple[Any, float, bool]:
-        from filegram_ray.evaluate.multimodal import make_content_override
-        from filegram_ray.methods.trajectory import build_views
+    def _views(self, unit: dict[str, Any]) -> list[Any]:
+        """The views of a unit's context spec (multimodal: the content override; real_world: the caption stage's
+        events)."""
+        if unit["setting"] == "multimodal" and self._override is None:
+            from filegram_ray.evaluate.multimodal import make_content_override
 
+            self._override = make_content_override(self.run, self.multimodal_content, self.multimodal_formats)
+        return build_unit_views(self.run, unit, self._override)
+
+    def _state(self, unit: dict[str, Any], views: Callable[[], list[Any]] | None = None,
+               shared: dict[str, Any] | None = None) -> tuple[Any, float, bool]:
+        """``(state, ingest seconds, cached)`` of a unit: from ``shared`` (states ingested earlier in this spec unit,
+        by ``cache_path``), the pickled cache, or a fresh ingest of ``views()`` (default: build the views here)."""
         path = unit["cache_path"]
+        if shared is not None and path in shared:
+            return shared[path], 0.0, True
         if self.run.exists(path):
             t0 = time.perf_counter()
             state = pickle.loads(self.run.read_bytes(path))
             self._load_s = time.perf_counter() - t0
+            if shared is not None:
+                shared[path] = state
             return state, 0.0, True
-        override = None
-        if unit["setting"] == "multimodal":
-            if self._override is None:
-                self._override = make_content_override(self.run, self.multimodal_content, self.multimodal_formats)
-            override = self._override
         t0 = time.perf_counter()
-        if unit["setting"] == "real_world":  # events read back from a screen recording (video.realworld)
-            from video.realworld import build_recording_views
-
-            views = build_recording_views(self.run, unit["spec"])
-        else:
-            views = build_views(self.run, unit["spec"], content_override=override)
-        state = self.method.ingest(views)
-        secs = time.perf_counter() - t0
+        views_ = views() if views is not None else self._views(unit)
+        self._views_s = time.perf_counter() - t0  # ~0 when an earlier method of the spec unit built them
+        t0 = time.perf_counter()
+        state = self.method.ingest(views_)
+        secs = time.perf_counter() - t0 + (self._views_s if views is None else 0.0)
         self.run.write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        if shared is not None:
+            shared[path] = state
         return state, secs, False
 
-    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
-        self._load_s = 0.0
-        state, ingest_s, cached = self._state(unit)
+    def process(self, unit: dict[str, Any], views: Callable[[], list[Any]] | None = None,
+                shared: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Answer one unit's items; ``views`` / ``shared``: see :meth:`_state` (:class:`SpecWorker` passes them)."""
+        self._load_s = self._views_s = 0.0
+        state, ingest_s, cached = self._state(unit, views, shared)
         rows = []
         retrieve_s = answer_s = 0.0
         for item in unit["items"]:
@@ -292,10 +319,94 @@ class EvalWorker:
         self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
         n_err = sum(r["status"] != "ok" for r in rows)
         times = {"ingest_s": round(ingest_s, 4), "state_load_s": round(self._load_s, 4),
-                 "retrieve_s": round(retrieve_s, 4), "answer_s": round(answer_s, 4)}
+                 "retrieve_s": round(retrieve_s, 4), "answer_s": round(answer_s, 4),
+                 "views_s": round(self._views_s if views is not None else 0.0, 4)}
         self.run.mark_done(STAGE, unit["unit_id"], {"n_items": len(rows), "n_errors": n_err, **times,
                                                     "cached_state": cached})
         return {"unit": unit["unit_id"], "n_items": len(rows), "n_errors": n_err, "cached_state": cached, **times}
+
+
+class SpecWorker:
+    """Ray actor body of the CPU path: one unit = one (setting, context spec) with every method that still has to
+    answer it. The spec's views are built once and handed to each method in turn (building them — events.json,
+    media, the multimodal derivatives' text — cost as much as most methods' ingest, and every method used to
+    rebuild them); methods of one ``state_group`` (FileGramOS and its ablations) share the state ingested first.
+
+    Each method keeps its own unit (``_done`` record, answer table, cached state, error row): a method whose ingest
+    fails fails only its own unit, which a rerun retries. Same views, same states: the answers are those of one
+    :class:`EvalWorker` per method.
+
+    Args:
+        methods: the methods this actor may be asked for (method objects are made on first use).
+        method_options: ``{method: options}``.
+        others: as :class:`EvalWorker`.
+    """
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, methods: list[str],
+                 method_options: dict[str, dict[str, Any]] | None, backbone: Any, seed: int,
+                 multimodal_content: str = "auto", multimodal_formats: list[str] | None = None):
+        self.run = RunDir(run_uri, storage_options)
+        self.methods = list(methods)
+        self.kw = {"run_uri": run_uri, "storage_options": storage_options, "backbone": backbone, "seed": seed,
+                   "multimodal_content": multimodal_content, "multimodal_formats": multimodal_formats}
+        self.method_options = dict(method_options or {})
+        self._workers: dict[str, EvalWorker] = {}
+        self._override = None
+
+    def _worker(self, method: str) -> EvalWorker:
+        if method not in self._workers:
+            self._workers[method] = EvalWorker(method=method, method_options=self.method_options.get(method, {}),
+                                               **self.kw)
+        return self._workers[method]
+
+    def process(self, spec_unit: dict[str, Any]) -> dict[str, Any]:
+        """``{"unit", "views_s", "rows": [one :meth:`EvalWorker.process` row per method, or an error row]}``."""
+        built: dict[str, Any] = {}
+
+        def views() -> list[Any]:
+            if "views" not in built:
+                if "error" in built:
+                    raise built["error"]
+                t0 = time.perf_counter()
+                try:
+                    if spec_unit["setting"] == "multimodal" and self._override is None:
+                        from filegram_ray.evaluate.multimodal import make_content_override
+
+                        self._override = make_content_override(self.run, self.kw["multimodal_content"],
+                                                               self.kw["multimodal_formats"])
+                    built["views"] = build_unit_views(self.run, spec_unit, self._override)
+                except Exception as exc:
+                    built["error"] = exc
+                    raise
+                finally:
+                    built["views_s"] = time.perf_counter() - t0
+            return built["views"]
+
+        shared: dict[str, Any] = {}
+        rows = []
+        for unit in spec_unit["units"]:
+            try:
+                row = self._worker(unit["method"]).process(unit, views=views, shared=shared)
+                rows.append({"unit": unit["unit_id"], "status": "ok", **row})
+            except Exception as exc:  # noqa: BLE001 - one method's failure fails its own unit only
+                log.warning("evaluate: unit %s failed: %s", unit["unit_id"], exc)
+                rows.append({"unit": unit["unit_id"], "status": "error", "error": _err(exc)})
+        return {"unit": spec_unit["unit_id"], "views_s": round(float(built.get("views_s", 0.0)), 4), "rows": rows}
+
+
+def _spec_units(plan: dict[str, list[dict[str, Any]]], todo: set[str]) -> list[dict[str, Any]]:
+    """The ``todo`` units of ``plan`` grouped by (setting, context spec): one :class:`SpecWorker` unit each, methods
+    in ``plan`` order; the largest specs first (a 2-actor pool then ends on small units, not on one 32-session
+    spec)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for units in plan.values():
+        for u in units:
+            if u["unit_id"] not in todo:
+                continue
+            sid = u["unit_id"].split("/", 1)[0] + "/" + u["out_path"].rsplit("/", 1)[-1].removesuffix(".parquet")
+            su = specs.setdefault(sid, {"unit_id": sid, "setting": u["setting"], "spec": u["spec"], "units": []})
+            su["units"].append(u)
+    return sorted(specs.values(), key=lambda su: (-len(su["spec"].get("trajectories") or []), su["unit_id"]))
 
 
 _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8, "backbone": pl.Utf8,
@@ -367,7 +478,8 @@ def _earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str
 
 def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Where each method's time went in this run (units answered now): ``{method: {units, items, ingests,
-    ingest_s, state_loads, state_load_s, retrieve_s, answer_s}}`` — ingest = building a context spec's state (or
+    ingest_s, state_loads, state_load_s, retrieve_s, answer_s, views_s}}`` — views = building a spec's views (once per
+    spec for all methods, booked on the first method that ingests it), ingest = building a context spec's state (or
     loading it from the shared cache), answer = the method's retrieval plus the backbone's reply."""
     method_of = {u["unit_id"]: m for m, units in plan.items() for u in units}
     out: dict[str, dict[str, Any]] = {}
@@ -376,11 +488,11 @@ def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, A
         if m is None or r.get("status") == "error":
             continue
         t = out.setdefault(m, {"units": 0, "items": 0, "ingests": 0, "ingest_s": 0.0, "state_loads": 0,
-                               "state_load_s": 0.0, "retrieve_s": 0.0, "answer_s": 0.0})
+                               "state_load_s": 0.0, "retrieve_s": 0.0, "answer_s": 0.0, "views_s": 0.0})
         t["units"] += 1
         t["items"] += int(r.get("n_items") or 0)
         t["ingests" if not r.get("cached_state") else "state_loads"] += 1
-        for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s"):
+        for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s", "views_s"):
             t[k] += float(r.get(k) or 0.0)
     return {m: {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()} for m, t in out.items()}
 
@@ -388,10 +500,13 @@ def _time_by_method(rows: list[dict[str, Any]], plan: dict[str, list[dict[str, A
 def format_time_by_method(t: dict[str, dict[str, Any]]) -> str:
     """The per-method time table printed at the end of the evaluate stage."""
     lines = [f"{'method':28s} {'units':>6s} {'items':>6s} {'ingests':>8s} {'ingest s':>9s} {'loads':>6s} "
-             f"{'load s':>7s} {'retrieve s':>10s} {'answer s':>9s}"]
+             f"{'load s':>7s} {'retrieve s':>10s} {'answer s':>9s} {'views s':>8s}"]
     for m, r in sorted(t.items()):
         lines.append(f"{m:28s} {r['units']:6d} {r['items']:6d} {r['ingests']:8d} {r['ingest_s']:9.1f} "
-                     f"{r['state_loads']:6d} {r['state_load_s']:7.1f} {r['retrieve_s']:10.1f} {r['answer_s']:9.1f}")
+                     f"{r['state_loads']:6d} {r['state_load_s']:7.1f} {r['retrieve_s']:10.1f} {r['answer_s']:9.1f} "
+                     f"{r.get('views_s', 0.0):8.1f}")
+    lines.append("views s: building a context spec's views, once per spec for all its methods (paid by the first "
+                 "method that ingests it); ingest s: the method's own ingest")
     return "\n".join(lines)
 
 
@@ -623,16 +738,28 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             multimodal_formats=ecfg.multimodal_formats, num_actors=ecfg.num_actors,
             num_cpus_per_actor=ecfg.num_cpus_per_actor, wave_units=ecfg.wave_units,
             max_context_chars=ecfg.max_context_chars)
-    for m, units in plan.items() if spec is None else ():
-        todo = [u for u in units if not _unit_complete(run, u)]
-        log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(todo))
-        rows = map_units(EvalWorker, todo, init_kwargs={
-            "run_uri": run.uri, "storage_options": run.storage_options, "method": m,
-            "method_options": ecfg.method_options.get(m, {}), "backbone": ecfg.backbone, "seed": config.seed,
+    views_s = 0.0
+    if spec is None:
+        todo: set[str] = set()
+        for m, units in plan.items():
+            left = [u["unit_id"] for u in units if not _unit_complete(run, u)]
+            log.info("evaluate: %s: %d units (%d already done)", m, len(units), len(units) - len(left))
+            todo.update(left)
+        spec_units = _spec_units(plan, todo)
+        rows = map_units(SpecWorker, spec_units, init_kwargs={
+            "run_uri": run.uri, "storage_options": run.storage_options, "methods": ecfg.methods,
+            "method_options": ecfg.method_options, "backbone": ecfg.backbone, "seed": config.seed,
             "multimodal_content": mm_mode, "multimodal_formats": ecfg.multimodal_formats},
-            num_actors=ecfg.num_actors,
-            num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial, stage=f"{STAGE}:{m}")
-        unit_status.extend(rows)
+            num_actors=ecfg.num_actors, num_cpus_per_actor=ecfg.num_cpus_per_actor, serial=ecfg.serial,
+            stage=STAGE)
+        by_id = {su["unit_id"]: su for su in spec_units}
+        for r in rows:
+            if "rows" in r:
+                unit_status.extend(r["rows"])
+                views_s += float(r.get("views_s") or 0.0)
+            else:  # the actor itself failed (died past its restarts): every method unit of the spec failed
+                unit_status.extend({"unit": u["unit_id"], "status": "error", "error": r.get("error", "")}
+                                   for u in by_id.get(r.get("unit"), {}).get("units", []))
     # methods an earlier evaluate of this run answered on these same items with this backbone: their finished unit
     # tables join the results, so a second evaluate with another --methods list adds rows instead of replacing them
     earlier, left_out = _earlier_methods(run, items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest)
@@ -645,6 +772,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     time_by_method = _time_by_method(unit_status, plan)
     if time_by_method:
         print(format_time_by_method(time_by_method), flush=True)
+    if views_s:
+        print(f"evaluate: context views built once per spec for all methods: {views_s:.1f} s", flush=True)
     # gather answers: finished units from their tables, failed units as error rows for each of their items
     frames = []
     failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
@@ -701,7 +830,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                                  failed=len(failed)),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
-            "judge_s": round(judge_s, 2), "time_by_method": time_by_method,
+            "judge_s": round(judge_s, 2), "time_by_method": time_by_method, "views_s": round(views_s, 2),
             "judge_validity": validity.to_dicts() if validity is not None else [],
             "seconds": round(time.perf_counter() - t0, 2)}
     write_report(run, results, summary, info, plots=ecfg.plots)

@@ -163,9 +163,12 @@ class VisRAG(MemoryMethod):
             self.embedder = default_embedder()
         return self.embedder
 
-    def _page_text(self, png: bytes, drawn: str) -> tuple[str, str]:
+    def _page_text(self, content: str, drawn: str) -> tuple[str, str]:
+        """``(page text, "ocr" | "drawn")`` of a created file's page; the page is rendered only for OCR (the drawn
+        text does not depend on the image)."""
         if not ocr_available() or self.options.get("ocr") is False:
             return drawn, "drawn"
+        png = render_page(content, max_lines=OCR_LINES)
         key = hashlib.sha1(png).hexdigest()
         memo = _OCR_MEMO
         if key in memo:
@@ -201,7 +204,7 @@ class VisRAG(MemoryMethod):
                 if ev.get("event_type") != "file_write" or len(content) < MIN_PAGE_CHARS:
                     continue
                 drawn = "\n".join(page_lines(content)[:OCR_LINES])
-                text, how = self._page_text(render_page(content, max_lines=OCR_LINES), drawn)
+                text, how = self._page_text(content, drawn)
                 sources.add(how)
                 label = "page (OCR)" if how == "ocr" else "page (drawn text, no OCR engine)"
                 # the leak fix: session label + task + anonymised relative path, never the raw sandbox path

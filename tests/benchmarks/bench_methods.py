@@ -9,9 +9,18 @@ the other, on the same views (ratios side by side; this machine is shared and no
 A run directory without trajectories gets a small one first (seed + generate for ``--profiles`` × ``--tasks``).
 The full run: ``python jobs/pipeline.py`` then ``--run-dir runs/default``.
 
+``--from-run RUN`` reads an evaluated run instead (nothing is ingested): per method, the ingest seconds of the
+evaluate stage's own units (``_done/evaluate`` records: units ingested, seconds per ingest; the views a
+:class:`~filegram_ray.evaluate.stage.SpecWorker` builds once per spec for all methods are not in them, their total is
+printed apart when run.json has it), and the memory tokens of ``results/results.parquet`` — In. = the mean
+``tokens_in_memory`` of the items whose context is a profile's 32 sessions (``all_trajectories``, the paper's
+per-profile memory) and over all items, Out. = the mean ``tokens_out`` per item; both ``len(text)//4`` for every
+method (:class:`~filegram_ray.methods.base.Context`).
+
 Usage:
     python tests/benchmarks/bench_methods.py [--run-dir RUN] [--profiles p1_methodical p8_minimal_editor]
         [--tasks T-01 T-02 …] [--methods mma visrag …] [--backbone-url URL --backbone-model M]
+    python tests/benchmarks/bench_methods.py --from-run runs/default
 """
 
 from __future__ import annotations
@@ -42,6 +51,57 @@ def _k(x: float) -> str:
     return f"{x / 1000:.1f}K" if x >= 1000 else f"{x:.0f}"
 
 
+def from_run(run_dir: str, methods: list[str] | None = None) -> int:
+    """Print the per-method table of an evaluated run (see the module docstring); returns 0."""
+    import json
+    import os
+
+    import polars as pl
+
+    from filegram_ray.evaluate.stage import load_items
+    from filegram_ray.storage import RunDir
+
+    run = RunDir(run_dir)
+    res = run.read_table("results/results.parquet")
+    kind = {it["question_id"]: str((it.get("context") or {}).get("kind")) for it in load_items(run)}
+    res = res.with_columns(pl.col("question_id").replace_strict(kind, default="").alias("kind"))
+    times: dict[str, list[dict]] = {}
+    for rec in run.done_records("evaluate"):
+        unit = str(rec.get("unit", ""))
+        if unit.count("/") >= 2:
+            times.setdefault(unit.split("/")[1], []).append(rec)
+    names = methods or [m for m in res["method"].unique(maintain_order=True).to_list()
+                        if m not in ("oracle", "random")]
+    try:
+        ev = json.loads(run.read_text("run.json"))["stages"]["evaluate"]
+        views_s, seconds = ev.get("views_s"), ev.get("seconds")
+    except Exception:  # noqa: BLE001 - an older run.json: the table goes without the stage figures
+        views_s = seconds = None
+    print(f"bench_methods --from-run {run_dir}: {res['question_id'].n_unique()} items, "
+          f"{sum(len(v) for v in times.values())} unit records; load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} (now)")
+    print(f"\n{'method':<26}{'units':>6}{'ingests':>8}{'ingest s':>9}{'s/ingest':>9}{'retr s':>7}"
+          f"{'In. 32-sess':>12}{'In. all':>9}{'Out.':>8}{'In. paper':>10}{'Out. paper':>11}")
+    for m in sorted(names, key=lambda n: (list(PAPER).index(n) if n in PAPER else len(PAPER), n)):
+        r = res.filter((pl.col("method") == m) & (pl.col("status") == "ok"))
+        recs = times.get(m, [])
+        ing = [float(x.get("ingest_s") or 0.0) for x in recs if not x.get("cached_state")]
+        retr = sum(float(x.get("retrieve_s") or 0.0) for x in recs)
+        full = r.filter(pl.col("kind") == "all_trajectories")
+        tin32 = full["tokens_in_memory"].mean() if full.height else None
+        tin = r["tokens_in_memory"].mean() if r.height else None
+        tout = r["tokens_out"].mean() if r.height else None
+        pin, pout = PAPER.get(m, ("", ""))
+        print(f"{m:<26}{len(recs):>6}{len(ing):>8}{sum(ing):>9.1f}{(sum(ing) / len(ing) if ing else 0):>9.2f}"
+              f"{retr:>7.1f}{(_k(tin32) if tin32 is not None else '-'):>12}{(_k(tin) if tin is not None else '-'):>9}"
+              f"{(_k(tout) if tout is not None else '-'):>8}{pin:>10}{pout:>11}")
+    if views_s is not None:
+        print(f"\nviews built once per context spec for all methods: {views_s:.1f} s; evaluate stage: {seconds} s")
+    print("ingest s: the method's own ingest (FileGramOS ablations reuse FileGramOS's state: 0 ingests); "
+          "In./Out.: len(text)//4 tokens, In. paper per profile (32 sessions)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-dir", default=None)
@@ -50,7 +110,10 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", nargs="+", default=None)
     ap.add_argument("--backbone-url", default=None)
     ap.add_argument("--backbone-model", default="local")
+    ap.add_argument("--from-run", default=None, help="an evaluated run: print its evaluate figures, ingest nothing")
     args = ap.parse_args(argv)
+    if args.from_run:
+        return from_run(args.from_run, args.methods)
 
     from filegram_ray.methods import build_views, make_method, method_names
     from filegram_ray.methods.embed import default_embedder, run_cache_dir
