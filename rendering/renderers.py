@@ -796,10 +796,12 @@ def build_png_chart(obj: Section | Document) -> Rendered:
 
 
 # ----------------------------------------------------------------------------------------------------- WAV
-#: default narration length: ours (§10's spoken briefing is ≤200 words). 24 words — the title and one or two
-#: sentences, ≈8 s of speech — because narration is most of the render stage's CPU time (piper on one thread:
-#: 0.95 CPU-s per 24-word file vs 1.38 at 30 words, measured on 2 cores; tests/benchmarks/bench_render.py)
-NARRATION_MAX_WORDS = 24
+#: default narration length: ours (§10's spoken briefing is ≤200 words). 16 words — the title and about one
+#: sentence, ≈7 s of speech — because narration is most of the render stage's CPU time: piper on one thread speaks
+#: ≈10 s of speech per CPU-s, and the default run's 610 narrations at 24 words were ≈560 of render's 875 CPU-s.
+#: Cutting 24 → 16 keeps every narrated WAV (the paper's audio share) and removes a third of the distinct phonemes
+#: to synthesise (77.6 k → 51.4 k on that run's 610 scripts; README "Speech").
+NARRATION_MAX_WORDS = 16
 
 
 #: longest word narrated, in characters (ours: the longest English words have ~30 letters)

@@ -91,6 +91,22 @@ def test_ocr_event_recovery_meets_the_floor_on_a_fixed_trajectory(our_video, tmp
         assert s[etype]["matched"] >= 1, (etype, s[etype])
 
 
+def test_ocr_line_cache_changes_the_work_not_the_captions(our_video):
+    """A line whose exact pixels were recognised earlier in the recording takes that text (video/ocr.py): the captions
+    are those of recognising every line (one line per call, so no batch-mates can change a result), with fewer
+    recognitions. Full-frame reads, so the unchanged file tree is read again on every keyframe."""
+    from video.ocr import OcrCaptioner, OcrParams
+
+    _, mp4 = our_video
+    kfs, _ = extract_keyframes(mp4)
+    kfs = kfs[:6]
+    cached, plain = (OcrCaptioner(OcrParams(incremental=False, line_cache=c)) for c in (True, False))
+    for k in kfs:
+        assert [ln.to_dict() for ln in cached.caption(k.image)] == [ln.to_dict() for ln in plain.caption(k.image)]
+    assert plain.lines_recognised >= plain.boxes_read > 0
+    assert cached.lines_recognised < plain.lines_recognised
+
+
 def test_a_real_mp4_made_by_another_tool_captions_without_error(tmp_path, capsys):
     mp4 = external_mp4(tmp_path / "testsrc.mp4")
     rc, _, err = _cli(["caption", str(mp4), "--out", str(tmp_path / "c.json")], capsys)  # `filegram video caption`
