@@ -264,3 +264,20 @@ def test_rel_render_rerun_without_seed_mixes_derivatives_settings(tmp_path):
     assert again["units_planned"] == 0 and again["rows_of_other_plans_removed"] == 0  # stable, no churn
     recs = [json.loads(p.read_text()) for p in Path(a, "_done", "render").glob("*.json")]
     assert recs and all(r["plan"] == ia["plan"][0] for rec in recs for r in rec["rows"])
+
+
+def test_stage_meter_reads_memory_sparsely_but_always_at_first_and_last_sample():
+    """Issue 17: PSS (smaps_rollup) is read every ``mem_every``-th sample only, yet a stage's record always has
+    its memory (first and last sample) and its CPU seconds (every sample)."""
+    import time
+
+    from filegram_ray.runtime import StageMeter
+
+    with StageMeter(interval=0.05, mem_every=10_000) as meter:
+        t_end = time.process_time() + 0.3
+        while time.process_time() < t_end:  # burn ~0.3 CPU-s in this process
+            sum(i * i for i in range(1000))
+    rec = meter.record()
+    assert rec["peak_memory_mb"] > 10 and rec["driver_peak_memory_mb"] > 10
+    assert rec["cpu_s"] >= 0.2
+    assert meter._n_samples >= 3  # the loop sampled CPU in between
