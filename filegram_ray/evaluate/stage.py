@@ -403,8 +403,7 @@ def _spec_units(plan: dict[str, list[dict[str, Any]]], todo: set[str]) -> list[d
         for u in units:
             if u["unit_id"] not in todo:
                 continue
-            sid = u["unit_id"].split("/", 1)[0] + "/" + u["out_path"].rsplit("/", 1)[-1].removesuffix(".parquet")
-            su = specs.setdefault(sid, {"unit_id": sid, "setting": u["setting"], "spec": u["spec"], "units": []})
+            su = specs.setdefault(u["spec_id"], {"unit_id": u["spec_id"], "setting": u["setting"], "spec": u["spec"], "units": []})
             su["units"].append(u)
     return sorted(specs.values(), key=lambda su: (-len(su["spec"].get("trajectories") or []), su["unit_id"]))
 
@@ -454,6 +453,7 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, b
             uid = f"{bb_tag}/{m}/{tag}__{key}"
             cache_group = f"{group}@{bb_tag}" if llm_ingest else group
             units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
+                          "spec_id": f"{bb_tag}/{tag}__{key}",
                           "items": g["items"], "cache_path": f"results/cache/{cache_group}/{tag}__{key}.pkl",
                           "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}.parquet"})
         plan[m] = units
