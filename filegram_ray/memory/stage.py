@@ -204,8 +204,7 @@ def _consolidate_profile(run, profile_id: str, task_ids: list[str], cfg: dict[st
         return {"profile_id": profile_id, "status": "ok", "error": None, "kind": resolve_kind(kind, ct + et),
                 "texts": len(ct) + len(et)}
     except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
-        return {"profile_id": profile_id, "status": "error", "error": f"{profile_id}: {exc}", "kind": None,
-                "texts": 0}
+        return _profile_error(profile_id, None, exc)
 
 
 def _profile_texts(run, row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -256,6 +255,11 @@ def _vectors_by_part(rows: dict[str, Any], n_chunks: int | None = None) -> dict[
     return out
 
 
+def _profile_error(profile_id: str, kind: str | None, exc: BaseException) -> dict[str, Any]:
+    """The status row of a profile whose consolidation or indexing failed (one bad profile never sinks the batch)."""
+    return {"profile_id": profile_id, "status": "error", "error": f"{profile_id}: {exc}", "kind": kind, "texts": 0}
+
+
 def _index_group(group: dict[str, np.ndarray], *, run, ccfg: dict[str, Any], tasks: dict[str, list[str]],
                  setting: str) -> dict[str, np.ndarray]:
     """``map_groups`` function: all embedded rows of one profile → its indices and store (one status row)."""
@@ -264,7 +268,7 @@ def _index_group(group: dict[str, np.ndarray], *, run, ccfg: dict[str, Any], tas
     try:
         row = _index_profile(run, pid, kind, _vectors_by_part(group), ccfg, tasks[pid], setting)
     except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
-        row = {"profile_id": pid, "status": "error", "error": f"{pid}: {exc}", "kind": kind, "texts": 0}
+        row = _profile_error(pid, kind, exc)
     return {k: np.asarray([v], dtype=object) for k, v in row.items()}
 
 
@@ -343,8 +347,7 @@ def _embed_and_index_here(run, profiles: list[dict[str, Any]], cfg: EncodeConfig
                 out.append(_index_profile(run, p["profile_id"], p["kind"], _vectors_by_part(grp), ccfg,
                                           tasks[p["profile_id"]], cfg.embedder))
             except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
-                out.append({"profile_id": p["profile_id"], "status": "error", "error": f"{p['profile_id']}: {exc}",
-                            "kind": p["kind"], "texts": 0})
+                out.append(_profile_error(p["profile_id"], p["kind"], exc))
         block.clear()
 
     n = 0
@@ -352,8 +355,7 @@ def _embed_and_index_here(run, profiles: list[dict[str, Any]], cfg: EncodeConfig
         try:
             rows = _profile_texts(run, p)
         except Exception as exc:  # noqa: BLE001 - one bad profile never sinks the batch
-            out.append({"profile_id": p["profile_id"], "status": "error", "error": f"{p['profile_id']}: {exc}",
-                        "kind": p["kind"], "texts": 0})
+            out.append(_profile_error(p["profile_id"], p["kind"], exc))
             continue
         block.append((p, rows))
         n += len(rows)
