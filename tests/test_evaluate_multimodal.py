@@ -252,3 +252,17 @@ def test_moved_output_found_under_final_path(tmp_path):
     got = dt(tid, {"event_type": "file_write", "timestamp": 1.0, "file_path": "draft.md"})
     assert got.startswith("[rendered pdf]") and "budget closes in March" in got
     assert dt(tid, {"event_type": "file_write", "timestamp": 4.0, "file_path": "draft.md"}) == ""
+
+
+def test_visrag_row_named_by_the_page_text_that_ran():
+    """The report's VisRAG row says which page text ranked the pages: OCR, or the drawn text when OCR is off
+    (the default, ``method_options.visrag.ocr: false``) — the row must not claim OCR that did not run."""
+    from filegram_ray.evaluate.report import markdown_table
+    from filegram_ray.methods import make_method
+
+    summary = pl.DataFrame([{"method": "visrag", "n": 1, "n_errors": 0, "avg": 50.0, "tokens_in": 10,
+                             "tokens_out": 5}])
+    off = {"visrag": make_method("visrag", ocr=False).mode(False)}
+    assert "| VisRAG (drawn page text) |" in markdown_table(summary, off)
+    on = {"visrag": "pages rendered as PNG, page text by OCR (rapidocr) + MiniLM; no packaged image-text embedder"}
+    assert "| VisRAG (OCR) |" in markdown_table(summary, on)

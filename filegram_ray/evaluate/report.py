@@ -30,8 +30,14 @@ _DISPLAY = {"no_context": "No Context", "full_context": "Full Context", "naive_r
             "random": "Random (validity)"}
 
 
-def _name(method: str) -> str:
-    """Row name: the built-in table above, else the registered method's ``display`` (plugins), else the id."""
+def _name(method: str, modes: dict[str, str] | None = None) -> str:
+    """Row name: the built-in table above, else the registered method's ``display`` (plugins), else the id.
+
+    ``modes`` (the run's ``method_modes``) names VisRAG by the page text that ran: ``VisRAG (OCR)`` when OCR read
+    the pages, ``VisRAG (drawn page text)`` when the pages' drawn text stood in (``method_options.visrag.ocr:
+    false``, the default, or rapidocr missing)."""
+    if method == "visrag" and "drawn text" in str((modes or {}).get("visrag", "")):
+        return "VisRAG (drawn page text)"
     if method in _DISPLAY:
         return _DISPLAY[method]
     try:
@@ -50,8 +56,8 @@ def _fmt(x: Any, tokens: bool = False) -> str:
     return f"{x:.1f}"
 
 
-def markdown_table(summary: pl.DataFrame) -> str:
-    """The paper-style Markdown table of a :func:`summarise` frame."""
+def markdown_table(summary: pl.DataFrame, modes: dict[str, str] | None = None) -> str:
+    """The paper-style Markdown table of a :func:`summarise` frame (``modes``: see :func:`_name`)."""
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
         "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", "multimodal", "real_world", *CHANNELS}]
@@ -68,7 +74,7 @@ def markdown_table(summary: pl.DataFrame) -> str:
         if is_valid and block:
             lines.append("| " + " | ".join(["*validity*"] + [""] * (len(head) - 1)) + " |")
         for r in block:
-            cells = [_name(r["method"]),
+            cells = [_name(r["method"], modes),
                      "–" if is_valid else _fmt(r.get("tokens_in"), True),
                      "–" if is_valid else _fmt(r.get("tokens_out"), True),
                      *[_fmt(r.get(s)) for s in subs], *[_fmt(r.get(c)) for c in CHANNELS], _fmt(r.get("avg")),
@@ -105,16 +111,16 @@ def text_vs_multimodal(results: pl.DataFrame) -> pl.DataFrame:
     return agg.sort(pl.col("method").replace_strict(rank, default=len(rank))).select(list(schema))
 
 
-def twin_markdown_table(twins: pl.DataFrame) -> str:
+def twin_markdown_table(twins: pl.DataFrame, modes: dict[str, str] | None = None) -> str:
     """The "Text vs Multimodal" Markdown table of a :func:`text_vs_multimodal` frame."""
     lines = ["| Method | Text | Multimodal | Δ | pairs |", "|---|---|---|---|---|"]
     for r in twins.to_dicts():
-        lines.append(f"| {_name(r['method'])} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
+        lines.append(f"| {_name(r['method'], modes)} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
                      f"{r['delta']:+.1f} | {r['n_pairs']} |")
     return "\n".join(lines)
 
 
-def _twin_png(twins: pl.DataFrame) -> bytes:
+def _twin_png(twins: pl.DataFrame, modes: dict[str, str] | None = None) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,7 +135,7 @@ def _twin_png(twins: pl.DataFrame) -> bytes:
     for i, r in enumerate(rows):
         ax.text(i, max(r["text"], r["multimodal"]) + 2, f"{r['delta']:+.1f}", ha="center", fontsize=8)
     ax.set_xticks(x)
-    ax.set_xticklabels([_name(r["method"]) for r in rows], rotation=25, ha="right",
+    ax.set_xticklabels([_name(r["method"], modes) for r in rows], rotation=25, ha="right",
                        fontsize=8)
     ax.set_ylim(0, 112)
     ax.set_ylabel("accuracy on the same questions (%)")
@@ -166,7 +172,8 @@ def _recovery_section(run: RunDir) -> list[str]:
     return out
 
 
-def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) -> bytes:
+def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
+             modes: dict[str, str] | None = None) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,7 +187,7 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str) ->
     for i, m in enumerate(methods):
         row = summary.filter(pl.col("method") == m).to_dicts()[0]
         vals = [row.get(c) if row.get(c) is not None else 0.0 for c in cols]
-        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m))
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m, modes))
     ax.set_xticks(x)
     ax.set_xticklabels(cols)
     ax.set_ylim(0, 105)
@@ -227,6 +234,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     Wall-clock figures (``info["seconds"]``) go to ``results/timings.json`` only, so ``report.md`` and the plots are
     byte-identical across runs with the same seed (REL-report-timing-bytes-differ)."""
     written = []
+    modes = {m: d for m, d in (info.get("method_modes") or {}).items() if d}
     lines = ["# FileGramBench results", "",
              (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
              f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} "
@@ -240,15 +248,14 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    "FileGrd items. Full bank: `--set evaluate.sample_per_sub_task=null`."), ""]
     if info.get("earlier_methods"):
         lines += [(f"Methods answered by an earlier evaluate of this run (same items and backbone): "
-                   f"{', '.join(_name(m) for m in info['earlier_methods'])}."), ""]
+                   f"{', '.join(_name(m, modes) for m in info['earlier_methods'])}."), ""]
     if summary.height:
-        lines += [markdown_table(summary), ""]
+        lines += [markdown_table(summary, modes), ""]
     else:
         lines += ["No items were evaluated.", ""]
-    modes = {m: d for m, d in (info.get("method_modes") or {}).items() if d}
     if modes:
         lines += ["Which mechanism ran for each method (with this backbone):", ""]
-        lines += [f"- {_name(m)}: {d}" for m, d in modes.items()]
+        lines += [f"- {_name(m, modes)}: {d}" for m, d in modes.items()]
         lines.append("")
     lines += [
         "How to read this table:",
@@ -282,9 +289,9 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    "on their FileGrd twins, Δ = Multimodal − Text in points (paper §8.4: text-only methods drop "
                    f"toward the No Context baseline, FileGramOS least). Multimodal content: "
                    f"`{info.get('multimodal_content', '?')}`."), "",
-                  twin_markdown_table(twins)]
+                  twin_markdown_table(twins, modes)]
         if plots:
-            run.write_bytes("results/text_vs_multimodal.png", _twin_png(twins))
+            run.write_bytes("results/text_vs_multimodal.png", _twin_png(twins, modes))
             written.append("results/text_vs_multimodal.png")
             lines += ["", "![text vs multimodal](text_vs_multimodal.png)"]
     lines += _recovery_section(run)
@@ -295,10 +302,10 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             lines.append(f"- `{r['method']}` `{r['question_id']}`: {r['error'][:300]}")
     if plots and summary.height:
         subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
-        run.write_bytes("results/subtasks.png", _bar_png(summary, subs, "Score per sub-task", "score (0–100)"))
+        run.write_bytes("results/subtasks.png", _bar_png(summary, subs, "Score per sub-task", "score (0–100)", modes))
         chans = [c for c in CHANNELS if c in summary.columns]
         run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel",
-                                                         "score (0–100)"))
+                                                         "score (0–100)", modes))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
     text = "\n".join(lines) + "\n"
