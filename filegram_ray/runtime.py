@@ -496,6 +496,11 @@ def map_units(
 ) -> list[dict[str, Any]]:
     """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit; returns one result row per unit.
 
+    On Ray the units go through Ray's own pool, :class:`ray.util.ActorPool` (``num_actors`` actors); this function
+    adds what the pool leaves to its caller: a unit whose ``process`` raises becomes an error row (in the actor),
+    and a unit whose actor dies is resubmitted once Ray has restarted the actor (or a new one replaced it), at most
+    ``max_restarts`` times — every unit yields exactly one row.
+
     Args:
         worker_cls: class with ``__init__(**init_kwargs)`` and ``process(unit: dict) -> dict``.
         units: work units; each must carry a unique ``unit_id`` string.
@@ -555,22 +560,10 @@ def map_units(
         n = cap
     actor_opts = {"num_cpus": num_cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0}
     actors = [_Actor.options(**actor_opts).remote(worker_cls, init_kwargs) for _ in range(n)]
-    pending = list(reversed(units))
-    attempts: dict[str, int] = {}
-    in_flight: dict[Any, tuple[int, dict[str, Any]]] = {}
-
-    def _submit(slot: int) -> None:
-        unit = pending.pop()
-        ref = actors[slot].process.remote(unit)
-        in_flight[ref] = (slot, unit)
-
     try:
-        for slot in range(n):
-            if pending:
-                _submit(slot)
-        _drain(ray, actors, in_flight, pending, attempts, _submit, _emit, stage, max_restarts,
-               actor_restart_timeout_s, _Actor, actor_opts, worker_cls, init_kwargs,
-               (RayActorError, ActorDiedError, ActorUnavailableError))
+        _run_pool(ray, actors, units, _emit, stage, max_restarts, actor_restart_timeout_s,
+                  lambda: _Actor.options(**actor_opts).remote(worker_cls, init_kwargs),
+                  (RayActorError, ActorDiedError, ActorUnavailableError))
     finally:  # also on Ctrl-C: no actor of this pool outlives the call
         for a in actors:
             try:
@@ -581,38 +574,85 @@ def map_units(
     return results
 
 
-def _drain(ray, actors, in_flight, pending, attempts, _submit, _emit, stage, max_restarts, actor_restart_timeout_s,
-           actor_cls, actor_opts, worker_cls, init_kwargs, died_errors) -> None:
-    """The loop of :func:`map_units`: collect results, resubmit units whose actor died (bounded), refill slots."""
-    while in_flight:
-        ready, _ = ray.wait(list(in_flight), num_returns=1)
-        ref = ready[0]
-        slot, unit = in_flight.pop(ref)
-        uid = str(unit.get("unit_id"))
+def _run_pool(ray, actors: list, units: list[dict[str, Any]], _emit, stage: str, max_restarts: int,
+              actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
+    """The loop of :func:`map_units` on Ray's :class:`ray.util.ActorPool`: submit every unit, collect rows in
+    completion order, resubmit a unit whose actor died (at most ``max_restarts`` times, then an error row naming
+    it) once Ray has restarted that actor — or a new actor replaced it — so every unit yields exactly one row.
+
+    ``ActorPool.get_next_unordered`` raises without naming the unit when a task fails, so each submitted task is
+    tracked here (``unit_id`` → (ref, unit, actor)); after a failure, the finished refs that raise are the failed
+    units, each handled once. ``actors`` is updated in place (replacements), for the caller's cleanup.
+    """
+    from ray.util import ActorPool
+
+    pool = ActorPool(list(actors))
+    tracked: dict[str, tuple[Any, dict[str, Any], Any]] = {}  # unit_id -> (ref, unit, actor) of the live task
+    attempts: dict[str, int] = {}
+
+    def _call(actor, unit):
+        ref = actor.process.remote(unit)
+        tracked[str(unit.get("unit_id"))] = (ref, unit, actor)
+        return ref
+
+    def _revive(actor) -> None:
+        """Give the pool ``actor`` back once Ray has restarted it, or a new actor if it does not come back."""
         try:
-            row = ray.get(ref)
-        except died_errors as exc:
-            attempts[uid] = attempts.get(uid, 0) + 1
-            if attempts[uid] <= max_restarts:
-                log.warning("%s: actor died on %s (attempt %d); resubmitting", stage, uid, attempts[uid])
-                pending.append(unit)
+            ray.get(actor.pid.remote(), timeout=actor_restart_timeout_s)
+        except Exception:  # noqa: BLE001 - gone for good (restarts spent) or not back in time
+            log.warning("%s: an actor did not come back; starting a new actor", stage)
+            idx = next((i for i, a in enumerate(actors) if a == actor), None)
+            idle = getattr(pool, "_idle_actors", [])  # a dead handle must not stay in the pool's idle set
+            if actor in idle:
+                idle.remove(actor)
+            actor = new_actor()
+            if idx is None:
+                actors.append(actor)
             else:
-                row = error_row(uid, exc, stage)
-                row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a native "
-                                f"crash or out-of-memory kill?): {row['error']}")[:2000]
-                _emit(row)
-            # Wait until Ray has restarted the actor before giving it work again; replace it if it is gone.
+                actors[idx] = actor
+        try:
+            pool.push(actor)
+        except ValueError:  # the pool kept it (a restartable failure returns the actor to the idle set)
+            pass
+
+    def _failed_units() -> None:
+        """Handle every finished task that raised and is still tracked (the one ``get_next_unordered`` just
+        raised for, and any other that failed at the same time)."""
+        refs = {t[0]: uid for uid, t in tracked.items()}
+        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
+        for ref in done:
             try:
-                ray.get(actors[slot].pid.remote(), timeout=actor_restart_timeout_s)
-            except Exception:
-                log.warning("%s: actor slot %d did not come back; starting a new actor", stage, slot)
-                actors[slot] = actor_cls.options(**actor_opts).remote(worker_cls, init_kwargs)
-        except Exception as exc:  # e.g. a unit that cannot be deserialised
-            _emit(error_row(uid, exc, stage))
-        else:
-            _emit(row)
-        if pending:
-            _submit(slot)
+                ray.get(ref)
+                continue  # finished fine: the pool returns its row later
+            except died_errors as exc:
+                uid = refs[ref]
+                _, unit, actor = tracked.pop(uid)
+                attempts[uid] = attempts.get(uid, 0) + 1
+                if attempts[uid] <= max_restarts:
+                    log.warning("%s: actor died on %s (attempt %d); resubmitting", stage, uid, attempts[uid])
+                    _revive(actor)
+                    pool.submit(_call, unit)
+                else:
+                    row = error_row(uid, exc, stage)
+                    row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
+                                    f"native crash or out-of-memory kill?): {row['error']}")[:2000]
+                    _emit(row)
+                    _revive(actor)
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
+                uid = refs[ref]
+                tracked.pop(uid)
+                _emit(error_row(uid, exc, stage))
+
+    for unit in units:
+        pool.submit(_call, unit)
+    while pool.has_next():
+        try:
+            row = pool.get_next_unordered()
+        except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
+            _failed_units()
+            continue
+        tracked.pop(str(row.get("unit")), None)
+        _emit(row)
 
 
 def iter_ok(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
