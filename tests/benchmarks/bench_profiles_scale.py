@@ -11,8 +11,9 @@ with ``bench_pipeline.py``, which writes the records); this script reads their `
 3. a projection for N nodes of ``--cores`` cores from the largest run's CPU seconds per unit:
    ``t ≈ units · cpu_s_per_unit / (N · cores · efficiency)`` for ``--project-profiles`` × ``--project-tasks``.
 
-How the figures in cluster/README.md#scale were made (one 2-core machine, every run under ``flock /tmp/fg-cpu.lock``;
-200 profiles was not run there, for time — the same commands with ``--n 200``)::
+How the figures in cluster/README.md#scale were made (one 2-core machine, every run under ``flock /tmp/fg-cpu.lock``):
+the 200-profile run is written out there (20 and 200 profiles × all 32 tasks); the earlier 20/60-profile × 2-task
+runs were::
 
     filegram profiles new --n 60 --seed 7 --out /tmp/scale/profiles-60
     S=(--set 'tasks=[T-01,T-17]' --set workspace.tts=tone
