@@ -546,8 +546,8 @@ def map_units(
         def __init__(self, cls, kwargs):
             self.worker = cls(**(kwargs or {}))
 
-        def process(self, unit):
-            return _process_safely(self.worker, unit, stage)
+        def process(self, unit):  # (unit_id, row): the pool's results come back in completion order
+            return str(unit.get("unit_id")), _process_safely(self.worker, unit, stage)
 
         def pid(self):
             return os.getpid()
@@ -647,12 +647,17 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], _emit, stage: str,
         pool.submit(_call, unit)
     while pool.has_next():
         try:
-            row = pool.get_next_unordered()
+            uid, row = pool.get_next_unordered()
         except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
             _failed_units()
             continue
-        tracked.pop(str(row.get("unit")), None)
+        tracked.pop(uid, None)
         _emit(row)
+    for uid, (ref, _, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
+        try:                                        # reported done yet; still exactly one row per unit
+            _emit(ray.get(ref)[1])
+        except Exception as exc:  # noqa: BLE001
+            _emit(error_row(uid, exc, stage))
 
 
 def iter_ok(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
