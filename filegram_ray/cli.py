@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from filegram_ray import __version__
@@ -51,11 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: third-party loggers whose INFO lines (faiss trying AVX512/AVX2 builds, "Loading SentenceTransformer model …")
+#: are noise on the command line; ``-v`` shows them
+_CHATTY_LIBRARIES = ("faiss", "faiss.loader", "sentence_transformers", "transformers", "httpx", "urllib3")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # libraries' start-up chatter (faiss's loader, model loading) only with -v
+        for name in _CHATTY_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when transformers is imported
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

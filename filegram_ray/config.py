@@ -51,6 +51,32 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
     return [a for a in available if a in hits]
 
 
+def check_sets(config: PipelineConfig, keys: tuple[str, ...] = ("profiles", "tasks")) -> None:
+    """Refuse unknown ids in ``config.profiles`` / ``config.tasks`` before any work starts or any record is written.
+
+    The ids are matched against the config's profile set (``profiles_dir``, default ``conf/profiles``) and task set
+    (``tasks_dir``, default ``conf/tasks``) by :func:`match_ids` (short form ``p1`` included). Called where those
+    sets are the ones in use: a new run directory (its config snapshot must not record an id the run can never
+    have) and a pipeline that runs seed or generate.
+
+    Raises:
+        ValueError: ``config field profiles: unknown id 'p99' (<profile dir> has: …)``.
+        FileNotFoundError / ProfileError / TaskError: the set directory is missing or malformed (names the file).
+    """
+    if "profiles" in keys and config.profiles:
+        from filegram_ray.paths import profiles_dir
+        from filegram_ray.profiles import load_profiles
+
+        where = str(config.profiles_dir or profiles_dir())
+        match_ids(config.profiles, [p.profile_id for p in load_profiles(config.profiles_dir)], "profiles", where)
+    if "tasks" in keys and config.tasks:
+        from filegram_ray.paths import tasks_dir
+        from filegram_ray.tasks import load_tasks
+
+        where = str(config.tasks_dir or tasks_dir())
+        match_ids(config.tasks, [t.task_id for t in load_tasks(config.tasks_dir)], "tasks", where)
+
+
 #: The stage sections of a pipeline config (top-level keys besides :class:`PipelineConfig`'s fields); each is
 #: validated against its stage's model (:func:`section_models`) whichever stage runs.
 SECTIONS = ("workspace", "generate", "encode", "render", "record", "caption", "bench", "evaluate")
@@ -197,13 +223,21 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
         except ValidationError as exc:
             for e in exc.errors():
                 loc = (*prefix, *(str(x) for x in e["loc"]))
-                msg = e["msg"]
+                msg = e["msg"].removeprefix("Value error, ")  # a validator's own message reads as it is
                 if e["type"] == "extra_forbidden":
                     allowed = _field_names(model, tuple(str(x) for x in e["loc"][:-1]))
                     msg = "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
                 add(loc, msg.replace("\n", " "))
 
+    from filegram_ray.pipeline import STAGES
+
+    stage_section = {stage: sec for stage, sec in STAGES if stage != sec}  # seed → workspace
     shared = {k: v for k, v in data.items() if k in PipelineConfig.model_fields}
+    for key, sec in stage_section.items():
+        if isinstance(shared.get(key), dict):  # `--set seed.num_actors=2`: the stage's options live in its section
+            add((key,), f"is a shared value, not a section: the {key} stage's options are under {sec} "
+                        f"(e.g. {sec}.{next(iter(shared[key]))})")
+            shared.pop(key)
     collect(PipelineConfig, shared, ())
     for key in data:
         if key not in PipelineConfig.model_fields and key not in SECTIONS:

@@ -80,7 +80,8 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
 
 def _recorded_config(run_dir: str, storage_options: dict[str, Any]) -> dict[str, Any]:
     """The config snapshot of an existing run directory's ``run.json`` (``{}`` for a new or unreadable one), its
-    ``profiles``/``tasks`` taken from the generate stage's record when there is one (the run's sets)."""
+    ``profiles``/``tasks`` taken from the generate stage's record when there is one (the run's sets), else from the
+    snapshot once the seed stage finished, else left out (a refused job's snapshot is not the run's set)."""
     import os
 
     from filegram_ray.storage import RunDir, StorageError
@@ -98,10 +99,15 @@ def _recorded_config(run_dir: str, storage_options: dict[str, Any]) -> dict[str,
         raise
     cfg = data.get("config") if isinstance(data, dict) else None
     cfg = dict(cfg) if isinstance(cfg, dict) else {}
-    gen = (data.get("stages") or {}).get("generate") if isinstance(data, dict) else None
-    for key in ("profiles", "tasks"):  # the sets the run was generated from (engine.generate.run_sets)
-        if isinstance(gen, dict) and key in gen:
+    stages = (data.get("stages") or {}) if isinstance(data, dict) else {}
+    gen = stages.get("generate") if isinstance(stages, dict) else None
+    for key in ("profiles", "tasks"):
+        if isinstance(gen, dict) and key in gen:  # the sets the run was generated from (engine.generate.run_sets)
             cfg[key] = gen[key]
+        elif not (isinstance(stages, dict) and isinstance(stages.get("seed"), dict)):
+            # the snapshot's sets count only once seed finished with them (seed checks them); a job that was
+            # refused wrote its snapshot too, and its unknown id must not pass to the next job
+            cfg.pop(key, None)
     return cfg
 
 

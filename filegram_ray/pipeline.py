@@ -73,13 +73,22 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         serial: every selected stage in this process without Ray (sets ``<section>.serial``).
 
     Raises:
-        ValueError: an unknown stage name in ``only``/``skip``.
+        ValueError: an unknown stage name in ``only``/``skip``; an unknown profile or task id when seed or generate
+            is selected (:func:`~filegram_ray.config.check_sets`), before any stage runs.
     """
     names = [n for n, _ in STAGES]
     for s in (only or []) + (skip or []):
         if s not in names:
             raise ValueError(f"unknown stage {s!r}; stages are {', '.join(names)}")
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
+    if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
+        from filegram_ray.config import check_sets
+
+        check_sets(cfg, ("tasks",) if "generate" not in selected else ("profiles", "tasks"))
+    if selected:
+        from filegram_ray.runtime import refuse_missing_run
+
+        refuse_missing_run(cfg, selected[0])  # before the pipeline's lock creates the directory
     if serial:
         cfg = with_serial(cfg, selected)
     else:  # one Ray connection for every stage (a cluster's RAY_ADDRESS, or a local Ray)

@@ -90,7 +90,7 @@ def recorded_seed(run) -> int | None:
     return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
 
 
-def check_run_seed(run, config) -> None:
+def check_run_seed(run, config, stage: str | None = None) -> None:
     """Refuse a config whose seed differs from the run directory's recorded seed; record it on a new run.
 
     A run directory holds the outputs of one plan: a stage run with another seed would add units of a second
@@ -98,11 +98,18 @@ def check_run_seed(run, config) -> None:
     ``--seed`` to the recorded one (:func:`filegram_ray.jobargs.config_from_args`).
 
     Raises:
-        ValueError: the seeds differ (names both and the run directory).
+        ValueError: the seeds differ (names both and the run directory); when seed or generate (``stage``) starts
+            a new run, a profile or task id that the config's sets do not have
+            (:func:`~filegram_ray.config.check_sets`), before anything is written. Other stages check ids against
+            the run's own outputs.
     """
     seed = recorded_seed(run)
     if seed is None:
+        from filegram_ray.config import check_sets
         from filegram_ray.schema.meta import RunManifest
+
+        if stage in _STARTS_A_RUN:  # the config's sets are the run's: an unknown id is refused before it is recorded
+            check_sets(config)
 
         data = run.read_json("run.json") if run.exists("run.json") else {}
         man = RunManifest.model_validate(data)
@@ -260,6 +267,27 @@ def _write_stage_fields(run, stage: str, fields: dict[str, Any]) -> None:
     run.write_json("run.json", man.model_dump(mode="json"))
 
 
+#: stages that may start a new run directory; every other stage reads one and refuses a missing directory
+_STARTS_A_RUN = frozenset({"seed", "generate"})
+
+
+def refuse_missing_run(config, stage: str) -> None:
+    """Refuse a stage that reads a run's outputs on a local run directory that does not exist, before anything
+    (``RunDir``, its lock, ``run.json``) creates it. Seed and generate may start a run; remote URIs are not checked.
+
+    Raises:
+        FileNotFoundError: names the directory and the stage.
+    """
+    uri = str(config.run_dir)
+    if stage in _STARTS_A_RUN or ("://" in uri and not uri.startswith("file://")):
+        return
+    path = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"run directory {path} does not exist: the {stage} stage reads a run's outputs — "
+                                "run the pipeline (or jobs/generate.py) on it first, or pass the --run-dir of an "
+                                "existing run")
+
+
 def exclusive_stage(stage: str):
     """Decorator for ``run_<stage>(config, ...)``: hold the run directory's lock while the stage runs (a second
     process on the same run directory fails at once with :class:`~filegram_ray.storage.RunDirLockedError`) and
@@ -268,14 +296,20 @@ def exclusive_stage(stage: str):
     It also writes the stage record every stage shares into ``run.json`` (``stages.<stage>``, merged into the
     stage's own record): ``seconds``, ``cpu_s`` and ``peak_memory_mb`` (:class:`StageMeter`) and ``units``
     (``{planned, done, skipped, failed}``, from the ``units`` key of the stage's result, see :func:`unit_counts`).
-    The returned result carries the same fields."""
+    The returned result carries the same fields.
+
+    Raises:
+        FileNotFoundError: a stage other than seed or generate on a local run directory that does not exist
+            (nothing is created).
+    """
 
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(config, *args, **kwargs):
+            refuse_missing_run(config, stage)
             run = config.run()
             with run.lock(stage):
-                check_run_seed(run, config)
+                check_run_seed(run, config, stage)
                 with StageMeter() as meter:
                     result = fn(config, *args, **kwargs)
                 fields = meter.record()
@@ -574,6 +608,18 @@ def map_units(
     return results
 
 
+def _drop_idle(pool, actor) -> None:
+    """Remove ``actor`` from ``pool``'s idle actors with the pool's public API: pop every idle actor
+    (``ActorPool.pop_idle``) and push back all but ``actor``. The pool keeps an actor whose task failed with an
+    error other than ``ActorDiedError``; a handle that will not come back must not be handed a unit again."""
+    others = []
+    while (idle := pool.pop_idle()) is not None:
+        if idle != actor:
+            others.append(idle)
+    for a in others:
+        pool.push(a)
+
+
 def _run_pool(ray, actors: list, units: list[dict[str, Any]], _emit, stage: str, max_restarts: int,
               actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
     """The loop of :func:`map_units` on Ray's :class:`ray.util.ActorPool`: submit every unit, collect rows in
@@ -602,9 +648,7 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], _emit, stage: str,
         except Exception:  # noqa: BLE001 - gone for good (restarts spent) or not back in time
             log.warning("%s: an actor did not come back; starting a new actor", stage)
             idx = next((i for i, a in enumerate(actors) if a == actor), None)
-            idle = getattr(pool, "_idle_actors", [])  # a dead handle must not stay in the pool's idle set
-            if actor in idle:
-                idle.remove(actor)
+            _drop_idle(pool, actor)  # a dead handle must not stay in the pool's idle set
             actor = new_actor()
             if idx is None:
                 actors.append(actor)

@@ -798,7 +798,7 @@ def build_png_chart(obj: Section | Document) -> Rendered:
 # ----------------------------------------------------------------------------------------------------- WAV
 #: default narration length: ours (§10's spoken briefing is ≤200 words). 16 words — the title and about one
 #: sentence, ≈7 s of speech — because narration is most of the render stage's CPU time: piper on one thread speaks
-#: ≈10 s of speech per CPU-s, and the default run's 610 narrations at 24 words were ≈560 of render's 875 CPU-s.
+#: ≈8 s of speech per CPU-s, and at 24 words the default run's 610 narrations were ≈500 of render's 875 CPU-s.
 #: Cutting 24 → 16 keeps every narrated WAV (the paper's audio share) and removes a third of the distinct phonemes
 #: to synthesise (77.6 k → 51.4 k on that run's 610 scripts; README "Speech").
 NARRATION_MAX_WORDS = 16

@@ -254,15 +254,27 @@ def test_moved_output_found_under_final_path(tmp_path):
     assert dt(tid, {"event_type": "file_write", "timestamp": 4.0, "file_path": "draft.md"}) == ""
 
 
-def test_visrag_row_named_by_the_page_text_that_ran():
+def test_visrag_row_named_by_the_page_text_that_ran(monkeypatch, capsys):
     """The report's VisRAG row says which page text ranked the pages: OCR, or the drawn text when OCR is off
-    (the default, ``method_options.visrag.ocr: false``) — the row must not claim OCR that did not run."""
+    (the default, ``method_options.visrag.ocr: false``) — the row must not claim OCR that did not run. The name
+    comes from the method instance made with the run's options (``row_name``), recorded by the evaluate stage as
+    ``method_rows``, and ``filegram methods`` shows the same name for the config's options."""
+    from filegram_ray.cli import main as cli_main
     from filegram_ray.evaluate.report import markdown_table
-    from filegram_ray.methods import make_method
+    from filegram_ray.methods import make_method, visrag
 
     summary = pl.DataFrame([{"method": "visrag", "n": 1, "n_errors": 0, "avg": 50.0, "tokens_in": 10,
                              "tokens_out": 5}])
-    off = {"visrag": make_method("visrag", ocr=False).mode(False)}
-    assert "| VisRAG (drawn page text) |" in markdown_table(summary, off)
-    on = {"visrag": "pages rendered as PNG, page text by OCR (rapidocr) + MiniLM; no packaged image-text embedder"}
-    assert "| VisRAG (OCR) |" in markdown_table(summary, on)
+    off = make_method("visrag", ocr=False)
+    assert off.row_name() == "VisRAG (drawn page text)"
+    assert "| VisRAG (drawn page text) |" in markdown_table(summary, {"visrag": off.row_name()})
+    monkeypatch.setattr(visrag, "ocr_available", lambda: True)
+    assert make_method("visrag").row_name() == "VisRAG (OCR)"
+    assert "| VisRAG (OCR) |" in markdown_table(summary, {"visrag": make_method("visrag").row_name()})
+    monkeypatch.setattr(visrag, "ocr_available", lambda: False)  # OCR asked for but rapidocr missing
+    assert make_method("visrag", ocr=True).row_name() == "VisRAG (drawn page text)"
+    # without recorded row names (a plugin, an old run) the registered display name stands
+    assert "| VisRAG |" in markdown_table(summary)
+    assert cli_main(["methods"]) == 0  # conf/default.yaml: visrag.ocr false
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("visrag "))
+    assert "VisRAG (drawn page text)" in line

@@ -30,9 +30,14 @@ def test_rerun_without_sets_continues_the_runs_sets(tmp_path, capsys):
     cfg = config_from_args(_args("--run-dir", str(run), "--set", "tasks=[T-02]"))
     assert cfg.tasks == ["T-02"]
     # no generate record yet (after the seed stage): the config snapshot's sets
-    (run / "run.json").write_text(json.dumps({"config": {"seed": 7, "profiles": None, "tasks": ["T-09"]}}))
+    (run / "run.json").write_text(json.dumps({"config": {"seed": 7, "profiles": None, "tasks": ["T-09"]},
+                                              "stages": {"seed": {"seconds": 1.0}}}))
     cfg = config_from_args(_args("--run-dir", str(run)))
     assert cfg.profiles is None and cfg.tasks == ["T-09"]
+    # no stage finished (a job refused its ids after writing the snapshot): the snapshot's sets are not the run's
+    (run / "run.json").write_text(json.dumps({"config": {"seed": 7, "profiles": ["p99"], "tasks": ["T-09"]}}))
+    cfg = config_from_args(_args("--run-dir", str(run)))
+    assert cfg.profiles is None and cfg.tasks is None
     # a new run directory: the config's sets
     cfg = config_from_args(_args("--run-dir", str(tmp_path / "new")))
     assert cfg.profiles is None and cfg.tasks is None

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
@@ -47,6 +47,16 @@ class BenchConfig(BaseModel):
                                    description="per-sub-task item targets; default = paper count scaled to the set")
     seed: int | None = Field(None, description="bank seed; None = the pipeline seed")
     serial: bool = Field(True, description="accepted for pipeline uniformity; the stage always runs in-process")
+
+    @field_validator("sub_tasks", "counts")
+    @classmethod
+    def _known_sub_tasks(cls, v, info):
+        from filegram_ray.bench.builders import BUILDERS, PENDING
+
+        bad = [n for n in v if n not in BUILDERS and n not in PENDING]
+        if bad:
+            raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join(BUILDERS)})")
+        return v
 
 
 def _items_table(bank: Bank) -> pl.DataFrame:

@@ -21,25 +21,18 @@ from filegram_ray.storage import RunDir
 __all__ = ["VALIDITY_METHODS", "markdown_table", "text_vs_multimodal", "twin_markdown_table", "write_report"]
 
 VALIDITY_METHODS = ("oracle", "random")
-_DISPLAY = {"no_context": "No Context", "full_context": "Full Context", "naive_rag": "Naive RAG",
-            "eager_summarization": "Eager Summ.", "filegramos": "FileGramOS",
-            "filegramos_no_procedural": "FileGramOS − Procedural", "filegramos_no_semantic": "FileGramOS − Semantic",
-            "filegramos_no_episodic": "FileGramOS − Episodic", "mem0": "Mem0", "zep": "Zep", "memos": "MemOS",
-            "evermemos": "EverMemOS", "simplemem": "SimpleMem", "memu": "MemU", "mma": "MMA",
-            "visrag": "VisRAG (OCR)", "oracle": "Oracle (validity)",
-            "random": "Random (validity)"}
+#: row names of the validity rows (they are not registered methods)
+_VALIDITY_NAMES = {"oracle": "Oracle (validity)", "random": "Random (validity)"}
 
 
-def _name(method: str, modes: dict[str, str] | None = None) -> str:
-    """Row name: the built-in table above, else the registered method's ``display`` (plugins), else the id.
-
-    ``modes`` (the run's ``method_modes``) names VisRAG by the page text that ran: ``VisRAG (OCR)`` when OCR read
-    the pages, ``VisRAG (drawn page text)`` when the pages' drawn text stood in (``method_options.visrag.ocr:
-    false``, the default, or rapidocr missing)."""
-    if method == "visrag" and "drawn text" in str((modes or {}).get("visrag", "")):
-        return "VisRAG (drawn page text)"
-    if method in _DISPLAY:
-        return _DISPLAY[method]
+def _name(method: str, row_names: dict[str, str] | None = None) -> str:
+    """Row name of ``method``: the run's ``method_rows`` (each method instance's
+    :meth:`~filegram_ray.methods.base.MemoryMethod.row_name` with the run's options, recorded by the evaluate
+    stage), else the validity rows' names, else the registered method's ``display``, else the id."""
+    if row_names and row_names.get(method):
+        return str(row_names[method])
+    if method in _VALIDITY_NAMES:
+        return _VALIDITY_NAMES[method]
     try:
         from filegram_ray.methods.base import METHODS
 
@@ -56,8 +49,9 @@ def _fmt(x: Any, tokens: bool = False) -> str:
     return f"{x:.1f}"
 
 
-def markdown_table(summary: pl.DataFrame, modes: dict[str, str] | None = None) -> str:
-    """The paper-style Markdown table of a :func:`summarise` frame (``modes``: see :func:`_name`)."""
+def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = None) -> str:
+    """The paper-style Markdown table of a :func:`summarise` frame (``row_names``: the run's ``method_rows``, see
+    :func:`_name`)."""
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
         "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", "multimodal", "real_world", *CHANNELS}]
@@ -74,7 +68,7 @@ def markdown_table(summary: pl.DataFrame, modes: dict[str, str] | None = None) -
         if is_valid and block:
             lines.append("| " + " | ".join(["*validity*"] + [""] * (len(head) - 1)) + " |")
         for r in block:
-            cells = [_name(r["method"], modes),
+            cells = [_name(r["method"], row_names),
                      "–" if is_valid else _fmt(r.get("tokens_in"), True),
                      "–" if is_valid else _fmt(r.get("tokens_out"), True),
                      *[_fmt(r.get(s)) for s in subs], *[_fmt(r.get(c)) for c in CHANNELS], _fmt(r.get("avg")),
@@ -111,16 +105,16 @@ def text_vs_multimodal(results: pl.DataFrame) -> pl.DataFrame:
     return agg.sort(pl.col("method").replace_strict(rank, default=len(rank))).select(list(schema))
 
 
-def twin_markdown_table(twins: pl.DataFrame, modes: dict[str, str] | None = None) -> str:
+def twin_markdown_table(twins: pl.DataFrame, row_names: dict[str, str] | None = None) -> str:
     """The "Text vs Multimodal" Markdown table of a :func:`text_vs_multimodal` frame."""
     lines = ["| Method | Text | Multimodal | Δ | pairs |", "|---|---|---|---|---|"]
     for r in twins.to_dicts():
-        lines.append(f"| {_name(r['method'], modes)} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
+        lines.append(f"| {_name(r['method'], row_names)} | {_fmt(r['text'])} | {_fmt(r['multimodal'])} | "
                      f"{r['delta']:+.1f} | {r['n_pairs']} |")
     return "\n".join(lines)
 
 
-def _twin_png(twins: pl.DataFrame, modes: dict[str, str] | None = None) -> bytes:
+def _twin_png(twins: pl.DataFrame, row_names: dict[str, str] | None = None) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,7 +129,7 @@ def _twin_png(twins: pl.DataFrame, modes: dict[str, str] | None = None) -> bytes
     for i, r in enumerate(rows):
         ax.text(i, max(r["text"], r["multimodal"]) + 2, f"{r['delta']:+.1f}", ha="center", fontsize=8)
     ax.set_xticks(x)
-    ax.set_xticklabels([_name(r["method"], modes) for r in rows], rotation=25, ha="right",
+    ax.set_xticklabels([_name(r["method"], row_names) for r in rows], rotation=25, ha="right",
                        fontsize=8)
     ax.set_ylim(0, 112)
     ax.set_ylabel("accuracy on the same questions (%)")
@@ -173,7 +167,7 @@ def _recovery_section(run: RunDir) -> list[str]:
 
 
 def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
-             modes: dict[str, str] | None = None) -> bytes:
+             row_names: dict[str, str] | None = None) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +181,7 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
     for i, m in enumerate(methods):
         row = summary.filter(pl.col("method") == m).to_dicts()[0]
         vals = [row.get(c) if row.get(c) is not None else 0.0 for c in cols]
-        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m, modes))
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m, row_names))
     ax.set_xticks(x)
     ax.set_xticklabels(cols)
     ax.set_ylim(0, 105)
@@ -235,6 +229,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     byte-identical across runs with the same seed (REL-report-timing-bytes-differ)."""
     written = []
     modes = {m: d for m, d in (info.get("method_modes") or {}).items() if d}
+    row_names = dict(info.get("method_rows") or {})
     lines = ["# FileGramBench results", "",
              (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
              f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} "
@@ -248,14 +243,14 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    "FileGrd items. Full bank: `--set evaluate.sample_per_sub_task=null`."), ""]
     if info.get("earlier_methods"):
         lines += [(f"Methods answered by an earlier evaluate of this run (same items and backbone): "
-                   f"{', '.join(_name(m, modes) for m in info['earlier_methods'])}."), ""]
+                   f"{', '.join(_name(m, row_names) for m in info['earlier_methods'])}."), ""]
     if summary.height:
-        lines += [markdown_table(summary, modes), ""]
+        lines += [markdown_table(summary, row_names), ""]
     else:
         lines += ["No items were evaluated.", ""]
     if modes:
         lines += ["Which mechanism ran for each method (with this backbone):", ""]
-        lines += [f"- {_name(m, modes)}: {d}" for m, d in modes.items()]
+        lines += [f"- {_name(m, row_names)}: {d}" for m, d in modes.items()]
         lines.append("")
     lines += [
         "How to read this table:",
@@ -289,9 +284,9 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    "on their FileGrd twins, Δ = Multimodal − Text in points (paper §8.4: text-only methods drop "
                    f"toward the No Context baseline, FileGramOS least). Multimodal content: "
                    f"`{info.get('multimodal_content', '?')}`."), "",
-                  twin_markdown_table(twins, modes)]
+                  twin_markdown_table(twins, row_names)]
         if plots:
-            run.write_bytes("results/text_vs_multimodal.png", _twin_png(twins, modes))
+            run.write_bytes("results/text_vs_multimodal.png", _twin_png(twins, row_names))
             written.append("results/text_vs_multimodal.png")
             lines += ["", "![text vs multimodal](text_vs_multimodal.png)"]
     lines += _recovery_section(run)
@@ -302,10 +297,11 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             lines.append(f"- `{r['method']}` `{r['question_id']}`: {r['error'][:300]}")
     if plots and summary.height:
         subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
-        run.write_bytes("results/subtasks.png", _bar_png(summary, subs, "Score per sub-task", "score (0–100)", modes))
+        run.write_bytes("results/subtasks.png",
+                        _bar_png(summary, subs, "Score per sub-task", "score (0–100)", row_names))
         chans = [c for c in CHANNELS if c in summary.columns]
         run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel",
-                                                         "score (0–100)", modes))
+                                                         "score (0–100)", row_names))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
     text = "\n".join(lines) + "\n"

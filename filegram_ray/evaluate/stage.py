@@ -35,10 +35,10 @@ import pickle
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.config import PipelineConfig
 from filegram_ray.runtime import exclusive_stage, unit_counts
@@ -62,6 +62,9 @@ __all__ = [
 
 STAGE = "evaluate"
 LETTERS = "ABCDEFGH"
+#: item settings (reference §9.2) and judges of open-ended items (:func:`filegram_ray.evaluate.scoring.make_judge`)
+SETTINGS = ("text", "multimodal", "real_world")
+JUDGES = ("auto", "llm", "rubric")
 #: Methods evaluated by default: the context baselines, FileGramOS and its three channel ablations (ref §8.4).
 DEFAULT_METHODS = ["no_context", "full_context", "naive_rag", "eager_summarization", "visrag", "mem0", "zep",
                    "memos", "simplemem", "evermemos", "memu", "mma", "filegramos",
@@ -117,16 +120,81 @@ class EvaluateConfig(BaseModel):
     max_context_chars: int | None = Field(None, ge=1)
     wave_units: int = Field(64, ge=1)
     settings: list[str] = Field(default_factory=lambda: ["text", "multimodal", "real_world"])
-    multimodal_content: str = "auto"
+    multimodal_content: Literal["auto", "derivatives", "strip"] = "auto"
     multimodal_formats: list[str] | None = None
     validity: bool = True
     sub_tracks: list[str] | None = None
     max_items: int | None = None
     sample_per_sub_task: int | None = Field(None, ge=1)
-    num_actors: int = 2
-    num_cpus_per_actor: float = 0.5
+    num_actors: int = Field(2, ge=1)
+    num_cpus_per_actor: float = Field(0.5, gt=0)
     serial: bool = False
     plots: bool = True
+
+    # Names are checked here, so a wrong one is refused when the config loads (whichever stage runs), not hours
+    # later when evaluate starts.
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, v: list[str]) -> list[str]:
+        from filegram_ray.methods import method_names
+
+        unknown = [m for m in v if m not in method_names()]
+        if unknown:
+            raise ValueError(f"unknown method(s) {', '.join(map(repr, unknown))} (registered: "
+                             f"{', '.join(method_names())}; `filegram methods` lists them)")
+        return v
+
+    @field_validator("method_options")
+    @classmethod
+    def _known_method_options(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from filegram_ray.methods import method_names
+
+        unknown = [m for m in v if m not in method_names()]
+        if unknown:
+            raise ValueError(f"options for unknown method(s) {', '.join(map(repr, unknown))} (registered: "
+                             f"{', '.join(method_names())})")
+        return v
+
+    @field_validator("backbone", "judge_backbone")
+    @classmethod
+    def _known_backbone(cls, v: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        from filegram_ray.llm.backbones import BACKBONE_KINDS
+        from filegram_ray.llm.processors import chat_spec
+
+        if v is None:
+            return v
+        kind = str(v if isinstance(v, str) else v.get("kind", "openai" if "base_url" in v else "")).lower()
+        if kind not in BACKBONE_KINDS:
+            raise ValueError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
+                             "is a mapping {kind: openai, base_url: …, model: …})")
+        if isinstance(v, dict) and kind not in ("lexical", "random", "oracle"):
+            chat_spec(v)  # every setting of a language-model backbone (pydantic's message names a wrong one)
+        return v
+
+    @field_validator("judge")
+    @classmethod
+    def _known_judge(cls, v: str) -> str:
+        if v not in JUDGES:
+            raise ValueError(f"unknown judge {v!r} (one of {', '.join(JUDGES)})")
+        return v
+
+    @field_validator("settings")
+    @classmethod
+    def _known_settings(cls, v: list[str]) -> list[str]:
+        bad = [s for s in v if s not in SETTINGS]
+        if bad:
+            raise ValueError(f"unknown setting(s) {', '.join(map(repr, bad))} (one of {', '.join(SETTINGS)})")
+        return v
+
+    @field_validator("sub_tracks")
+    @classmethod
+    def _known_sub_tracks(cls, v: list[str] | None) -> list[str] | None:
+        from filegram_ray.bench.builders import BUILDERS
+
+        bad = [s for s in v or [] if s not in BUILDERS]
+        if bad:
+            raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join(BUILDERS)})")
+        return v
 
 
 # ----------------------------------------------------------------------------------------------- items
@@ -814,12 +882,14 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         run.write_table("results/summary.parquet", summary)
     from filegram_ray.methods import make_method
 
+    # one instance per method with the run's options names its row and its mode (what ran, for the report)
+    shown = {m: make_method(m, **ecfg.method_options.get(m, {})) for m in [*ecfg.methods, *earlier]}
     info = {"n_items": len(items), "n_bank": n_bank, "sample_per_sub_task": ecfg.sample_per_sub_task,
             "methods": ecfg.methods, "earlier_methods": list(earlier), "earlier_left_out": left_out,
             "backbone": bb_info, "judge": judge.name,
-            "method_modes": {m: getattr(make_method(m, **ecfg.method_options.get(m, {})), "mode",
-                                     lambda llm: "")(bool(llm_ingest))
-                             for m in [*ecfg.methods, *earlier]},
+            "method_modes": {m: getattr(shown[m], "mode", lambda llm: "")(bool(llm_ingest)) for m in shown},
+            "method_rows": {m: str(getattr(shown[m], "row_name", lambda: "")() or getattr(shown[m], "display", m))
+                            for m in shown},
             "multimodal_content": mm_mode,
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "units": unit_counts(planned=sum(len(u) for u in plan.values()),

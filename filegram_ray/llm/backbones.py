@@ -313,6 +313,12 @@ class RandomBackbone(Backbone):
         return Answer(LETTERS[rng.randrange(len(choices))], "", 0, 0)
 
 
+#: Backbone kinds :func:`make_backbone` (and the evaluate stage's processors) accept; the four HTTP kinds are
+#: OpenAI-compatible servers, ``vllm_engine`` runs vLLM engines in the evaluate stage (``filegram_ray.llm.processors``).
+BACKBONE_KINDS = ("lexical", "random", "oracle", "openai", "openai_compatible", "vllm", "vllm_server", "llama_cpp",
+                  "vllm_engine")
+
+
 def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
                   answer_key: Mapping[str, Any] | None = None) -> Backbone:
     """Build a backbone from a config value.
@@ -348,5 +354,5 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
             raise ValueError(f"backbone {kind!r} runs vLLM engines inside the evaluate stage's ray.data.llm "
                              "processor; it has no one-off client (use an OpenAI-compatible server for that)")
         return OpenAIBackbone(**cs.backbone_kwargs())
-    raise ValueError(f"unknown backbone kind {kind!r} (lexical, random, oracle, openai, vllm_engine)")
+    raise ValueError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)})")
 

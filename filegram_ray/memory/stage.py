@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.config import match_ids
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
@@ -79,6 +79,15 @@ class EncodeConfig(BaseModel):
         "actor pool; 'driver' = this process, the same functions as serial; 'auto' = 'driver' when the Ray cluster "
         "is one node (nothing to spread the work over: a local run pays worker start-up, imports and two shuffles "
         "for no parallel gain, README 'Speed and scale'), 'ray' on a multi-node cluster or a Ray Client connection")
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, v: str) -> str:
+        from filegram_ray.memory.embed import EMBEDDERS
+
+        if v != "auto" and v not in EMBEDDERS:
+            raise ValueError(f"unknown embedder {v!r} (one of {', '.join(sorted(EMBEDDERS))}, or auto)")
+        return v
 
 
 # ------------------------------------------------------------------ Stage 1 unit

@@ -57,7 +57,7 @@ class MemoryMethod(ABC):
     """
 
     name: str = "method"
-    #: human-readable row name in the report.
+    #: human-readable name of the method (the report's row name unless :meth:`row_name` says more).
     display: str = "Method"
     #: methods with the same ``state_group`` build identical ingest states (e.g. FileGramOS and its channel
     #: ablations differ only at retrieval), so the evaluate stage ingests once per group and context spec.
@@ -72,6 +72,13 @@ class MemoryMethod(ABC):
         self.llm_fn = llm_fn
         self.embedder = embedder
         self.options = options
+
+    def row_name(self) -> str:
+        """The report's row name for this instance, made with the run's ``method_options``: ``display`` unless an
+        option changes what the row measures (VisRAG: ``"VisRAG (OCR)"`` or ``"VisRAG (drawn page text)"``). The
+        evaluate stage records it per method in run.json (``method_rows``) and the report and ``filegram
+        methods`` show it."""
+        return self.display
 
     @classmethod
     def mode(cls, llm: bool) -> str:

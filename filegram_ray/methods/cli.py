@@ -9,11 +9,15 @@ import argparse
 
 
 def _list(args: argparse.Namespace) -> int:
+    """Each registered method: id, the report's row name with the config's ``evaluate.method_options`` (e.g.
+    VisRAG's page text), and the first sentence of its docstring."""
+    from filegram_ray.config import load_config
     from filegram_ray.methods import make_method, method_names
 
+    options = dict(load_config(getattr(args, "config", None)).section("evaluate").get("method_options") or {})
     for name in method_names():
-        m = make_method(name)
-        print(f"{name:<28} {m.display:<26} {first_sentence(type(m).__doc__ or '')}")
+        m = make_method(name, **options.get(name, {}))
+        print(f"{name:<28} {m.row_name():<26} {first_sentence(type(m).__doc__ or '')}")
     return 0
 
 
@@ -34,9 +38,11 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The evaluate stage's own options, on top of :func:`filegram_ray.jobargs.common_parser`'s."""
     p.add_argument("--methods", nargs="+", default=None, help="method names (default: evaluate.methods); "
                    "`filegram methods` lists them")
-    p.add_argument("--backbone", default=None, help="lexical | random | oracle | openai (default: evaluate.backbone)")
+    p.add_argument("--backbone", default=None, choices=("lexical", "random", "oracle"),
+                   help="a non-LLM backbone (default: evaluate.backbone); a language model: --backbone-url, or "
+                   "evaluate.backbone in the config ({kind: openai, base_url, model} or {kind: vllm_engine, …})")
     p.add_argument("--backbone-url", default=None, help="OpenAI-compatible base URL, e.g. a vLLM or llama.cpp "
-                   "server (implies --backbone openai)")
+                   "server (an OpenAI-compatible backbone: kind openai)")
     p.add_argument("--backbone-model", default=None, help="model name served at --backbone-url")
     return p
 
@@ -61,6 +67,8 @@ def register(sub) -> None:
     from filegram_ray.jobargs import add_common_options
 
     p = sub.add_parser("methods", help="list the registered memory methods")
+    p.add_argument("--config", default=None, help="pipeline YAML whose evaluate.method_options name the rows "
+                   "(default: conf/default.yaml)")
     p.set_defaults(func=_list)
     e = sub.add_parser("evaluate", help="answer FileGramBench items with memory methods; write results/")
     add_evaluate_options(add_common_options(e))

@@ -147,13 +147,23 @@ class VisRAG(MemoryMethod):
     """Text chunks (20 events) + created files rendered as page images, ranked jointly by cosine; top 5 as
     500-char excerpts. Page text by OCR (no packaged image-text embedder); paths anonymised (reference §8.2)."""
 
-    name, display = "visrag", "VisRAG (OCR)"
+    name, display = "visrag", "VisRAG"
+
+    def _uses_ocr(self) -> bool:
+        """Whether page text comes from OCR: ``method_options.visrag.ocr`` not false and rapidocr installed."""
+        return self.options.get("ocr") is not False and ocr_available()
+
+    def row_name(self) -> str:
+        """``"VisRAG (OCR)"`` when OCR reads the pages, ``"VisRAG (drawn page text)"`` when the text drawn on each
+        page stands in (``ocr: false``, the default config, or rapidocr missing): the row never claims OCR that did
+        not run."""
+        return "VisRAG (OCR)" if self._uses_ocr() else "VisRAG (drawn page text)"
 
     def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        if self._uses_ocr():
+            return "pages rendered as PNG, page text by OCR (rapidocr) + MiniLM; no packaged image-text embedder"
         if self.options.get("ocr") is False:
             return "pages rendered as PNG, page text = drawn text (method_options.visrag.ocr: false) + MiniLM"
-        if ocr_available():
-            return "pages rendered as PNG, page text by OCR (rapidocr) + MiniLM; no packaged image-text embedder"
         return "pages rendered as PNG, page text = drawn text (rapidocr not installed) + MiniLM"
 
     def _embedder(self):

@@ -83,15 +83,13 @@ class SeedWorker:
 
 
 def _tasks(config) -> list[dict[str, Any]]:
+    from filegram_ray.config import match_ids
+    from filegram_ray.paths import tasks_dir
     from filegram_ray.tasks import load_tasks
 
     tasks = load_tasks(config.tasks_dir)
-    if config.tasks:
-        want = set(config.tasks)
-        unknown = want - {t.task_id for t in tasks}
-        if unknown:
-            raise ValueError(f"config field 'tasks': unknown task ids {sorted(unknown)}")
-        tasks = [t for t in tasks if t.task_id in want]
+    keep = set(match_ids(config.tasks, [t.task_id for t in tasks], "tasks", str(config.tasks_dir or tasks_dir())))
+    tasks = [t for t in tasks if t.task_id in keep]
     return [t.model_dump(mode="json") for t in tasks]
 
 

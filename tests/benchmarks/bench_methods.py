@@ -61,6 +61,11 @@ def from_run(run_dir: str, methods: list[str] | None = None) -> int:
     from filegram_ray.evaluate.stage import load_items
     from filegram_ray.storage import RunDir
 
+    if "://" not in run_dir and not os.path.isfile(os.path.join(run_dir, "results", "results.parquet")):
+        print(f"bench_methods: {run_dir} has no results/results.parquet (not an evaluated run directory: run "
+              "`python jobs/pipeline.py --run-dir DIR` or `python jobs/evaluate.py --run-dir DIR` first)",
+              file=sys.stderr)
+        return 2
     run = RunDir(run_dir)
     res = run.read_table("results/results.parquet")
     kind = {it["question_id"]: str((it.get("context") or {}).get("kind")) for it in load_items(run)}
@@ -105,8 +110,9 @@ def from_run(run_dir: str, methods: list[str] | None = None) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-dir", default=None)
-    ap.add_argument("--profiles", nargs="+", default=["p1_methodical", "p8_minimal_editor"])
-    ap.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
+    ap.add_argument("--profiles", nargs="+", default=None,
+                    help="profiles of a new run (default: p1_methodical p8_minimal_editor)")
+    ap.add_argument("--tasks", nargs="+", default=None, help="tasks of a new run (default: %s)" % " ".join(DEFAULT_TASKS))
     ap.add_argument("--methods", nargs="+", default=None)
     ap.add_argument("--backbone-url", default=None)
     ap.add_argument("--backbone-model", default="local")
@@ -121,9 +127,16 @@ def main(argv=None) -> int:
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="fg-bench-methods-")
     cfg = load_config(None, [f"run_dir={run_dir}", "workspace.tts=tone"])
     run = cfg.run()
+    given = [f"--{k}" for k in ("profiles", "tasks") if getattr(args, k) is not None]
+    if run.exists("trajectories/index.parquet") and given:
+        # an existing run is measured as it is: its trajectories decide the set, not --profiles/--tasks
+        ap.error(f"{' and '.join(given)} pick the trajectories of a new run; {run_dir} already has trajectories "
+                 "(measured as they are) — drop them or pass a new --run-dir")
     if not run.exists("trajectories/index.parquet"):
         from filegram_ray.pipeline import run_pipeline
 
+        args.profiles = args.profiles or ["p1_methodical", "p8_minimal_editor"]
+        args.tasks = args.tasks or list(DEFAULT_TASKS)
         cfg = load_config(None, [f"run_dir={run_dir}", "workspace.tts=tone", f"profiles={args.profiles}",
                                  f"tasks={args.tasks}"])
         print(f"bench_methods: generating {len(args.profiles)}×{len(args.tasks)} trajectories into {run_dir}")

@@ -47,12 +47,18 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.table_only and not args.run_dir:
         ap.error("--table-only needs --run-dir")
+    if args.table_only and "://" not in args.run_dir and not os.path.isfile(os.path.join(args.run_dir, "run.json")):
+        print(f"bench_pipeline: {args.run_dir} has no run.json (not a run directory)", file=sys.stderr)
+        return 2
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="fg-bench-pipeline-")
     cfg = load_config(None, [f"run_dir={run_dir}", *args.overrides])
     if args.table_only:
         timings = recorded_timings(cfg)
+        if not timings:
+            print(f"bench_pipeline: {run_dir}/run.json records no finished stage yet", file=sys.stderr)
+            return 1
         print(format_stage_table(timings))
-        return 0 if timings else 1
+        return 0
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     try:
