@@ -81,8 +81,10 @@ def test_known_names_still_load():
 
 
 def test_generate_num_actors_zero_is_refused_not_ignored(tmp_path, capsys):
-    rc = run_job(_job("generate").main, ["--run-dir", str(tmp_path / "run"), "--num-actors", "0"])
-    assert rc == 2 and "generate.num_actors" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        _job("generate").main(["--run-dir", str(tmp_path / "run"), "--num-actors", "0"])
+    assert exit_.value.code == 2 and "--num-actors: expected a whole number ≥ 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("stage", ["encode", "render", "record", "caption", "bench", "evaluate"])
