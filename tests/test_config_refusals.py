@@ -133,3 +133,14 @@ def test_a_later_stage_refusing_an_id_does_not_poison_the_run(tmp_path, capsys):
     assert json.loads((run / "run.json").read_text())["config"]["profiles"] == ["p9"]  # what was asked, recorded
     cfg = config_from_args(common_parser("x").parse_args(["--run-dir", str(run)]))
     assert cfg.profiles is None
+
+
+def test_evaluate_call_arguments_go_through_the_config_checks(tmp_path):
+    """`jobs/evaluate.py --methods X` (run_evaluate's ``methods=``) is checked like `evaluate.methods` in the config:
+    one line naming the field, before the run directory is read."""
+    from filegram_ray.evaluate.stage import run_evaluate
+
+    (tmp_path / "run").mkdir()
+    cfg = load_config(None, [f"run_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=r"^evaluate\.methods: unknown method\(s\) 'bogus'"):
+        run_evaluate(cfg, methods=["bogus"])

@@ -740,25 +740,21 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             (0 of N fails loudly, after the report and the error rows are written).
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
+    from pydantic import ValidationError
+
     from filegram_ray.evaluate.report import write_report
     from filegram_ray.evaluate.scoring import judge_validity, make_judge, summarise, validity_requests
     from filegram_ray.llm import make_backbone
-    from filegram_ray.methods import method_names
     from filegram_ray.runtime import init_ray, map_units
 
+    section = config.section("evaluate")  # the call's own choices go through the same checks as the config's
+    section.update({k: v for k, v in (("methods", list(methods) if methods else None), ("backbone", backbone),
+                                      ("serial", serial)) if v is not None})
     try:
-        ecfg = EvaluateConfig.model_validate(config.section("evaluate"))
-    except Exception as exc:
-        raise ValueError(f"config section 'evaluate': {exc}") from exc
-    if methods:
-        ecfg.methods = list(methods)
-    if backbone is not None:
-        ecfg.backbone = backbone
-    if serial is not None:
-        ecfg.serial = serial
-    unknown = set(ecfg.methods) - set(method_names())
-    if unknown:
-        raise ValueError(f"evaluate.methods: unknown {sorted(unknown)}; registered: {method_names()}")
+        ecfg = EvaluateConfig.model_validate(section)
+    except ValidationError as exc:
+        raise ValueError("; ".join(f"evaluate.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                                   for e in exc.errors())) from exc
     run = config.run()
     t0 = time.perf_counter()
     items = [it for it in load_items(run) if it["setting"] in ecfg.settings
