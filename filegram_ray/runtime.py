@@ -273,7 +273,8 @@ _STARTS_A_RUN = frozenset({"seed", "generate"})
 
 def refuse_missing_run(config, stage: str) -> None:
     """Refuse a stage that reads a run's outputs on a local run directory that does not exist, before anything
-    (``RunDir``, its lock, ``run.json``) creates it. Seed and generate may start a run; remote URIs are not checked.
+    (``RunDir``, its lock, ``run.json``) creates it. Seed and generate may start a run, and so may caption given
+    MP4 files of its own (``caption.inputs``); remote URIs are not checked.
 
     Raises:
         FileNotFoundError: names the directory and the stage.
@@ -281,6 +282,8 @@ def refuse_missing_run(config, stage: str) -> None:
     uri = str(config.run_dir)
     if stage in _STARTS_A_RUN or ("://" in uri and not uri.startswith("file://")):
         return
+    if stage == "caption" and config.section("caption").get("inputs"):
+        return  # captions MP4 files of the user's (caption.inputs): the run directory is only where they go
     path = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
     if not os.path.isdir(path):
         raise FileNotFoundError(f"run directory {path} does not exist: the {stage} stage reads a run's outputs — "
