@@ -9,7 +9,9 @@ handed to the embedder, distinct texts, their tokens (as the embedder counts the
 ``max_seq_length``), and the union over all methods — texts shared by two methods (Naive RAG, MMA and VisRAG chunks
 are the same strings) count once, as in the cache. With ``--measure N`` it times the real model on N of the
 distinct texts (one process, this machine's threads) and turns the union's tokens into CPU seconds: the floor of
-the stage's embedding work at that throughput. Nothing is asserted.
+the stage's embedding work at that throughput; ``--kinds`` times several embedders on the same texts, one after the
+other in one process (default: fp32 MiniLM and its int8 ONNX twin, with the int8 vectors' cosine to fp32 and the
+recall@5 of each text's nearest neighbours). Nothing is asserted.
 
 Usage:
     python tests/benchmarks/bench_method_texts.py --run-dir runs/default [--methods naive_rag mem0 …]
@@ -61,6 +63,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=None,
                     help="items per sub-task and setting (default: evaluate.sample_per_sub_task of conf/default.yaml)")
     ap.add_argument("--measure", type=int, default=128, help="time the real model on this many distinct texts (0: no)")
+    ap.add_argument("--kinds", nargs="+", default=["minilm", "minilm-int8"],
+                    help="embedder kinds to time on the same texts (filegram_ray.memory.embed.EMBEDDERS)")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads of the timed model (default 1: what each of the evaluate stage's two "
                     "actors gets on 2 cores, filegram_ray.memory.embed.default_threads)")
@@ -121,17 +125,36 @@ def main(argv=None) -> int:
     if args.measure:
         import random
 
+        import numpy as np
+
+        from filegram_ray.memory.embed import make_embedder
+
         pick = random.Random(seed).sample(sorted(union), min(args.measure, len(union)))
-        emb.encode(pick[:8])  # load and warm the model
-        c0, w0 = time.process_time(), time.perf_counter()
-        emb.encode(pick)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-        rate = tokens(set(pick)) / cpu
-        print(f"\nmodel ({args.threads} thread(s)): {len(pick)} of the distinct texts, {tokens(set(pick)):,} tokens in "
-              f"{wall:.1f} s wall / "
-              f"{cpu:.1f} CPU-s = {rate:,.0f} tokens per CPU-s")
-        print(f"the union's {total:,} tokens at that rate: {total / rate:,.0f} CPU-s "
-              f"(the evaluate stage's embedding floor before the encode stage's shared cache)")
+        n_tok = tokens(set(pick))
+        vecs = {}
+        print(f"\nmodel, {args.threads} thread(s), the same {len(pick)} distinct texts ({n_tok:,} tokens), one after the "
+              "other in this process:")
+        for kind in args.kinds:
+            model = emb if kind == "minilm" else make_embedder(kind, threads=args.threads)
+            model.cache_size = 0
+            model.encode(pick[:8])  # load and warm the model
+            c0, w0 = time.process_time(), time.perf_counter()
+            vecs[kind] = np.asarray(model.encode(pick), dtype=np.float32)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            rate = n_tok / cpu
+            line = (f"  {kind:<12} {wall:6.1f} s wall {cpu:6.1f} CPU-s  {rate:7,.0f} tokens per CPU-s  → the union: "
+                    f"{total / rate:7,.0f} CPU-s")
+            if kind != args.kinds[0] and vecs[kind].shape == vecs[args.kinds[0]].shape:
+                ref = vecs[args.kinds[0]]
+                cos = np.sum(ref * vecs[kind], axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(vecs[kind], axis=1))
+                k = min(5, len(pick) - 1)
+                top = lambda v: np.argsort(-(v @ v.T), axis=1)[:, 1:k + 1]  # noqa: E731 - neighbours of each text
+                a, b = top(ref), top(vecs[kind])
+                recall = np.mean([len(set(x) & set(y)) / k for x, y in zip(a, b)])
+                line += f"; vs {args.kinds[0]}: cosine min {cos.min():.4f} mean {cos.mean():.4f}, recall@{k} {recall:.3f}"
+            print(line)
+        print(f"(the evaluate stage's embedding floor for the union's {total:,} tokens, before the encode stage's "
+              "shared cache; recall@k: each text's k nearest texts, fp32 vs the other model)")
     return 0
 
 
