@@ -20,7 +20,7 @@ from filegram_ray.paths import conf_dir
 class RayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     address: str | None = Field(None, description="cluster address; None = RAY_ADDRESS or a local Ray")
-    num_cpus: int | None = Field(None, description="CPUs of a new local Ray (None = all)")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a new local Ray (None = all)")
 
 
 def names_id(wanted: str, id_: str) -> bool:

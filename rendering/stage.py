@@ -113,7 +113,7 @@ class RenderConfig(BaseModel):
     pools: dict[str, PoolConfig] = Field(default_factory=_default_pools)
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
     batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
-    limit: int | None = Field(None, description="render only the first N text outputs (smoke runs)")
+    limit: int | None = Field(None, ge=0, description="render only the first N text outputs (smoke runs)")
     serial: bool = Field(False, description="render in this process without Ray (same worker code)")
     max_attempts: int = Field(2, ge=1, le=10, description="tries of a batch whose worker dies before its units are "
                                                           "retried one by one (bounded; BR-23)")

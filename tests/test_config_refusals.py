@@ -66,6 +66,16 @@ def test_pipeline_refuses_unknown_ids_before_the_first_stage(tmp_path):
     ("bench.counts.NoSuchSubTask=3", "bench.counts: unknown sub-task(s) 'NoSuchSubTask'"),
     ("bench.sub_tasks=[ProfRec, Nope]", "bench.sub_tasks: unknown sub-task(s) 'Nope'"),
     ("seed.num_actors=2", "the seed stage's options are under workspace"),
+    # empty selections and negative counts (they used to pass and fail late, after rewriting the report)
+    ("evaluate.methods=[]", "evaluate.methods: List should have at least 1 item"),
+    ("evaluate.settings=[]", "evaluate.settings: List should have at least 1 item"),
+    ("evaluate.sub_tracks=[]", "evaluate.sub_tracks: List should have at least 1 item"),
+    ("evaluate.max_items=-5", "evaluate.max_items: Input should be greater than or equal to 0"),
+    ("bench.sub_tasks=[]", "bench.sub_tasks: List should have at least 1 item"),
+    ("bench.counts={AttrRec: -3}", "bench.counts.AttrRec: Input should be greater than or equal to 0"),
+    ("workspace.num_actors=0", "workspace.num_actors: Input should be greater than or equal to 1"),
+    ("ray.num_cpus=0", "ray.num_cpus: Input should be greater than or equal to 1"),
+    ("render.limit=-1", "render.limit: Input should be greater than or equal to 0"),
 ])
 def test_unknown_names_in_any_section_are_refused_when_the_config_loads(override, message):
     with pytest.raises(ValueError) as err:

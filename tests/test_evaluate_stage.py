@@ -287,3 +287,34 @@ def test_one_methods_failing_ingest_fails_only_its_own_units(tmp_path, monkeypat
     info = run_evaluate(_cfg(tmp_path, methods=["no_context", "full_context"], validity=False, plots=False))
     assert info["n_failed_units"] == 0 and info["units"]["done"] == n_specs and info["units"]["skipped"] == n_specs
     assert set(run.read_table("results/results.parquet")["status"].to_list()) == {"ok"}
+
+
+def test_changing_a_methods_options_never_reuses_its_answers(tmp_path, monkeypatch):
+    """Answers made with other ``method_options`` are not reused under this run's options and row name (a finished
+    VisRAG with the drawn page text was relabelled "VisRAG (OCR)" when OCR was switched on, its numbers unchanged):
+    the options are part of the unit, its answer table and its ingest cache; the first options' units stay."""
+    make_run(tmp_path)
+    calls = []
+    from filegram_ray.methods import baselines
+
+    real = baselines.FullContext.ingest
+
+    def counting(self, views):
+        calls.append(dict(self.options))
+        return real(self, views)
+
+    monkeypatch.setattr(baselines.FullContext, "ingest", counting)
+    first = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))
+    n_first = len(calls)
+    uncapped = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "full_context")
+    assert n_first and first["units"]["done"] > 0
+    run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))  # same options: nothing ingested again
+    assert len(calls) == n_first
+    other = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False,
+                              method_options={"full_context": {"cap_chars": 2000}}))
+    assert len(calls) == 2 * n_first and all(c == {"cap_chars": 2000} for c in calls[n_first:])
+    assert other["units"]["skipped"] == 0
+    res = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "full_context")
+    assert res["tokens_out"].max() < 600 < uncapped["tokens_out"].max()  # the rows are the capped ones
+    back = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))  # the first options: kept, reused
+    assert len(calls) == 2 * n_first and back["units"]["skipped"] == back["units"]["planned"] > 0

@@ -357,8 +357,12 @@ def test_evaluate_zero_answers_ok_fails_loudly(tmp_path):
                                          r"error: .*events\.json"):
         run_evaluate(cfg())
     assert run.exists("results/report.md") and run.read_table("results/results.parquet").height
-    with pytest.raises(ValueError, match="evaluate: no item selected"):
+    report, results = run.read_bytes("results/report.md"), run.read_bytes("results/results.parquet")
+    with pytest.raises(ValueError, match=r"evaluate: no item selected: .*items\.parquet holds \d+ items, \d+ of "
+                                         r"them in settings \['text'\]"):
         run_evaluate(cfg(settings=["text"], max_items=0))
+    # refused before anything is written: the last report and results stay as they were
+    assert run.read_bytes("results/report.md") == report and run.read_bytes("results/results.parquet") == results
     with pytest.raises(ValueError, match="unknown sub-task"):  # a name no builder has: refused when the config loads
         run_evaluate(cfg(sub_tracks=["NoSuchTask"]))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -41,9 +41,9 @@ class BenchConfig(BaseModel):
     """Options of the bench stage (``bench:`` section)."""
 
     model_config = ConfigDict(extra="forbid")
-    sub_tasks: list[str] = Field(default_factory=lambda: list(DEFAULT_SUBTASKS),
+    sub_tasks: list[str] = Field(default_factory=lambda: list(DEFAULT_SUBTASKS), min_length=1,
                                  description="sub-tasks to build (reference §9.1 abbreviations)")
-    counts: dict[str, int] = Field(default_factory=dict,
+    counts: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict,
                                    description="per-sub-task item targets; default = paper count scaled to the set")
     seed: int | None = Field(None, description="bank seed; None = the pipeline seed")
     serial: bool = Field(True, description="accepted for pipeline uniformity; the stage always runs in-process")

@@ -111,7 +111,7 @@ class EvaluateConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    methods: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
+    methods: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS), min_length=1)
     method_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     backbone: str | dict[str, Any] = "lexical"
     judge: str = "auto"
@@ -119,12 +119,12 @@ class EvaluateConfig(BaseModel):
     ingest_llm: bool = True
     max_context_chars: int | None = Field(None, ge=1)
     wave_units: int = Field(64, ge=1)
-    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal", "real_world"])
+    settings: list[str] = Field(default_factory=lambda: ["text", "multimodal", "real_world"], min_length=1)
     multimodal_content: Literal["auto", "derivatives", "strip"] = "auto"
     multimodal_formats: list[str] | None = None
     validity: bool = True
-    sub_tracks: list[str] | None = None
-    max_items: int | None = None
+    sub_tracks: list[str] | None = Field(None, min_length=1)
+    max_items: int | None = Field(None, ge=0)
     sample_per_sub_task: int | None = Field(None, ge=1)
     num_actors: int = Field(2, ge=1)
     num_cpus_per_actor: float = Field(0.5, gt=0)
@@ -500,11 +500,22 @@ def backbone_tag(spec: Any) -> str:
     return f"{kind}-{digest}"
 
 
+def options_tag(options: Mapping[str, Any] | None) -> str:
+    """``""`` for no options, else ``~`` + 8 hex digits of the options' canonical JSON: part of a unit's id, answer
+    table and ingest cache, so answers made with other ``method_options`` (VisRAG with OCR or with the drawn text,
+    another ``top_k`` …) are never reused under this run's options and row name."""
+    if not options:
+        return ""
+    return "~" + hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
 def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb_tag: str = "lexical",
-                llm_ingest: bool = False) -> dict[str, list[dict[str, Any]]]:
+                llm_ingest: bool = False, method_options: Mapping[str, Mapping[str, Any]] | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
     """Units per method; the multimodal content mode is part of the cache key (``multimodal-strip`` …) and the
     backbone is part of every unit (its answers) and, when the backbone is an LLM that methods use at ingest
-    (``llm_ingest``), of the ingest cache too."""
+    (``llm_ingest``), of the ingest cache too; a method's options (``method_options``) are part of its units, answer
+    tables and ingest cache (:func:`options_tag`)."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for it in items:
         tag = it["setting"] if it["setting"] == "text" else f"{it['setting']}-{mm_mode}"
@@ -516,30 +527,33 @@ def _plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, b
     plan: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
         group = make_method(m).group  # cheap: methods load models lazily
+        opt = options_tag((method_options or {}).get(m))
         units = []
         for (tag, key, setting), g in sorted(groups.items()):
-            uid = f"{bb_tag}/{m}/{tag}__{key}"
+            uid = f"{bb_tag}/{m}/{tag}__{key}{opt}"
             cache_group = f"{group}@{bb_tag}" if llm_ingest else group
             units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
                           "spec_id": f"{bb_tag}/{tag}__{key}",
-                          "items": g["items"], "cache_path": f"results/cache/{cache_group}/{tag}__{key}.pkl",
-                          "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}.parquet"})
+                          "items": g["items"], "cache_path": f"results/cache/{cache_group}/{tag}__{key}{opt}.pkl",
+                          "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}{opt}.parquet"})
         plan[m] = units
     return plan
 
 
 def _earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str], mm_tag: str, bb_tag: str,
-                     llm_ingest: bool) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+                     llm_ingest: bool, method_options: Mapping[str, Mapping[str, Any]] | None = None
+                     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
     """``(plan, left_out)``: the units of registered methods not in ``methods`` that an earlier evaluate of this run
     answered under ``results/units/<bb_tag>/<method>/``, for the methods whose every unit of this item selection is
     complete (their rows join the results: what ``--methods`` with them added would give, without answering
-    anything); ``left_out`` = the other methods with answers there (another sample, setting or bank)."""
+    anything); ``left_out`` = the other methods with answers there (another sample, setting, bank or
+    ``method_options``: a method's units are those of this run's options for it)."""
     from filegram_ray.methods import method_names
 
     found = [m for m in method_names() if m not in methods and run.listdir(f"results/units/{bb_tag}/{m}")]
     if not found or not items:
         return {}, []
-    plan = _plan_units(items, found, mm_tag, bb_tag, llm_ingest=llm_ingest)
+    plan = _plan_units(items, found, mm_tag, bb_tag, llm_ingest=llm_ingest, method_options=method_options)
     full = {m: units for m, units in plan.items() if all(_unit_complete(run, u) for u in units)}
     return full, [m for m in found if m not in full]
 
@@ -757,13 +771,18 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                                    for e in exc.errors())) from exc
     run = config.run()
     t0 = time.perf_counter()
-    items = [it for it in load_items(run) if it["setting"] in ecfg.settings
+    bank = load_items(run)
+    items = [it for it in bank if it["setting"] in ecfg.settings
              and (ecfg.sub_tracks is None or it.get("sub_track") in ecfg.sub_tracks)]
     n_bank = len(items)
     if ecfg.sample_per_sub_task is not None:
         items = sample_items(items, ecfg.sample_per_sub_task, config.seed)
     if ecfg.max_items is not None:
         items = items[:ecfg.max_items]
+    if not items:  # 0 of N: refused before anything is written (the last report and results stay as they were)
+        raise ValueError(f"evaluate: no item selected: {run.url('bench/items.parquet')} holds {len(bank)} items, "
+                         f"{n_bank} of them in settings {ecfg.settings} and sub-tasks {ecfg.sub_tracks or 'all'}"
+                         + (f", max_items {ecfg.max_items}" if ecfg.max_items is not None else ""))
     key = load_answer_key(run)
     from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
 
@@ -785,7 +804,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         ingest_backbone = {"kind": "openai", **spec.backbone_kwargs()} if llm_ingest else "lexical"
         if isinstance(spec, HttpChatSpec):  # fail fast, with the URL, instead of thousands of failed requests
             _probe(spec)
-    plan = _plan_units(items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest=llm_ingest)
+    plan = _plan_units(items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest=llm_ingest,
+                       method_options=ecfg.method_options)
     if not ecfg.serial or spec is not None:  # the ray.data.llm processor always runs on Ray
         init_ray(config.ray.address, config.ray.num_cpus)
     unit_status: list[dict[str, Any]] = []
@@ -826,7 +846,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                                    for u in by_id.get(r.get("unit"), {}).get("units", []))
     # methods an earlier evaluate of this run answered on these same items with this backbone: their finished unit
     # tables join the results, so a second evaluate with another --methods list adds rows instead of replacing them
-    earlier, left_out = _earlier_methods(run, items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest)
+    earlier, left_out = _earlier_methods(run, items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest,
+                                         ecfg.method_options)
     if earlier:
         print(f"evaluate: report also covers {', '.join(earlier)} (answered by an earlier evaluate of this run on "
               "the same items and backbone)", flush=True)
@@ -906,10 +927,6 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         record_stage(run, STAGE, info, config.model_dump(mode="json"))
     except Exception as exc:  # noqa: BLE001 - the manifest is informative; never fail the stage on it
         log.warning("evaluate: could not record the stage in run.json: %s", exc)
-    if not items:  # 0 of N: an empty evaluation must not look like a success
-        raise ValueError(f"evaluate: no item selected from the {n_bank} items of {run.url('bench/items.parquet')} "
-                         f"(settings {ecfg.settings}, sub_tracks {ecfg.sub_tracks or 'all'}, max_items "
-                         f"{ecfg.max_items})")
     answered = results.filter(pl.col("method").is_in(ecfg.methods)) if results.height else results
     if answered.height and not answered.filter(pl.col("status") == "ok").height:
         first = answered.filter(pl.col("status") != "ok")["error"][0]

@@ -29,8 +29,8 @@ SECTION = "workspace"
 
 class SeedConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    num_actors: int = Field(2, description="actor pool size")
-    num_cpus_per_actor: float = Field(0.5, description="<=0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
+    num_actors: int = Field(2, ge=1, description="actor pool size")
+    num_cpus_per_actor: float = Field(0.5, gt=0, description="<=0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
     serial: bool = Field(False, description="build in this process without Ray")
     tts: Literal["auto", "tone"] = Field("auto", description="'auto' (piper voice if it loads) or 'tone' (synthetic "
                                                              "signal)")
