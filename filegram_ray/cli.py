@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 
 from filegram_ray import __version__
@@ -65,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:  # libraries' start-up chatter (faiss's loader, model loading) only with -v
         for name in _CHATTY_LIBRARIES:
             logging.getLogger(name).setLevel(logging.WARNING)
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when transformers is imported
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -8,6 +8,7 @@ Every job takes the same core options so it runs unchanged on a laptop (``python
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -115,6 +116,7 @@ def run_job(main, argv=None) -> int:
     """Run a job's ``main``; a user mistake (bad option value, unknown id, missing input, unwritable run
     directory, invalid config) ends with one line naming the problem and exit code 2 instead of a traceback;
     Ctrl-C ends with exit code 130 (every stage resumes where it stopped)."""
+    import logging
     import sys
 
     from pydantic import ValidationError
@@ -122,6 +124,8 @@ def run_job(main, argv=None) -> int:
     from filegram_ray.runtime import Interruption, end_process
     from filegram_ray.storage import StorageError
 
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # `filegram -v` keeps them
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # model loading's bar (read at transformers import)
     with Interruption() as intr:
         try:
             return _run_main(main, argv, ValidationError, StorageError)
@@ -139,7 +143,9 @@ def run_job(main, argv=None) -> int:
 
 def _run_main(main, argv, ValidationError, StorageError) -> int:  # noqa: N803 - exception classes
     try:
-        return int(main(argv) or 0)
+        rc = int(main(argv) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at interpreter exit
+        return rc
     except KeyboardInterrupt:
         print("\ninterrupted: finished units are kept; run the same command again to resume", file=sys.stderr)
         return 130
@@ -151,6 +157,22 @@ def _run_main(main, argv, ValidationError, StorageError) -> int:  # noqa: N803 -
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {msg}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like: the reader had enough
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; nothing may write
+        except OSError:
+            pass
+        return 0
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in _STORE_CLIENTS:
+            raise  # an internal error keeps its traceback
+        # an object store's client refused (no credentials, no bucket, no access): the user's setup, one line
+        print(f"error: run directory store: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+#: packages whose errors mean an object store refused the run directory (credentials, bucket, permissions)
+_STORE_CLIENTS = frozenset({"botocore", "boto3", "aiobotocore", "s3fs", "gcsfs", "google", "adlfs", "azure"})

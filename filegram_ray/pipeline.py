@@ -97,13 +97,22 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         init_ray(cfg.ray.address, cfg.ray.num_cpus)
     functions = stage_functions()
     timings: dict[str, Any] = {}
-    with cfg.run().lock("pipeline"):  # no other job slips in between two stages
-        for name in selected:
-            print(f"\n=== stage {name} ===", flush=True)
-            t0 = time.perf_counter()
-            result = functions[name](cfg)
-            timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
-            print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
+    from filegram_ray.runtime import forget_failed_start, missing_local_dir
+
+    created = missing_local_dir(cfg)
+    run = cfg.run()
+    try:
+        with run.lock("pipeline"):  # no other job slips in between two stages
+            for name in selected:
+                print(f"\n=== stage {name} ===", flush=True)
+                t0 = time.perf_counter()
+                result = functions[name](cfg)
+                timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
+                print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
+    except BaseException:
+        if created:  # the first stage failed before doing anything: leave no directory behind
+            forget_failed_start(run, True)
+        raise
     print("\nPipeline summary", file=sys.stdout)
     print(format_stage_table(timings))
     return timings

@@ -23,6 +23,7 @@ def _run(args) -> int:
     from filegram_ray.pipeline import run_pipeline
 
     cfg = config_from_args(args)
-    run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
-    print(f"\nReport: {cfg.run().url('results/report.md')}")
+    timings = run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
+    if "evaluate" in timings:  # only a pipeline that evaluated has a report of this run to point at
+        print(f"\nReport: {cfg.run().url('results/report.md')}")
     return 0

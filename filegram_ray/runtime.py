@@ -280,11 +280,15 @@ def refuse_missing_run(config, stage: str) -> None:
         FileNotFoundError: names the directory and the stage.
     """
     uri = str(config.run_dir)
-    if stage in _STARTS_A_RUN or ("://" in uri and not uri.startswith("file://")):
+    if "://" in uri and not uri.startswith("file://"):
+        return
+    path = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"--run-dir {path} is a file, not a run directory")
+    if stage in _STARTS_A_RUN:
         return
     if stage == "caption" and config.section("caption").get("inputs"):
         return  # captions MP4 files of the user's (caption.inputs): the run directory is only where they go
-    path = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
     if not os.path.isdir(path):
         raise FileNotFoundError(f"run directory {path} does not exist: the {stage} stage reads a run's outputs — "
                                 "run the pipeline (or jobs/generate.py) on it first, or pass the --run-dir of an "
@@ -310,26 +314,69 @@ def exclusive_stage(stage: str):
         @functools.wraps(fn)
         def wrapper(config, *args, **kwargs):
             refuse_missing_run(config, stage)
+            created = missing_local_dir(config)
             run = config.run()
-            with run.lock(stage):
-                check_run_seed(run, config, stage)
-                with StageMeter() as meter:
-                    result = fn(config, *args, **kwargs)
-                fields = meter.record()
-                if isinstance(result, dict):
-                    units = result.get("units")
-                    if isinstance(units, dict) and set(UNIT_KEYS) <= set(units):
-                        fields["units"] = {k: int(units[k]) for k in UNIT_KEYS}
-                    result.update(fields)
-                try:
-                    _write_stage_fields(run, stage, fields)
-                except Exception as exc:  # noqa: BLE001 - the outputs are written; bookkeeping never hides them
-                    log.warning("%s: could not write the stage record into run.json: %s", stage, exc)
-                return result
+            new_run = not run.exists("run.json")
+            try:
+                return _run_stage(fn, stage, run, config, *args, **kwargs)
+            except BaseException:
+                if new_run:
+                    forget_failed_start(run, created)
+                raise
 
         return wrapper
 
     return deco
+
+
+def _run_stage(fn, stage: str, run, config, *args, **kwargs):
+    """The body of :func:`exclusive_stage`'s wrapper: lock, seed check, meter, stage record."""
+    with run.lock(stage):
+        check_run_seed(run, config, stage)
+        with StageMeter() as meter:
+            result = fn(config, *args, **kwargs)
+        fields = meter.record()
+        if isinstance(result, dict):
+            units = result.get("units")
+            if isinstance(units, dict) and set(UNIT_KEYS) <= set(units):
+                fields["units"] = {k: int(units[k]) for k in UNIT_KEYS}
+            result.update(fields)
+        try:
+            _write_stage_fields(run, stage, fields)
+        except Exception as exc:  # noqa: BLE001 - the outputs are written; bookkeeping never hides them
+            log.warning("%s: could not write the stage record into run.json: %s", stage, exc)
+        return result
+
+
+def missing_local_dir(config) -> bool:
+    """Whether ``config.run_dir`` is a local directory that does not exist yet (this job will create it)."""
+    uri = str(config.run_dir)
+    if "://" in uri and not uri.startswith("file://"):
+        return False
+    return not os.path.isdir(os.path.abspath(os.path.expanduser(uri.removeprefix("file://"))))
+
+
+def forget_failed_start(run, created_dir: bool) -> None:
+    """After a job that started a run failed before finishing any unit: remove the ``run.json`` it wrote (the seed
+    and set it recorded must not pin the directory: a corrected command, another ``--seed`` included, starts it
+    afresh) and, when the job created the directory, the lock file and the then empty directory. Nothing is
+    removed once a unit is done (``_done/``) or a stage recorded itself: from then on the run holds outputs of
+    that plan. Never raises."""
+    try:
+        if run.listdir("_done"):
+            return
+        if run.exists("run.json"):
+            data = run.read_json("run.json")
+            if isinstance(data, dict) and data.get("stages"):
+                return
+            run.remove("run.json", recursive=False)
+        if created_dir and run.is_local:
+            lock = os.path.join(run.root, ".lock")
+            if os.path.exists(lock):
+                os.remove(lock)
+            os.rmdir(run.root)  # only when empty: anything else written stays
+    except Exception as exc:  # noqa: BLE001 - clean-up never hides the job's own error
+        log.debug("could not forget the failed start of %s: %s", run.uri, exc)
 
 
 class Interruption:

@@ -13,14 +13,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
 from filegram_ray.jobargs import common_parser, config_from_args, run_job
-from filegram_ray.memory.stage import format_summary, run_encode
+from filegram_ray.memory.stage import run_encode
 
 
 def main(argv: list[str] | None = None) -> int:
     args = common_parser(__doc__.splitlines()[0]).parse_args(argv)
     cfg = config_from_args(args, section="encode")
     summary = run_encode(cfg)
-    print(format_summary(summary))
     return 1 if summary["errors"] and summary["errors"] == summary["trajectories"] else 0
 
 

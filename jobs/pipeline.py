@@ -22,9 +22,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip", nargs="+", choices=names, help="skip these stages")
     args = p.parse_args(argv)
     cfg = config_from_args(args)
-    run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
-    report = cfg.run().url("results/report.md")
-    print(f"\nReport: {report}")
+    timings = run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
+    if "evaluate" in timings:  # only a pipeline that evaluated has a report of this run to point at
+        print(f"\nReport: {cfg.run().url('results/report.md')}")
     return 0
 
 

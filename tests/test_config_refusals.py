@@ -140,7 +140,8 @@ def test_a_later_stage_refusing_an_id_does_not_poison_the_run(tmp_path, capsys):
     rc = run_job(_job("encode").main, ["--run-dir", str(run), "--serial", "--set", "profiles=[p9]",
                                        "--set", "encode.embedder=hashing"])
     assert rc == 2 and "unknown id 'p9'" in capsys.readouterr().err
-    assert json.loads((run / "run.json").read_text())["config"]["profiles"] == ["p9"]  # what was asked, recorded
+    assert not (run / "run.json").exists()  # nothing done: the failed start's snapshot is removed again
+    (run / "run.json").write_text(json.dumps({"config": {"seed": 7, "profiles": ["p9"]}}))  # an older run's leftover
     cfg = config_from_args(common_parser("x").parse_args(["--run-dir", str(run)]))
     assert cfg.profiles is None
 
@@ -154,3 +155,70 @@ def test_evaluate_call_arguments_go_through_the_config_checks(tmp_path):
     cfg = load_config(None, [f"run_dir={tmp_path / 'run'}"])
     with pytest.raises(ValueError, match=r"^evaluate\.methods: unknown method\(s\) 'bogus'"):
         run_evaluate(cfg, methods=["bogus"])
+
+
+def test_a_failed_start_leaves_no_run_json_pinning_the_seed(tmp_path, capsys):
+    """A job that starts a run and fails before any unit is done (here: a malformed profile file) leaves no
+    run.json: a corrected command with another seed starts the directory afresh (it used to be refused: "made with
+    seed 7"). The directory this job created is removed again."""
+    import shutil
+
+    from filegram_ray.paths import profiles_dir
+
+    bad = tmp_path / "profiles"
+    shutil.copytree(profiles_dir(), bad)
+    (bad / "p3_efficient_executor.yaml").write_text("A: [M\n", encoding="utf-8")
+    run = tmp_path / "run"
+    gen = _job("generate")
+    rc = run_job(gen.main, ["--run-dir", str(run), "--serial", "--profiles-dir", str(bad), "--tasks", "T-01"])
+    assert rc == 2 and "p3_efficient_executor.yaml" in capsys.readouterr().err
+    assert not run.exists()
+    # the same through the pipeline, and on a directory that already existed (kept, but without run.json)
+    run.mkdir()
+    rc = run_job(_job("pipeline").main, ["--run-dir", str(run), "--serial", "--only", "generate",
+                                         "--set", f"profiles_dir={bad}", "--set", "tasks=[T-01]"])
+    assert rc == 2 and run.is_dir() and not (run / "run.json").exists()
+    capsys.readouterr()
+
+
+def test_a_file_as_run_dir_is_named(tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("x", encoding="utf-8")
+    for job in ("seed", "bench"):
+        rc = run_job(_job(job).main, ["--run-dir", str(f), "--serial"])
+        assert rc == 2 and f"--run-dir {f} is a file, not a run directory" in capsys.readouterr().err
+
+
+def test_an_object_store_without_credentials_is_one_line(monkeypatch, capsys):
+    """`--run-dir s3://…` with no credentials: the store client's refusal is one line and exit 2, not a traceback."""
+    pytest.importorskip("s3fs")
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata probe
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    rc = run_job(_job("bench").main, ["--run-dir", "s3://filegram-no-such-bucket-xyz/run"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_output_piped_into_head_is_not_an_error():
+    """`filegram … | head`: the reader closing the pipe early ends the command quietly (exit 0), not with
+    "error: [Errno 32] Broken pipe" (exit 2) or Python's "Exception ignored … BrokenPipeError"."""
+    p = subprocess.Popen([sys.executable, "-m", "filegram_ray.cli", "profiles", "perturbations"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the first line is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    assert "Broken pipe" not in err and "BrokenPipeError" not in err
+
+
+def test_caption_before_record_is_an_error(tmp_path, capsys):
+    """Caption of the run's recordings on a run whose record stage never ran: exit 2 naming the missing index (it
+    exited 0 with "nothing to caption" printed twice and recorded a caption stage)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rc = run_job(_job("caption").main, ["--run-dir", str(run), "--serial"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "recordings/index.parquet does not exist — run the record stage first" in err
+    assert not (run / "run.json").exists()  # nothing done, nothing recorded

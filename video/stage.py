@@ -642,7 +642,9 @@ def run_caption(config, *, serial: bool | None = None, address: str | None = Non
         recordings).
 
     Raises:
-        ValueError: bad ``caption:`` section (nothing to caption is a warning and an empty record, not an error).
+        ValueError: bad ``caption:`` section; the run's recordings asked for and the record stage never ran (no
+            ``recordings/index.parquet``). A record stage that made no video (all error rows) is a warning and an
+            empty record, not an error.
     """
     try:
         cfg = CaptionConfig.model_validate(config.section(CAPTION_STAGE))
@@ -653,11 +655,15 @@ def run_caption(config, *, serial: bool | None = None, address: str | None = Non
     serial = cfg.serial if serial is None else bool(serial)
     run = config.run()
     items = _caption_items(run, cfg)
+    if not items and cfg.recordings and not cfg.inputs and not run.exists(RECORD_INDEX):
+        raise ValueError(f"caption: {run.url(RECORD_INDEX)} does not exist — run the record stage first "
+                         "(python jobs/record.py), or caption MP4 files of your own with caption.inputs")
     if not items:  # not an error of the pipeline: the record stage may have made no video (all error rows)
         msg = f"{run.uri}: nothing to caption (no ok rows in {RECORD_INDEX} and no caption.inputs)"
-        log.warning("caption: %s", msg)
         if progress:
             print(f"caption: {msg}", file=sys.stderr)
+        else:
+            log.warning("caption: %s", msg)
         rec = {"units": unit_counts(0, 0, 0, 0), "captioner": cfg.captioner, "recordings": 0, "captioned": 0, "errors": 0, "already_done": 0,
                "keyframes": 0, "wall_s": 0.0, "recovery": {}, "note": msg}
         _record_stage(run, CAPTION_STAGE, rec)

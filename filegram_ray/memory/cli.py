@@ -51,10 +51,9 @@ def _show(args: argparse.Namespace) -> int:
 
 def _encode(args: argparse.Namespace) -> int:
     from filegram_ray.jobargs import config_from_args
-    from filegram_ray.memory.stage import format_summary, run_encode
+    from filegram_ray.memory.stage import run_encode
 
     summary = run_encode(config_from_args(args, section="encode"))
-    print(format_summary(summary))
     return 1 if summary["errors"] and summary["errors"] == summary["trajectories"] else 0
 
 

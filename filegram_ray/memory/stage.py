@@ -569,6 +569,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
     if not by_profile:  # 0 of N: a stage that leaves no Engram at all must not look like a success
         first = f"; first error: {errors[0]['error']}" if errors else ""
         raise ValueError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
+    print(format_summary(summary), flush=True)  # every stage ends with its summary, in a job or the pipeline
     return summary
 
 
