@@ -59,3 +59,18 @@ def test_a_plugin_cannot_replace_a_builtin(monkeypatch):
     monkeypatch.setattr(metadata, "entry_points", lambda group=None: [EP()])
     assert load_plugins() == []
     assert METHODS["mma"].__module__ == "filegram_ray.methods.mma"
+
+
+def test_every_builtin_method_names_the_mechanism_that_runs():
+    """The report lists, under its table, which mechanism ran for each method (README): every built-in method says
+    it, with and without an LLM backbone — Eager Summ. and FileGramOS said nothing, so the report left them out."""
+    from filegram_ray.methods import make_method, method_names
+
+    for name in method_names():
+        m = make_method(name)
+        if not type(m).__module__.startswith("filegram_ray."):
+            continue
+        assert m.mode(False) and m.mode(True), name
+    eager = make_method("eager_summarization")
+    assert "LLM" in eager.mode(True) and "no LLM backbone" in eager.mode(False)
+    assert "channels: procedural, episodic" in make_method("filegramos_no_semantic").mode(False)

@@ -53,6 +53,9 @@ class NoContext(MemoryMethod):
 
     name, display = "no_context", "No Context"
 
+    def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        return "no memory: the backbone sees the question only"
+
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         return {"n": len(trajectories)}
 
@@ -69,6 +72,9 @@ class FullContext(MemoryMethod):
     """
 
     name, display = "full_context", "Full Context"
+
+    def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        return f"every session as narrative, cut at {int(self.options.get('cap_chars', FULL_CONTEXT_CAP_CHARS)):,} chars"
 
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         blocks = [f"{_block_header(v)}\n{events_to_narrative(v.events)}" for v in trajectories]
@@ -106,6 +112,10 @@ class NaiveRAG(MemoryMethod):
     """
 
     name, display = "naive_rag", "Naive RAG"
+
+    def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        return (f"{int(self.options.get('chunk_events', RAG_CHUNK_EVENTS))}-event chunks, MiniLM, FAISS inner product, "
+                f"top {int(self.options.get('top_k', RAG_TOP_K))}")
 
     def _embedder(self):
         if self.embedder is None:
@@ -227,6 +237,11 @@ class EagerSummarization(MemoryMethod):
     """
 
     name, display = "eager_summarization", "Eager Summ."
+
+    @classmethod
+    def mode(cls, llm: bool) -> str:
+        return ("one LLM summary per trajectory through the backbone (temperature 0.3, ≤ 1,024 tokens)" if llm
+                else "extractive summary per trajectory (no LLM backbone): counts, files made and their opening lines")
 
     def _summarise(self, v: TrajectoryView) -> str:
         if self.llm_fn is None:

@@ -43,6 +43,12 @@ class FileGramOS(MemoryMethod):
 
     name, display = "filegramos", "FileGramOS"
     channels: tuple[str, ...] = ALL_CHANNELS
+
+    def mode(self, llm: bool) -> str:
+        used = tuple(self.options.get("channels") or self.channels)
+        how = ("LLM descriptors, episode segmentation and profile merge through the backbone" if llm
+               else "rule descriptors, episodes and classification (no LLM backbone)")
+        return f"{how}; channels: {', '.join(used)}"
     #: the ablations share FileGramOS's ingest state (they differ only in the retrieved channels)
     state_group = "filegramos"
 
