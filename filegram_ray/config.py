@@ -29,6 +29,13 @@ def names_id(wanted: str, id_: str) -> bool:
     return id_ == wanted or id_.split("_", 1)[0] == wanted
 
 
+def _natural(id_: str) -> list:
+    """Sort key that orders ``p2`` before ``p10`` (digit runs compare as numbers)."""
+    import re
+
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", id_)]
+
+
 def match_ids(wanted: list[str] | None, available: list[str], field: str, where: str = "") -> list[str]:
     """The ids of ``available`` that ``wanted`` names, in ``available`` order; ``None``/empty ``wanted`` = all.
 
@@ -44,7 +51,7 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
     for w in wanted:
         got = [a for a in available if names_id(w, a)]
         if not got:
-            known = ", ".join(sorted(available)[:12]) + (" …" if len(available) > 12 else "")
+            known = ", ".join(sorted(available, key=_natural)[:12]) + (" …" if len(available) > 12 else "")
             raise ValueError(f"config field {field}: unknown id {w!r}"
                              + (f" ({where} has: {known or 'none'})" if where else f" (known: {known or 'none'})"))
         hits.update(got)

@@ -91,10 +91,6 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         refuse_missing_run(cfg, selected[0])  # before the pipeline's lock creates the directory
     if serial:
         cfg = with_serial(cfg, selected)
-    else:  # one Ray connection for every stage (a cluster's RAY_ADDRESS, or a local Ray)
-        from filegram_ray.runtime import init_ray
-
-        init_ray(cfg.ray.address, cfg.ray.num_cpus)
     functions = stage_functions()
     timings: dict[str, Any] = {}
     from filegram_ray.runtime import forget_failed_start, missing_local_dir
@@ -103,6 +99,12 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     run = cfg.run()
     try:
         with run.lock("pipeline"):  # no other job slips in between two stages
+            if not serial:  # one Ray connection for every stage (a cluster's RAY_ADDRESS, or a local Ray), once
+                from filegram_ray.runtime import (
+                    init_ray,  # the run directory is ours (a busy one fails at once)
+                )
+
+                init_ray(cfg.ray.address, cfg.ray.num_cpus)
             for name in selected:
                 print(f"\n=== stage {name} ===", flush=True)
                 t0 = time.perf_counter()

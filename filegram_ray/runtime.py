@@ -480,6 +480,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if runtime_env:
         kwargs["runtime_env"] = runtime_env
     if address:
+        _check_reachable(address)
         kwargs["address"] = address
     else:
         kwargs["address"] = "local"
@@ -500,6 +501,29 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     ray.init(**kwargs)
     if _ACTIVE_INTERRUPTION is not None:
         _ACTIVE_INTERRUPTION.reinstall()
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) Ray address where nothing accepts a TCP connection within
+    ``timeout_s``: ``ray.init`` would retry the unreachable GCS for minutes, printing warnings, before failing.
+    ``auto``, ``local`` and other forms are left to Ray.
+
+    Raises:
+        ConnectionError: names the address and what to do.
+    """
+    import re
+    import socket
+
+    m = re.fullmatch(r"(?:ray://)?\[?([^\]/]+?)\]?:(\d+)/?", address.strip())
+    if not m:
+        return
+    host, port = m.group(1), int(m.group(2))
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"Ray address {address}: nothing answers at {host}:{port} ({exc.strerror or exc}); "
+                              "start a head with `ray start --head` (then --address auto or its address), or leave "
+                              "--address and RAY_ADDRESS unset for a local Ray") from None
 
 
 def error_row(unit_id: str, exc: BaseException, stage: str) -> dict[str, Any]:

@@ -222,3 +222,32 @@ def test_caption_before_record_is_an_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "recordings/index.parquet does not exist — run the record stage first" in err
     assert not (run / "run.json").exists()  # nothing done, nothing recorded
+
+
+@pytest.mark.parametrize("job, argv", [("seed", []), ("pipeline", ["--only", "seed"])])
+def test_an_unreachable_ray_address_is_one_line_and_leaves_nothing(tmp_path, capsys, job, argv):
+    """`--address 127.0.0.1:1` (nothing listening): one line naming the address, exit 2, at once — ray.init retried
+    for minutes — and the seed stage uses the address at all (it started a local Ray instead)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = tmp_path / "run"
+    rc = run_job(_job(job).main, ["--run-dir", str(run), "--address", f"127.0.0.1:{port}", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"Ray address 127.0.0.1:{port}: nothing answers" in err
+    assert not run.exists()
+
+
+def test_an_unknown_id_lists_the_known_ones_in_number_order():
+    from filegram_ray.config import match_ids
+    from filegram_ray.engine.generate import GenerateConfig, plan_units
+
+    with pytest.raises(ValueError, match=r"unknown id 'p99' \(conf has: p1_a, p2_b, p3, p10_x\)"):
+        match_ids(["p99"], ["p10_x", "p1_a", "p2_b", "p3"], "profiles", "conf")
+    # generate on an existing run (no new-run check) names the profile set and its ids too
+    cfg = load_config(None, ["profiles=[nobody]"])
+    with pytest.raises(ValueError, match=r"profiles: unknown id 'nobody' \(.*conf/profiles has: p1_methodical, "
+                                         r"p2_"):
+        plan_units(cfg, GenerateConfig())

@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from filegram_ray.config import PipelineConfig, names_id
+from filegram_ray.config import PipelineConfig, match_ids, names_id
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
 from filegram_ray.runtime import exclusive_stage
 
@@ -89,14 +89,19 @@ class GenerateConfig(BaseModel):
         return self
 
 
-def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str) -> list[Any]:
+def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str, where: str = "") -> list[Any]:
+    """The items ``wanted`` names, in the order asked for (the short form ``p1`` included).
+
+    Raises:
+        ValueError: an unknown id (:func:`~filegram_ray.config.match_ids`' message, with the ids ``where`` has).
+    """
     if not wanted:
         return items
     out = []
     for w in wanted:
         hit = [x for x in items if names_id(w, getattr(x, attr))]
         if not hit:
-            raise ValueError(f"config field {what}: unknown id {w!r}")
+            match_ids([w], [getattr(x, attr) for x in items], what, where)  # raises, naming the known ids
         out += [h for h in hit if h not in out]
     return out
 
@@ -108,8 +113,10 @@ def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]
     from filegram_ray.tasks import load_tasks
 
     all_profiles = load_profiles(cfg.profiles_dir)
-    profiles = _select(all_profiles, cfg.profiles, "profile_id", "profiles")
-    tasks = _select(load_tasks(cfg.tasks_dir), cfg.tasks, "task_id", "tasks")
+    from filegram_ray.paths import profiles_dir, tasks_dir
+
+    profiles = _select(all_profiles, cfg.profiles, "profile_id", "profiles", str(cfg.profiles_dir or profiles_dir()))
+    tasks = _select(load_tasks(cfg.tasks_dir), cfg.tasks, "task_id", "tasks", str(cfg.tasks_dir or tasks_dir()))
     from filegram_ray.profiles.perturbation import alternatives, plan_perturbations
 
     plan: dict[tuple[str, str], Any] = dict(plan_perturbations(all_profiles, cfg.seed)) if gcfg.perturb else {}

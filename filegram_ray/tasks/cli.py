@@ -17,7 +17,9 @@ def format_table(tasks) -> str:
                      f"{t.expected_file_ops:>3} {n_in:>6}  {t.name_en}")
     mm = sum(t.modality == "multimodal" for t in tasks)
     lines.append(f"{len(tasks)} tasks ({mm} multimodal, {len(tasks) - mm} text), "
-                 f"{sum(t.workspace.total_files for t in tasks)} planned input files")
+                 f"{sum(t.workspace.total_files for t in tasks)} planned input files (the task files' "
+                 "workspace.total_files; the seed stage adds clutter files where a task asks for them: the built "
+                 "count is in RUN/workspaces/index.parquet)")
     return "\n".join(lines)
 
 

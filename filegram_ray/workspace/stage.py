@@ -113,6 +113,10 @@ def run_seed(config) -> dict[str, Any]:
     units = [{"unit_id": t["task_id"], "task": t} for t in tasks
              if opts.force or not _bundle_current(run, t["task_id"], config.seed, opts.tts)]
     skipped = len(tasks) - len(units)
+    if units and not opts.serial:  # the run's Ray (--address / RAY_ADDRESS / ray.num_cpus), as every stage
+        from filegram_ray.runtime import init_ray
+
+        init_ray(config.ray.address, config.ray.num_cpus)
     rows = map_units(SeedWorker, units, init_kwargs={"run_uri": run.uri,
                                                      "storage_options": config.storage_options,
                                                      "seed": config.seed, "tts": opts.tts},
