@@ -81,30 +81,23 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         if s not in names:
             raise ValueError(f"unknown stage {s!r}; stages are {', '.join(names)}")
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
-    if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
-        from filegram_ray.config import check_sets
+    from filegram_ray.config import check_sets
+    from filegram_ray.runtime import forget_failed_start, init_ray, missing_local_dir, refuse_missing_run
 
+    if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
         check_sets(cfg, ("tasks",) if "generate" not in selected else ("profiles", "tasks"))
     if selected:
-        from filegram_ray.runtime import refuse_missing_run
-
         refuse_missing_run(cfg, selected[0])  # before the pipeline's lock creates the directory
     if serial:
         cfg = with_serial(cfg, selected)
     functions = stage_functions()
     timings: dict[str, Any] = {}
-    from filegram_ray.runtime import forget_failed_start, missing_local_dir
-
     created = missing_local_dir(cfg)
     run = cfg.run()
     try:
         with run.lock("pipeline"):  # no other job slips in between two stages
-            if not serial:  # one Ray connection for every stage (a cluster's RAY_ADDRESS, or a local Ray), once
-                from filegram_ray.runtime import (
-                    init_ray,  # the run directory is ours (a busy one fails at once)
-                )
-
-                init_ray(cfg.ray.address, cfg.ray.num_cpus)
+            if not serial:  # one Ray connection for every stage (a cluster's RAY_ADDRESS or a local Ray), started
+                init_ray(cfg.ray.address, cfg.ray.num_cpus)  # once the run directory is ours (a busy one fails at once)
             for name in selected:
                 print(f"\n=== stage {name} ===", flush=True)
                 t0 = time.perf_counter()
@@ -112,7 +105,7 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
                 timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
                 print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     except BaseException:
-        if created:  # the first stage failed before doing anything: leave no directory behind
+        if created:  # a new directory where nothing got done (forget_failed_start checks) is removed again
             forget_failed_start(run, True)
         raise
     print("\nPipeline summary", file=sys.stdout)
