@@ -76,6 +76,11 @@ def test_pipeline_refuses_unknown_ids_before_the_first_stage(tmp_path):
     ("workspace.num_actors=0", "workspace.num_actors: Input should be greater than or equal to 1"),
     ("ray.num_cpus=0", "ray.num_cpus: Input should be greater than or equal to 1"),
     ("render.limit=-1", "render.limit: Input should be greater than or equal to 0"),
+    # options a method does not read, or of another type (`ocr=maybe` ran OCR; `foo` was recorded and ignored)
+    ("evaluate.method_options.visrag.bogus=1", "visrag has no option 'bogus' (its options: ocr,"),
+    ("evaluate.method_options.visrag.ocr=maybe", "visrag.ocr: expected bool, got 'maybe'"),
+    ("evaluate.method_options.no_context.foo=1", "no_context has no option 'foo' (it takes no options)"),
+    ("evaluate.method_options.full_context.cap_chars=true", "full_context.cap_chars: expected int, got True"),
 ])
 def test_unknown_names_in_any_section_are_refused_when_the_config_loads(override, message):
     with pytest.raises(ValueError) as err:

@@ -153,6 +153,10 @@ class EvaluateConfig(BaseModel):
         if unknown:
             raise ValueError(f"options for unknown method(s) {', '.join(map(repr, unknown))} (registered: "
                              f"{', '.join(method_names())})")
+        from filegram_ray.methods.base import check_options
+
+        for m, opts in v.items():
+            check_options(m, opts)
         return v
 
     @field_validator("backbone", "judge_backbone")

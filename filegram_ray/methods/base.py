@@ -20,8 +20,8 @@ from typing import Any
 
 from filegram_ray.methods.trajectory import TrajectoryView
 
-__all__ = ["ENTRY_POINT_GROUP", "METHODS", "Context", "LlmFn", "MemoryMethod", "load_plugins", "make_method",
-           "method_names", "register"]
+__all__ = ["ENTRY_POINT_GROUP", "METHODS", "Context", "LlmFn", "MemoryMethod", "check_options", "load_plugins",
+           "make_method", "method_names", "register"]
 
 #: The entry-point group through which an installed package registers its own memory method (no fork needed):
 #: ``[project.entry-points."filegram_ray.methods"] my_method = "my_pkg.module:MyMethod"``.
@@ -59,6 +59,10 @@ class MemoryMethod(ABC):
     name: str = "method"
     #: human-readable name of the method (the report's row name unless :meth:`row_name` says more).
     display: str = "Method"
+    #: the options this method reads, name → type (``bool``, ``int``, ``str`` or a tuple of types); ``None`` = not
+    #: declared (plugins): any option is accepted. The evaluate config refuses an option a method does not read and
+    #: a value of another type (:func:`check_options`), so a typo never runs silently with the default.
+    options_schema: dict[str, type | tuple[type, ...]] | None = None
     #: methods with the same ``state_group`` build identical ingest states (e.g. FileGramOS and its channel
     #: ablations differ only at retrieval), so the evaluate stage ingests once per group and context spec.
     state_group: str | None = None
@@ -98,6 +102,27 @@ class MemoryMethod(ABC):
 
 
 METHODS: dict[str, Callable[..., MemoryMethod]] = {}
+
+
+def check_options(name: str, options: dict[str, Any]) -> None:
+    """Refuse options the registered method ``name`` does not declare in ``options_schema``, or of another type
+    (an ``int`` is not a ``bool``; ``True`` is not an ``int``). Methods without a schema accept anything.
+
+    Raises:
+        ValueError: names the method, the option and what it accepts.
+    """
+    _load_builtin()
+    schema = getattr(METHODS.get(name), "options_schema", None)
+    if schema is None:
+        return
+    for key, value in options.items():
+        if key not in schema:
+            raise ValueError(f"{name} has no option {key!r} ("
+                             + (f"its options: {', '.join(schema)}" if schema else "it takes no options") + ")")
+        want = schema[key] if isinstance(schema[key], tuple) else (schema[key],)
+        if not isinstance(value, want) or (isinstance(value, bool) and bool not in want):
+            names = " or ".join(t.__name__ for t in want)
+            raise ValueError(f"{name}.{key}: expected {names}, got {value!r}")
 
 
 def register(name: str) -> Callable[[Callable[..., MemoryMethod]], Callable[..., MemoryMethod]]:

@@ -52,6 +52,7 @@ class NoContext(MemoryMethod):
     """Stores nothing; every query gets an empty context (reference §8.2: "question only")."""
 
     name, display = "no_context", "No Context"
+    options_schema = {}
 
     def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
         return "no memory: the backbone sees the question only"
@@ -72,6 +73,7 @@ class FullContext(MemoryMethod):
     """
 
     name, display = "full_context", "Full Context"
+    options_schema = {"cap_chars": int}
 
     def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
         return f"every session as narrative, cut at {int(self.options.get('cap_chars', FULL_CONTEXT_CAP_CHARS)):,} chars"
@@ -112,6 +114,7 @@ class NaiveRAG(MemoryMethod):
     """
 
     name, display = "naive_rag", "Naive RAG"
+    options_schema = {"chunk_events": int, "top_k": int, "display_chars": int}
 
     def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
         return (f"{int(self.options.get('chunk_events', RAG_CHUNK_EVENTS))}-event chunks, MiniLM, FAISS inner product, "
@@ -237,6 +240,7 @@ class EagerSummarization(MemoryMethod):
     """
 
     name, display = "eager_summarization", "Eager Summ."
+    options_schema = {}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

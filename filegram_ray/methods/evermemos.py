@@ -236,6 +236,7 @@ class EverMemOS(MemoryMethod):
     → episode clusters (cos ≥ 0.7) and per-dimension consolidated patterns with contradictions (reference §8.2)."""
 
     name, display = "evermemos", "EverMemOS"
+    options_schema = {}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

@@ -42,6 +42,7 @@ class FileGramOS(MemoryMethod):
     """
 
     name, display = "filegramos", "FileGramOS"
+    options_schema = {"channels": (list, tuple)}
     channels: tuple[str, ...] = ALL_CHANNELS
 
     def mode(self, llm: bool) -> str:

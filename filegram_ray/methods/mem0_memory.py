@@ -117,6 +117,7 @@ class Mem0(MemoryMethod):
     batches of 20; ``search(limit=10)`` per query plus behaviour keyword queries, ≤150 memories (≤100 raw)."""
 
     name, display = "mem0", "Mem0"
+    options_schema = {}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

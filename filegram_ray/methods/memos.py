@@ -132,6 +132,7 @@ class MemOS(MemoryMethod):
     type and word overlap > 0.4; the context lists ≤50 cells per type by confidence (reference §8.2)."""
 
     name, display = "memos", "MemOS"
+    options_schema = {"slice_chars": int}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

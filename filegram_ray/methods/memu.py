@@ -122,6 +122,7 @@ class MemU(MemoryMethod):
     context lists categories, all items and counts (reference §8.2)."""
 
     name, display = "memu", "MemU"
+    options_schema = {}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

@@ -133,6 +133,7 @@ class MMA(MemoryMethod):
     """
 
     name, display = "mma", "MMA"
+    options_schema = {"chunk_events": int, "top_k": int, "display_chars": int}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

@@ -181,6 +181,7 @@ class SimpleMem(MemoryMethod):
     """
 
     name, display = "simplemem", "SimpleMem"
+    options_schema = {"window_events": int, "window_step": int}
 
     @classmethod
     def mode(cls, llm: bool) -> str:

@@ -148,6 +148,8 @@ class VisRAG(MemoryMethod):
     500-char excerpts. Page text by OCR (no packaged image-text embedder); paths anonymised (reference §8.2)."""
 
     name, display = "visrag", "VisRAG"
+    options_schema = {"ocr": bool, "ocr_cache_dir": str, "chunk_events": int, "top_k": int,
+                      "display_chars": int}
 
     def _uses_ocr(self) -> bool:
         """Whether page text comes from OCR: ``method_options.visrag.ocr`` not false and rapidocr installed."""

@@ -151,6 +151,7 @@ class Zep(MemoryMethod):
     """
 
     name, display = "zep", "Zep"
+    options_schema = {"engine": str}
 
     @classmethod
     def mode(cls, llm: bool) -> str:
