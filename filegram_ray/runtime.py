@@ -465,7 +465,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
             ``ray job submit``) or, if unset, a new local Ray in this process — never silently a ``ray start``
             cluster that happens to run on the machine.
         num_cpus: CPUs for a new local Ray (ignored when connecting to a cluster).
-        quiet: lower Ray's log level to warnings.
+        quiet: lower Ray's log level to warnings, and Ray Data's logged progress blocks (what it prints without a
+            terminal, every 10 s) unless ``FILEGRAM_RAY_DATA_PROGRESS=1``.
         runtime_env: Ray runtime environment for this driver's workers (e.g. extra ``PYTHONPATH``).
     """
     import ray
@@ -499,6 +500,10 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
         if num_cpus:
             kwargs["num_cpus"] = num_cpus
     ray.init(**kwargs)
+    if quiet and os.environ.get("FILEGRAM_RAY_DATA_PROGRESS") != "1":
+        # without a terminal Ray Data logs a progress block every 10 s per dataset; the stages print their own
+        # "[stage] n/N units" lines (FILEGRAM_RAY_DATA_PROGRESS=1 keeps Ray's)
+        logging.getLogger("ray.data._internal.progress.logging_progress").setLevel(logging.WARNING)
     if _ACTIVE_INTERRUPTION is not None:
         _ACTIVE_INTERRUPTION.reinstall()
 

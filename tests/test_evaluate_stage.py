@@ -242,6 +242,7 @@ def test_second_evaluate_with_other_methods_keeps_the_earlier_rows(tmp_path, cap
         assert res.filter(pl.col("method") == m).height == info["n_items"]
     report = (tmp_path / "results" / "report.md").read_text()
     assert "| No Context" in report and "| Full Context" in report
+    assert report.index("| No Context") < report.index("| Full Context")  # the paper's order, not the run order
     assert "earlier evaluate of this run" in report
     sub = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False, sub_tracks=["AttrRec", "ProfRec"]))
     # no_context's units cover more items than asked: complete for this selection too, so it stays

@@ -866,7 +866,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     # gather answers: finished units from their tables, failed units as error rows for each of their items
     frames = []
     failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
-    for m, units in [*plan.items(), *earlier.items()]:
+    paper_order = {m: i for i, m in enumerate(DEFAULT_METHODS)}  # rows in the paper's order, added ones included
+    for m, units in sorted([*plan.items(), *earlier.items()], key=lambda kv: (paper_order.get(kv[0], len(paper_order)),
+                                                                             kv[0])):
         for u in units:
             if _unit_complete(run, u):  # only this run's items of the unit (an earlier run may have had more)
                 ids = [it["question_id"] for it in u["items"]]
