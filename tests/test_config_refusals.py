@@ -60,6 +60,7 @@ def test_pipeline_refuses_unknown_ids_before_the_first_stage(tmp_path):
     ("evaluate.backbone=bogus", "unknown backbone kind 'bogus'"),
     ("evaluate.backbone={base_url: 'http://127.0.0.1:9/v1', modle: m}", "unknown settings ['modle']"),
     ("evaluate.judge=bogus", "unknown judge 'bogus'"),
+    ("evaluate.backbone=oracle", "the oracle answers from the key: it is the report's validity row"),
     ("evaluate.settings=[text, bogus]", "unknown setting(s) 'bogus'"),
     ("evaluate.sub_tracks=[NoSuch]", "unknown sub-task(s) 'NoSuch'"),
     ("evaluate.multimodal_content=x", "evaluate.multimodal_content"),

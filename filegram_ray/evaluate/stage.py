@@ -168,6 +168,9 @@ class EvaluateConfig(BaseModel):
         if v is None:
             return v
         kind = str(v if isinstance(v, str) else v.get("kind", "openai" if "base_url" in v else "")).lower()
+        if kind == "oracle":
+            raise ValueError("the oracle answers from the key: it is the report's validity row (evaluate.validity), "
+                             "not a backbone for the methods")
         if kind not in BACKBONE_KINDS:
             raise ValueError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
                              "is a mapping {kind: openai, base_url: …, model: …})")

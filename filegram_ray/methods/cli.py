@@ -38,7 +38,7 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The evaluate stage's own options, on top of :func:`filegram_ray.jobargs.common_parser`'s."""
     p.add_argument("--methods", nargs="+", default=None, help="method names (default: evaluate.methods); "
                    "`filegram methods` lists them")
-    p.add_argument("--backbone", default=None, choices=("lexical", "random", "oracle"),
+    p.add_argument("--backbone", default=None, choices=("lexical", "random"),
                    help="a non-LLM backbone (default: evaluate.backbone); a language model: --backbone-url, or "
                    "evaluate.backbone in the config ({kind: openai, base_url, model} or {kind: vllm_engine, …})")
     p.add_argument("--backbone-url", default=None, help="OpenAI-compatible base URL, e.g. a vLLM or llama.cpp "
