@@ -160,7 +160,13 @@ def recover_text(path: str | os.PathLike, caption: str | None = None, transcript
         transcript: narration for audio (overrides the stored chunk), e.g. the index's ``transcript`` column.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist. ValueError: unsupported extension, or no stored text.
+        FileNotFoundError: ``path`` does not exist. ValueError: ``path`` is empty or a directory, an unsupported
+            extension, or no stored text.
     """
     p = Path(path)
+    if not str(path) or p.is_dir():
+        raise ValueError(f"{str(path)!r} is not a derivative file (give the path of a pdf, docx, pptx, xlsx, png, wav "
+                         "or md file)")
+    if not p.exists():
+        raise FileNotFoundError(f"no such derivative file: {p}")
     return recover_bytes(p.read_bytes(), p.suffix, str(p), caption, transcript)
