@@ -82,15 +82,21 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
             raise ValueError(f"unknown stage {s!r}; stages are {', '.join(names)}")
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
     from filegram_ray.config import check_sets
-    from filegram_ray.runtime import forget_failed_start, init_ray, missing_local_dir, refuse_missing_run
+    from filegram_ray.runtime import (
+        forget_failed_start,
+        init_ray,
+        may_start_run,
+        missing_local_dir,
+        refuse_missing_run,
+    )
 
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
         check_sets(cfg, ("tasks",) if "generate" not in selected else ("profiles", "tasks"))
-    if selected:
-        refuse_missing_run(cfg, selected[0])  # before the pipeline's lock creates the directory
+    functions = stage_functions()
+    if selected:  # before the pipeline's lock creates the directory
+        refuse_missing_run(cfg, selected[0], may_start_run(functions[selected[0]], cfg))
     if serial:
         cfg = with_serial(cfg, selected)
-    functions = stage_functions()
     timings: dict[str, Any] = {}
     created = missing_local_dir(cfg)
     run = cfg.run()

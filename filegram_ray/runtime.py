@@ -90,7 +90,7 @@ def recorded_seed(run) -> int | None:
     return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
 
 
-def check_run_seed(run, config, stage: str | None = None) -> None:
+def check_run_seed(run, config, check_ids: bool = False) -> None:
     """Refuse a config whose seed differs from the run directory's recorded seed; record it on a new run.
 
     A run directory holds the outputs of one plan: a stage run with another seed would add units of a second
@@ -98,8 +98,8 @@ def check_run_seed(run, config, stage: str | None = None) -> None:
     ``--seed`` to the recorded one (:func:`filegram_ray.jobargs.config_from_args`).
 
     Raises:
-        ValueError: the seeds differ (names both and the run directory); when seed or generate (``stage``) starts
-            a new run, a profile or task id that the config's sets do not have
+        ValueError: the seeds differ (names both and the run directory); with ``check_ids`` (a stage that may
+            start a run, on a new one), a profile or task id that the config's sets do not have
             (:func:`~filegram_ray.config.check_sets`), before anything is written. Other stages check ids against
             the run's own outputs.
     """
@@ -108,7 +108,7 @@ def check_run_seed(run, config, stage: str | None = None) -> None:
         from filegram_ray.config import check_sets
         from filegram_ray.schema.meta import RunManifest
 
-        if stage in _STARTS_A_RUN:  # the config's sets are the run's: an unknown id is refused before it is recorded
+        if check_ids:  # a stage that starts the run: an unknown profile/task id is refused before it is recorded
             check_sets(config)
 
         data = run.read_json("run.json") if run.exists("run.json") else {}
@@ -267,17 +267,20 @@ def _write_stage_fields(run, stage: str, fields: dict[str, Any]) -> None:
     run.write_json("run.json", man.model_dump(mode="json"))
 
 
-#: stages that may start a new run directory; every other stage reads one and refuses a missing directory
-_STARTS_A_RUN = frozenset({"seed", "generate"})
+def may_start_run(fn, config) -> bool:
+    """Whether the stage function ``fn`` (an :func:`exclusive_stage` one) may start a new run directory with
+    ``config``: its ``starts_run`` declaration, a bool or a ``config -> bool`` callable (False when undeclared)."""
+    starts = getattr(fn, "starts_run", False)
+    return bool(starts(config) if callable(starts) else starts)
 
 
-def refuse_missing_run(config, stage: str) -> None:
-    """Refuse a stage that reads a run's outputs on a local run directory that does not exist, before anything
-    (``RunDir``, its lock, ``run.json``) creates it. Seed and generate may start a run, and so may caption given
-    MP4 files of its own (``caption.inputs``); remote URIs are not checked.
+def refuse_missing_run(config, stage: str, may_start: bool) -> None:
+    """Refuse a stage that reads a run's outputs (``may_start`` false) on a local run directory that does not
+    exist, before anything (``RunDir``, its lock, ``run.json``) creates it; a file in its place is refused for every
+    stage. Remote URIs are not checked.
 
     Raises:
-        FileNotFoundError: names the directory and the stage.
+        NotADirectoryError: ``--run-dir`` names a file. FileNotFoundError: names the directory and the stage.
     """
     uri = str(config.run_dir)
     if "://" in uri and not uri.startswith("file://"):
@@ -285,17 +288,13 @@ def refuse_missing_run(config, stage: str) -> None:
     path = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f"--run-dir {path} is a file, not a run directory")
-    if stage in _STARTS_A_RUN:
-        return
-    if stage == "caption" and config.section("caption").get("inputs"):
-        return  # captions MP4 files of the user's (caption.inputs): the run directory is only where they go
-    if not os.path.isdir(path):
+    if not may_start and not os.path.isdir(path):
         raise FileNotFoundError(f"run directory {path} does not exist: the {stage} stage reads a run's outputs — "
                                 "run the pipeline (or jobs/generate.py) on it first, or pass the --run-dir of an "
                                 "existing run")
 
 
-def exclusive_stage(stage: str):
+def exclusive_stage(stage: str, starts_run: bool | Callable[[Any], bool] = False):
     """Decorator for ``run_<stage>(config, ...)``: hold the run directory's lock while the stage runs (a second
     process on the same run directory fails at once with :class:`~filegram_ray.storage.RunDirLockedError`) and
     check the seed (:func:`check_run_seed`). Re-entrant: the pipeline holds the lock across its stages.
@@ -305,34 +304,42 @@ def exclusive_stage(stage: str):
     (``{planned, done, skipped, failed}``, from the ``units`` key of the stage's result, see :func:`unit_counts`).
     The returned result carries the same fields.
 
+    Args:
+        starts_run: whether the stage may start a new run directory (seed, generate; caption given MP4 files of
+            its own): a bool or a ``config -> bool`` callable. A stage that may not refuses a missing directory
+            (:func:`refuse_missing_run`); one that may checks the config's profile/task ids before the new run's
+            ``run.json`` records them (:func:`check_run_seed`).
+
     Raises:
-        FileNotFoundError: a stage other than seed or generate on a local run directory that does not exist
-            (nothing is created).
+        FileNotFoundError: a stage that reads a run on a local run directory that does not exist (nothing is
+            created).
     """
 
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(config, *args, **kwargs):
-            refuse_missing_run(config, stage)
+            may_start = may_start_run(wrapper, config)
+            refuse_missing_run(config, stage, may_start)
             created = missing_local_dir(config)
             run = config.run()
             new_run = not run.exists("run.json")
             try:
-                return _run_stage(fn, stage, run, config, *args, **kwargs)
+                return _run_stage(fn, stage, run, config, may_start, *args, **kwargs)
             except BaseException:
                 if new_run:
                     forget_failed_start(run, created)
                 raise
 
+        wrapper.starts_run = starts_run
         return wrapper
 
     return deco
 
 
-def _run_stage(fn, stage: str, run, config, *args, **kwargs):
+def _run_stage(fn, stage: str, run, config, may_start: bool, *args, **kwargs):
     """The body of :func:`exclusive_stage`'s wrapper: lock, seed check, meter, stage record."""
     with run.lock(stage):
-        check_run_seed(run, config, stage)
+        check_run_seed(run, config, check_ids=may_start)
         with StageMeter() as meter:
             result = fn(config, *args, **kwargs)
         fields = meter.record()

@@ -627,7 +627,7 @@ def write_reconstruction(run: RunDir, rid: str, captioner: str, rows: list[dict[
     return {"events_path": f"{base}/events.json", "n_events": len(rec.events), "events": rec.events}
 
 
-@exclusive_stage(CAPTION_STAGE)
+@exclusive_stage(CAPTION_STAGE, starts_run=lambda config: bool(config.section(CAPTION_STAGE).get("inputs")))
 def run_caption(config, *, serial: bool | None = None, address: str | None = None, progress: bool = True
                 ) -> dict[str, Any]:
     """Caption recordings and rebuild their events (see module doc).

@@ -412,7 +412,7 @@ def _peak_rss_mb() -> float:
         return 0.0
 
 
-@exclusive_stage(STAGE)
+@exclusive_stage(STAGE, starts_run=True)
 def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the generate stage; returns the stage record (also merged into ``run.json``).
 

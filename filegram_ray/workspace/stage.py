@@ -101,7 +101,7 @@ def _bundle_current(run, task_id: str, seed: int, tts: str) -> bool:
     return rec.get("seed", seed) == seed and rec.get("tts", tts) == tts
 
 
-@exclusive_stage("seed")
+@exclusive_stage("seed", starts_run=True)
 def run_seed(config) -> dict[str, Any]:
     """Build the bundles of ``config.tasks`` (None = all) into ``config.run_dir``; returns a summary dict
     {bundles, files, bytes, by_kind, errors: [error rows]}."""
