@@ -757,8 +757,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         methods / backbone / serial: override the section's values (job-script flags).
 
     Raises:
-        ValueError: invalid section, unknown method, bad items table; no item selected, or not one answer ok
-            (0 of N fails loudly, after the report and the error rows are written).
+        ValueError: invalid section (unknown method or option, empty selection lists …), bad items table; no item
+            selected (before anything is written: the last report stays); not one answer ok (0 of N fails loudly,
+            after the report and the error rows are written).
         StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
     """
     from pydantic import ValidationError
