@@ -282,10 +282,9 @@ def refuse_missing_run(config, stage: str, may_start: bool) -> None:
     Raises:
         NotADirectoryError: ``--run-dir`` names a file. FileNotFoundError: names the directory and the stage.
     """
-    uri = str(config.run_dir)
-    if "://" in uri and not uri.startswith("file://"):
+    path = _local_run_path(config)
+    if path is None:
         return
-    path = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f"--run-dir {path} is a file, not a run directory")
     if not may_start and not os.path.isdir(path):
@@ -355,12 +354,18 @@ def _run_stage(fn, stage: str, run, config, may_start: bool, *args, **kwargs):
         return result
 
 
-def missing_local_dir(config) -> bool:
-    """Whether ``config.run_dir`` is a local directory that does not exist yet (this job will create it)."""
+def _local_run_path(config) -> str | None:
+    """The absolute local path of ``config.run_dir`` (``file://`` or a plain path); None for an object store."""
     uri = str(config.run_dir)
     if "://" in uri and not uri.startswith("file://"):
-        return False
-    return not os.path.isdir(os.path.abspath(os.path.expanduser(uri.removeprefix("file://"))))
+        return None
+    return os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
+
+
+def missing_local_dir(config) -> bool:
+    """Whether ``config.run_dir`` is a local directory that does not exist yet (this job will create it)."""
+    path = _local_run_path(config)
+    return path is not None and not os.path.isdir(path)
 
 
 def forget_failed_start(run, created_dir: bool) -> None:
