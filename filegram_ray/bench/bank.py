@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from filegram_ray.bench.builders import BUILDERS, PENDING
+from filegram_ray.bench.builders import BUILDERS, PENDING, check_sub_tasks
 from filegram_ray.bench.common import Draft, finalize
 from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import AnswerKey, Item
@@ -62,9 +62,7 @@ def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None =
         ValueError: an unknown sub-task name.
     """
     names = list(sub_tasks or DEFAULT_SUBTASKS)
-    for n in names:
-        if n not in BUILDERS and n not in PENDING:
-            raise ValueError(f"unknown sub-task {n!r}; known: {sorted(BUILDERS) + sorted(PENDING)}")
+    check_sub_tasks(names)
     counts = dict(counts or {})
     drafts: dict[str, list[Draft]] = {}
     stats: dict[str, dict[str, Any]] = {}

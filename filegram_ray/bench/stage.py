@@ -50,12 +50,10 @@ class BenchConfig(BaseModel):
 
     @field_validator("sub_tasks", "counts")
     @classmethod
-    def _known_sub_tasks(cls, v, info):
-        from filegram_ray.bench.builders import BUILDERS, PENDING
+    def _known_sub_tasks(cls, v):
+        from filegram_ray.bench.builders import check_sub_tasks
 
-        bad = [n for n in v if n not in BUILDERS and n not in PENDING]
-        if bad:
-            raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join(BUILDERS)})")
+        check_sub_tasks(v)
         return v
 
 

@@ -196,11 +196,9 @@ class EvaluateConfig(BaseModel):
     @field_validator("sub_tracks")
     @classmethod
     def _known_sub_tracks(cls, v: list[str] | None) -> list[str] | None:
-        from filegram_ray.bench.builders import BUILDERS
+        from filegram_ray.bench.builders import check_sub_tasks
 
-        bad = [s for s in v or [] if s not in BUILDERS]
-        if bad:
-            raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join(BUILDERS)})")
+        check_sub_tasks(v or [])
         return v
 
 

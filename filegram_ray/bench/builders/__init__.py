@@ -42,4 +42,18 @@ BUILDERS[filegrd.NAME] = BuilderSpec(filegrd.NAME, filegrd.build, filegrd.defaul
 #: Sub-tasks without a builder yet, with the input they wait for (reference §9.1, §11). None at present.
 PENDING: dict[str, str] = {}
 
-__all__ = ["BUILDERS", "PENDING", "BuilderSpec"]
+
+
+def check_sub_tasks(names) -> None:
+    """Refuse names that are neither a builder (:data:`BUILDERS`) nor a pending sub-task (:data:`PENDING`): the one
+    check behind ``bench.sub_tasks`` / ``bench.counts``, ``evaluate.sub_tracks`` and :func:`~filegram_ray.bench.bank.build_bank`.
+
+    Raises:
+        ValueError: ``unknown sub-task(s) 'X' (one of AttrRec, …)``.
+    """
+    bad = [n for n in names if n not in BUILDERS and n not in PENDING]
+    if bad:
+        raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join([*BUILDERS, *PENDING])})")
+
+
+__all__ = ["BUILDERS", "PENDING", "BuilderSpec", "check_sub_tasks"]
