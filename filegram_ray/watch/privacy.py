@@ -23,6 +23,8 @@ they only skip lines that no detector could match.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 from collections import Counter
@@ -32,8 +34,9 @@ from functools import lru_cache
 import pathspec
 
 from filegram_ray.watch.config import WatchConfig
+from filegram_ray.watch.secret_rules import ASSIGNMENT, NOT_SECRET_VALUES, RULES
 
-__all__ = ["PathPolicy", "Redactor", "Root", "make_label"]
+__all__ = ["PLACEHOLDERS", "PathPolicy", "Redactor", "Root", "make_label"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class PathPolicy:
 
 
 # ------------------------------------------------------------------------------------------------- redaction
-_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY"
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 _-]*PRIVATE KEY"
                   r"(?: BLOCK)?-----|\Z)", re.S)
 _EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
 _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
@@ -152,12 +155,19 @@ _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _TOKEN_LINE = re.compile(r"[A-Za-z0-9_+/=\-]{16,}|://")
 _ASSIGN_LINE = re.compile(r"(?i:pass|secret|token|key|pwd|auth|cred|bearer|api)[\w.\-]*[\"'\]]?\s*(?::=|=>|=|:)\s*\S")
 _QUOTED_LINE = re.compile(r"([\"'])[^\"'\s]{20,}\1")
-_KEY_CANDIDATE = re.compile(f"{_TOKEN_LINE.pattern}|{_ASSIGN_LINE.pattern}")
-# phone-number candidates (7-15 digits in groups, optional +country code and (area) code), each then parsed and
-# validated by libphonenumber
+# our token formats (secret_rules.RULES, one alternation: one pass over the text)
+_RULES = re.compile("|".join(f"(?:{rx})" for _, rx, _ in RULES))
+# phone-number candidates (7-15 digits in groups, optional +country code or 00/011 international prefix and
+# (area) code), each then parsed and validated by libphonenumber
 _PHONE_CANDIDATE = re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,5}"
                               r"(?![\w-]|\.\d)")
 _LEAD = " \t=:\"'"
+#: placeholder per kind of redaction (counts use the dict keys)
+PLACEHOLDERS = {"private_key": "[PRIVATE KEY]", "key": "[KEY]", "email": "[EMAIL]", "card": "[CARD]",
+                "phone": "[PHONE]"}
+#: hex digits of the keyed hash in a name placeholder (``[EMAIL-<10 hex>]``): 40 bits, so two different values
+#: in one store share a placeholder with probability ~n²/2⁴¹ (n = distinct redacted values in names)
+NAME_TAG_HEX = 10
 
 
 @lru_cache(maxsize=1)
@@ -179,35 +189,78 @@ class Redactor:
 
     Args:
         phone_region: ISO region used for phone numbers written in national format (``"US"``: ``(415) 555-2671``);
-            numbers in international ``+CC`` form are found whatever the region.
+            numbers in international form (``+CC``, ``00CC``, ``011CC``) are found whatever the region.
+        name_key: secret key of the keyed hash in name placeholders (:meth:`redact_name`); the store keeps one
+            (``state/name.key``) so a name gets the same placeholder in every session. None → a random key
+            (consistent only within this object).
     """
 
-    def __init__(self, phone_region: str = "US"):
+    def __init__(self, phone_region: str = "US", name_key: bytes | None = None):
         self.phone_region = phone_region
+        self.name_key = name_key if name_key is not None else os.urandom(32)
+        self._names: dict[str, str] = {}
 
     def redact(self, text: str) -> tuple[str, Counter]:
         """Redacted copy of ``text`` and the number of replacements per kind (``key``, ``email``, ``card``,
-        ``phone``, ``private_key``)."""
+        ``phone``, ``private_key``); every replacement is the kind's fixed placeholder (:data:`PLACEHOLDERS`)."""
+        return self._redact(text, lambda kind, _original: PLACEHOLDERS[kind])
+
+    def redact_name(self, name: str) -> str:
+        """A file or folder name with what :meth:`redact` finds replaced by ``[KIND-<hash>]`` (``[EMAIL-3fa2c1d0e9]``,
+        ``[PHONE-…]``, ``[KEY-…]``): a keyed hash (HMAC-SHA256 with :attr:`name_key`, first
+        :data:`NAME_TAG_HEX` hex digits) of the replaced text, so the same name always gets the same placeholder
+        (events of one file still join) and different names almost surely different ones. ``/`` never occurs
+        in the result; a name without anything to redact is returned unchanged."""
+        out = self._names.get(name)
+        if out is None:
+            if len(self._names) > 100_000:
+                self._names.clear()
+            out = self._names[name] = self._redact(name, self._name_mark)[0]
+        return out
+
+    def _name_mark(self, kind: str, original: str) -> str:
+        tag = hmac.new(self.name_key, original.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        return f"[{PLACEHOLDERS[kind][1:-1].replace(' ', '-')}-{tag[:NAME_TAG_HEX]}]"
+
+    def _redact(self, text: str, mark) -> tuple[str, Counter]:
         counts: Counter = Counter()
 
-        def sub(rx, token, kind, s, check=None):
+        def sub(rx, kind, s, check=None):
             def repl(m):
                 if check is not None and not check(m.group(0)):
                     return m.group(0)
                 counts[kind] += 1
-                return token
+                return mark(kind, m.group(0))
             return rx.sub(repl, s)
 
-        text = sub(_PEM, "[PRIVATE KEY]", "private_key", text)
-        if _KEY_CANDIDATE.search(text):
-            text = self._redact_keys(text, counts)
-        text = sub(_EMAIL, "[EMAIL]", "email", text)
-        text = sub(_CARD, "[CARD]", "card", text, _luhn_ok)
-        text = _PHONE_CANDIDATE.sub(lambda m: self._phone(m.group(0), counts), text)
+        text = sub(_PEM, "private_key", text)
+        text = self._redact_keys(text, counts, mark)
+        text = sub(_EMAIL, "email", text)
+        text = sub(_CARD, "card", text, _luhn_ok)
+        text = _PHONE_CANDIDATE.sub(lambda m: self._phone(m.group(0), counts, mark), text)
         return text, counts
 
     @staticmethod
-    def _redact_keys(text: str, counts: Counter) -> str:
+    def _redact_keys(text: str, counts: Counter, mark) -> str:
+        # 1. our token formats and secret-named assignments (quoted or not), by position
+        spans = [m.span() for m in _RULES.finditer(text)]
+        for m in ASSIGNMENT.finditer(text):
+            v = m.group("v")
+            if v.lower() not in NOT_SECRET_VALUES and not v.startswith(("[KEY", "[EMAIL", "[PHONE")):
+                spans.append(m.span("v"))
+        if spans:
+            merged: list[list[int]] = []
+            for a, b in sorted(spans):
+                if merged and a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            for a, b in reversed(merged):
+                counts["key"] += 1
+                text = text[:a] + mark("key", text[a:b]) + text[b:]
+        if not _KEY_CANDIDATE.search(text):
+            return text
+        # 2. detect-secrets' detectors (regex formats, quoted keyword assignments, quoted high-entropy strings)
         from detect_secrets.settings import default_settings
 
         regex, keyword, entropy = _detectors()
@@ -228,34 +281,45 @@ class Redactor:
                     for s in det.analyze_line(filename="captured.txt", line=line.rstrip("\r\n"), line_number=0):
                         if s.secret_value:
                             found.add(s.secret_value)
-        for secret in sorted((s for s in found if len(s) >= 4), key=len, reverse=True):
+        for secret in sorted((s for s in found if len(s) >= 4 and "[" not in s), key=len, reverse=True):
             n = text.count(secret)
             if n:
                 counts["key"] += n
-                text = text.replace(secret, "[KEY]")
+                text = text.replace(secret, mark("key", secret))
         return text
 
-    def _phone(self, cand: str, counts: Counter) -> str:
+    def _phone(self, cand: str, counts: Counter, mark) -> str:
         if not _is_phone(cand, self.phone_region):
             return cand
         counts["phone"] += 1
-        return "[PHONE]"
+        return mark("phone", cand)
 
 
+_KEY_CANDIDATE = re.compile(f"{_TOKEN_LINE.pattern}|{_ASSIGN_LINE.pattern}")
 _DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+_IDD = re.compile(r"^(?:00|011)(?=[1-9])")  # international dialling prefixes (ITU-T E.164 00; NANP 011)
 
 
 @lru_cache(maxsize=4096)
 def _is_phone(cand: str, region: str) -> bool:
-    """A candidate is a phone number if it has 7-15 digits, is not a date, and libphonenumber validates it."""
+    """A candidate is a phone number if it has 7-15 digits, is not a date, and libphonenumber validates it, read
+    in ``region``'s national format or, written with an international prefix (``+``, ``00``, ``011``), in the
+    country it names."""
     import phonenumbers
 
-    if not 7 <= sum(c.isdigit() for c in cand) <= 15 or _DATE.fullmatch(cand.strip()):
+    s = cand.strip()
+    if not 7 <= sum(c.isdigit() for c in s) <= 15 or _DATE.fullmatch(s):
         return False
-    try:
-        return phonenumbers.is_valid_number(phonenumbers.parse(cand, region))
-    except phonenumbers.NumberParseException:
-        return False
+    tries = [(s, region)]
+    if _IDD.match(s):
+        tries.append((_IDD.sub("+", s), None))
+    for number, reg in tries:
+        try:
+            if phonenumbers.is_valid_number(phonenumbers.parse(number, reg)):
+                return True
+        except phonenumbers.NumberParseException:
+            continue
+    return False
 
 
 def _luhn_ok(s: str) -> bool:
