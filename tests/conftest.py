@@ -15,6 +15,19 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 
+# Fixtures whose use marks a test, so a quick loop can leave such tests out with -m (pytest -q runs them all).
+_FIXTURE_MARKS = {"ray_local": "ray", "smollm2_server": "llm", "s3_endpoint": "slow"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by the expensive fixtures it uses: ``ray`` (a local Ray), ``llm`` (a real model server),
+    ``slow`` (a real S3 server); tests may carry these marks explicitly too."""
+    for item in items:
+        for fixture, mark in _FIXTURE_MARKS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(getattr(pytest.mark, mark))
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local in-process Ray (2 CPUs, loopback, no dashboard) shared by the whole test session."""
