@@ -59,7 +59,9 @@ def _key_of(store: WatchStore, target: str) -> str:
         if real == r.path:
             return r.label
         if real.startswith(r.path + os.sep):
-            return f"{r.label}/{real[len(r.path) + 1:].replace(os.sep, '/')}"
+            from filegram_ray.watch.recorder import Recorder
+
+            return Recorder(store).key_of(r, real[len(r.path) + 1:].replace(os.sep, "/"))  # names redacted
     labels = {r.label for r in store.roots}
     if not os.path.isabs(target) and target.split("/", 1)[0] in labels:
         return target.rstrip("/")
@@ -237,11 +239,14 @@ def forget(store_path: str | os.PathLike, target: str) -> dict[str, Any]:
         idx = rec0.index
         n_idx = 0
         exists = False
+        if rec0.names is not None:  # learn which on-disk names the redacted ones stand for
+            for r in roots:
+                rec0.scan(r)
         for k in [k for k in idx if any(k == p or k.startswith(p + "/") for p in now)]:
             n_idx += 1
             label, _, rel = k.partition("/")
             root = next((r for r in roots if r.label == label), None)
-            real = os.path.join(root.path, *rel.split("/")) if root and rel else (root.path if root else "")
+            real = os.path.join(root.path, *rec0.real_rel(rel)) if root and rel else (root.path if root else "")
             if real and os.path.lexists(real):
                 exists = True
                 idx[k] = dict(idx[k], sh=False) if idx[k].get("k") == "f" else idx[k]

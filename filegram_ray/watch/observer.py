@@ -58,14 +58,34 @@ def _limit(name: str) -> str:
         return "unknown"
 
 
-def _make_observer():
+def _make_observer(on_overflow: Callable[[str], None]):
+    """watchdog's observer; on Linux one whose emitters call ``on_overflow(watched folder)`` when the kernel
+    reports ``IN_Q_OVERFLOW`` (inotify's queue, ``fs.inotify.max_queued_events``, was full and notifications were
+    dropped), after watchdog has re-added its recursive watches — so a scan started then misses nothing."""
     if sys.platform.startswith("linux"):
-        from watchdog.observers.inotify import InotifyObserver
+        from watchdog.observers.inotify import InotifyFullEmitter, InotifyObserver
 
-        return InotifyObserver(generate_full_events=True)
+        class _Emitter(InotifyFullEmitter):
+            def on_thread_start(self) -> None:
+                super().on_thread_start()
+                group, path = self._inotify, self.watch.path
+                rebuild = group.on_queue_overflow  # watchdog: drop half-paired moves, re-add the watches
+
+                def overflowed() -> None:
+                    rebuild()
+                    on_overflow(path)
+
+                group.on_queue_overflow = overflowed
+
+        class _Observer(InotifyObserver):
+            def __init__(self) -> None:
+                super().__init__(generate_full_events=True)
+                self._emitter_class = _Emitter
+
+        return _Observer()
     from watchdog.observers import Observer
 
-    return Observer()
+    return Observer()  # FSEvents / ReadDirectoryChangesW / kqueue: no overflow notice reaches us
 
 
 def _handler_class():
@@ -137,9 +157,9 @@ class Watcher:
         self.store.lock()
         try:
             self.recorder = Recorder(self.store)
-            self.notes = list(self.recorder.recover())
+            self.notes = self.recorder.recover()  # the recorder's own list: later notes (overflows) join it
             warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\..*")
-            self._observer = _make_observer()
+            self._observer = _make_observer(self._on_overflow)
             handler = _handler_class()(self.q)
             for root in self.recorder.roots:
                 self._observer.schedule(handler, root.path, recursive=True)
@@ -164,6 +184,11 @@ class Watcher:
             self.store.unlock()
             raise
         return self
+
+    def _on_overflow(self, path: str) -> None:
+        """Called in watchdog's thread when the kernel dropped notifications: the recorder thread reconciles
+        with the disk at its next pass (:meth:`Recorder.resync`)."""
+        self.q.put(RawEvent("overflow", os.fsdecode(path)))
 
     def _run(self) -> None:
         rec = self.recorder

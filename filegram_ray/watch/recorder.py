@@ -78,7 +78,8 @@ BEHAVIOURAL = frozenset({"file_read", "file_write", "file_edit", "file_rename", 
 @dataclass
 class RawEvent:
     """One notification from watchdog: ``kind`` ∈ created, modified, closed, closed_no_write, opened, deleted,
-    moved, attrib; ``src``/``dest`` absolute paths (``""`` when outside the watched folders); ``t`` epoch ms."""
+    moved, attrib, overflow (the kernel dropped notifications; ``src`` is the watched folder); ``src``/``dest``
+    absolute paths (``""`` when outside the watched folders); ``t`` epoch ms."""
 
     kind: str
     src: str
@@ -208,6 +209,10 @@ class Recorder:
         self.roots: list[Root] = store.roots
         self.policy = PathPolicy(self.roots, self.cfg, str(store.path))
         self.redactor = Redactor(self.cfg.phone_region) if self.cfg.content == "redacted" else None
+        # names are redacted unless content is "full": recorded keys hold placeholders, _real maps each
+        # placeholder-bearing name back to the name on disk (rebuilt by every scan; never stored)
+        self.names = Redactor(self.cfg.phone_region, store.name_key()) if self.cfg.content != "full" else None
+        self._real: dict[str, str] = {}
         self.index: dict[str, dict[str, Any]] = {}
         self.by_hash: dict[str, set[str]] = defaultdict(set)
         self.subdirs: Counter = Counter()  # folder key -> number of recorded sub-folders (dir_create sibling_count)
@@ -232,6 +237,7 @@ class Recorder:
         self.sync_seen: set[str] = set()
         self._shadow_todo: dict[str, tuple[str | None, str]] = {}
         self.notes: list[str] = []
+        self.overflowed: set[str] = set()  # watched folders whose notifications the kernel dropped (resync due)
 
     # ================================================================== index helpers
     def _set(self, key: str, entry: dict[str, Any]) -> None:
@@ -286,12 +292,28 @@ class Recorder:
                 self._mv(op[1], op[2])
 
     def key_of(self, root: Root, rel: str) -> str:
-        return f"{root.label}/{rel}" if rel else root.label
+        """The recorded key of a path inside a watched folder: ``<label>/<rel>`` with each name redacted
+        (:meth:`Redactor.redact_name`) unless content mode is ``full``."""
+        if not rel:
+            return root.label
+        if self.names is not None:
+            rel = "/".join(self._recorded_name(c) for c in rel.split("/"))
+        return f"{root.label}/{rel}"
+
+    def _recorded_name(self, name: str) -> str:
+        out = self.names.redact_name(name)
+        if out != name:
+            self._real[out] = name
+        return out
+
+    def real_rel(self, rel: str) -> list[str]:
+        """The on-disk names of a recorded relative path (placeholders mapped back where known)."""
+        return [self._real.get(c, c) for c in rel.split("/")]
 
     def abs_of(self, key: str) -> str:
         label, _, rel = key.partition("/")
         root = next(r for r in self.roots if r.label == label)
-        return os.path.join(root.path, *rel.split("/")) if rel else root.path
+        return os.path.join(root.path, *self.real_rel(rel)) if rel else root.path
 
     # ================================================================== file reading
     def _expect_self_read(self, path: str) -> None:
@@ -492,9 +514,13 @@ class Recorder:
                 self._set(k, self._entry(info, None, None)[0])
         return len(files)
 
-    def reconcile(self, now: float | None = None) -> Counter:
+    def reconcile(self, now: float | None = None, *, live: bool = False) -> Counter:
         """Bring the index up to date with the disk after a start: first start of a folder → baseline (no
-        events); otherwise changes made while not watching are recorded now (renames found by equal content)."""
+        events); otherwise changes made while not watching are recorded now (renames found by equal content).
+
+        ``live`` (a running watcher after a queue overflow, :meth:`resync`): files with a change already pending
+        are left to it, so nothing is recorded twice. Returns counts: ``baseline_files``, ``dirs_created``,
+        ``created``, ``changed``, ``moved``, ``deleted``."""
         now = time.time() * 1000.0 if now is None else now
         done = Counter()
         for root in self.roots:
@@ -515,6 +541,8 @@ class Recorder:
                     done["dirs_created"] += 1
             new_files = {}
             for k in files:
+                if live and k in self.pending:
+                    continue
                 e = self.index.get(k)
                 try:
                     st = os.stat(self.abs_of(k), follow_symlinks=False)
@@ -524,12 +552,13 @@ class Recorder:
                     continue
                 if e:
                     self.pending[k] = _Pending(k, self.abs_of(k), "content", now, now, now)
+                    done["changed"] += 1
                 else:
                     info = self.read_file(self.abs_of(k))
                     if info is not None:
                         new_files[k] = info
             missing = [k for k in self.index if k.split("/", 1)[0] == root.label and k not in on_disk
-                       and self.index[k]["k"] == "f"]
+                       and self.index[k]["k"] == "f" and not (live and k in self.pending)]
             for k in sorted(missing):
                 h = self.index[k].get("h")
                 match = next((n for n, info in sorted(new_files.items()) if h and info.hash == h), None)
@@ -546,7 +575,7 @@ class Recorder:
                     self._del(k)
                     done["deleted"] += 1
             for k in [k for k in self.index if k.split("/", 1)[0] == root.label and "/" in k
-                      and k not in on_disk and self.index[k]["k"] == "d"]:
+                      and k not in on_disk and self.index[k]["k"] == "d" and not (live and k in self.pending)]:
                 self._push(now, {"kind": "delete", "rel": k}, [["delp", k]])
                 self._del(k, prefix=True)
                 done["deleted"] += 1
@@ -555,10 +584,38 @@ class Recorder:
                 done["created"] += 1
         return done
 
+    def resync(self) -> Counter:
+        """After the kernel's event queue overflowed (notifications were dropped): reconcile the running
+        watcher's index with the disk at once, recording what was missed as if found at a start (files created,
+        changed, moved or deleted meanwhile; stamped now — reads in that gap cannot be recovered), and note it
+        (log warning, :attr:`notes`, ``stats['queue_overflows']`` and ``stats['overflow_<kind>']``)."""
+        roots = sorted(self.overflowed)
+        self.overflowed.clear()
+        self.policy.invalidate()
+        for r in self.roots:  # barrier files whose creation was among the dropped notifications
+            try:
+                self.sync_seen.update(n for n in os.listdir(r.path) if n.startswith(SYNC_PREFIX))
+            except OSError:
+                pass
+        done = self.reconcile(live=True)
+        self.stats["queue_overflows"] += 1
+        for k, v in done.items():
+            self.stats[f"overflow_{k}"] += v
+        what = ", ".join(f"{k} {v}" for k, v in sorted(done.items())) or "nothing was missed"
+        msg = (f"inotify queue overflowed at {time.strftime('%H:%M:%S')} ({len(roots)} watched folder(s)); "
+               f"reconciled with the disk at once: {what}")
+        log.warning("filegram watch: %s", msg)
+        self.notes.append(msg)
+        return done
+
     # ================================================================== raw events
     def handle(self, ev: RawEvent) -> None:
-        """Process one raw notification (updates pending state and the ready queue)."""
+        """Process one raw notification (updates pending state and the ready queue). ``overflow`` (the kernel
+        dropped notifications) schedules a :meth:`resync` at the next :meth:`pump`."""
         self.stats["raw_events"] += 1
+        if ev.kind == "overflow":
+            self.overflowed.add(ev.src)
+            return
         if ev.kind in ("opened", "closed_no_write") and not ev.is_dir:
             if self._is_self_read(ev.src, ev.t, consume=ev.kind == "closed_no_write"):
                 return
@@ -724,7 +781,7 @@ class Recorder:
         for k in sorted(k for k in list(self.pending) if k == src_key or k.startswith(src_key + "/")):
             p = self.pending.pop(k)
             new_k = dst_key + k[len(src_key):]
-            new_abs = os.path.join(dst_abs, *k[len(src_key) + 1:].split("/")) if k != src_key else dst_abs
+            new_abs = os.path.join(dst_abs, *self.real_rel(k[len(src_key) + 1:])) if k != src_key else dst_abs
             if k in self.index and p.kind == "content":
                 self._resolve(p, read_from=new_abs)
             elif k not in self.index:
@@ -854,6 +911,8 @@ class Recorder:
     # ================================================================== commit
     def pump(self, now: float | None = None, *, flush_all: bool = False) -> int:
         """Resolve due pending changes and commit what can be committed; returns the number of log lines."""
+        if self.overflowed:
+            self.resync()
         now = time.time() * 1000.0 if now is None else now
         for p in (sorted(self.pending.values(), key=lambda p: (p.first, p.key)) if flush_all else self._due(now)):
             if p.key in self.pending:
@@ -995,7 +1054,7 @@ class Recorder:
 
     # ================================================================== checkpoint / stop
     def quiescent(self) -> bool:
-        return not self.pending and not self.ready
+        return not self.pending and not self.ready and not self.overflowed
 
     def checkpoint(self) -> None:
         """Write the index with the log position it reflects (only valid when quiescent)."""

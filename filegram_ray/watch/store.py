@@ -11,6 +11,7 @@ Layout::
     media/diffs/<hash>.diff          content-addressed unified diffs   } sessions (one copy per distinct text)
     shadow/<hh>/<hash>               the captured text of each file's current version (diff base; private)
     state/checkpoint.json            the watcher's file index as of a log position (replayed forward on start)
+    state/name.key                   secret key of the keyed hash in redacted names (private, never exported)
     engrams/ memory/ indices/ cache/ written by ``filegram memory update`` (the encode stage's run layout)
 
 Blobs and diffs are produced by :class:`filegram_ray.engine.media.MediaStore` (same hashing, NUL check,
@@ -32,7 +33,7 @@ from typing import Any
 from filegram_ray.storage import atomic_write_local
 from filegram_ray.watch.config import WatchConfig
 from filegram_ray.watch.journal import LogReport, read_log
-from filegram_ray.watch.privacy import Root, make_label
+from filegram_ray.watch.privacy import Redactor, Root, make_label
 
 __all__ = ["STORE_FORMAT", "StoreBusyError", "StoreError", "WatchStore", "is_watch_store", "task_id_for"]
 
@@ -152,7 +153,8 @@ class WatchStore:
                     if real.startswith(r["path"] + os.sep) or r["path"].startswith(real + os.sep):
                         raise StoreError(f"{d}: nested with {r['path']}; name only the outer folder (folders are "
                                          f"watched recursively)")
-                label = old.get(real) or make_label(real, taken | set(old.values()))
+                label = old.get(real) or make_label(s._label_source(real, config or meta["config"]),
+                                                    taken | set(old.values()))
                 taken.add(label)
                 roots.append({"path": real, "label": label})
             meta["roots"] = roots
@@ -164,6 +166,15 @@ class WatchStore:
             (s.path / sub).mkdir(parents=True, exist_ok=True)
         _write_json(s.path / "store.json", meta)
         return s
+
+    def _label_source(self, real: str, config: WatchConfig | dict[str, Any]) -> str:
+        """The path a new folder's label is made from: its base name redacted like every recorded name unless
+        content mode is ``full`` (a folder named after an e-mail address must not put it into every event)."""
+        cfg = config if isinstance(config, WatchConfig) else WatchConfig.model_validate(config)
+        if cfg.content == "full":
+            return real
+        base = Redactor(cfg.phone_region, self.name_key()).redact_name(os.path.basename(real))
+        return os.path.join(os.path.dirname(real), base)
 
     def meta(self) -> dict[str, Any]:
         return json.loads((self.path / "store.json").read_text("utf-8"))
@@ -289,6 +300,37 @@ class WatchStore:
 
     def write_summary(self, session_id: str, summary: dict[str, Any]) -> None:
         _write_json(self.path / "sessions" / session_id / "summary.json", summary)
+
+    # ------------------------------------------------------------------ name redaction key
+    def name_key(self) -> bytes:
+        """The store's secret key for name placeholders (:meth:`~filegram_ray.watch.privacy.Redactor.redact_name`):
+        32 random bytes in ``state/name.key`` (mode 0600), made on first use. It stays in the store (never in
+        events, blobs or exports) so a name gets the same placeholder in every session of this store, and a
+        placeholder cannot be checked against a guessed name without it."""
+        p = self.path / "state" / "name.key"
+        try:
+            key = p.read_bytes()
+        except FileNotFoundError:
+            key = None
+        if key is not None:
+            if len(key) != 32:
+                raise StoreError(f"{p}: not a name key (expected 32 bytes, found {len(key)}); restore it from a "
+                                 f"backup, or remove it (names recorded later then get new placeholders)")
+            return key
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".name.key.tmp-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(32))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, p)  # first writer wins; a concurrent one reads the winner's key
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        return p.read_bytes()
 
     # ------------------------------------------------------------------ checkpoint
     def load_checkpoint(self) -> dict[str, Any]:
