@@ -5,6 +5,10 @@ function of the request. The real-model test is ``tests/test_llm_agent_e2e.py`` 
     with ScriptedChatServer(script) as srv:          # script(request_json, n) -> reply dict | (status, body)
         srv.base_url                                  # http://127.0.0.1:<port>/v1
         srv.requests                                  # every chat request body received, in order
+
+A script may also return :class:`RawReply` (status, bytes, content type) to send a body that is not JSON (a
+truncated body, an HTML page, a non-UTF-8 byte), or sleep before returning (a slow server; handler threads are
+daemons, so the server still stops at once).
 """
 
 from __future__ import annotations
@@ -12,8 +16,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+
+@dataclass
+class RawReply:
+    """A reply sent byte for byte."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
 
 
 def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None,
@@ -47,13 +61,16 @@ class ScriptedChatServer:
             def log_message(self, *args):  # quiet
                 pass
 
-            def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
+            def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                    pass
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
@@ -69,12 +86,15 @@ class ScriptedChatServer:
                 if outer.delay_s:
                     time.sleep(outer.delay_s)
                 out = outer.script(body, n)
-                if isinstance(out, tuple):
+                if isinstance(out, RawReply):
+                    self._send(out.status, out.body, out.content_type)
+                elif isinstance(out, tuple):
                     self._send(*out)
                 else:
                     self._send(200, out)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property

@@ -12,8 +12,13 @@ Per wave of work units (a unit = one method × setting × context spec, as on th
    .run_chat`); replies stream back to the driver, which writes a unit's answer table and its completion record as
    soon as the unit's last reply is in (resumable per unit, as on the CPU path).
 
-A multiple-choice reply whose letter cannot be parsed, an HTTP error reply and an engine error are error rows
-whose ``answer_text`` keeps the raw reply; they score 0 like a wrong answer and are counted in ``n_errors``.
+Multiple choice is answered by one letter held by a constraint when the backbone honours one (``constrain``:
+llama.cpp grammar, a JSON-schema enum, vLLM guided choice; :mod:`filegram_ray.llm.replies`): such a reply is read
+strictly, never by free-text parsing. A reply that is not an option letter, a multiple-choice reply whose letter
+cannot be parsed (no constraint), and every reply the processor could not use after its retries (an HTTP error, a
+timeout, a malformed body, an empty or reasoning-only reply, one cut at ``max_tokens``; :func:`~filegram_ray.llm
+.processors.run_chat`) and an engine error are error rows whose ``answer_text`` keeps the raw reply (its first
+2,000 characters); they score 0 like a wrong answer and are counted in ``n_errors``.
 Token counts come from the server's ``usage`` (or the engine's counts) and fall back to ``len(text) // 4``.
 """
 
@@ -49,18 +54,21 @@ class PromptBuilder:
         ingest_backbone: backbone spec whose ``complete`` methods may call at ingest (``lexical`` = none).
         seed, multimodal_content, multimodal_formats: as :class:`~filegram_ray.evaluate.stage.EvalWorker`.
         temperature / max_tokens / max_tokens_open: the answering call's sampling settings.
+        letter_only: the answer is held to one letter (the prompt then asks for the letter only).
         max_context_chars: cut each retrieved context to this many characters (None = no cut).
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method_options: dict[str, Any],
                  ingest_backbone: Any, seed: int, multimodal_content: str, multimodal_formats: list[str] | None,
-                 temperature: float, max_tokens: int, max_tokens_open: int, max_context_chars: int | None = None):
+                 temperature: float, max_tokens: int, max_tokens_open: int, max_context_chars: int | None = None,
+                 letter_only: bool = False):
         self.kw = {"run_uri": run_uri, "storage_options": storage_options, "backbone": ingest_backbone,
                    "seed": seed, "multimodal_content": multimodal_content,
                    "multimodal_formats": multimodal_formats}
         self.method_options = method_options or {}
         self.temperature, self.max_tokens, self.max_tokens_open = temperature, max_tokens, max_tokens_open
         self.max_context_chars = max_context_chars
+        self.letter_only = bool(letter_only)
         self._workers: dict[str, Any] = {}
 
     def _worker(self, method: str):
@@ -93,7 +101,7 @@ class PromptBuilder:
                     text, cut = text[:self.max_context_chars] + "\n[… context cut to fit the model]", True
                 pv = public_view(it)
                 is_open = not pv["choices"]
-                user = open_prompt(pv, text) if is_open else mcq_prompt(pv, text)
+                user = open_prompt(pv, text) if is_open else mcq_prompt(pv, text, letter_only=self.letter_only)
                 out.append(_prompt_row(
                     base, it, messages=[{"role": "system", "content": SYSTEM_PROMPT},
                                         {"role": "user", "content": user}],
@@ -117,10 +125,13 @@ def _prompt_row(base: dict[str, Any], item: Mapping[str, Any], *, status: str = 
             "cached_state": cached_state, "context_cut": context_cut}
 
 
-def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, backbone_name: str) -> dict[str, Any]:
-    """The unit-table row of one item (``stage._UNIT_SCHEMA``) from its prompt row and reply row."""
+def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, backbone_name: str,
+                constrain: str = "none") -> dict[str, Any]:
+    """The unit-table row of one item (``stage._UNIT_SCHEMA``) from its prompt row and reply row; ``constrain``:
+    the constraint the multiple-choice request carried (a constrained reply is read strictly)."""
     from filegram_ray.llm.backbones import approx_tokens
-    from filegram_ray.llm.parsing import parse_choice
+    from filegram_ray.llm.parsing import LETTERS, parse_choice
+    from filegram_ray.llm.replies import read_letter
 
     row = {"method": prompt["method"], "question_id": prompt["question_id"], "cache_key": prompt["cache_key"],
            "backbone": backbone_name, "status": prompt["status"], "error": prompt["error"], "choice": "",
@@ -142,7 +153,14 @@ def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, back
         return row
     choices = json.loads(prompt["choices_json"])
     row["answer_text"] = text[:4000] if choices else text.strip()[:4000]
-    if choices:
+    if choices and constrain not in ("none", "auto"):
+        letter = read_letter(text, constrain, LETTERS[:len(choices)])
+        if letter is None:
+            row.update(status="error", error=f"constrained reply ({constrain}) is not an option letter: "
+                                             f"{text[:200]!r}")
+        else:
+            row["choice"] = letter
+    elif choices:
         letter = parse_choice(text, len(choices), choices)
         if letter is None:
             row.update(status="error", error=f"unparseable reply (no option letter): {text[:200]!r}")
@@ -158,15 +176,18 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
     """Answer the items of ``units`` (not yet done) through the processor of ``spec``; write one answer table and
     one completion record per unit. Returns ``{n_units, n_requests, n_errors, prompt_s, answer_s}``.
 
-    Raises:
-        RuntimeError: the processor gave up (e.g. the endpoint went away); units finished before stay written.
+    ``spec``: the backbone with ``constrain`` resolved (:func:`~filegram_ray.llm.processors.probe_endpoint`). A
+    server that fails or goes away gives error rows, not an exception (:func:`~filegram_ray.llm.processors
+    .run_chat`).
     """
     import ray.data
 
+    from filegram_ray.llm.parsing import LETTERS
     from filegram_ray.llm.processors import run_chat
 
     stats = {"n_units": 0, "n_requests": 0, "n_errors": 0, "n_context_cut": 0, "prompt_s": 0.0, "answer_s": 0.0}
     name = spec.display()
+    constrain = "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
     for w in range(0, len(units), max(1, wave_units)):
         wave = units[w:w + wave_units]
         t0 = time.perf_counter()
@@ -177,7 +198,7 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
                 "ingest_backbone": ingest_backbone, "seed": seed, "multimodal_content": multimodal_content,
                 "multimodal_formats": multimodal_formats, "temperature": spec.temperature,
                 "max_tokens": spec.max_tokens, "max_tokens_open": spec.max_tokens_open,
-                "max_context_chars": max_context_chars},
+                "max_context_chars": max_context_chars, "letter_only": constrain not in ("none", "auto")},
             compute=ray.data.ActorPoolStrategy(size=max(1, min(num_actors, len(wave)))),
             num_cpus=num_cpus_per_actor).take_all()
         t1 = time.perf_counter()
@@ -191,7 +212,7 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
         meta = {u["unit_id"]: u for u in wave}
 
         def finish(uid: str) -> None:
-            rows = [_answer_row(p, replies.get(p["req_key"]), name) for p in by_unit[uid]]
+            rows = [_answer_row(p, replies.get(p["req_key"]), name, constrain) for p in by_unit[uid]]
             u = meta[uid]
             run.write_table(u["out_path"], pl.DataFrame(rows, schema=unit_schema))
             n_err = sum(r["status"] != "ok" for r in rows)
@@ -206,7 +227,8 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
         for uid, rows in by_unit.items():
             ok = [p for p in rows if p["status"] == "ok"]
             pending[uid] = len(ok)
-            requests += [{k: p[k] for k in ("req_key", "messages", "max_tokens", "temperature")} for p in ok]
+            requests += [{**{k: p[k] for k in ("req_key", "messages", "max_tokens", "temperature")},
+                          "letters": list(LETTERS[:len(json.loads(p["choices_json"]))])} for p in ok]
             if not ok:
                 finish(uid)
         owner = {p["req_key"]: p["unit_id"] for p in prompts}

@@ -378,10 +378,12 @@ class EvalWorker:
                 t0 = time.perf_counter()
                 ctx = self.method.retrieve(state, retrieval_query(item))
                 t1 = time.perf_counter()
-                ans = self.backbone.answer(public_view(item), ctx.text)
+                pv = public_view(item)
+                ans = self.backbone.answer(pv, ctx.text)
                 retrieve_s += t1 - t0
                 answer_s += time.perf_counter() - t1
                 rows.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
+                             "prompt_sha": prompt_sha(pv, ctx.text),
                              "answer_text": ans.text[:4000], "tokens_in_memory": int(ctx.tokens_in_memory),
                              "tokens_out": int(ctx.tokens_out), "prompt_tokens": int(ans.tokens_in),
                              "reply_tokens": int(ans.tokens_out)})
@@ -484,7 +486,17 @@ def _spec_units(plan: dict[str, list[dict[str, Any]]], todo: set[str]) -> list[d
 _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8, "backbone": pl.Utf8,
                 "status": pl.Utf8, "error": pl.Utf8, "choice": pl.Utf8, "answer_text": pl.Utf8,
                 "tokens_in_memory": pl.Int64, "tokens_out": pl.Int64, "prompt_tokens": pl.Int64,
-                "reply_tokens": pl.Int64}
+                "reply_tokens": pl.Int64, "prompt_sha": pl.Utf8}
+
+
+def prompt_sha(pv: Mapping[str, Any], context: str) -> str:
+    """16 hex digits of sha256 over the reader's input: the system prompt and the user prompt a language model
+    gets for this public view and context (``mcq_prompt`` / ``open_prompt`` of :mod:`filegram_ray.llm.backbones`);
+    the lexical reader reads the same two texts. Kept per item in ``results.parquet`` (column ``prompt_sha``)."""
+    from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
+
+    user = mcq_prompt(pv, context) if pv.get("choices") else open_prompt(pv, context)
+    return hashlib.sha256(f"{SYSTEM_PROMPT}\x1f{user}".encode("utf-8")).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------------------------- stage
@@ -618,6 +630,36 @@ def _validity_rows(items: list[dict[str, Any]], key: dict[str, dict[str, Any]], 
     return out
 
 
+def _reader_validity_frame(run: RunDir, items: list[dict[str, Any]], key: dict[str, dict[str, Any]], seed: int,
+                           plan: dict[str, list[dict[str, Any]]], ecfg: EvaluateConfig, spec: Any,
+                           ingest_backbone: Any, mm_mode: str) -> pl.DataFrame:
+    """The reader validity rows (:mod:`filegram_ray.evaluate.reader_validity`: empty memory when No Context is not
+    evaluated, gold evidence, wrong user, option order), answered by this run's backbone. ``wrong_user`` and
+    ``order`` use the memory method's finished units and cached states (nothing is ingested for them)."""
+    from filegram_ray.evaluate.reader_validity import answer_requests, memory_method, reader_requests
+    from filegram_ray.llm import make_backbone
+
+    mm = memory_method(list(plan))
+    units = [u for u in plan.get(mm, []) if _unit_complete(run, u) and run.exists(u["cache_path"])] if mm else []
+    worker = None
+    if units:
+        worker = EvalWorker(run.uri, run.storage_options, method=mm, method_options=ecfg.method_options.get(mm, {}),
+                            backbone=ingest_backbone if spec is not None else ecfg.backbone, seed=seed,
+                            multimodal_content=mm_mode, multimodal_formats=ecfg.multimodal_formats)
+    cut = ecfg.max_context_chars if spec is not None else None
+
+    def retrieve(state: Any, item: Mapping[str, Any]) -> str:
+        text = worker.method.retrieve(state, retrieval_query(item)).text
+        return text[:cut] + "\n[… context cut to fit the model]" if cut and len(text) > cut else text
+
+    reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
+                           retrieve=retrieve, with_empty="no_context" not in plan)
+    rows = answer_requests(reqs, backbone=make_backbone(ecfg.backbone, seed=seed) if spec is None else None,
+                           spec=spec)
+    schema = {**_UNIT_SCHEMA, "shown_choice": pl.Utf8, "shift": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
 def _is_letter(x: Any) -> bool:
     return isinstance(x, str) and len(x.strip()) == 1 and x.strip().upper() in LETTERS
 
@@ -660,6 +702,7 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
     in one batch (``judge.judge_many``: one Ray Dataset for an LLM judge)."""
     from filegram_ray.evaluate.multimodal import text_twins
     from filegram_ray.evaluate.scoring import likert_to_100, score_mcq
+    from filegram_ray.evaluate.stats import item_profile
 
     by_id = {it["question_id"]: it for it in items}
     twins = text_twins(items)
@@ -673,7 +716,7 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: dict[str
         row = {**r, "track": it.get("track", ""), "sub_track": it.get("sub_track", ""),
                "sub_class": it.get("sub_class", ""), "channel": it.get("channel", ""),
                "setting": it.get("setting", "text"), "is_open": is_open, "correct": correct,
-               "n_choices": len(it.get("choices") or []), "likert": None,
+               "n_choices": len(it.get("choices") or []), "likert": None, "profile": item_profile(it),
                "text_twin": twins.get(r["question_id"], "")}
         if not k:
             row.update(is_correct=None, score=None, status="error",
@@ -734,15 +777,12 @@ def _save_judge_cache(run: RunDir, cache: dict[str, int | None]) -> None:
                                                    schema={"key": pl.Utf8, "likert": pl.Int64}))
 
 
-def _probe(spec) -> None:
-    """One short request to an OpenAI-compatible endpoint; raises ValueError naming the URL when it fails."""
-    from filegram_ray.llm import OpenAIBackbone
+def _probe(spec):
+    """The endpoint answers a short request (else ValueError naming the URL) and which answer constraint it honours:
+    the spec with ``constrain`` resolved (:func:`filegram_ray.llm.processors.probe_endpoint`)."""
+    from filegram_ray.llm.processors import probe_endpoint
 
-    kwargs = {**spec.backbone_kwargs(), "retries": 0, "timeout": min(spec.timeout, 60.0)}
-    try:
-        OpenAIBackbone(**kwargs).complete("Reply with the single letter A.", None, max_tokens=4)
-    except Exception as exc:
-        raise ValueError(f"evaluate: backbone {spec.display()} at {spec.base_url} is not answering: {exc}") from exc
+    return probe_endpoint(spec)
 
 
 @exclusive_stage(STAGE)
@@ -809,7 +849,8 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         llm_ingest = bool(ecfg.ingest_llm and isinstance(spec, HttpChatSpec))
         ingest_backbone = {"kind": "openai", **spec.backbone_kwargs()} if llm_ingest else "lexical"
         if isinstance(spec, HttpChatSpec):  # fail fast, with the URL, instead of thousands of failed requests
-            _probe(spec)
+            spec = _probe(spec)
+            bb_info["constrain"] = spec.constrain
     plan = _plan_units(items, ecfg.methods, mm_tag, backbone_tag(ecfg.backbone), llm_ingest=llm_ingest,
                        method_options=ecfg.method_options)
     if not ecfg.serial or spec is not None:  # the ray.data.llm processor always runs on Ray
@@ -884,7 +925,9 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                     "reply_tokens": 0} for it in u["items"]], schema=_UNIT_SCHEMA))
     if ecfg.validity:
         frames.append(pl.DataFrame(_validity_rows(items, key, config.seed), schema=_UNIT_SCHEMA))
-    answers = pl.concat(frames) if frames else pl.DataFrame(schema=_UNIT_SCHEMA)
+        frames.append(_reader_validity_frame(run, items, key, config.seed, {**plan, **earlier}, ecfg, spec,
+                                             ingest_backbone, mm_mode))
+    answers = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=_UNIT_SCHEMA)
     judge_spec = ecfg.judge_backbone if ecfg.judge_backbone is not None else ecfg.backbone
     cache = _load_judge_cache(run)
     judge = make_judge(ecfg.judge, judge_spec, cache=cache)
@@ -901,6 +944,10 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
         for r in validity.filter(~pl.col("ok")).iter_rows(named=True):
             log.warning("evaluate: judge %s fails its validity row %s: mean %s, expected %s–%s", r["judge"],
                         r["case"], r["mean"], r["lo"], r["hi"])
+    if results.height:  # per item: which reader, at which temperature (the raw reply is answer_text)
+        results = results.with_columns(pl.lit(bb_info.get("name"), pl.Utf8).alias("model"),
+                                       pl.lit(spec.temperature if spec is not None else None, pl.Float64)
+                                       .alias("temperature"))
     run.write_table("results/results.parquet", results)
     summary = summarise(results) if results.height else pl.DataFrame()
     if summary.height:
@@ -927,6 +974,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
             "judge_s": round(judge_s, 2), "time_by_method": time_by_method, "views_s": round(views_s, 2),
             "judge_validity": validity.to_dicts() if validity is not None else [],
+            "seed": config.seed, "temperature": spec.temperature if spec is not None else None,
             "seconds": round(time.perf_counter() - t0, 2)}
     write_report(run, results, summary, info, plots=ecfg.plots)
     from filegram_ray.schema.meta import record_stage

@@ -23,7 +23,6 @@ import logging
 import math
 import random
 import re
-import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping
@@ -77,12 +76,15 @@ def _choices(item: Mapping[str, Any]) -> list[str]:
     return [str(c) for c in (ch or [])]
 
 
-def mcq_prompt(item: Mapping[str, Any], context: str) -> str:
-    """User prompt of a multiple-choice item: context, question, lettered options, answer format."""
+def mcq_prompt(item: Mapping[str, Any], context: str, *, letter_only: bool = False) -> str:
+    """User prompt of a multiple-choice item: context, question, lettered options, answer format (``letter_only``:
+    the reply is held to one letter by a constraint, :mod:`filegram_ray.llm.replies`)."""
     opts = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(_choices(item)))
     ctx = context.strip() if context and context.strip() else "(no memory context)"
+    fmt = ("Reply with the letter of the best option only." if letter_only else
+           "Reply with the letter of the best option in the form 'Answer: <letter>'.")
     return (f"## Memory context\n{ctx}\n\n## Question\n{item.get('question', '')}\n\n## Options\n{opts}\n\n"
-            f"Reply with the letter of the best option in the form 'Answer: <letter>'.")
+            f"{fmt}")
 
 
 def open_prompt(item: Mapping[str, Any], context: str) -> str:
@@ -133,67 +135,92 @@ class Backbone(ABC):
 
 
 class OpenAIBackbone(Backbone):
-    """An OpenAI-compatible chat endpoint (``openai`` client).
+    """An OpenAI-compatible chat endpoint (``httpx``; every reply checked by
+    :func:`~filegram_ray.llm.replies.read_completion`).
 
     Args:
         base_url: e.g. ``http://127.0.0.1:8011/v1``.
         model: model name or alias served there.
         api_key: ``"EMPTY"`` for local servers.
         timeout: seconds per request.
-        retries: extra attempts after a failed request (exponential back-off 1, 2, 4 … s).
+        retries: extra attempts after a connection error, a timeout, HTTP 408/429/5xx or a malformed reply
+            (back-off ``backoff_s`` doubling, at most 30 s); other 4xx are not retried.
         temperature: sampling temperature of answers (0 = greedy).
         max_tokens: reply budget of a multiple-choice answer; open-ended answers and ``complete`` use
             ``max_tokens_open``.
+        constrain: how a multiple-choice answer is held to one option letter
+            (:func:`~filegram_ray.llm.replies.constraint_fields`; ``none`` = free text read by
+            :func:`~filegram_ray.llm.parsing.parse_choice`).
+
+    Errors: :meth:`answer` and :meth:`complete` raise RuntimeError naming the URL when no usable reply came after
+    the retries (an error status, a malformed body, an empty reply, reasoning only; for answers also a reply cut at
+    ``max_tokens``); the message keeps the start of the raw body.
     """
 
     is_llm = True
 
     def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout: float = 120.0,
                  retries: int = 2, temperature: float = 0.0, max_tokens: int = 32, max_tokens_open: int = 512,
-                 name: str | None = None):
+                 name: str | None = None, constrain: str = "none", backoff_s: float = 1.0):
         if not base_url:
             raise ValueError("OpenAIBackbone: base_url is required (e.g. http://127.0.0.1:8011/v1)")
         if not model:
             raise ValueError("OpenAIBackbone: model is required")
-        from openai import OpenAI
+        from filegram_ray.llm.replies import CONSTRAIN_MODES
 
+        if constrain not in CONSTRAIN_MODES:
+            raise ValueError(f"OpenAIBackbone: constrain {constrain!r} is not one of {', '.join(CONSTRAIN_MODES)}")
         self.base_url, self.model, self.timeout, self.retries = base_url, model, float(timeout), int(retries)
         self.temperature, self.max_tokens, self.max_tokens_open = float(temperature), int(max_tokens), \
             int(max_tokens_open)
         self.name = name or f"openai:{model}"
-        self._client = OpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=self.timeout, max_retries=0)
+        self.api_key, self.constrain, self.backoff_s = api_key or "EMPTY", constrain, float(backoff_s)
+        self._http = None
 
-    def __reduce__(self):  # picklable for Ray actors: rebuild the client on the other side
+    def __reduce__(self):  # picklable for Ray actors: the HTTP client is made again on the other side
         return (_rebuild_openai, ({"base_url": self.base_url, "model": self.model, "timeout": self.timeout,
                                    "retries": self.retries, "temperature": self.temperature,
                                    "max_tokens": self.max_tokens, "max_tokens_open": self.max_tokens_open,
-                                   "name": self.name, "api_key": self._client.api_key},))
+                                   "name": self.name, "api_key": self.api_key, "constrain": self.constrain,
+                                   "backoff_s": self.backoff_s},))
 
-    def _chat(self, user: str, system: str | None, temperature: float, max_tokens: int) -> tuple[str, int, int]:
+    def _chat(self, user: str, system: str | None, temperature: float, max_tokens: int, *,
+              extra: Mapping[str, Any] | None = None, allow_length: bool = False) -> tuple[str, int, int]:
+        import httpx
+
+        from filegram_ray.llm.replies import ReplyError, backoff_s, exchange_sync, post_sync
+
+        if self._http is None:
+            self._http = httpx.Client(timeout=self.timeout)
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                resp = self._client.chat.completions.create(model=self.model, messages=messages,
-                                                            temperature=temperature, max_tokens=max_tokens)
-                text = (resp.choices[0].message.content or "") if resp.choices else ""
-                usage = getattr(resp, "usage", None)
-                tin = getattr(usage, "prompt_tokens", None) or approx_tokens(user + (system or ""))
-                tout = getattr(usage, "completion_tokens", None) or approx_tokens(text)
-                return text, int(tin), int(tout)
-            except Exception as exc:  # noqa: BLE001 - network errors, 5xx, timeouts: retried
-                last = exc
-                if attempt < self.retries:
-                    time.sleep(min(2.0 ** attempt, 30.0))
-        raise RuntimeError(f"{self.name} at {self.base_url}: request failed after {self.retries + 1} attempts: "
-                           f"{last}") from last
+        payload = {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens,
+                   **(extra or {})}
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        try:
+            comp, _ = exchange_sync(lambda: post_sync(self._http, url, payload,
+                                                      {"Authorization": f"Bearer {self.api_key}"}),
+                                    retries=self.retries, wait_s=lambda a: backoff_s(a, self.backoff_s),
+                                    allow_empty=False, allow_length=allow_length)
+        except ReplyError as exc:
+            raise RuntimeError(f"{self.name} at {self.base_url}: no usable reply: {exc.describe()}; raw reply: "
+                               f"{exc.raw[:500]!r}") from exc
+        tin = comp.prompt_tokens if comp.prompt_tokens is not None else approx_tokens(user + (system or ""))
+        tout = comp.completion_tokens if comp.completion_tokens is not None else approx_tokens(comp.content)
+        return comp.content, int(tin), int(tout)
 
     def answer(self, item: Mapping[str, Any], context: str) -> Answer:
+        from filegram_ray.llm.replies import constraint_fields, read_letter
+
         choices = _choices(item)
         if choices:
-            text, tin, tout = self._chat(mcq_prompt(item, context), SYSTEM_PROMPT, self.temperature,
-                                         self.max_tokens)
-            return Answer(parse_choice(text, len(choices), choices), text, tin, tout)
+            letters = list(LETTERS[:len(choices)])
+            constrained = self.constrain != "none"
+            text, tin, tout = self._chat(mcq_prompt(item, context, letter_only=constrained), SYSTEM_PROMPT,
+                                         self.temperature, self.max_tokens,
+                                         extra=constraint_fields(self.constrain, letters))
+            letter = read_letter(text, self.constrain, letters) if constrained else \
+                parse_choice(text, len(choices), choices)
+            return Answer(letter, text, tin, tout)
         text, tin, tout = self._chat(open_prompt(item, context), SYSTEM_PROMPT, self.temperature,
                                      self.max_tokens_open)
         return Answer(None, text.strip(), tin, tout)
@@ -201,11 +228,11 @@ class OpenAIBackbone(Backbone):
     def complete(self, prompt: str, system_prompt: str | None = None, *, temperature: float | None = None,
                  max_tokens: int | None = None) -> str:
         return self._chat(prompt, system_prompt, self.temperature if temperature is None else temperature,
-                          max_tokens or self.max_tokens_open)[0]
+                          max_tokens or self.max_tokens_open, allow_length=True)[0]
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "base_url": self.base_url, "model": self.model,
-                "temperature": self.temperature}
+                "temperature": self.temperature, "constrain": self.constrain}
 
 
 def _rebuild_openai(kwargs: dict[str, Any]) -> OpenAIBackbone:

@@ -27,12 +27,13 @@ response; only connection failures after ``max_retries`` raise); the vLLM proces
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from filegram_ray.llm.replies import constraint_fields
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ __all__ = [
     "build_chat_processor",
     "chat_spec",
     "is_llm_spec",
+    "probe_endpoint",
     "run_chat",
 ]
 
@@ -63,6 +65,11 @@ class _ChatSpecBase(BaseModel):
     concurrency: int = Field(1, ge=1)
     #: display name; default ``<kind>:<model>``
     name: str | None = None
+    #: how a multiple-choice answer is held to one option letter (:data:`~filegram_ray.llm.replies
+    #: .CONSTRAIN_MODES`): ``grammar`` (llama.cpp GBNF), ``json_schema`` (OpenAI ``response_format`` enum),
+    #: ``choice`` (vLLM structured outputs), ``none`` (free text read by ``parse_choice``); ``auto``: an endpoint
+    #: is probed at start (:func:`probe_endpoint`), a vLLM engine uses ``choice``
+    constrain: Literal["auto", "grammar", "json_schema", "choice", "none"] = "auto"
 
 
 class HttpChatSpec(_ChatSpecBase):
@@ -73,7 +80,12 @@ class HttpChatSpec(_ChatSpecBase):
         model: model name or alias served there.
         api_key: bearer token (``EMPTY`` for local servers).
         qps: request rate cap per worker (None = the processor's default: sequential per batch).
-        max_retries: retries of a request on a connection error, timeout or 408/429/502/503/504.
+        max_retries: retries of a request on a connection error, a timeout, HTTP 408/429/5xx or a malformed reply
+            (:mod:`filegram_ray.llm.replies`); other 4xx are not retried.
+        retry_backoff_s: first wait between retries (doubles per retry, at most 30 s).
+        server: the server software (set from ``kind``: ``llama_cpp``, ``vllm`` with a ``base_url``): the order
+            in which ``constrain: auto`` tries the constraints (llama.cpp: grammar, json_schema; vLLM: choice,
+            json_schema; other: grammar, json_schema, choice).
         timeout: seconds per request, for the processor's HTTP session (aiohttp's own default, 300 s, is shorter
             than one long prompt on a busy 2-core CPU server) and for the one-off client
             (:class:`~filegram_ray.llm.OpenAIBackbone`: start-up probe, ingest-time completions).
@@ -88,6 +100,8 @@ class HttpChatSpec(_ChatSpecBase):
     max_retries: int = Field(2, ge=0)
     timeout: float = 600.0
     num_cpus: float = Field(0.25, gt=0)
+    server: Literal["openai", "llama_cpp", "vllm"] = "openai"
+    retry_backoff_s: float = Field(1.0, ge=0)
 
     @property
     def url(self) -> str:
@@ -99,13 +113,15 @@ class HttpChatSpec(_ChatSpecBase):
     def identity(self) -> dict[str, Any]:
         """What changes the answers (not batch size, concurrency, rates, retries): the answer cache key."""
         return {"kind": self.kind, "base_url": self.base_url, "model": self.model, "temperature": self.temperature,
-                "max_tokens": self.max_tokens, "max_tokens_open": self.max_tokens_open}
+                "max_tokens": self.max_tokens, "max_tokens_open": self.max_tokens_open, "constrain": self.constrain}
 
     def backbone_kwargs(self) -> dict[str, Any]:
         """Arguments of the one-off :class:`~filegram_ray.llm.OpenAIBackbone` on the same endpoint."""
         return {"base_url": self.base_url, "model": self.model, "api_key": self.api_key, "timeout": self.timeout,
                 "retries": self.max_retries, "temperature": self.temperature, "max_tokens": self.max_tokens,
-                "max_tokens_open": self.max_tokens_open, "name": self.display()}
+                "max_tokens_open": self.max_tokens_open, "name": self.display(),
+                "constrain": "none" if self.constrain == "auto" else self.constrain,
+                "backoff_s": self.retry_backoff_s}
 
 
 class VLLMEngineSpec(_ChatSpecBase):
@@ -149,7 +165,7 @@ class VLLMEngineSpec(_ChatSpecBase):
         return {"kind": self.kind, "model_source": self.model_source, "temperature": self.temperature,
                 "max_tokens": self.max_tokens, "max_tokens_open": self.max_tokens_open,
                 "max_model_len": self.max_model_len, "chat_template": self.chat_template,
-                "engine_kwargs": self.engine_kwargs}
+                "engine_kwargs": self.engine_kwargs, "constrain": self.constrain}
 
     def engine_args(self) -> dict[str, Any]:
         args: dict[str, Any] = {"tensor_parallel_size": self.tensor_parallel_size,
@@ -192,8 +208,9 @@ def chat_spec(spec: Any) -> ChatSpec:
     data = dict(spec)
     kind = str(data.pop("kind", "openai" if "base_url" in data else "")).lower()
     if kind == "vllm":
-        kind = "vllm_engine" if "model_source" in data and "base_url" not in data else "openai"
+        kind = "vllm_engine" if "model_source" in data and "base_url" not in data else "vllm_server"
     if kind in _HTTP_KINDS:
+        data.setdefault("server", {"llama_cpp": "llama_cpp", "vllm_server": "vllm"}.get(kind, "openai"))
         if "retries" in data:  # the one-off client's spelling of max_retries
             retries = data.pop("retries")
             data.setdefault("max_retries", retries)
@@ -220,10 +237,17 @@ def _validated(cls, kind: str, data: dict[str, Any]):
 # ------------------------------------------------------------------------------------------- processors
 
 
-def _http_pre(model: str):
+def _letters(row: Mapping[str, Any]) -> list[str]:
+    """The option letters of a request row (``letters``; absent or empty for open-ended and judge requests)."""
+    letters = row.get("letters")
+    return [str(x) for x in letters] if letters is not None and len(letters) else []
+
+
+def _http_pre(model: str, constrain: str = "none"):
     def pre(row: dict[str, Any]) -> dict[str, Any]:
         return {"payload": {"model": model, "messages": _plain_messages(row["messages"]),
-                            "temperature": float(row["temperature"]), "max_tokens": int(row["max_tokens"])}}
+                            "temperature": float(row["temperature"]), "max_tokens": int(row["max_tokens"]),
+                            **constraint_fields(constrain, _letters(row))}}
     return pre
 
 
@@ -246,45 +270,117 @@ def _plain_messages(messages: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: The reply fields the checked session hands Ray's HTTP stage (one flat shape for answers and failures, so Arrow
+#: sees one type).
+_REPLY_FIELDS = {"ok": False, "reply": "", "finish_reason": "", "prompt_tokens": -1, "reply_tokens": -1,
+                 "error": "", "raw": ""}
+
+
+class _CheckedReply:
+    """What :meth:`CheckedSession.post` gives Ray's HTTP stage: always HTTP 200, ``json()`` the checked reply."""
+
+    status, reason = 200, "OK"
+
+    def __init__(self, fields: dict[str, Any]):
+        self._fields = fields
+
+    async def json(self) -> dict[str, Any]:
+        return self._fields
+
+    async def __aenter__(self) -> _CheckedReply:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        return False
+
+
+class CheckedSession:
+    """The aiohttp session given to Ray's HTTP stage (``session_factory``): each ``post`` sends the request,
+    reads the body (bounded), checks it with :func:`~filegram_ray.llm.replies.read_completion` and retries
+    (connection errors, timeouts, 408/429/5xx, malformed replies) on its own; Ray's stage then only ever sees
+    HTTP 200 and a reply dict (``ok``, ``reply``, ``finish_reason``, ``prompt_tokens``, ``reply_tokens``,
+    ``error``, ``raw``), so no reply can raise inside the stage and end the Dataset (issue #27 item 1: Ray 2.60's
+    stage calls ``response.json()`` unguarded and raises after its retries).
+
+    Args:
+        timeout_s: seconds per request (aiohttp total timeout).
+        retries: extra attempts; backoff_s: first wait (doubling, at most 30 s).
+        strict: the replies are answers (``allow_empty`` / ``allow_length`` false in ``read_completion``).
+    """
+
+    def __init__(self, timeout_s: float, retries: int, backoff_s: float, strict: bool = True):
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+        self.retries, self.backoff_s, self.strict = int(retries), float(backoff_s), bool(strict)
+
+    async def __aenter__(self) -> CheckedSession:
+        await self._session.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._session.__aexit__(*exc)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    def post(self, url: str, *, headers: Mapping[str, str] | None = None, data: Any = None):
+        return self._exchange(url, headers, data)
+
+    async def _exchange(self, url: str, headers: Mapping[str, str] | None, data: Any) -> _CheckedReply:
+        from filegram_ray.llm.replies import ReplyError, backoff_s, exchange_async, post_aiohttp
+
+        try:
+            comp, _ = await exchange_async(
+                lambda: post_aiohttp(self._session, url, data, headers), retries=self.retries,
+                wait_s=lambda a: backoff_s(a, self.backoff_s), allow_empty=not self.strict,
+                allow_length=not self.strict)
+        except ReplyError as exc:
+            return _CheckedReply({**_REPLY_FIELDS, "error": exc.describe()[:1000], "raw": exc.raw})
+        return _CheckedReply({**_REPLY_FIELDS, "ok": True, "reply": comp.content,
+                              "finish_reason": comp.finish_reason,
+                              "prompt_tokens": -1 if comp.prompt_tokens is None else comp.prompt_tokens,
+                              "reply_tokens": -1 if comp.completion_tokens is None else comp.completion_tokens})
+
+
+def _checked_session(timeout_s: float, retries: int, backoff_s: float, strict: bool) -> CheckedSession:
+    return CheckedSession(timeout_s, retries, backoff_s, strict)
+
+
 def _http_post(row: dict[str, Any]) -> dict[str, Any]:
-    resp = row.get("http_response") or {}
-    out = {"req_key": row["req_key"], "reply": "", "prompt_tokens": -1, "reply_tokens": -1, "finish_reason": "",
-           "error": "", "raw": ""}
-    choices = resp.get("choices") if isinstance(resp, Mapping) else None
-    if not choices:
-        err = resp.get("error") if isinstance(resp, Mapping) else None
-        detail = (err.get("message") if isinstance(err, Mapping) else err) or (
-            resp.get("detail") if isinstance(resp, Mapping) else None) or "reply without choices"
-        out["error"] = f"HTTP error reply: {str(detail)[:500]}"
-        out["raw"] = json.dumps(resp, default=str, ensure_ascii=False)[:2000]
-        return out
-    first = choices[0] or {}
-    msg = first.get("message") or {}
-    out["reply"] = str(msg.get("content") or first.get("text") or "")
-    out["finish_reason"] = str(first.get("finish_reason") or "")
-    usage = resp.get("usage") or {}
-    out["prompt_tokens"] = int(usage.get("prompt_tokens") or -1)
-    out["reply_tokens"] = int(usage.get("completion_tokens") or -1)
-    return out
+    resp = row.get("http_response")
+    resp = resp if isinstance(resp, Mapping) else {}
+    out = {"req_key": row["req_key"], **{k: resp.get(k, v) for k, v in _REPLY_FIELDS.items()}}
+    ok = bool(out.pop("ok"))
+    if not ok and not out["error"]:
+        out["error"] = "no reply"
+    for k in ("prompt_tokens", "reply_tokens"):
+        out[k] = int(out[k]) if out[k] is not None else -1
+    return {k: ("" if v is None else v) for k, v in out.items()}
 
 
-def _session(timeout_s: float):
-    """An aiohttp session whose requests may take ``timeout_s`` seconds (the HTTP stage's session factory)."""
-    import aiohttp
-
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
-
-
-def _vllm_pre(row: dict[str, Any]) -> dict[str, Any]:
-    return {"messages": _plain_messages(row["messages"]),
-            "sampling_params": {"temperature": float(row["temperature"]), "max_tokens": int(row["max_tokens"])}}
+def _vllm_pre(constrain: str = "choice"):
+    def pre(row: dict[str, Any]) -> dict[str, Any]:
+        params = {"temperature": float(row["temperature"]), "max_tokens": int(row["max_tokens"]),
+                  **constraint_fields("choice" if constrain in ("auto", "choice") else "none", _letters(row))}
+        return {"messages": _plain_messages(row["messages"]), "sampling_params": params}
+    return pre
 
 
 def _vllm_post(row: dict[str, Any]) -> dict[str, Any]:
-    return {"req_key": row["req_key"], "reply": str(row.get("generated_text") or ""),
-            "prompt_tokens": int(row.get("num_input_tokens") or -1),
-            "reply_tokens": int(row.get("num_generated_tokens") or -1), "finish_reason": "", "error": "",
-            "raw": ""}
+    """A vLLM engine's reply through the same content checks as an endpoint's (reasoning-only, unterminated
+    ``<think>``, empty)."""
+    from filegram_ray.llm.replies import ReplyError, check_content
+
+    text = str(row.get("generated_text") or "")
+    out = {"req_key": row["req_key"], "reply": "", "prompt_tokens": int(row.get("num_input_tokens") or -1),
+           "reply_tokens": int(row.get("num_generated_tokens") or -1), "finish_reason": "", "error": "",
+           "raw": ""}
+    try:
+        out["reply"] = check_content(text, allow_empty=False)[0]
+    except ReplyError as exc:
+        out.update(error=exc.describe()[:1000], raw=exc.raw)
+    return out
 
 
 def _normalise(row: dict[str, Any]) -> dict[str, Any]:
@@ -297,9 +393,10 @@ def _normalise(row: dict[str, Any]) -> dict[str, Any]:
                                     "raw")}
 
 
-def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False):
+def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False, strict: bool = True):
     """The ``ray.data.llm`` processor for a spec: request rows in, reply rows out (module docstring).
     ``multimodal``: messages carry images (content parts); a vLLM engine then runs Ray's prepare-multimodal stage.
+    ``strict``: an empty reply or one cut at ``max_tokens`` is an error row (answers, verdicts).
 
     Raises:
         ImportError: ``kind: vllm_engine`` without vLLM installed (``pip install vllm`` on the GPU workers, or the
@@ -311,10 +408,12 @@ def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False):
     if isinstance(spec, HttpChatSpec):
         cfg = HttpRequestProcessorConfig(
             url=spec.url, headers={"Authorization": f"Bearer {spec.api_key}"}, batch_size=spec.batch_size,
-            concurrency=spec.concurrency, qps=spec.qps, max_retries=spec.max_retries,
+            concurrency=spec.concurrency, qps=spec.qps, max_retries=0,  # CheckedSession retries
             http_request_stage={"num_cpus": spec.num_cpus, "concurrency": spec.concurrency},
-            session_factory=functools.partial(_session, float(spec.timeout)))
-        return build_processor(cfg, preprocess=_http_pre(spec.model), postprocess=_http_post,
+            session_factory=functools.partial(_checked_session, float(spec.timeout), spec.max_retries,
+                                              spec.retry_backoff_s, strict))
+        mode = "none" if spec.constrain == "auto" else spec.constrain
+        return build_processor(cfg, preprocess=_http_pre(spec.model, mode), postprocess=_http_post,
                                preprocess_map_kwargs=small, postprocess_map_kwargs=small)
     cfg = vLLMEngineProcessorConfig(
         model_source=spec.model_source, engine_kwargs=spec.engine_args(), batch_size=spec.batch_size,
@@ -325,22 +424,25 @@ def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False):
         chat_template_stage={"runtime_env": {}, **({"chat_template": spec.chat_template} if spec.chat_template
                                                    else {})},
         tokenize_stage={"runtime_env": {}}, detokenize_stage={"runtime_env": {}})
-    return build_processor(cfg, preprocess=_vllm_pre, postprocess=_vllm_post, preprocess_map_kwargs=small,
+    return build_processor(cfg, preprocess=_vllm_pre(spec.constrain), postprocess=_vllm_post, preprocess_map_kwargs=small,
                            postprocess_map_kwargs=small)
 
 
 def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec, *,
-             multimodal: bool = False) -> Iterator[dict[str, Any]]:
+             multimodal: bool = False, strict: bool = True) -> Iterator[dict[str, Any]]:
     """Send request rows through the spec's processor; yield reply rows as Ray Data streams them (any order).
 
-    Args:
-        requests: request rows (module docstring) or a Ray Dataset of them.
-        spec: :class:`HttpChatSpec` or :class:`VLLMEngineSpec`.
-        multimodal: the messages carry images (:func:`build_chat_processor`).
+    Every request gives one reply row: a connection failure, a timeout, an HTTP error or a malformed reply becomes
+    an error row (``error`` says what and after how many attempts, ``raw`` keeps the body's first 2,000
+    characters) once its retries are spent; nothing a server sends ends the Dataset.
 
-    Raises:
-        RuntimeError: the processor gave up on the endpoint (connection failures after ``max_retries``); replies
-            already yielded stay valid.
+    Args:
+        requests: request rows (module docstring; ``letters``, the option letters of a multiple-choice item, asks
+            for a constrained answer) or a Ray Dataset of them.
+        spec: :class:`HttpChatSpec` or :class:`VLLMEngineSpec` (``constrain`` already resolved by
+            :func:`probe_endpoint` for an endpoint; ``auto`` sends no constraint there).
+        multimodal: the messages carry images (:func:`build_chat_processor`).
+        strict: see :func:`build_chat_processor`.
     """
     import ray.data
 
@@ -348,6 +450,62 @@ def run_chat(requests: Iterable[Mapping[str, Any]] | Any, spec: ChatSpec, *,
         [dict(r) for r in requests])
     if ds.count() == 0:
         return
-    out = build_chat_processor(spec, multimodal=multimodal)(ds).map(_normalise, num_cpus=0.1)
+    out = build_chat_processor(spec, multimodal=multimodal, strict=strict)(ds).map(_normalise, num_cpus=0.1)
     for row in out.iter_rows():
         yield dict(row)
+
+
+#: The start-up probe asks for the letter A while a constraint allows only B or C: a server that honours the
+#: constraint cannot answer A, one that ignores it does (and old hostile-server harnesses answer this prompt only).
+PROBE_PROMPT = "Reply with the single letter A."
+_PROBE_LETTERS = ("B", "C")
+_AUTO_ORDER = {"llama_cpp": ("grammar", "json_schema"), "vllm": ("choice", "json_schema"),
+               "openai": ("grammar", "json_schema", "choice")}
+
+
+def probe_endpoint(spec: HttpChatSpec) -> HttpChatSpec:
+    """Check an endpoint answers before thousands of requests are sent, and settle ``constrain``.
+
+    One short request per constraint tried (``constrain: auto``: in the order of ``spec.server``, module-level
+    ``_AUTO_ORDER``; else just the configured one), asking for :data:`PROBE_PROMPT` under a constraint that allows
+    only ``B`` or ``C``: the first constraint the server honours is the one used. A server that honours none is
+    used without one (``none``, logged), answers read by ``parse_choice``.
+
+    Returns:
+        the spec with ``constrain`` resolved (never ``auto``).
+
+    Raises:
+        ValueError: the endpoint does not answer (connection, timeout, error status, malformed reply: the message
+            names the URL), or an explicitly configured ``constrain`` is rejected or ignored.
+    """
+    import httpx
+
+    from filegram_ray.llm.replies import ReplyError, exchange_sync, post_sync, read_letter
+
+    explicit = spec.constrain != "auto"
+    modes = (spec.constrain,) if explicit else (*_AUTO_ORDER[spec.server], "none")
+    headers = {"Authorization": f"Bearer {spec.api_key}"}
+    where = f"evaluate: backbone {spec.display()} at {spec.base_url}"
+    with httpx.Client(timeout=min(spec.timeout, 60.0)) as client:
+        for mode in modes:
+            payload = {"model": spec.model, "messages": [{"role": "user", "content": PROBE_PROMPT}],
+                       "temperature": 0.0, "max_tokens": 8, **constraint_fields(mode, _PROBE_LETTERS)}
+            try:
+                comp, _ = exchange_sync(lambda p=payload: post_sync(client, spec.url, p, headers), retries=0,
+                                        wait_s=lambda a: 0.0, allow_empty=False)
+            except ReplyError as exc:
+                if mode != "none" and exc.kind == "status" and not exc.retryable and not explicit:
+                    log.info("%s rejects constrain=%s (%s); trying the next", where, mode, exc.message)
+                    continue
+                raise ValueError(f"{where} is not answering{f' with constrain={mode}' if explicit else ''}: "
+                                 f"{exc.describe()}") from exc
+            if mode == "none" or read_letter(comp.content, mode, _PROBE_LETTERS):
+                if mode == "none":
+                    log.warning("%s honours no answer constraint (tried %s): multiple-choice replies are read as "
+                                "free text", where, ", ".join(modes[:-1]))
+                return spec.model_copy(update={"constrain": mode})
+            if explicit:
+                raise ValueError(f"{where} ignores constrain={mode}: asked for one of {list(_PROBE_LETTERS)}, it "
+                                 f"replied {comp.content[:80]!r} (set evaluate.backbone.constrain to another of "
+                                 "grammar, json_schema, choice, none)")
+    raise AssertionError("unreachable: 'none' always returns")  # pragma: no cover

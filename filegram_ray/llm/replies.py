@@ -42,6 +42,7 @@ __all__ = [
     "Completion",
     "ReplyError",
     "backoff_s",
+    "check_content",
     "constraint_fields",
     "exchange_async",
     "exchange_sync",
@@ -304,19 +305,10 @@ def read_completion(status: int, body: bytes | None, *, allow_empty: bool = True
         reasoning = json.dumps(reasoning, ensure_ascii=False, default=str)
     finish = first.get("finish_reason")
     finish = finish if isinstance(finish, str) else ""
-    answer, think, think_cut = _split_think(content or "")
-    reasoning = "\n".join(x for x in (reasoning.strip(), think) if x)
-    if think_cut:
-        raise _malformed(f"reply cut off inside its reasoning (<think> never closed; finish_reason "
-                         f"{finish or 'absent'})", body)
     calls = [c for c in (tool_calls or []) if c is not None]
-    if not answer.strip() and not calls:
-        if reasoning:
-            raise _malformed(f"reply holds only reasoning, no answer (finish_reason {finish or 'absent'})", body)
-        if not allow_empty:
-            raise _malformed(f"empty reply (finish_reason {finish or 'absent'})", body)
-    if finish == "length" and not allow_length:
-        raise _malformed("reply cut off at max_tokens (finish_reason length) before a final answer", body)
+    answer, reasoning = check_content(content or "", reasoning=reasoning, finish_reason=finish,
+                                      has_tool_calls=bool(calls), allow_empty=allow_empty,
+                                      allow_length=allow_length, raw=body)
     cut: dict[str, int] = {}
     if max_chars is not None and len(answer) > max_chars:
         cut["content_chars"] = len(answer) - max_chars
@@ -330,6 +322,31 @@ def read_completion(status: int, body: bytes | None, *, allow_empty: bool = True
     usage = usage if isinstance(usage, dict) else {}
     return Completion(answer, reasoning, calls, finish, _count(usage.get("prompt_tokens")),
                       _count(usage.get("completion_tokens")), cut)
+
+
+def check_content(content: str, *, reasoning: str = "", finish_reason: str = "", has_tool_calls: bool = False,
+                  allow_empty: bool = True, allow_length: bool = True, raw: Any = None) -> tuple[str, str]:
+    """The content-level checks of :func:`read_completion` (``<think>`` blocks, reasoning-only, empty, cut at
+    ``max_tokens``), also used where a reply comes as text rather than a body (a vLLM engine's
+    ``generated_text``). Returns ``(answer, reasoning)``.
+
+    Raises:
+        ReplyError: ``kind="malformed"``, ``raw`` = the start of ``raw`` (or of the content).
+    """
+    raw = content if raw is None else raw
+    answer, think, think_cut = _split_think(content or "")
+    reasoning = "\n".join(x for x in ((reasoning or "").strip(), think) if x)
+    finish = finish_reason or "absent"
+    if think_cut:
+        raise _malformed(f"reply cut off inside its reasoning (<think> never closed; finish_reason {finish})", raw)
+    if not answer.strip() and not has_tool_calls:
+        if reasoning:
+            raise _malformed(f"reply holds only reasoning, no answer (finish_reason {finish})", raw)
+        if not allow_empty:
+            raise _malformed(f"empty reply (finish_reason {finish})", raw)
+    if finish_reason == "length" and not allow_length:
+        raise _malformed("reply cut off at max_tokens (finish_reason length) before a final answer", raw)
+    return answer, reasoning
 
 
 def _cut_call(call: Any, max_chars: int, cut: dict[str, int]) -> Any:
