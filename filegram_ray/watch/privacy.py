@@ -157,9 +157,9 @@ _ASSIGN_LINE = re.compile(r"(?i:pass|secret|token|key|pwd|auth|cred|bearer|api)[
 _QUOTED_LINE = re.compile(r"([\"'])[^\"'\s]{20,}\1")
 # our token formats (secret_rules.RULES, one alternation: one pass over the text)
 _RULES = re.compile("|".join(f"(?:{rx})" for _, rx, _ in RULES))
-# phone-number candidates (7-15 digits in groups, optional +country code or 00/011 international prefix and
+# phone-number candidates (7-15 digits in groups on one line, optional +country code or 00/011 international prefix and
 # (area) code), each then parsed and validated by libphonenumber
-_PHONE_CANDIDATE = re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,5}"
+_PHONE_CANDIDATE = re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[ \t.-]?)?(?:\(\d{1,4}\)[ \t.-]?)?\d{1,5}(?:[ \t.-]?\d{1,5}){1,6}"
                               r"(?![\w-]|\.\d)")
 _LEAD = " \t=:\"'"
 #: placeholder per kind of redaction (counts use the dict keys)

@@ -69,6 +69,8 @@ __all__ = ["BEHAVIOURAL", "SYNC_PREFIX", "RawEvent", "Recorder", "WatchCollector
 
 #: name prefix of the barrier files :meth:`Watcher.sync` writes (hidden, so never recorded)
 SYNC_PREFIX = ".filegram-sync-"
+#: overflows noted one by one in the summary's notes (later ones are counted in the counters only; ours)
+OVERFLOW_NOTES = 10
 #: reference §2.2: a text whose first 8,192 bytes hold a NUL is binary
 NUL_SCAN = 8192
 BEHAVIOURAL = frozenset({"file_read", "file_write", "file_edit", "file_rename", "file_move", "dir_create",
@@ -605,7 +607,11 @@ class Recorder:
         msg = (f"inotify queue overflowed at {time.strftime('%H:%M:%S')} ({len(roots)} watched folder(s)); "
                f"reconciled with the disk at once: {what}")
         log.warning("filegram watch: %s", msg)
-        self.notes.append(msg)
+        if self.stats["queue_overflows"] <= OVERFLOW_NOTES:
+            self.notes.append(msg)
+        elif self.stats["queue_overflows"] == OVERFLOW_NOTES + 1:
+            self.notes.append("more inotify queue overflows, each reconciled at once: totals in the counters "
+                              "queue_overflows and overflow_*")
         return done
 
     # ================================================================== raw events
