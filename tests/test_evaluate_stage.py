@@ -31,8 +31,13 @@ def test_results_one_row_per_method_and_item(evaluated):
     run, info, res = evaluated
     items = load_items(run)
     assert info["n_items"] == len(items) == 157
-    counts = res.group_by("method").len()
-    assert dict(zip(counts["method"], counts["len"])) == {m: 157 for m in [*FAST_METHODS, "oracle", "random"]}
+    counts = dict(res.group_by("method").len().iter_rows())
+    assert {m: counts[m] for m in [*FAST_METHODS, "oracle", "random", "gold"]} == {
+        m: 157 for m in [*FAST_METHODS, "oracle", "random", "gold"]}
+    # reader validity rows: option order asks every multiple-choice item again; wrong user asks the items that have
+    # another profile's memory (the two-user fixture's pair items have none); no "empty" row beside No Context
+    assert counts["order"] == sum(1 for it in items if it["choices"])
+    assert 0 < counts["wrong_user"] <= 157 and "empty" not in counts
     ok = res.filter(pl.col("status") == "ok")
     assert ok.height == res.height, res.filter(pl.col("status") != "ok")["error"].to_list()[:3]
 

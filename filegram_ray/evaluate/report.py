@@ -20,9 +20,12 @@ from filegram_ray.storage import RunDir
 
 __all__ = ["VALIDITY_METHODS", "markdown_table", "text_vs_multimodal", "twin_markdown_table", "write_report"]
 
-VALIDITY_METHODS = ("oracle", "random")
+#: rows that check the benchmark and the reader, never methods (:mod:`filegram_ray.evaluate.reader_validity`)
+VALIDITY_METHODS = ("oracle", "random", "empty", "gold", "wrong_user", "order")
 #: row names of the validity rows (they are not registered methods)
-_VALIDITY_NAMES = {"oracle": "Oracle (validity)", "random": "Random (validity)"}
+_VALIDITY_NAMES = {"oracle": "Oracle (validity)", "random": "Random (validity)", "empty": "Empty memory (validity)",
+                   "gold": "Gold evidence (validity)", "wrong_user": "Wrong user (validity)",
+                   "order": "Option order (validity)"}
 
 
 def _name(method: str, row_names: dict[str, str] | None = None) -> str:
@@ -49,9 +52,10 @@ def _fmt(x: Any, tokens: bool = False) -> str:
     return f"{x:.1f}"
 
 
-def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = None) -> str:
+def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = None,
+                   marks: dict[str, str] | None = None) -> str:
     """The paper-style Markdown table of a :func:`summarise` frame (``row_names``: the run's ``method_rows``, see
-    :func:`_name`)."""
+    :func:`_name`; ``marks``: a suffix per method, e.g. the "distinguishable from No Context" marker)."""
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
         "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", "multimodal", "real_world", *CHANNELS}]
@@ -68,7 +72,7 @@ def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = Non
         if is_valid and block:
             lines.append("| " + " | ".join(["*validity*"] + [""] * (len(head) - 1)) + " |")
         for r in block:
-            cells = [_name(r["method"], row_names),
+            cells = [_name(r["method"], row_names) + (marks or {}).get(r["method"], ""),
                      "–" if is_valid else _fmt(r.get("tokens_in"), True),
                      "–" if is_valid else _fmt(r.get("tokens_out"), True),
                      *[_fmt(r.get(s)) for s in subs], *[_fmt(r.get(c)) for c in CHANNELS], _fmt(r.get("avg")),
@@ -167,7 +171,9 @@ def _recovery_section(run: RunDir) -> list[str]:
 
 
 def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
-             row_names: dict[str, str] | None = None) -> bytes:
+             row_names: dict[str, str] | None = None, intervals: pl.DataFrame | None = None) -> bytes:
+    """Grouped bars, one group per column, one bar per row of ``summary``; with ``intervals``
+    (:func:`~filegram_ray.evaluate.stats.cell_intervals`) each bar gets its 95 % interval as an error bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,7 +187,13 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
     for i, m in enumerate(methods):
         row = summary.filter(pl.col("method") == m).to_dicts()[0]
         vals = [row.get(c) if row.get(c) is not None else 0.0 for c in cols]
-        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m, row_names))
+        err = None
+        if intervals is not None and intervals.height:
+            by = {r["cell"]: r for r in intervals.filter(pl.col("method") == m).to_dicts()}
+            err = np.array([[max(0.0, v - by[c]["lo"]) if c in by else 0.0 for c, v in zip(cols, vals)],
+                            [max(0.0, by[c]["hi"] - v) if c in by else 0.0 for c, v in zip(cols, vals)]])
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=_name(m, row_names), yerr=err,
+               error_kw={"elinewidth": 0.6, "capsize": 1.5, "ecolor": "#333333"})
     ax.set_xticks(x)
     ax.set_xticklabels(cols)
     ax.set_ylim(0, 105)
@@ -193,6 +205,195 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
     fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
     return buf.getvalue()
+
+
+#: marker of a method distinguishable from No Context (Holm-corrected exact McNemar on the multiple-choice items)
+DISTINCT_MARK = " ◆"
+#: headroom (gold evidence − No Context, points) below which the report says the reader cannot rank methods
+MIN_HEADROOM = 20.0
+
+
+def report_statistics(results: pl.DataFrame, seed: int = 0) -> dict[str, Any]:
+    """Everything the report says about how sure it is (:mod:`filegram_ray.evaluate.stats`), from the results table.
+
+    Returns ``{intervals, paired, power, findings, reader, methods}``: ``intervals`` per (method or validity row,
+    cell) with 95 % profile-bootstrap bounds; ``paired`` every method against No Context and FileGramOS (McNemar /
+    paired bootstrap, Holm); ``power`` items per sub-task to detect 10 points; ``findings`` F1–F6
+    (:func:`filegram_ray.evaluate.findings.decide_findings`); ``reader`` the headroom and validity checks
+    (:func:`reader_summary`); ``methods`` the rows that count as methods (validity rows never do).
+    """
+    from filegram_ray.evaluate.findings import decide_findings
+    from filegram_ray.evaluate.stats import cell_intervals, paired_table, power_table
+
+    methods = [m for m in dict.fromkeys(results["method"].to_list()) if m not in VALIDITY_METHODS] \
+        if results.height else []
+    intervals = cell_intervals(results, seed=seed)
+    paired = paired_table(results, methods, ["no_context", "filegramos"], seed=seed)
+    power = power_table(results, methods)
+    findings = decide_findings(results, methods, seed=seed)
+    return {"intervals": intervals, "paired": paired, "power": power, "findings": findings, "methods": methods,
+            "reader": reader_summary(results, intervals, paired, methods)}
+
+
+def _ci(intervals: pl.DataFrame, method: str, cell: str = "avg") -> dict[str, Any] | None:
+    rows = intervals.filter((pl.col("method") == method) & (pl.col("cell") == cell)).to_dicts() \
+        if intervals.height else []
+    return rows[0] if rows else None
+
+
+def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.DataFrame,
+                   methods: list[str]) -> dict[str, Any]:
+    """The reader's checks on the multiple-choice Avg: ``floor`` (No Context's row, else the empty-memory row),
+    ``ceiling`` (gold evidence), ``headroom`` = ceiling − floor in points (None without either), ``can_rank`` (False
+    when the headroom is under :data:`MIN_HEADROOM` or every method's interval overlaps the floor's), ``clear``
+    (methods whose Avg interval lies clear of the floor's), ``wrong_user`` (its interval and whether its mean falls
+    inside the floor's interval), ``order`` (:func:`~filegram_ray.evaluate.reader_validity.order_stats`)."""
+    from filegram_ray.evaluate.reader_validity import memory_method, order_stats
+
+    have = set(results["method"].to_list()) if results.height else set()
+    floor_id = "no_context" if "no_context" in have else "empty"
+    floor, ceil = _ci(intervals, floor_id), _ci(intervals, "gold")
+    out: dict[str, Any] = {"floor_row": floor_id, "floor": floor, "ceiling": ceil, "headroom": None,
+                           "can_rank": None, "clear": [], "why": "", "wrong_user": None, "order": {}}
+    others = [m for m in methods if m != floor_id]
+    if floor is not None:
+        for m in others:
+            c = _ci(intervals, m)
+            if c is not None and (c["lo"] > floor["hi"] or c["hi"] < floor["lo"]):
+                out["clear"].append(m)
+    if floor is not None and ceil is not None:
+        h = ceil["mean"] - floor["mean"]
+        out["headroom"] = h
+        if h < MIN_HEADROOM:
+            out.update(can_rank=False, why=f"headroom {h:.1f} < {MIN_HEADROOM:.0f} points")
+        elif others and not out["clear"]:
+            out.update(can_rank=False, why="every method's interval overlaps No Context's")
+        else:
+            out.update(can_rank=True)
+    wu = _ci(intervals, "wrong_user")
+    if wu is not None and floor is not None:
+        from filegram_ray.evaluate.stats import paired_test
+
+        t = paired_test(results, "wrong_user", floor_id, ~pl.col("is_open"))
+        overlap = wu["lo"] <= floor["hi"] and floor["lo"] <= wu["hi"]
+        out["wrong_user"] = {**wu, "p": t["p"], "diff": t["diff"], "n_paired": t["n"],
+                             "falls_to_floor": overlap and (t["p"] is None or t["p"] >= 0.05)}
+    out["order"] = order_stats(results, memory_method(methods))
+    return out
+
+
+def _p(p: float | None) -> str:
+    """A p-value for the report; "–" when there is no test (e.g. all items from one profile)."""
+    return "–" if p is None else f"{p:.3g}"
+
+
+def _iv(c: dict[str, Any] | None) -> str:
+    return "–" if c is None else f"{c['mean']:.1f} [{c['lo']:.1f}, {c['hi']:.1f}]"
+
+
+def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None) -> list[str]:
+    """The report's opening paragraph: the reader's headroom and, in words, whether it can rank methods."""
+    floor_name = "No Context" if reader["floor_row"] == "no_context" else "an empty memory"
+    if reader["headroom"] is None:
+        return ["**Reader headroom: not measured** (no gold-evidence or No Context row; `evaluate.validity` adds "
+                "them). Without it nothing says whether this reader can rank memory methods.", ""]
+    lines = [(f"**Reader headroom: {reader['headroom']:.1f} points** — with gold evidence (the ground truth each "
+              f"item asks about, written as memory) the reader scores {_iv(reader['ceiling'])}, with "
+              f"{floor_name} {_iv(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
+              "profiles).")]
+    if reader["can_rank"] is False:
+        lines.append(f"**This reader cannot rank the memory methods** ({reader['why']}): differences between "
+                     "methods below reflect the reader as much as the memory.")
+    else:
+        n = len(reader["clear"])
+        lines.append(f"The reader can tell memory from none: {n} method(s) lie clear of {floor_name}'s interval "
+                     f"({', '.join(_name(m, row_names) for m in reader['clear']) or 'none'}); the paired tests "
+                     "below say which differences are distinguishable.")
+    return [" ".join(lines), ""]
+
+
+def intervals_table(intervals: pl.DataFrame, order: list[str], row_names: dict[str, str] | None = None) -> str:
+    """Markdown table of the 95 % intervals: one row per method / validity row, one ``lo–hi`` cell per table
+    column, plus the number of items and profiles behind Avg."""
+    if not intervals.height:
+        return ""
+    cells = list(dict.fromkeys(intervals["cell"].to_list()))
+    names = {"avg": "Avg", "multimodal": "Multimodal", "real_world": "Real-World", "procedural": "Proc",
+             "semantic": "Sem", "episodic": "Epi"}
+    lines = ["| Method | " + " | ".join(names.get(c, c) for c in cells) + " | Avg n (profiles) |",
+             "|" + "---|" * (len(cells) + 2)]
+    by = {(r["method"], r["cell"]): r for r in intervals.to_dicts()}
+    for m in order:
+        row = [f"{by[(m, c)]['lo']:.0f}–{by[(m, c)]['hi']:.0f}" if (m, c) in by else "–" for c in cells]
+        a = by.get((m, "avg"))
+        lines.append(f"| {_name(m, row_names)} | " + " | ".join(row) + " | "
+                     + (f"{a['n']} ({a['n_profiles']})" if a else "–") + " |")
+    return "\n".join(lines)
+
+
+def paired_lines(paired: pl.DataFrame, row_names: dict[str, str] | None = None) -> list[str]:
+    """The "Paired tests" section: each method − baseline on the same items, interval, raw and Holm p."""
+    if not paired.height:
+        return []
+    out = ["", "## Paired tests", "",
+           ("Each method against No Context and against FileGramOS on the same items: difference in points with "
+            "its 95 % interval (bootstrap over profiles), exact McNemar p on the multiple-choice items (b = items "
+            "only the method got right, c = only the baseline), paired-bootstrap p on the open-ended scores, "
+            f"Holm-corrected across the methods compared with one baseline. {DISTINCT_MARK.strip()} = "
+            "distinguishable (Holm p < 0.05)."), "",
+           "| Method | vs | items | test | Δ | 95 % interval | b / c | p | p Holm | |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in paired.sort("scope", "baseline", descending=[False, True], maintain_order=True).to_dicts():
+        scope = "" if r["scope"] == "avg" else " (open-ended)"
+        out.append(f"| {_name(r['method'], row_names)} | {_name(r['baseline'], row_names)}{scope} | {r['n']} | "
+                   f"{r['test']} | {r['diff']:+.1f} | [{r['lo']:.1f}, {r['hi']:.1f}] | {r['b']} / {r['c']} | "
+                   f"{_p(r['p'])} | {_p(r['p_holm'])} | {DISTINCT_MARK.strip() if r['distinguishable'] else ''} |")
+    return out
+
+
+def power_lines(power: pl.DataFrame) -> list[str]:
+    """The "Power" section: items per sub-task needed to detect a 10-point difference."""
+    if not power.height:
+        return []
+    out = ["", "## Power: items needed per sub-task", "",
+           ("Items per method needed to detect a 10-point difference at the sub-task's observed mean score (two-sided "
+            "5 % test, power 0.8, two-proportion formula; paired tests need at most this many). Items of one "
+            "profile are correlated, so count this as a lower bound when few profiles stand behind the items."), "",
+           "| sub-task | items here | mean score | items needed | enough |", "|---|---|---|---|---|"]
+    for r in power.to_dicts():
+        out.append(f"| {r['sub_task']} | {r['n_items']} | {r['accuracy']:.1f} | {r['items_needed']} | "
+                   f"{'yes' if r['enough'] else 'no'} |")
+    return out
+
+
+def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None) -> list[str]:
+    """The "Reader validity" section: what each validity row is and whether the reader passes."""
+    out = ["", "## Reader validity", "",
+           ("Rows that check the reader (the answering backbone), never counted as methods: **gold evidence** = "
+            "the ground truth each item asks about written as plain memory text (AttrRec, BehavInf, ProfRec, "
+            "VisGrd: the user's attribute or behaviour description; BehavFP: the true author's behaviour; "
+            "TraceDis: the true difference between the two users; AnomDet: which session is not the user's; "
+            "ShiftAna: which habit changed; FileGrd: as the text sub-task it re-issues); **wrong user** = a "
+            "method's memory of another profile, asked the item's question; **option order** = every "
+            "multiple-choice item asked again with its options rotated.")]
+    wu = reader.get("wrong_user")
+    if wu is not None:
+        test = (f"paired with No Context on {wu['n_paired']} items: Δ {wu['diff']:+.1f}, exact McNemar p "
+                f"{_p(wu['p'])}" if wu["n_paired"] else "no paired items")
+        out += ["", (f"- Wrong user: Avg {_iv(wu)} ({test}); "
+                     + ("falls to No Context (intervals overlap, not distinguishable), as it must."
+                        if wu["falls_to_floor"] else
+                        "**does not fall to No Context's interval**: the reader scores memory of the wrong person "
+                        "differently from no memory (it reads the options' words, not the user).") )]
+    order = reader.get("order") or {}
+    if order:
+        out += [(f"- Option order ({_name(order['method'], row_names)}'s memory, options rotated): the same option "
+                 f"chosen for {order['consistency']:.1f} % of {order['n']} items."),
+                "- Position bias (rotated asking): share of each shown letter among the answers vs among the keys: "
+                + ", ".join(f"{b['letter']} {b['answers']:.0f} % vs {b['keys']:.0f} %" for b in order["bias"])
+                + "."]
+    elif wu is None:
+        out += ["", "- Wrong user and option order: not measured (no method with a memory was evaluated)."]
+    return out
 
 
 def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
@@ -220,6 +421,19 @@ def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
     return out
 
 
+def _write_statistics(run: RunDir, stats: dict[str, Any]) -> list[str]:
+    """``results/intervals.parquet``, ``paired.parquet``, ``power.parquet`` and ``findings.json`` (verdicts and the
+    reader's headroom) of :func:`report_statistics`; returns the paths."""
+    import json
+
+    run.write_table("results/intervals.parquet", stats["intervals"])
+    run.write_table("results/paired.parquet", stats["paired"])
+    run.write_table("results/power.parquet", stats["power"])
+    run.write_text("results/findings.json", json.dumps({"findings": stats["findings"], "reader": stats["reader"],
+                                                        "methods": stats["methods"]}, indent=1, default=str))
+    return ["results/intervals.parquet", "results/paired.parquet", "results/power.parquet", "results/findings.json"]
+
+
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
                  plots: bool = True) -> list[str]:
     """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``, ``text_vs_multimodal.png`` when FileGrd
@@ -244,8 +458,18 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     if info.get("earlier_methods"):
         lines += [(f"Methods answered by an earlier evaluate of this run (same items and backbone): "
                    f"{', '.join(_name(m, row_names) for m in info['earlier_methods'])}."), ""]
+    stats = report_statistics(results, int(info.get("seed") or 0)) if results.height else None
+    if stats is not None:
+        written += _write_statistics(run, stats)
+        lines += headroom_lines(stats["reader"], row_names)
     if summary.height:
-        lines += [markdown_table(summary, row_names), ""]
+        marks = {} if stats is None else {r["method"]: DISTINCT_MARK for r in stats["paired"].to_dicts()
+                                          if r["scope"] == "avg" and r["baseline"] == "no_context"
+                                          and r["distinguishable"]}
+        lines += [markdown_table(summary, row_names, marks), ""]
+        if stats is not None and stats["paired"].height:
+            lines += [f"{DISTINCT_MARK.strip()} = distinguishable from No Context on the multiple-choice items "
+                      "(exact McNemar, Holm-corrected across methods, p < 0.05; section Paired tests).", ""]
     else:
         lines += ["No items were evaluated.", ""]
     if modes:
@@ -264,7 +488,10 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
          "operations read back from the first half of a screen recording, reference §9.1 T4 / §11)."),
         "- In. = stored memory tokens per ingest, Out. = retrieved context tokens per query, both len(text)//4.",
         ("- Validity rows: the oracle answers from the key (must be 100); random picks uniformly with a seed "
-        "(must sit near chance, i.e. the mean of 1/n_choices)."),
+        "(must sit near chance, i.e. the mean of 1/n_choices); gold evidence, wrong user, empty memory and option "
+        "order check the reader (section Reader validity). Validity rows are never methods."),
+        ("- Every score has a 95 % interval (section Intervals: bootstrap over profiles, 2,000 seeded replicates; "
+         "`results/intervals.parquet`)."),
     ]
     if info.get("backbone", {}).get("name") == "lexical":
         lines.append("- Backbone `lexical` is the no-LLM CPU default: it picks the option whose words occur in "
@@ -275,6 +502,18 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             chance = float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"]
                             .cast(pl.Float64)).mean() * 100)
             lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
+    if stats is not None:
+        lines += ["", "## Intervals", "",
+                  ("95 % intervals (low–high, points) of every cell above, by bootstrap over profiles: a replicate "
+                   "draws profiles with replacement and keeps all their items, because the items of one profile "
+                   "share its trajectories."), "",
+                  intervals_table(stats["intervals"], list(dict.fromkeys(results["method"].to_list())), row_names)]
+        lines += paired_lines(stats["paired"], row_names)
+        lines += reader_lines(stats["reader"], row_names)
+        lines += power_lines(stats["power"])
+        from filegram_ray.evaluate.findings import findings_lines
+
+        lines += [""] + findings_lines(stats["findings"])
     lines += _judge_validity_lines(info)
     twins = text_vs_multimodal(results)
     if twins.height:
@@ -297,11 +536,13 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             lines.append(f"- `{r['method']}` `{r['question_id']}`: {r['error'][:300]}")
     if plots and summary.height:
         subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
+        iv = stats["intervals"] if stats is not None else None
         run.write_bytes("results/subtasks.png",
-                        _bar_png(summary, subs, "Score per sub-task", "score (0–100)", row_names))
+                        _bar_png(summary, subs, "Score per sub-task (95 % intervals)", "score (0–100)", row_names,
+                                 iv))
         chans = [c for c in CHANNELS if c in summary.columns]
-        run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel",
-                                                         "score (0–100)", row_names))
+        run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel (95 % intervals)",
+                                                         "score (0–100)", row_names, iv))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
     text = "\n".join(lines) + "\n"

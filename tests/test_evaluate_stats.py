@@ -1,0 +1,176 @@
+"""Statistics of the report (issue #30 item 1) and the paper's findings as tests (item 4), on synthetic tables whose
+answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from filegram_ray.evaluate.findings import decide_findings, findings_lines
+from filegram_ray.evaluate.stats import (
+    bootstrap_ci,
+    cell_intervals,
+    holm,
+    item_profile,
+    items_for_difference,
+    items_for_paired,
+    mcnemar_exact,
+    paired_bootstrap,
+    paired_table,
+    paired_test,
+)
+
+
+def test_mcnemar_exact_known_values():
+    # b = 10, c = 2: P(X ≤ 2 | n = 12, ½) = (1 + 12 + 66) / 4096; two-sided doubles it
+    assert mcnemar_exact(10, 2) == pytest.approx(2 * 79 / 4096)
+    assert mcnemar_exact(2, 10) == pytest.approx(2 * 79 / 4096)
+    assert mcnemar_exact(5, 5) == 1.0
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(8, 0) == pytest.approx(2 / 256)  # all discordant one way: 2 · ½⁸
+    with pytest.raises(ValueError, match="negative"):
+        mcnemar_exact(-1, 3)
+
+
+def _clustered(rng, n_profiles, per, mu, between=10.0, within=5.0):
+    vals, cl = [], []
+    for p in range(n_profiles):
+        m = mu + rng.normal(0, between)
+        vals += list(m + rng.normal(0, within, per))
+        cl += [f"p{p}"] * per
+    return vals, cl
+
+
+def test_profile_bootstrap_covers_the_truth_and_is_wider_than_item_resampling():
+    rng = np.random.default_rng(11)
+    covered, widths, naive = 0, [], []
+    for rep in range(60):
+        vals, cl = _clustered(rng, 25, 8, mu=50.0)
+        mean, lo, hi = bootstrap_ci(vals, cl, n_boot=1000, seed=rep)
+        covered += lo <= 50.0 <= hi
+        widths.append(hi - lo)
+        _, nlo, nhi = bootstrap_ci(vals, [str(i) for i in range(len(vals))], n_boot=1000, seed=rep)
+        naive.append(nhi - nlo)
+    assert covered / 60 >= 0.85, covered  # nominal 95 %; ≥ 85 % allows the Monte-Carlo error of 60 reps
+    # items of one profile are correlated: resampling items would claim a much narrower interval
+    assert np.mean(widths) > 1.8 * np.mean(naive), (np.mean(widths), np.mean(naive))
+
+
+def test_bootstrap_is_seeded_and_handles_edges():
+    vals, cl = _clustered(np.random.default_rng(1), 10, 5, mu=30.0)
+    assert bootstrap_ci(vals, cl, seed=4) == bootstrap_ci(vals, cl, seed=4)
+    assert bootstrap_ci(vals, cl, seed=4) != bootstrap_ci(vals, cl, seed=5)
+    assert bootstrap_ci([], []) == (None, None, None)
+    assert bootstrap_ci([40.0, 60.0], ["a", "a"]) == (50.0, 50.0, 50.0)  # one profile: nothing to resample
+    with pytest.raises(ValueError, match="2 values but 1 clusters"):
+        bootstrap_ci([1.0, 2.0], ["a"])
+
+
+def test_paired_bootstrap_detects_a_shift_and_not_noise():
+    rng = np.random.default_rng(3)
+    cl = [f"p{i // 4}" for i in range(200)]
+    shifted = list(8.0 + rng.normal(0, 10, 200))
+    mean, lo, hi, p = paired_bootstrap(shifted, cl, seed=0)
+    assert lo > 0 and p < 0.01 and lo < 8.0 < hi
+    noise = list(rng.normal(0, 10, 200))
+    _, lo, hi, p = paired_bootstrap(noise, cl, seed=0)
+    assert lo < 0 < hi and p > 0.05
+    assert paired_bootstrap([5.0, 6.0], ["a", "a"])[3] is None  # one profile: no test
+
+
+def test_holm_known_values():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, None, 0.01]) == [pytest.approx(0.5), None, pytest.approx(0.02)]
+    assert holm([0.2, 0.3]) == pytest.approx([0.4, 0.4])  # step-down keeps the adjusted values monotone
+    assert holm([0.9, 0.8]) == [1.0, 1.0]  # capped at 1
+
+
+def test_sample_sizes_match_the_formulas():
+    # two proportions 0.5 vs 0.6, α = 0.05 two-sided, power 0.8: (1.96·√(2·.55·.45) + 0.8416·√(.25+.24))² / .01
+    assert items_for_difference(0.5, 0.10) == 388
+    assert items_for_difference(0.95, 0.10) == items_for_difference(0.85, 0.10)  # moved inside [0, 1]
+    # McNemar, ψ = 0.3, δ = 0.1 (Connor 1987): (1.96·√.3 + 0.8416·√.29)² / .01
+    assert items_for_paired(0.3, 0.1) == 234
+    assert items_for_paired(0.3, 0.0) is None
+
+
+def _results(scores: dict[str, dict[str, float]], *, sub="AttrRec", channel="procedural", n_choices=4,
+             is_open=False, per_profile=5) -> pl.DataFrame:
+    rows = []
+    for m, by_q in scores.items():
+        for i, (q, s) in enumerate(sorted(by_q.items())):
+            rows.append({"method": m, "question_id": q, "sub_track": sub, "channel": channel, "setting": "text",
+                         "is_open": is_open, "score": s, "status": "ok", "n_choices": n_choices,
+                         "profile": f"p{i // per_profile}", "text_twin": "", "correct": "A"})
+    return pl.DataFrame(rows)
+
+
+def test_paired_test_is_mcnemar_on_the_same_items():
+    qs = [f"q{i:03d}" for i in range(60)]
+    base = {q: 0.0 for q in qs}
+    meth = {q: (100.0 if i < 10 else 0.0) for i, q in enumerate(qs)}
+    base.update({qs[-1]: 100.0, qs[-2]: 100.0})  # c = 2 items only the baseline gets right
+    res = _results({"no_context": base, "m": meth})
+    t = paired_test(res, "m", "no_context")
+    assert (t["test"], t["b"], t["c"], t["n"]) == ("mcnemar", 10, 2, 60)
+    assert t["p"] == pytest.approx(mcnemar_exact(10, 2))
+    assert t["diff"] == pytest.approx(100 * 8 / 60)
+    tab = paired_table(res, ["no_context", "m"], ["no_context", "filegramos"])
+    assert tab.height == 1 and tab["p_holm"][0] == pytest.approx(t["p"]) and tab["distinguishable"][0]
+
+
+def test_cell_intervals_cover_each_column():
+    qs = [f"q{i:03d}" for i in range(40)]
+    res = _results({"a": {q: (100.0 if i % 2 else 0.0) for i, q in enumerate(qs)}})
+    iv = cell_intervals(res, n_boot=500)
+    cells = set(iv["cell"].to_list())
+    assert {"AttrRec", "procedural", "avg"} <= cells
+    avg = iv.filter(pl.col("cell") == "avg").to_dicts()[0]
+    assert avg["mean"] == 50.0 and avg["lo"] < 50.0 < avg["hi"] and avg["n_profiles"] == 8
+
+
+def test_item_profile_routing():
+    assert item_profile({"profile_id": "p1", "context": {"trajectories": ["p9/T-01"]}}) == "p1"
+    assert item_profile({"profile_id": "", "context": {"trajectories": ["p9/T-01", "p2/T-01"]}}) == "p9"
+    assert item_profile({"question_id": "q1"}) == "q1"
+
+
+def _f1_table(order: list[str], n=200) -> pl.DataFrame:
+    """Accuracy falling in the given order (90, 70, 50, …), items from 40 profiles."""
+    rng = np.random.default_rng(5)
+    qs = [f"q{i:04d}" for i in range(n)]
+    accs = [0.9, 0.7, 0.45, 0.4, 0.35, 0.3]
+    return _results({m: {q: 100.0 * (rng.random() < a) for q in qs} for m, a in zip(order, accs)})
+
+
+def test_findings_f1_holds_fails_and_undecided():
+    methods = ["filegramos", "evermemos", "mem0", "zep", "memos", "simplemem"]
+    f1 = decide_findings(_f1_table(methods), methods)[0]
+    assert f1["id"] == "F1" and f1["verdict"] == "holds", f1
+    rev = ["evermemos", "filegramos", "mem0", "zep", "memos", "simplemem"]
+    assert decide_findings(_f1_table(rev), methods)[0]["verdict"] == "fails"
+    small = _f1_table(methods, n=12)
+    f1 = decide_findings(small, methods)[0]
+    assert f1["verdict"] == "undecided" and f1["items"] and f1["items"] > 12
+    # a finding whose methods were not evaluated says so
+    f1 = decide_findings(small, ["filegramos", "mem0"])[0]
+    assert f1["verdict"] == "undecided" and f1["missing"] == ["evermemos"]
+    md = "\n".join(findings_lines(decide_findings(small, methods)))
+    assert "## The paper's findings, tested" in md and "| F1 " in md and "not evaluated" in md
+
+
+def test_findings_f2_thresholds_and_f3_equivalence():
+    rng = np.random.default_rng(9)
+    qs = [f"q{i:04d}" for i in range(300)]
+    hi = {q: 100.0 * (rng.random() < 0.9) for q in qs}
+    res = pl.concat([
+        _results({"evermemos": hi, "filegramos": hi, "mem0": {q: 100.0 * (rng.random() < 0.34) for q in qs},
+                  "simplemem": {q: 100.0 * (rng.random() < 0.3) for q in qs}}, sub="AnomDet", channel="episodic",
+                 n_choices=3),
+        _results({"filegramos": {f"t{q}": v for q, v in hi.items()},
+                  "full_context": {f"t{q}": v for q, v in hi.items()}}, sub="TraceDis")])
+    by = {f["id"]: f for f in decide_findings(res, ["evermemos", "filegramos", "mem0", "simplemem",
+                                                    "full_context"])}
+    assert by["F2"]["verdict"] == "holds", by["F2"]
+    assert by["F3"]["verdict"] == "holds", by["F3"]  # identical answers: difference 0 [0, 0]
