@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.paths import conf_dir
 
@@ -118,6 +118,24 @@ class PipelineConfig(BaseModel):
     tasks: list[str] | None = Field(None, description="task ids to run; None = all")
     ray: RayConfig = Field(default_factory=RayConfig)
 
+    @field_validator("profiles", "tasks")
+    @classmethod
+    def _ids(cls, v: list[str] | None) -> list[str] | None:
+        """An id list holds ids (:func:`~filegram_ray.schema.profile.id_problem`: never a path) and is not empty:
+        ``[]`` is refused, not read as "all" (leave the key out or set it to null for all; case
+        REL2-CONFIG-set-section-scalar-accepted)."""
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("empty list: name at least one id, or leave the key out (null) for all")
+        from filegram_ray.schema.profile import id_problem
+
+        for i, item in enumerate(v):
+            problem = id_problem(item)
+            if problem:
+                raise ValueError(f"item {i}: {problem}")
+        return v
+
     def section(self, name: str) -> dict[str, Any]:
         """The raw dict of a stage section (empty if absent)."""
         extra = self.model_extra or {}
@@ -191,11 +209,47 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
         blame += [(path, f"override {'.'.join(path)}") for path in _leaf_paths(overrides)]
     else:
         for item in overrides or []:
-            data = _deep_update(data, parse_override(item))
-            blame.append((tuple(item.split("=", 1)[0].strip().split(".")), f"--set {item}"))
+            upd = parse_override(item)
+            key = tuple(item.split("=", 1)[0].strip().split("."))
+            _check_override_shape(data, key, upd, f"--set {_one_line(item)}", blame)
+            data = _deep_update(data, upd)
+            blame.append((key, f"--set {_one_line(item)}"))
     check_config(data, lambda loc: next((label for path, label in reversed(blame)
                                          if loc[:len(path)] == path or path[:len(loc)] == loc), str(p)))
     return PipelineConfig.model_validate(data)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` / ``\\uNNNN`` escapes (an error stays one line)."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _check_override_shape(data: dict[str, Any], key: tuple[str, ...], upd: dict[str, Any], label: str,
+                          blame: list[tuple[tuple[str, ...], str]]) -> None:
+    """Refuse an override that gives a stage section a value that is not a mapping (``--set generate=5``,
+    ``--set generate=null``), or that reaches into a key an earlier override made a scalar (``--set generate=5``
+    then ``--set generate.serial=true`` — the job's own ``--serial``): the later one would silently replace the
+    scalar and the stage would run with its defaults (case REL2-CONFIG-set-section-scalar-accepted).
+
+    Raises:
+        ValueError: ``--set generate=5: generate: must be a mapping of generate options (got int)``.
+    """
+    if len(key) == 1 and key[0] in SECTIONS and not isinstance(upd[key[0]], dict):
+        value = upd[key[0]]
+        raise ValueError(f"{label}: {key[0]}: must be a mapping of {key[0]} options, e.g. {key[0]}.<option>=value "
+                         f"(got {'null' if value is None else type(value).__name__})")
+    cur: Any = data
+    for i, part in enumerate(key[:-1]):
+        if not isinstance(cur, dict) or part not in cur:
+            return
+        cur = cur[part]
+        if cur is not None and not isinstance(cur, dict):
+            loc = key[:i + 1]
+            earlier = next((lab for path, lab in reversed(blame) if path == loc), None)
+            if earlier is None:  # the file's own scalar (`seed: 7` and `--set seed.x=1`): check_config names it
+                return
+            raise ValueError(f"{earlier}: {'.'.join(loc)}: must be a mapping (got {type(cur).__name__}; "
+                             f"{label} sets a key inside it)")
 
 
 def _leaf_paths(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -191,7 +191,8 @@ def load_profile(file: str | Path, matrix: dict[str, dict[str, str]] | None = No
         return Profile.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in e['loc']) or '<root>'}': {e['msg']}" for e in exc.errors())
+            f"field '{'.'.join(str(p) for p in e['loc']) or '<root>'}': {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors())
         raise ProfileError(f"{path}: {problems}") from None
 
 

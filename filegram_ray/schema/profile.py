@@ -20,6 +20,7 @@ and never put it in ``tiers``.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -82,12 +83,36 @@ FREE_ATTRIBUTE_VALUES: dict[str, tuple[str, ...]] = {
     "working_style": ("methodical", "exploratory", "pragmatic"),
 }
 
+#: The one rule for a profile or task id (ours): ASCII letters or digits first, then letters, digits, ``_``, ``.``,
+#: ``-``; at most :data:`ID_MAX_CHARS`. Ids name folders (``trajectories/<profile_id>/<task_id>/``) and the
+#: engine's virtual root, so an id is never a path: no ``/``, no ``..``-only or empty id, no control character
+#: (case REL2-CONFIG-profile-id-path-accepted).
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+#: Longest id (ours: well under a file name's 255 bytes once ``_<task_id>`` is appended).
+ID_MAX_CHARS = 128
+
+
+def id_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid profile/task id (:data:`ID_RE`), or ``None`` when it is one."""
+    if not isinstance(value, str):
+        return f"wrong type: expected a string id, got {type(value).__name__}"
+    if not value:
+        return "empty id"
+    if len(value) > ID_MAX_CHARS:
+        return f"id longer than {ID_MAX_CHARS} characters"
+    if ID_RE.fullmatch(value) is None:
+        return (f"{value!r} is not an id: it must start with a letter or digit and hold only letters, digits, "
+                "'_', '.', '-' (it names a folder, so it is never a path)")
+    return None
+
+
 Language = Literal["English", "Chinese"]
 Rhythm = Literal["phased", "steady", "bursty"]
 
 
 class Profile(BaseModel):
-    """One persona (ref §5). Raises ``pydantic.ValidationError`` on: a missing/unknown dimension in ``tiers``,
+    """One persona (ref §5). Raises ``pydantic.ValidationError`` on: a ``profile_id`` that is not an id
+    (:func:`id_problem`: a path, empty, control characters), a missing/unknown dimension in ``tiers``,
     a tier outside L/M/R, a missing or unknown behavioural attribute, an unknown dimension key in preferences or
     avoidances."""
 
@@ -104,6 +129,14 @@ class Profile(BaseModel):
     preferences: dict[Dimension, list[str]] = Field(default_factory=dict)
     avoidances: dict[Dimension, list[str]] = Field(default_factory=dict)
     greeting: str = ""
+
+    @field_validator("profile_id")
+    @classmethod
+    def _id_is_a_name(cls, v: str) -> str:
+        problem = id_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("tiers")
     @classmethod
