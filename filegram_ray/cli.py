@@ -1,37 +1,88 @@
 """The ``filegram`` console script. Subcommands mirror the pipeline stages.
 
 Each area of the library contributes its subcommands through a ``register(subparsers)`` function in its own
-``cli`` module, listed in :data:`COMMAND_MODULES`; the handler is stored as ``func`` on the parsed namespace.
+``cli`` module, listed in :data:`COMMANDS`; the handler is stored as ``func`` on the parsed namespace.
+
+Start-up is kept short (issue 31: ``filegram --help`` in ≤ 0.5 s): this module imports only the standard library,
+and ``--help`` is drawn from the one-line helps in :data:`COMMANDS`; an area's ``cli`` module is imported only when
+its command runs (``filegram memory …`` imports ``filegram_ray.memory.cli`` alone), and those modules import numpy,
+torch, Ray and the like inside their handlers. ``tests/test_cli_startup.py`` checks that the table matches what the
+modules register and that importing this module loads none of numpy, polars, Faker, torch or Ray.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 
 from filegram_ray import __version__
 
+#: top-level command → (module providing ``register(subparsers)``, one-line help), in ``--help`` order. The help
+#: must equal the one the module registers (checked by tests/test_cli_startup.py).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "profiles": ("filegram_ray.profiles.cli", "inspect or build profile sets"),
+    "tasks": ("filegram_ray.tasks.cli", "inspect the task set"),
+    "workspace": ("filegram_ray.workspace.cli", "build, list or import task input bundles"),
+    "engine": ("filegram_ray.engine.cli", "trajectory engine utilities"),
+    "memory": ("filegram_ray.memory.cli",
+               "FileGramOS memory: encode a run, update a watcher store, show a profile's context"),
+    "watch": ("filegram_ray.watch.cli", "record your own file activity (Linux inotify) into a local store"),
+    "bench": ("filegram_ray.bench.cli", "build FileGramBench items (bench stage) and show their counts"),
+    "methods": ("filegram_ray.methods.cli", "list the registered memory methods"),
+    "evaluate": ("filegram_ray.methods.cli", "answer FileGramBench items with memory methods; write results/"),
+    "llm": ("filegram_ray.llm.cli", "packaged GGUF models and a local OpenAI-compatible server (CPU)"),
+    "render": ("rendering.cli", "render agent outputs into multimodal derivatives"),
+    "video": ("video.cli", "guidance videos, screen-recording captions, events from recordings"),
+    "pipeline": ("filegram_ray.pipeline_cli",
+                 "run seed → generate → encode → render → record → caption → bench → evaluate"),
+    "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile? (tier recovery, "
+                 "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md"),
+}
+
 #: modules providing ``register(subparsers)``, in the order their commands appear in ``--help``.
-COMMAND_MODULES = [
-    "filegram_ray.profiles.cli",
-    "filegram_ray.tasks.cli",
-    "filegram_ray.workspace.cli",
-    "filegram_ray.engine.cli",
-    "filegram_ray.memory.cli",
-    "filegram_ray.watch.cli",
-    "filegram_ray.bench.cli",
-    "filegram_ray.methods.cli",
-    "filegram_ray.llm.cli",
-    "rendering.cli",
-    "video.cli",
-    "filegram_ray.pipeline_cli",
-    "filegram_ray.validity.cli",
-]
+COMMAND_MODULES = list(dict.fromkeys(mod for mod, _ in COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _present(module: str) -> bool:
+    """Whether ``module``'s top-level package is installed (``rendering`` and ``video`` are optional areas); the
+    package is located, not imported."""
+    return importlib.util.find_spec(module.split(".", 1)[0]) is not None
+
+
+def _register(sub, module: str) -> bool:
+    """Import ``module`` and let it add its commands; False when that area is not part of this build."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == module or module.startswith(exc.name + ".")):
+            return False  # that area is not part of this build
+        raise
+    mod.register(sub)
+    return True
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The top-level command ``argv`` names: its first word that is not an option (None when there is none)."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``filegram`` parser.
+
+    Args:
+        argv: the command line about to be parsed. Given, only the module of the command it names is imported and
+            registered; every other command is a placeholder carrying its one-line help (enough for ``--help`` and
+            for argparse's "invalid choice" message). None: every area's module is imported and registered (the
+            complete parser, for tests and documentation tools).
+    """
     parser = argparse.ArgumentParser(
         prog="filegram",
         description="FileGram on Ray: generate persona trajectories, encode FileGramOS memory, build and run "
@@ -40,14 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"filegram-ray {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
-                continue  # that area is not part of this build
-            raise
-        mod.register(sub)
+    wanted = _command_of(argv) if argv is not None else None
+    load = set(COMMAND_MODULES) if argv is None else ({COMMANDS[wanted][0]} if wanted in COMMANDS else set())
+    done: set[str] = set()
+    for name, (module, help_text) in COMMANDS.items():
+        if module in done:
+            continue
+        if module in load:
+            done.add(module)
+            if _register(sub, module):
+                continue
+        elif _present(module):
+            sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
@@ -57,7 +112,8 @@ _CHATTY_LIBRARIES = ("faiss", "faiss.loader", "sentence_transformers", "transfor
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from filegram_ray.config import PipelineConfig, load_config
+if TYPE_CHECKING:  # imported where used: building a parser (`filegram X --help`) needs no pydantic (issue 31)
+    from filegram_ray.config import PipelineConfig
 
 
 def add_common_options(p: argparse.ArgumentParser, *, serial: bool = True) -> argparse.ArgumentParser:
@@ -40,6 +41,8 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
                      ) -> PipelineConfig:
     """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address``, ``--set`` and, for a
     stage job, ``--serial`` as ``<section>.serial=true`` (every stage reads ``serial`` from its config section)."""
+    from filegram_ray.config import PipelineConfig, load_config
+
     overrides = list(args.overrides or [])
     if section and getattr(args, "serial", False):
         overrides.append(f"{section}.serial=true")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from filegram_ray.config import PipelineConfig
+if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
+    from filegram_ray.config import PipelineConfig
 
 #: (stage name, the config section it reads), in pipeline order. Every stage is ``run_<stage>(config)``: it takes
 #: all its options — ``serial`` (run in this process without Ray) included — from that section of the one
@@ -62,6 +63,8 @@ def with_serial(cfg: PipelineConfig, stages: list[str]) -> PipelineConfig:
         if s in sections and s not in _IN_PROCESS:
             sec = sections[s]
             data[sec] = {**(data.get(sec) or {}), "serial": True}
+    from filegram_ray.config import PipelineConfig
+
     return PipelineConfig.model_validate(data)
 
 

@@ -5,8 +5,11 @@ Public API (the agents code against it)::
     from filegram_ray.engine import EngineSession, Limits, ToolResult, tool_schemas
 """
 
-from filegram_ray.engine.sandbox import Limits
-from filegram_ray.engine.session import EngineSession
-from filegram_ray.engine.tools import ToolResult, tool_schemas
+from filegram_ray._lazy import lazy_exports
+
+# imported on first use, so `filegram engine --help` does not load the engine (issue 31)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Limits": "filegram_ray.engine.sandbox", "EngineSession": "filegram_ray.engine.session",
+    "ToolResult": "filegram_ray.engine.tools", "tool_schemas": "filegram_ray.engine.tools"})
 
 __all__ = ["EngineSession", "Limits", "ToolResult", "tool_schemas"]

@@ -7,17 +7,14 @@ reference §8.2: ``mem0``, ``zep``, ``memos``, ``evermemos``, ``simplemem``, ``m
 method an installed package declares in the ``filegram_ray.methods`` entry-point group (:func:`load_plugins`).
 """
 
-from filegram_ray.methods.base import (
-    ENTRY_POINT_GROUP,
-    METHODS,
-    Context,
-    MemoryMethod,
-    load_plugins,
-    make_method,
-    method_names,
-    register,
-)
-from filegram_ray.methods.trajectory import TrajectoryView, build_views, events_to_narrative, load_view
+from filegram_ray._lazy import lazy_exports
+
+# imported on first use, so `filegram methods --help` does not load the methods (issue 31)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **dict.fromkeys(["ENTRY_POINT_GROUP", "METHODS", "Context", "MemoryMethod", "load_plugins", "make_method",
+                     "method_names", "register"], "filegram_ray.methods.base"),
+    **dict.fromkeys(["TrajectoryView", "build_views", "events_to_narrative", "load_view"],
+                    "filegram_ray.methods.trajectory")})
 
 __all__ = [
            "ENTRY_POINT_GROUP",

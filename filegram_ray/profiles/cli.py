@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from filegram_ray.profiles import load_profiles
-from filegram_ray.schema.profile import DIMENSIONS
-
 
 def format_table(profiles) -> str:
     """Plain-text table of profiles (shape: str)."""
+    from filegram_ray.schema.profile import DIMENSIONS
+
     wid = max([len(p.profile_id) for p in profiles] + [2])
     wname = max([len(p.name) for p in profiles] + [4])
     wrole = max([len(p.role) for p in profiles] + [4])
@@ -31,6 +30,8 @@ def format_table(profiles) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from filegram_ray.profiles import load_profiles
+
     print(format_table(load_profiles(args.dir)))
     return 0
 
@@ -68,6 +69,7 @@ def format_plan(plan) -> str:
 
 
 def _perturbations(args: argparse.Namespace) -> int:
+    from filegram_ray.profiles import load_profiles
     from filegram_ray.profiles.perturbation import plan_perturbations
 
     print(format_plan(plan_perturbations(load_profiles(args.dir), seed=args.seed, scheme=args.scheme)))

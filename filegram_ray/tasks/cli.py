@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from filegram_ray.tasks import load_tasks
-
 
 def format_table(tasks) -> str:
     """Plain-text table of tasks, one line each (shape: str ending without newline)."""
@@ -24,6 +22,8 @@ def format_table(tasks) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from filegram_ray.tasks import load_tasks
+
     print(format_table(load_tasks(args.dir)))
     return 0
 

@@ -5,17 +5,12 @@ here is ever given to a memory method (ARCHITECTURE rule 6). See :mod:`filegram_
 measures and :func:`run_validity` for the entry point.
 """
 
-from filegram_ray.validity.core import (
-    SessionSet,
-    aggregate_counts,
-    load_sessions,
-    perturbation_effects,
-    recovery,
-    rule_recovery,
-    run_validity,
-    summary_lines,
-    tau_flags,
-)
+from filegram_ray._lazy import lazy_exports
+
+# imported on first use, so `filegram validity --help` does not load numpy (issue 31)
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
+    ["SessionSet", "aggregate_counts", "load_sessions", "perturbation_effects", "recovery", "rule_recovery",
+     "run_validity", "summary_lines", "tau_flags"], "filegram_ray.validity.core"))
 
 __all__ = ["SessionSet", "aggregate_counts", "load_sessions", "perturbation_effects", "recovery", "rule_recovery",
            "run_validity", "summary_lines", "tau_flags"]

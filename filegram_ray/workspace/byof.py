@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from filegram_ray.config import PipelineConfig
-from filegram_ray.storage import RunDir
-from filegram_ray.workspace.bundle import BundleInfo, import_bundle
+if TYPE_CHECKING:  # imported where used: `filegram workspace --help` reads BYOF_STAGES without numpy or pydantic
+    from filegram_ray.config import PipelineConfig
+    from filegram_ray.storage import RunDir
+    from filegram_ray.workspace.bundle import BundleInfo
 
 __all__ = ["publish_bundle", "run_folder"]
 
@@ -62,6 +63,7 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
     Returns: ``{"import": BundleInfo, "pipeline": run_pipeline's timings}``.
     Raises: FileNotFoundError (no such folder); ValueError (a task id not in the task set, an unknown stage).
     """
+    from filegram_ray.config import PipelineConfig
     from filegram_ray.pipeline import STAGES, run_pipeline
     from filegram_ray.tasks import load_tasks
 
@@ -77,6 +79,8 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
         raise ValueError(f"stages {unknown}: choose from {', '.join(BYOF_STAGES)}")
     cfg = PipelineConfig.model_validate({**cfg.model_dump(), "tasks": [task_id]})
     run = cfg.run()
+    from filegram_ray.workspace.bundle import import_bundle
+
     with tempfile.TemporaryDirectory(prefix=f"byof_{task_id}_") as tmp:
         info = import_bundle(src, task_id, Path(tmp) / "bundle", describe=describe, progress=progress)
         publish_bundle(Path(tmp) / "bundle", run, task_id, info, str(src.resolve()))
