@@ -51,7 +51,8 @@ NOISE_PATTERNS: tuple[str, ...] = (
 OPT_OUT_MARKER = ".nofilegram"
 
 #: ``off`` = no text stored (events keep counts only); ``redacted`` = text with e-mail addresses, phone
-#: numbers, card-like numbers and key-like strings replaced; ``full`` = text as written.
+#: numbers, card-like numbers and secrets replaced (privacy.Redactor); ``full`` = text and names as written.
+#: Every mode but ``full`` also redacts file and folder names (consistent placeholders per store).
 CONTENT_MODES = ("off", "redacted", "full")
 
 

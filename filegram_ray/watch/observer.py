@@ -6,6 +6,10 @@ other systems watchdog's default observer is used (FSEvents, ReadDirectoryChange
 watched boundary then arrive as creations/deletions, which the recorder handles the same way, and reads are not
 reported (only inotify reports ``IN_CLOSE_NOWRITE``).
 
+When the kernel's inotify queue overflows (notifications dropped), watchdog re-adds its watches and our emitter
+hook queues an ``overflow`` notice; the recorder then reconciles with the disk at once
+(:meth:`~filegram_ray.watch.recorder.Recorder.resync`) and notes it with counts.
+
 Threads: watchdog's emitter and dispatcher threads only put :class:`RawEvent` objects on a queue; one recorder
 thread does everything else (reads files, writes the store), so the store has a single writer. The store's lock
 keeps a second watcher (or ``--forget``) out while this one runs.

@@ -12,13 +12,18 @@ Path policy, checked for every file-system event before anything is read:
 * a folder holding the opt-out marker file (``.nofilegram``) and everything below it.
 
 Redaction (content mode ``redacted``) replaces, in this order: PEM private-key blocks → ``[PRIVATE KEY]``;
-key-like strings found by ``detect-secrets``' detectors (its regex detectors for AWS/GitHub/Slack/Stripe/JWT/…
-tokens, its keyword detector for ``password = …``-style assignments, its Base64/hex high-entropy detectors with
-their default limits 4.5/3.0) → ``[KEY]``; e-mail addresses → ``[EMAIL]``; card-like numbers (13–19 digits,
+secrets → ``[KEY]``: the current token formats of :mod:`filegram_ray.watch.secret_rules` (each row citing its
+source), assignments to secret-named settings quoted or not (``password = …``, ``aws_secret_access_key: …``), then
+``detect-secrets``' detectors (its regex detectors, its keyword detector, its Base64/hex high-entropy detectors
+on quoted strings, default limits 4.5/3.0); e-mail addresses → ``[EMAIL]``; card-like numbers (13–19 digits,
 optionally grouped by spaces or dashes) that pass the Luhn check (``python-stdnum``) → ``[CARD]``; phone numbers
-written as digit groups (optionally ``+CC`` and ``(area)``) that Google's libphonenumber (``phonenumbers``)
-parses as a valid number → ``[PHONE]``. Cheap pre-checks decide which lines the detectors see (see the regexes);
-they only skip lines that no detector could match.
+written as digit groups on one line (optionally ``+CC``/``00CC``/``011CC`` and ``(area)``) that Google's
+libphonenumber (``phonenumbers``) validates → ``[PHONE]``. Cheap pre-checks decide which lines detect-secrets'
+detectors see (see the regexes); they only skip lines that none of them could match.
+
+Names (:meth:`Redactor.redact_name`, used for every recorded file and folder name unless content mode is
+``full``) go through the same detectors but get a consistent placeholder, ``[EMAIL-<keyed hash>]``, so the events
+of one file still join. docs/security.md ("What the watcher redacts") lists what is and is not caught.
 """
 
 from __future__ import annotations
