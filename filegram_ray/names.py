@@ -17,18 +17,77 @@ the workspace import, the engine's sandbox copy, every tool listing, events, the
   surrogate (from a ``"\\udXXX"`` JSON escape) as U+FFFD.
 * **Readers** of our JSON files refuse a lone surrogate written as a JSON escape
   (:func:`filegram_ray.limits.load_json` names the file and the field) instead of passing it on.
+
+**Characters no name may hold** (cases REL2-SANDBOX-c1-control-names-accepted,
+REL2-IMPORT-control-char-names-dropped-by-engine), one rule (:func:`refused_char`) used by every tool argument,
+the bash parser, the workspace import and the engine's sandbox copy and listings: Unicode category ``Cc`` (C0
+controls incl. tab and newline, DEL, C1 controls such as U+0085 NEL), ``Zl``/``Zp`` (U+2028, U+2029: Python's
+``str.splitlines`` breaks at all of these, so such a name could pose as two listing lines) and the explicit bidi
+formatting characters U+202A–U+202E, U+2066–U+2069 (they reorder how a name is displayed: "Trojan Source",
+CVE-2021-42574). A tool argument holding one is refused (:func:`name_problem` says why); a name found on disk
+(import, bundle copy, a name planted in a live sandbox) is renamed by :func:`escape_name`: each such character
+written as the ``%XX`` of its UTF-8 bytes (``ctl\x07bell.txt`` → ``ctl%07bell.txt``, ``a\u2028b.md`` →
+``a%E2%80%A8b.md``), with the rename recorded as for bytes that are not UTF-8.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["escape_bytes", "escape_strings", "find_lone_surrogate", "free_name", "has_lone_surrogate", "printable", "utf8_bytes"]
+__all__ = ["BIDI_CONTROLS", "describe_char", "escape_bytes", "escape_name", "escape_strings", "find_lone_surrogate", "free_name",
+           "has_lone_surrogate", "name_problem", "printable", "refused_char", "utf8_bytes"]
 
 _LONE = re.compile("[\ud800-\udfff]")
+#: explicit bidi formatting characters (Bidi_Class LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI; Unicode UAX #9)
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: every character no name may hold (module docstring); equal to "category Cc, Zl or Zp, or in BIDI_CONTROLS"
+#: over all of Unicode (checked by tests/test_engine_rel2_names.py)
+_REFUSED_RX = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def refused_char(text: str) -> str | None:
+    """The first character of ``text`` that no name may hold (module docstring: category Cc, Zl, Zp, bidi
+    formatting characters), or ``None``. Lone surrogates are not refused here (see :func:`has_lone_surrogate`)."""
+    m = _REFUSED_RX.search(text)
+    return None if m is None else m.group()
+
+
+def describe_char(c: str) -> str:
+    """``U+2028 (LINE SEPARATOR)``-style label of one character for error messages (``U+0085`` when the
+    character has no Unicode name, as controls do)."""
+    name = unicodedata.name(c, "")
+    return f"U+{ord(c):04X}" + (f" ({name})" if name else "")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (a path or one component) cannot be used as typed, or ``None``: ``"is not valid UTF-8"``
+    for a lone surrogate; for a character :func:`refused_char` refuses ``"holds a control character U+0085"``,
+    ``"holds a line separator U+2028 (LINE SEPARATOR)"`` or ``"holds a bidi formatting character U+202E
+    (RIGHT-TO-LEFT OVERRIDE)"``."""
+    if has_lone_surrogate(name):
+        return "is not valid UTF-8"
+    c = refused_char(name)
+    if c is None:
+        return None
+    kind = ("a bidi formatting character" if c in BIDI_CONTROLS else
+            "a line separator" if unicodedata.category(c) in ("Zl", "Zp") else "a control character")
+    return f"holds {kind} {describe_char(c)}"
+
+
+def _escape_refused(m: re.Match[str]) -> str:
+    return "".join(f"%{b:02X}" for b in m.group().encode("utf-8"))
+
+
+def escape_name(name: str) -> str:
+    """``name`` made a valid name under the one rule: bytes that are not UTF-8 as by :func:`escape_bytes`, each
+    character :func:`refused_char` refuses as the ``%XX`` of its UTF-8 bytes. Unchanged (same object) when
+    nothing needs escaping."""
+    out = escape_bytes(name)
+    return _REFUSED_RX.sub(_escape_refused, out) if _REFUSED_RX.search(out) else out
 
 
 def has_lone_surrogate(text: str) -> bool:
@@ -71,8 +130,10 @@ def utf8_bytes(text: str) -> bytes:
 
 
 def printable(name: str) -> str:
-    """``name`` for messages and records of renames: the original bytes, undecodable ones shown ``\\xNN``."""
-    return os.fsencode(name).decode("utf-8", errors="backslashreplace")
+    """``name`` for messages and records of renames: the original bytes, undecodable ones shown ``\\xNN``, and
+    characters :func:`refused_char` refuses shown as Python escapes (``\\x07``, ``\\n``, ``\\u2028``)."""
+    text = os.fsencode(name).decode("utf-8", errors="backslashreplace")
+    return _REFUSED_RX.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def free_name(name: str, taken: Callable[[str], bool] | Iterable[str]) -> str:

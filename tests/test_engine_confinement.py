@@ -486,7 +486,9 @@ def test_BR_03_one_canonical_form_per_path(tmp_path):
     assert nfd not in snap and f"{nfc}/plan.md" in snap
 
 
-def test_bundle_names_that_cannot_be_paths_are_skipped_and_listed(tmp_path):
+def test_bundle_names_that_cannot_be_paths_are_skipped_or_renamed_and_listed(tmp_path):
+    """Special files and a second NFC spelling are skipped and listed; a name with a control character is copied
+    under its %XX name (the one names rule, REL2-IMPORT-control-char-names-dropped-by-engine) and listed."""
     bundle = make_bundle(tmp_path, {"ok.txt": "x\n", unicodedata.normalize("NFD", "é.txt"): "d\n",
                                     unicodedata.normalize("NFC", "é.txt"): "c\n"})
     os.mkfifo(bundle / "pipe")
@@ -494,6 +496,7 @@ def test_bundle_names_that_cannot_be_paths_are_skipped_and_listed(tmp_path):
     s = session(tmp_path, bundle=bundle)
     reasons = dict(s.sandbox.skipped)
     assert reasons["pipe"] == "not a regular file or directory"
-    assert reasons["bad\x01name.txt"] == "name contains control characters"
+    assert "bad\x01name.txt" not in reasons and s.sandbox.renamed == [("bad\\x01name.txt", "bad%01name.txt")]
     assert any("normalised to NFC" in why for why in reasons.values())
-    assert sorted(p.name for p in s.sandbox_path.iterdir()) == ["ok.txt", "é.txt"]
+    assert sorted(p.name for p in s.sandbox_path.iterdir()) == ["bad%01name.txt", "ok.txt", "é.txt"]
+    assert (s.sandbox_path / "bad%01name.txt").read_text() == "x"

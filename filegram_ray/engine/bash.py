@@ -34,7 +34,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from filegram_ray.engine.sandbox import LimitExceeded, Sandbox, SandboxError
+from filegram_ray.engine.sandbox import LimitExceeded, PathLookupError, Sandbox, SandboxError
+from filegram_ray.names import name_problem
 
 BASH_PROGRAMS = ("mkdir", "mv", "cp", "rm", "ls", "touch")
 #: short options accepted per program (see the module docstring for what each one does)
@@ -72,8 +73,10 @@ def tokenize(command: str) -> list[tuple[str, str]]:
     for ch, what in _REFUSED_ANYWHERE.items():
         if ch in command:
             raise BashRefused(f"refused: {what} is not supported; {_ALLOWED_HINT}")
-    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in command):
-        raise BashRefused("refused: control characters are not supported")
+    bad = name_problem(command.replace("\t", " "))  # the one names rule (filegram_ray.names); tab separates
+    if bad:
+        raise BashRefused(f"refused: the command {bad}; control, line-separator and bidi characters are not "
+                          f"supported")
     toks: list[tuple[str, str]] = []
     word: list[str] | None = None
     i, n = 0, len(command)
@@ -199,13 +202,29 @@ class _Run:
         self.out.append(f"{self.prog}: {msg}")
         self.status = 1
 
-    def resolve(self, arg: str) -> str | None:
-        """Re-check ``arg`` now (the disk may have changed since the pre-flight); None after reporting."""
+    def resolve(self, arg: str, what: str = "") -> str | None:
+        """Re-check ``arg`` now (the disk may have changed since the pre-flight); None after reporting.
+        ``what`` ("cannot remove", ...) words a missing folder or a file before ``.``/``..`` as coreutils does:
+        ``rm: cannot remove 'missing/..': No such file or directory``."""
         try:
             return self.sb.resolve(arg)
+        except PathLookupError as exc:
+            if not (self.prog == "rm" and "f" in self.flags and exc.strerror.startswith("No such")):
+                self.fail(f"{what or _LOOKUP_VERB[self.prog]} '{arg}': {exc.strerror}")
+            return None
         except SandboxError as exc:
             self.fail(str(exc))
             return None
+
+
+#: how each program words a failed path lookup (GNU coreutils 9.1)
+_LOOKUP_VERB = {"ls": "cannot access", "rm": "cannot remove", "touch": "cannot touch", "mv": "cannot stat",
+                "cp": "cannot stat", "mkdir": "cannot create directory"}
+
+
+def _dot_last(arg: str) -> bool:
+    """Whether the last component of ``arg`` (trailing slashes ignored) is ``.`` or ``..``."""
+    return arg.rstrip("/").rpartition("/")[2] in (".", "..") if arg.rstrip("/") else False
 
 
 def _classify(e: Any) -> str:
@@ -267,34 +286,50 @@ def _parent(rel: str) -> str:
 
 
 def _mkdir(r: _Run) -> None:
-    sb, parents = r.sb, "p" in r.flags
     for arg in r.cmd.operands:
-        rel = r.resolve(arg)
-        if rel is None:
-            continue
-        kind = "dir" if rel == "." else sb.kind(rel, arg)
-        if kind is not None:
-            if not parents or kind != "dir":
-                r.fail(f"cannot create directory '{arg}': File exists")
-            continue
-        if not parents and sb.kind(_parent(rel)) != "dir":
-            r.fail(f"cannot create directory '{arg}': No such file or directory")
-            continue
-        parts = rel.split("/")
-        new = parts[len(parts) - sb.missing_dirs(rel):] if parents else parts[-1:]
-        try:
-            sb.mkdir(rel, arg, parents=parents)
-        except LimitExceeded as exc:
-            r.fail(f"cannot create directory '{arg}': {exc}")
-            continue
-        except OSError as exc:
-            r.fail(f"cannot create directory '{arg}': {exc.strerror}")
-            continue
-        if "v" in r.flags:
-            first = len(parts) - len(new)
-            r.out.extend(f"mkdir: created directory '{'/'.join(parts[:first + k + 1])}'" for k in range(len(new)))
-        if sb.kind(rel) == "dir":  # verified on disk
-            r.obs.append({"kind": "mkdir", "rel": rel, "dirs_in_parent": _dirs_in(sb, _parent(rel))})
+        if "p" in r.flags:  # mkdir -p a/../b makes a, then b: each folder a later "." or ".." steps out of first
+            raw = arg.split("/")
+            steps = [i for i, part in enumerate(raw) if part in (".", "..")
+                     and any(x not in ("", ".", "..") for x in raw[:i])]
+            if not all(_mkdir_one(r, "/".join(raw[:i])) for i in steps):
+                continue
+        _mkdir_one(r, arg)
+
+
+def _mkdir_one(r: _Run, arg: str) -> bool:
+    """mkdir (``-p``: and missing parents) of one operand; False after reporting a failure. ``-v`` names each
+    folder made by the operand as typed, cut after that folder's component (as GNU mkdir does)."""
+    sb, parents = r.sb, "p" in r.flags
+    rel = r.resolve(arg)
+    if rel is None:
+        return False
+    kind = "dir" if rel == "." else sb.kind(rel, arg)
+    if kind is not None:
+        if not parents or kind != "dir":
+            r.fail(f"cannot create directory '{arg}': File exists")
+            return False
+        return True
+    if not parents and sb.kind(_parent(rel)) != "dir":
+        r.fail(f"cannot create directory '{arg}': No such file or directory")
+        return False
+    n_new = sb.missing_dirs(rel) if parents else 1
+    try:
+        sb.mkdir(rel, arg, parents=parents)
+    except LimitExceeded as exc:
+        r.fail(f"cannot create directory '{arg}': {exc}")
+        return False
+    except OSError as exc:
+        r.fail(f"cannot create directory '{arg}': {exc.strerror}")
+        return False
+    if "v" in r.flags:
+        typed = arg.split("/")
+        while len(typed) > 1 and typed[-1] in ("", "."):
+            typed.pop()
+        named = [i for i, part in enumerate(typed) if part not in ("", ".", "..")]
+        r.out.extend(f"mkdir: created directory '{'/'.join(typed[:i + 1])}'" for i in named[len(named) - n_new:])
+    if sb.kind(rel) == "dir":  # verified on disk
+        r.obs.append({"kind": "mkdir", "rel": rel, "dirs_in_parent": _dirs_in(sb, _parent(rel))})
+    return True
 
 
 def _touch(r: _Run) -> None:
@@ -331,6 +366,9 @@ def _rm(r: _Run) -> None:
     for arg in r.cmd.operands:
         rel = r.resolve(arg)
         if rel is None:
+            continue
+        if _dot_last(arg):  # GNU rm refuses these before looking further (coreutils 9.1, rm.c)
+            r.fail(f"refusing to remove '.' or '..' directory: skipping '{arg}'")
             continue
         if rel == ".":
             r.fail("refusing to remove the sandbox root")
@@ -381,7 +419,7 @@ def _mv_cp(r: _Run) -> None:
     else:
         no_clobber = "n" in r.flags
     *sources, darg = ops
-    drel = r.resolve(darg)
+    drel = r.resolve(darg, "cannot create regular file" if prog == "cp" else "cannot move to")
     if drel is None:
         return
     dkind = "dir" if drel == "." else sb.kind(drel, darg)
@@ -392,6 +430,9 @@ def _mv_cp(r: _Run) -> None:
         srel = r.resolve(sarg)
         if srel is None:
             continue
+        if prog == "mv" and _dot_last(sarg):  # rename(2) of "d/." or "d/..": EBUSY (coreutils 9.1)
+            r.fail(f"cannot move '{sarg}' to '{darg}': Device or resource busy")
+            continue
         if srel == ".":
             r.fail(f"cannot {prog} the sandbox root")
             continue
@@ -399,8 +440,11 @@ def _mv_cp(r: _Run) -> None:
         if skind is None:
             r.fail(f"cannot stat '{sarg}': No such file or directory")
             continue
-        name = posixpath.basename(srel)
-        trel = (name if drel == "." else f"{drel}/{name}") if dkind == "dir" else drel
+        if _dot_last(sarg):  # cp -r d/. x: the name copied is "." — into x itself, or x made a copy of d
+            trel = drel
+        else:
+            name = posixpath.basename(srel)
+            trel = (name if drel == "." else f"{drel}/{name}") if dkind == "dir" else drel
         try:
             tkind = sb.kind(trel, darg) if trel != srel else skind
         except SandboxError as exc:
@@ -475,7 +519,10 @@ def run_bash(sb: Sandbox, command: str) -> tuple[int, list[str], list[dict[str, 
         raise LimitExceeded(f"command has {words} words; the limit is {sb.limits.max_bash_words}")
     for c in cmds:  # pre-flight: one refused path refuses the whole command
         for arg in c.operands:
-            sb.resolve(arg)
+            try:
+                sb.resolve(arg)
+            except PathLookupError:
+                pass  # "missing/.." may exist by the time its sub-command runs (mkdir -p missing/../x, a && b)
     outputs: list[str] = []
     observations: list[dict[str, Any]] = []
     status = 0

@@ -124,11 +124,14 @@ def _extract(data: bytes, name: str, max_chars: int) -> str:
 def grep_lines(search, files: list[tuple[str, bytes]], max_hits: int, line_cap: int,
                ) -> tuple[int, list[tuple[str, int, str]]]:
     """(matching lines in total, first ``max_hits`` as (rel, 1-based line number, line cut at ``line_cap``)):
-    each file decoded as UTF-8 (invalid bytes replaced), split with ``str.splitlines``, ``search(line)`` per line."""
+    each file decoded as UTF-8 (invalid bytes replaced), split into the lines ``read`` numbers
+    (:func:`filegram_ray.engine.lines.view_lines`: at ``\n`` only, case BR2-12), ``search(line)`` per line."""
+    from filegram_ray.engine.lines import view_lines
+
     total = 0
     hits: list[tuple[str, int, str]] = []
     for rel, data in files:
-        for no, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        for no, line in enumerate(view_lines(data.decode("utf-8", errors="replace")), 1):
             if search(line):
                 total += 1
                 if len(hits) < max_hits:

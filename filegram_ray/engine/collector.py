@@ -41,6 +41,7 @@ import random
 import uuid
 from typing import Any
 
+from filegram_ray.engine.lines import split_lines
 from filegram_ray.engine.media import MediaStore, content_hash
 from filegram_ray.names import escape_strings
 
@@ -82,11 +83,11 @@ def naming_pattern_change(old_path: str, new_path: str) -> str:
     return "other"
 
 
-def _line_keys(text: str, exact_eol: bool) -> set[str]:
-    lines = text.splitlines()
-    if exact_eol and lines and text.splitlines(keepends=True)[-1] == lines[-1]:
-        lines[-1] += "\n"  # an unterminated last line is its own line (a key no real line can equal)
-    return set(lines)
+def _lines(text: str, exact_eol: bool) -> list[str]:
+    """Lines of ``text``: the stored diff's lines, ending included (``exact_eol``: the one line model,
+    :mod:`filegram_ray.engine.lines`, so an unterminated last line differs from the same text with a newline),
+    or ``str.splitlines`` as upstream (``upstream_quirks``)."""
+    return split_lines(text) if exact_eol else text.splitlines()
 
 
 def unique_line_delta(before: str, after: str, *, exact_eol: bool = False) -> tuple[int, int]:
@@ -95,7 +96,7 @@ def unique_line_delta(before: str, after: str, *, exact_eol: bool = False) -> tu
     ``exact_eol`` (the default mode of the collector) counts a last line without a newline as different from
     the same text with one, as the stored diff does: a change of only the final newline is ``+1 -1``, not
     ``+0 -0``. Upstream compares the bare lines (``upstream_quirks``)."""
-    b, a = _line_keys(before, exact_eol), _line_keys(after, exact_eol)
+    b, a = set(_lines(before, exact_eol)), set(_lines(after, exact_eol))
     return len(a - b), len(b - a)
 
 
@@ -217,7 +218,7 @@ class Collector:
         added, deleted = unique_line_delta(before, after, exact_eol=not self.quirks)
         if obs["tool"] == "multiedit":
             # §3.4 multiedit: line-count growth/shrink plus the unique-line set differences
-            nb, na = len(before.splitlines()), len(after.splitlines())
+            nb, na = len(_lines(before, not self.quirks)), len(_lines(after, not self.quirks))
             added += max(0, na - nb)
             deleted += max(0, nb - na)
             summary = f"{obs['n_edits']} edits, +{added} -{deleted}"

@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from filegram_ray.engine.lines import split_lines  # the one line model (BR2-12); re-exported here
 from filegram_ray.names import utf8_bytes
 
 #: reference §2.2
@@ -46,19 +47,6 @@ def content_hash(text: str | None) -> str | None:
     if not text:
         return None
     return hashlib.sha256(utf8_bytes(text)).hexdigest()[:HASH_LEN]
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines of ``text`` split at ``\\n`` only, each keeping its ``\\n`` (the last one may lack it): the line
-    model of ``patch`` and ``git apply``. ``\\r`` stays part of a line (CRLF files diff as CRLF lines); other
-    characters Python's ``splitlines`` breaks at (form feed, U+2028, ...) are not line ends."""
-    if not text:
-        return []
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
 
 
 def unified_diff(before: str, after: str, file_path: str) -> str:

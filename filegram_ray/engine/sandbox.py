@@ -7,25 +7,33 @@ of a trajectory (same seed → same bytes).
 
 **The link rule** (one rule, applied everywhere): a sandbox holds only regular files and directories.
 
-* Links in a bundle are never copied (nor special files, names that hold control characters, or a second name
-  that is the same text in another Unicode form); each one skipped is listed in :attr:`Sandbox.skipped` with the
-  reason. No tool can create a link.
+* Links in a bundle are never copied (nor special files, or a second name that is the same text in another
+  Unicode form); each one skipped is listed in :attr:`Sandbox.skipped` with the reason. No tool can create a link.
+* A regular file with more than one name (``st_nlink > 1``) met in a live sandbox is a *hard link* planted from
+  outside (the bundle copy and every tool write new single-name files) and counts as a link (case
+  REL2-SANDBOX-touch-planted-hardlink-changes-outside-mtime): refused by path resolution, by reads and ``touch``
+  on the open descriptor, by ``write``/``cp``/``mv`` onto it and by ``rm`` (removing a name changes the other
+  name's link count and ctime); listed with kind ``"link"``, so grep, glob and ``cp -r`` never read it.
 * Every filesystem call walks the path from a descriptor of the sandbox root, one component at a time, with
   ``openat(..., O_NOFOLLOW)``, and does its final operation relative to the parent's descriptor (``unlinkat``,
   ``renameat``, ``mkdirat``, ``O_NOFOLLOW`` opens). This happens at the moment of each call, not once per command,
   so a link that appears later (planted from outside, moved by an earlier sub-command) is refused when reached:
   a path that names or passes through a link raises :class:`SandboxError`.
 
-**Names that are not valid UTF-8** (case BR-27) never reach a tool, an event or the media store: the rule of
-:mod:`filegram_ray.names` (the workspace import's) applies — each such byte becomes ``%XX`` (``caf%E9.txt``; a
-taken name gets ``~2``, ``~3`` …). The bundle copy writes the file under that name; a name met later (planted
+**Names that are not valid UTF-8** (case BR-27) **or hold a control, line-separator or bidi character** (cases
+REL2-SANDBOX-c1-control-names-accepted, REL2-IMPORT-control-char-names-dropped-by-engine) never reach a tool, an
+event or the media store: the one rule of :mod:`filegram_ray.names` (the workspace import's) applies — each such
+byte or character becomes ``%XX`` (``caf%E9.txt``, ``a%E2%80%A8b.md``; a taken name gets ``~2``, ``~3`` …); a
+tool argument holding one is refused. The bundle copy writes the file under that name; a name met later (planted
 from outside the sandbox: no tool can create one) is renamed in place by the listing that meets it. Each rename
 is listed in :attr:`Sandbox.renamed` as (original shown with ``\\xNN``, new relative path); the generate stage
 records both lists in the trajectory's ``meta.json`` (``sandbox``).
 
 **Paths**: refused (SandboxError, a tool error) are non-strings, empty paths, NUL bytes, names that are not valid
-UTF-8 (surrogate escapes), control characters, ``~`` expansion, absolute paths outside the virtual or real root,
-``..`` escapes, device/FIFO/socket files. Accepted paths are normalised to Unicode NFC (one canonical form per
+UTF-8 (surrogate escapes), characters the names rule refuses, ``~`` expansion, absolute paths outside the virtual
+or real root, ``..`` escapes, device/FIFO/socket files. ``.`` and ``..`` are followed as the kernel follows them
+(:meth:`Sandbox.resolve`, case REL2-SEM-rm-dot-dotdot-deletes-parent): ``missing/..`` and ``file.txt/..`` are
+refused (:class:`PathLookupError`), ``link/..`` is a path through a link, never a lexical shortcut. Accepted paths are normalised to Unicode NFC (one canonical form per
 name: a folder typed in composed form is the same folder as its decomposed spelling in a bundle, which is copied
 under its NFC name).
 
@@ -56,7 +64,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from filegram_ray.names import escape_bytes, free_name, has_lone_surrogate, printable
+from filegram_ray.names import (
+    escape_name,
+    free_name,
+    name_problem,
+    printable,
+)
 
 VIRTUAL_PREFIX = "/sandbox"
 
@@ -126,8 +139,8 @@ class Entry:
 @dataclass
 class Usage:
     """What a subtree holds: ``entries`` (every entry below it), ``bytes`` (regular files), ``depth`` (most
-    components of a path relative to it), ``chars`` (longest such relative path) and ``links`` (links or
-    special files found)."""
+    components of a path relative to it), ``chars`` (longest such relative path) and ``links`` (symbolic or
+    hard links, or special files found)."""
 
     entries: int = 0
     bytes: int = 0
@@ -174,12 +187,26 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def name_problem(name: str) -> str | None:
-    """Why a directory-entry name cannot live in a sandbox (``None`` if it can). A name that is not valid UTF-8
-    can, under its ``%XX`` name (module docstring)."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        return "name contains control characters"
-    return None
+def _kind_st(st: os.stat_result) -> str:
+    """:func:`_kind` of an entry met in a live sandbox: a regular file with more than one name (a hard link
+    planted from outside: no tool and no bundle copy makes one) is a ``"link"`` (the link rule)."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return "link"
+    return _kind(st.st_mode)
+
+
+def _is_hard_link(st: os.stat_result) -> bool:
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+
+
+class PathLookupError(SandboxError):
+    """A component of a path that a later ``.`` or ``..`` steps out of is absent or not a folder: what the
+    kernel reports (``strerror``: ``"No such file or directory"`` or ``"Not a directory"``) for ``missing/..``
+    and ``file.txt/..``; the path is refused, as bash's programs refuse it."""
+
+    def __init__(self, path: str, strerror: str) -> None:
+        super().__init__(f"{path}: {strerror}")
+        self.path, self.strerror = path, strerror
 
 
 class Sandbox:
@@ -248,18 +275,14 @@ class Sandbox:
 
     def _import_dir(self, sfd: int, dfd: int, src_rel: str, rel: str, budget: Budget) -> None:
         with os.scandir(sfd) as it:
-            items = sorted(it, key=lambda e: (has_lone_surrogate(e.name), e.name))  # valid names claim theirs first
+            items = sorted(it, key=lambda e: (name_problem(e.name) is not None, e.name))  # valid names first
         taken: set[str] = set()
         for e in items:
             shown = _join(src_rel, printable(e.name))
-            problem = name_problem(e.name)
-            if problem:
-                self.skipped.append((shown, problem))
-                continue
-            if has_lone_surrogate(e.name):  # not valid UTF-8: copied under its %XX name (BR-27)
-                name = free_name(unicodedata.normalize("NFC", escape_bytes(e.name)),
+            if name_problem(e.name):  # not UTF-8, or a character no name may hold: copied under its %XX name
+                name = free_name(unicodedata.normalize("NFC", escape_name(e.name)),
                                  lambda n: n in taken or any(unicodedata.normalize("NFC", x.name) == n
-                                                             for x in items if not has_lone_surrogate(x.name)))
+                                                             for x in items if not name_problem(x.name)))
                 self.renamed.append((shown, _join(rel, name)))
             else:
                 name = unicodedata.normalize("NFC", e.name)
@@ -312,9 +335,9 @@ class Sandbox:
         """Virtual absolute path of a relative path (``"."`` → the virtual root itself)."""
         return self.virtual_root if rel in ("", ".") else f"{self.virtual_root}/{rel}"
 
-    def to_rel(self, path: str) -> str:
-        """Normalised (NFC) relative POSIX path of ``path`` (no filesystem access); SandboxError on escape.
-        Error messages quote ``path`` as given."""
+    def _raw_rel(self, path: str) -> str:
+        """``path`` checked (type, length, NUL, UTF-8, the names rule, ``~``) and made relative to the root,
+        not yet normalised: a virtual or real absolute path loses its root prefix. SandboxError otherwise."""
         if not isinstance(path, str):
             raise SandboxError(f"path must be a string, got {type(path).__name__}")
         if path == "":
@@ -327,40 +350,77 @@ class Sandbox:
             path.encode("utf-8")
         except UnicodeEncodeError:
             raise SandboxError("path is not valid UTF-8") from None
-        if any(ord(c) < 32 or ord(c) == 127 for c in path):
-            raise SandboxError("path contains control characters")
+        bad = name_problem(path)  # the one names rule (filegram_ray.names): controls, line and bidi characters
+        if bad:
+            raise SandboxError(f"path {bad}: {path!r}; such names are refused")
         if path.startswith("~"):
             raise SandboxError(f"home-directory paths are outside the sandbox: {path!r}")
-        rel = path
-        if path.startswith("/"):
-            norm = posixpath.normpath(path)
-            for base in (self.virtual_root, self.real_root):
-                if norm == base:
-                    return "."
-                if norm.startswith(base + "/"):
-                    rel = norm[len(base) + 1:]
-                    break
-            else:
-                raise SandboxError(f"absolute path outside the sandbox: {path!r} "
-                                   f"(use a relative path or {self.virtual_root}/...)")
-        rel = unicodedata.normalize("NFC", posixpath.normpath(rel))
+        if not path.startswith("/"):
+            return path
+        for base in (self.virtual_root, self.real_root):
+            if path == base or path.startswith(base + "/"):
+                return path[len(base) + 1:] or "."
+        norm = posixpath.normpath(path)
+        for base in (self.virtual_root, self.real_root):
+            if norm == base:
+                return "."
+            if norm.startswith(base + "/"):
+                return norm[len(base) + 1:]
+        raise SandboxError(f"absolute path outside the sandbox: {path!r} "
+                           f"(use a relative path or {self.virtual_root}/...)")
+
+    def to_rel(self, path: str) -> str:
+        """Normalised (NFC) relative POSIX path of ``path`` (no filesystem access); SandboxError on escape.
+        Error messages quote ``path`` as given. ``.`` and ``..`` are removed as text here; :meth:`resolve` also
+        checks them against the disk, as the kernel does."""
+        rel = unicodedata.normalize("NFC", posixpath.normpath(self._raw_rel(path)))
         if rel == ".." or rel.startswith(("../", "/")):
             raise SandboxError(f"path escapes the sandbox: {path!r}")
         if components(rel) > self.limits.max_depth:
             raise SandboxError(f"path deeper than {self.limits.max_depth} folders: {path!r}")
         return rel
 
+    def _check_dots(self, path: str) -> None:
+        """Follow ``.`` and ``..`` in ``path`` as the kernel does (bash's meaning): the component before each
+        must be a folder that exists now, and ``..`` never steps above the root. PathLookupError (absent /
+        not a folder), SandboxError (a link; an escape)."""
+        parts = self._raw_rel(path).split("/")
+        if "." not in parts and ".." not in parts:
+            return
+        stack: list[str] = []
+        for part in parts:
+            if part == "":
+                continue
+            if part not in (".", ".."):
+                stack.append(unicodedata.normalize("NFC", part))
+                continue
+            if stack:
+                st = self.lstat("/".join(stack), path)
+                if st is None:
+                    raise PathLookupError(path, "No such file or directory")
+                if stat.S_ISLNK(st.st_mode):
+                    raise self._link_error(path)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise PathLookupError(path, "Not a directory")
+            if part == "..":
+                if not stack:
+                    raise SandboxError(f"path escapes the sandbox: {path!r}")
+                stack.pop()
+
     def resolve(self, path: str, *, must_exist: bool = False) -> str:
-        """Relative NFC path of ``path`` after checking the disk as it is now: refuses a path that names or
-        passes through a link, and device/FIFO/socket files; ``must_exist`` refuses an absent path. Every later
-        filesystem call re-checks at its own moment of use."""
+        """Relative NFC path of ``path`` after checking the disk as it is now: ``.`` and ``..`` are followed
+        as the kernel follows them (:class:`PathLookupError` for ``missing/..`` or ``file.txt/..``); refuses a
+        path that names or passes through a link (a hard link planted from outside counts as one: the link
+        rule), and device/FIFO/socket files; ``must_exist`` refuses an absent path. Every later filesystem call
+        re-checks at its own moment of use."""
         rel = self.to_rel(path)
+        self._check_dots(path)
         st = self.lstat(rel, path)
         if st is None:
             if must_exist:
                 raise SandboxError(f"no such file or directory: {path!r}")
-        elif stat.S_ISLNK(st.st_mode):
-            raise SandboxError(f"symbolic links are not followed in the sandbox: {path!r}")
+        elif stat.S_ISLNK(st.st_mode) or _is_hard_link(st):
+            raise self._link_error(path, st)
         elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             raise SandboxError(f"not a regular file or directory: {path!r}")
         return rel
@@ -407,7 +467,10 @@ class Sandbox:
             yield fd, name
 
     @staticmethod
-    def _link_error(shown: str) -> SandboxError:
+    def _link_error(shown: str, st: os.stat_result | None = None) -> SandboxError:
+        if st is not None and _is_hard_link(st):
+            return SandboxError(f"hard links are not followed in the sandbox (a file with another name, maybe "
+                                f"outside the sandbox): {shown!r}")
         return SandboxError(f"symbolic links are not followed in the sandbox: {shown!r}")
 
     def lstat(self, rel: str, shown: str | None = None) -> os.stat_result | None:
@@ -424,9 +487,9 @@ class Sandbox:
         st = self.lstat(rel, shown)
         if st is None:
             return None
-        k = _kind(st.st_mode)
+        k = _kind_st(st)
         if k == "link":
-            raise self._link_error(shown or rel)
+            raise self._link_error(shown or rel, st)
         if k == "other":
             raise SandboxError(f"not a regular file or directory: {shown or rel!r}")
         return k
@@ -447,7 +510,7 @@ class Sandbox:
         names = {e.name for e in items}
         for e in items:
             name = e.name
-            if has_lone_surrogate(name):
+            if name_problem(name):  # not UTF-8 or a refused character, planted from outside: renamed %XX
                 name = self._rename_met(fd, rel, name, names)
                 if name is None:
                     continue
@@ -455,14 +518,14 @@ class Sandbox:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            out.append(Entry(name, _join(rel, name), _kind(st.st_mode), st.st_size, st.st_mtime_ns, st.st_mode))
+            out.append(Entry(name, _join(rel, name), _kind_st(st), st.st_size, st.st_mtime_ns, st.st_mode))
         out.sort(key=lambda x: x.name)
         return out
 
     def _rename_met(self, fd: int, rel: str, raw: str, names: set[str]) -> str | None:
         """Give a name that is not valid UTF-8, met in directory ``fd`` (= ``rel``), its ``%XX`` name on disk
         (module docstring); the new name, or None when it vanished meanwhile."""
-        new = free_name(unicodedata.normalize("NFC", escape_bytes(raw)),
+        new = free_name(unicodedata.normalize("NFC", escape_name(raw)),
                         lambda n: n in names or self._lexists_at(fd, n))
         try:
             os.rename(raw, new, src_dir_fd=fd, dst_dir_fd=fd)
@@ -511,7 +574,7 @@ class Sandbox:
             return Usage()
         if not stat.S_ISDIR(st.st_mode):
             return Usage(0, st.st_size if stat.S_ISREG(st.st_mode) else 0, 0, 0,
-                         0 if stat.S_ISREG(st.st_mode) else 1)
+                         0 if _kind_st(st) == "file" else 1)
         u = Usage()
         with self._dir(rel, shown) as fd:
             self._usage_fd(fd, 0, 0, u)
@@ -533,9 +596,12 @@ class Sandbox:
                     subdirs.append((e.name, n))
                 elif e.is_file(follow_symlinks=False):
                     try:
-                        u.bytes += e.stat(follow_symlinks=False).st_size
+                        st = e.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         u.entries -= 1
+                        continue
+                    u.bytes += st.st_size
+                    u.links += _is_hard_link(st)
                 else:
                     u.links += 1
         for name, n in subdirs:
@@ -627,6 +693,8 @@ class Sandbox:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory")
             if not stat.S_ISREG(st.st_mode):
                 raise SandboxError(f"not a regular file or directory: {shown or rel!r}")
+            if _is_hard_link(st):  # checked on the open descriptor: the bytes read are never another name's
+                raise self._link_error(shown or rel, st)
             if st.st_size > limit:
                 raise LimitExceeded(f"{shown or rel}: {st.st_size} bytes is more than the {limit} bytes a call "
                                     f"may read")
@@ -658,10 +726,10 @@ class Sandbox:
         self.check_write_size(len(data))
         self.check_place(rel)
         st = self.lstat(rel, shown)
-        if st is not None and not stat.S_ISREG(st.st_mode):
+        if st is not None and (not stat.S_ISREG(st.st_mode) or _is_hard_link(st)):
             if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError(errno.EISDIR, "Is a directory")
-            raise self._link_error(shown or rel) if stat.S_ISLNK(st.st_mode) else \
+            raise self._link_error(shown or rel, st) if _kind_st(st) == "link" else \
                 SandboxError(f"not a regular file or directory: {shown or rel!r}")
         head = rel.rpartition("/")[0] or "."
         new_dirs = self.missing_dirs(head) if parents else 0
@@ -679,6 +747,9 @@ class Sandbox:
                 _copy_fd(data, fd)
             else:
                 _write_all(fd, data)
+            t = times or self._now_ns()
+            if t:  # on the new file's descriptor, before the rename: never on what the name holds later
+                os.utime(fd, ns=t)
         finally:
             os.close(fd)
         try:
@@ -687,9 +758,6 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=pfd)
             raise
-        t = times or self._now_ns()
-        if t:
-            os.utime(name, ns=t, dir_fd=pfd, follow_symlinks=False)
         self._stamp_at(pfd, ".")
 
     def mkdir(self, rel: str, shown: str | None = None, *, parents: bool = False) -> None:
@@ -706,14 +774,26 @@ class Sandbox:
         """Set the mtime of ``rel`` (clock or now), creating an empty file if absent; True if created."""
         st = self.lstat(rel, shown)
         if st is not None:
-            if stat.S_ISLNK(st.st_mode):
-                raise self._link_error(shown or rel)
+            if _kind_st(st) != "file" and not stat.S_ISDIR(st.st_mode):
+                raise self._link_error(shown or rel, st) if _kind_st(st) == "link" else \
+                    SandboxError(f"not a regular file or directory: {shown or rel!r}")
             with self._parent(rel, shown) as (pfd, name):
+                try:
+                    fd = os.open(name, _O_READ, dir_fd=pfd)
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:
+                        raise self._link_error(shown or rel) from None
+                    raise
+            try:  # the times are set on the descriptor checked here, never on another name's inode
+                fst = os.fstat(fd)
+                if _kind_st(fst) == "link":
+                    raise self._link_error(shown or rel, fst)
+                if not (stat.S_ISREG(fst.st_mode) or stat.S_ISDIR(fst.st_mode)):
+                    raise SandboxError(f"not a regular file or directory: {shown or rel!r}")
                 t = self._now_ns()
-                if t:
-                    os.utime(name, ns=t, dir_fd=pfd, follow_symlinks=False)
-                else:
-                    os.utime(name, dir_fd=pfd, follow_symlinks=False)
+                os.utime(fd, ns=t) if t else os.utime(fd)
+            finally:
+                os.close(fd)
             return False
         self.check_place(rel)
         self.budget().take(1)
@@ -725,8 +805,10 @@ class Sandbox:
         return True
 
     def unlink(self, rel: str, shown: str | None = None) -> None:
-        """Remove a file (a link itself, never its target)."""
+        """Remove a file (a symbolic link itself, never its target). SandboxError for a hard link (removing
+        a name of a file with other names changes that file's link count and ctime: the link rule)."""
         with self._parent(rel, shown) as (pfd, name):
+            self._refuse_hard_link(pfd, name, shown or rel)
             os.unlink(name, dir_fd=pfd)
             self._stamp_at(pfd, ".")
 
@@ -735,8 +817,22 @@ class Sandbox:
             os.rmdir(name, dir_fd=pfd)
             self._stamp_at(pfd, ".")
 
+    def _refuse_hard_link(self, pfd: int, name: str, shown: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            if _is_hard_link(st):
+                raise self._link_error(shown, st)
+
     def rmtree(self, rel: str, shown: str | None = None) -> None:
-        """Delete folder ``rel`` and everything in it through descriptors (links are removed, never entered)."""
+        """Delete folder ``rel`` and everything in it through descriptors (symbolic links are removed, never
+        entered). SandboxError, nothing removed, if it holds a hard link (the link rule; one met later, planted
+        during the removal, is left in place and stops it there)."""
+        for d, _dirs, others in self.walk(rel, shown, what="rm -r"):
+            for e in others:
+                if e.kind == "link" and stat.S_ISREG(e.mode):
+                    shown_e = (shown or rel) + e.rel[len(rel):] if rel != "." else e.rel
+                    raise SandboxError(f"{shown_e!r} is a hard link (a file with another name, maybe outside the "
+                                       f"sandbox); nothing removed")
         with self._parent(rel, shown) as (pfd, name):
             cfd = os.open(name, _O_DIR, dir_fd=pfd)
             try:
@@ -756,6 +852,7 @@ class Sandbox:
                     os.close(cfd)
                 os.rmdir(e.name, dir_fd=fd)
             else:
+                self._refuse_hard_link(fd, e.name, e.name)
                 os.unlink(e.name, dir_fd=fd)
 
     def rename(self, src: str, dst: str, shown_src: str | None = None, shown_dst: str | None = None) -> None:
@@ -763,6 +860,8 @@ class Sandbox:
         entry deeper or longer than the path limits."""
         self.check_place(dst, self.usage(src, shown_src))
         with self._parent(src, shown_src) as (sfd, sname), self._parent(dst, shown_dst) as (dfd, dname):
+            self._refuse_hard_link(sfd, sname, shown_src or src)
+            self._refuse_hard_link(dfd, dname, shown_dst or dst)
             os.replace(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
             self._stamp_at(sfd, ".")
             self._stamp_at(dfd, ".")
@@ -775,7 +874,7 @@ class Sandbox:
         ``preserve``: keep mode and mtime (cp -p); ``no_clobber``: leave existing files alone (cp -n)."""
         sub = self.usage(src, shown_src)
         if sub.links:
-            raise SandboxError(f"{shown_src or src!r} holds a symbolic link or special file; not copied")
+            raise SandboxError(f"{shown_src or src!r} holds a symbolic link, a hard link or a special file; not copied")
         skind = self.kind(src, shown_src)
         if skind == "file":
             self.check_write_size(sub.bytes)
@@ -791,7 +890,7 @@ class Sandbox:
         self.check_time("copy")
         st = os.stat(sname, dir_fd=sfd, follow_symlinks=False)
         times = (st.st_atime_ns, st.st_mtime_ns) if preserve else None
-        kind = _kind(st.st_mode)
+        kind = _kind_st(st)
         if kind == "dir":
             try:
                 os.mkdir(dname, 0o755, dir_fd=dfd)
@@ -815,7 +914,7 @@ class Sandbox:
                 os.utime(dname, ns=t, dir_fd=dfd, follow_symlinks=False)
             return
         if kind != "file":
-            raise SandboxError(f"{shown!r} is a symbolic link or special file; not copied")
+            raise SandboxError(f"{shown!r} is a symbolic link, a hard link or a special file; not copied")
         try:
             dst = os.stat(dname, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
@@ -823,13 +922,13 @@ class Sandbox:
         if dst is not None:
             if no_clobber:
                 return
-            if not stat.S_ISREG(dst.st_mode):
-                raise SandboxError(f"cannot overwrite {dname!r}: not a regular file")
+            if _kind_st(dst) != "file":
+                raise SandboxError(f"cannot overwrite {dname!r}: not a regular file (a link or special file)")
         mode = stat.S_IMODE(st.st_mode) if preserve else (stat.S_IMODE(dst.st_mode) if dst else None)
         rfd = os.open(sname, _O_READ, dir_fd=sfd)
         try:
-            if not stat.S_ISREG(os.fstat(rfd).st_mode):
-                raise SandboxError(f"{shown!r} is not a regular file; not copied")
+            if _kind_st(os.fstat(rfd)) != "file":
+                raise SandboxError(f"{shown!r} is not a regular file with one name; not copied")
             self._write_at(dfd, dname, rfd, mode, times)
         finally:
             os.close(rfd)

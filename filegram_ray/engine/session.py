@@ -42,7 +42,7 @@ from filegram_ray.engine.filter import filter_events
 from filegram_ray.engine.media import MediaStore
 from filegram_ray.engine.sandbox import VIRTUAL_PREFIX, Limits, OpCounter, Sandbox, SandboxError
 from filegram_ray.engine.tools import TOOLS, ToolContext, ToolError, ToolResult, list_tree
-from filegram_ray.names import escape_bytes
+from filegram_ray.names import escape_bytes, escape_name
 from filegram_ray.schema.events import dumps_events
 
 #: simulated tool latency ranges in ms, (low, high) inclusive — our own model, not a reference constant.
@@ -100,10 +100,12 @@ class EngineSession:
             log.warning("%s: %d bundle entries not copied into the sandbox (link rule): %s", dirname,
                         len(self.sandbox.skipped), "; ".join(f"{p} ({why})" for p, why in self.sandbox.skipped[:10]))
         if self.sandbox.renamed:
-            log.warning("%s: %d bundle names are not valid UTF-8, copied under %%XX names: %s", dirname,
+            log.warning("%s: %d bundle names are not valid UTF-8 or hold control, line-separator or bidi characters, "
+                        "copied under %%XX names: %s", dirname,
                         len(self.sandbox.renamed), "; ".join(f"{a} -> {b}" for a, b in self.sandbox.renamed[:10]))
-        # paths are NFC inside the sandbox (sandbox.py): key the annotations the same way
-        self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", k): v for k, v in (annotations or {}).items()})
+        # paths are NFC and follow the names rule inside the sandbox (sandbox.py): key the annotations the same way
+        self._ctx = ToolContext(annotations={unicodedata.normalize("NFC", "/".join(map(escape_name, k.split("/")))): v
+                                             for k, v in (annotations or {}).items()})
         self._time_rng = random.Random(sub_seed(self.seed, "timing"))
         id_rng = random.Random(sub_seed(self.seed, "event-ids"))
         self.media = MediaStore()

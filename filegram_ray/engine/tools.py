@@ -14,6 +14,11 @@ cut; the whole read output is capped at 30,000 chars. grep/glob report at most 1
 (:mod:`filegram_ray.engine.bounded`); media kinds only through the session's annotations (a media file without
 one gives a "skipped" notice and no event).
 
+One line model (case BR2-12, :mod:`filegram_ray.engine.lines`): a line ends at ``\n`` only (a ``\r`` before it
+belongs to the ending); a lone ``\r``, a form feed, U+0085 or U+2028 stays inside its line, so ``read``'s line
+numbers, ``grep``'s, a read's ``view_range`` and the recorded diff's hunks all count the same lines, as ``wc -l``
+and ``grep -n`` do.
+
 One view per file (case R2-eml-grep-line-numbers-differ-from-read): ``read`` and ``grep`` see the same text of a
 file — :func:`file_view`: a document's extracted text, a media file's annotation, a text file's decoded bytes — so
 a line number grep reports is the ``offset`` at which read shows that line, and the ``view_range`` recorded for a
@@ -43,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from filegram_ray.engine.bash import LIST_CAP, BashRefused, run_bash
+from filegram_ray.engine.lines import view_lines
 from filegram_ray.engine.sandbox import LimitExceeded, Sandbox
 
 #: reference §1.1 read window and caps
@@ -268,8 +274,9 @@ def _regular_files(sb: Sandbox, rel: str, what: str) -> list[str]:
 
 
 def _format_window(text: str, offset: int, limit: int) -> tuple[str, list[int], str]:
-    """Line-numbered view of ``text``; returns (output, view_range, shown raw text)."""
-    lines = text.splitlines()
+    """Line-numbered view of ``text``; returns (output, view_range, shown raw text). Lines are those of
+    :func:`~filegram_ray.engine.lines.view_lines` (they end at ``\n`` only, as grep's and the diff's do)."""
+    lines = view_lines(text)
     n = len(lines)
     if n == 0:
         return "(empty file)\n", [1, 0], ""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from filegram_ray.names import escape_bytes, free_name, printable
+from filegram_ray.names import escape_name, free_name, name_problem, printable
 from filegram_ray.workspace import writers as W
 from filegram_ray.workspace.extract import (
     ExtractionError,
@@ -300,9 +300,10 @@ MEDIA_PROBE_TIMEOUT_S = 60
 MEDIA_PROBE_SECONDS = 10
 
 
-#: ``name`` with every byte that is not valid UTF-8 written as ``%XX`` (os.fsdecode turns such bytes into lone
-#: surrogates, which no UTF-8 file can hold): the one rule of :mod:`filegram_ray.names`, shared with the engine
-_safe_component = escape_bytes
+#: ``name`` with every byte that is not valid UTF-8 (os.fsdecode turns such bytes into lone surrogates, which no
+#: UTF-8 file can hold) and every control, line-separator or bidi character written as ``%XX``: the one names rule
+#: of :mod:`filegram_ray.names`, shared with the engine (cases BR-27, REL2-IMPORT-control-char-names-dropped-by-engine)
+_safe_component = escape_name
 #: a path for messages: valid UTF-8 with undecodable bytes shown as ``\xNN``
 _printable = printable
 
@@ -355,8 +356,11 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
     cannot be read (corrupt or oversized container, a zip bomb, an image / audio / video file that does not decode,
     a link, a special file, an unreadable folder) is listed in ``errors`` [{"path", "error"}] and the rest is
     imported; the extracted text of each readable document goes to ``out_dir/extracted/<path>.txt``. A name that
-    is not valid UTF-8 is imported under a safe name (each such byte written ``%XX``; ``renamed_from`` in its row,
-    one entry in ``warnings``), so everything written is UTF-8 (cases BR-27, REL-import-invalid-utf8-filename-aborts).
+    is not valid UTF-8, or that holds a control, line-separator or bidi character (the names rule of
+    :mod:`filegram_ray.names`, the engine's), is imported under a safe name (each such byte or character written
+    ``%XX``; ``renamed_from`` in its row, one entry in ``warnings``), so everything written is UTF-8 and every
+    imported file reaches the sandbox (cases BR-27, REL-import-invalid-utf8-filename-aborts,
+    REL2-IMPORT-control-char-names-dropped-by-engine).
     Raises: FileNotFoundError when ``src_dir`` is not a directory.
     """
     import stat as _stat
@@ -403,7 +407,8 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
                 head, _, base = rel.rpartition("/")
                 rel = (f"{head}/" if head else "") + free_name(
                     base, lambda n, h=head: (f"{h}/{n}" if h else n) in extra or (files_dir / h / n).exists())
-                warnings.append({"path": rel, "warning": f"file name is not valid UTF-8 ({_printable(raw)}): "
+                why = next(p for p in map(name_problem, raw.split("/")) if p)
+                warnings.append({"path": rel, "warning": f"file name {why} ({_printable(raw)}): "
                                                          f"imported as {rel!r}"})
             path = src / raw
             st = os.lstat(path)
