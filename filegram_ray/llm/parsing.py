@@ -39,7 +39,8 @@ def index_of_letter(letter: str) -> int:
 
 
 def parse_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` (code fences and trailing commas tolerated, reference §8.3); else None."""
+    """The first JSON object in ``text`` (code fences and trailing commas tolerated, reference §8.3); else None
+    (also for JSON nested too deeply for Python's decoder: model output never raises here)."""
     if not text:
         return None
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
@@ -56,7 +57,7 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
                         blob = re.sub(r",\s*([}\]])", r"\1", cand[start:j + 1])
                         try:
                             obj = json.loads(blob)
-                        except json.JSONDecodeError:
+                        except (json.JSONDecodeError, RecursionError):  # deep nesting from a model: not an answer
                             break
                         if isinstance(obj, dict):
                             return obj

@@ -159,7 +159,8 @@ class Completion:
 
 
 def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
-    """Deepest ``[``/``{`` nesting of JSON text (strings skipped), counting stops at ``limit + 1``."""
+    """Deepest ``[``/``{`` nesting of the first JSON value in ``text`` (strings skipped; counting stops at
+    ``limit + 1`` and where that value closes)."""
     depth = best = 0
     in_str = esc = False
     for ch in text:
@@ -180,6 +181,8 @@ def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
                     return best
         elif ch in "]}":
             depth -= 1
+            if depth <= 0:
+                return best
     return best
 
 

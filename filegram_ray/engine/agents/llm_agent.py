@@ -22,9 +22,17 @@ context budget (upstream: 128 K budget, prune only if ≥ 20 K tokens are saved,
 protected; ours scales those to ``context_tokens``: prune at 85 %, keep the newest 30 %, only if ≥ 5 % is saved)
 and emits ``compaction_triggered``.
 
+Every reply is bounded (:mod:`filegram_ray.llm.replies`): content and each call's arguments are cut at
+``16 × max_tokens`` characters and at most 32 tool calls of one reply run; the turn records ``reply_cut`` and the
+model sees the cut (a note in the content, a note after the last call's output), so neither the conversation
+re-sent each turn nor ``transcript.json`` can grow by more than that per iteration. Token counts never fall below
+one per 16 characters received, whatever the server's ``usage`` says. A tool call whose JSON cannot be read
+(nested too deeply, cut, not an object) comes back to the model as a tool error and the trajectory goes on.
+
 A trajectory ends ``completed`` (``session_end`` emitted) unless the server rejected a request it could not
-recover from (``stop_reason = "llm_error"``; reference §1.2: an LLM error skips ``session_end``). A server that
-does not answer at all raises :class:`LLMServerUnavailable` naming its URL.
+recover from or sent only malformed replies to it after the retries (``stop_reason = "llm_error"``, the earlier
+turns kept; reference §1.2: an LLM error skips ``session_end``). A server that does not answer at all raises
+:class:`LLMServerUnavailable` naming its URL.
 
 Public API: :class:`LLMAgentConfig` (the ``generate.llm`` config section), :class:`ChatEndpoint`,
 :func:`run_llm_trajectory`, :func:`probe_endpoint`, :class:`AgentResult`, :data:`AGENT_VERSION`.
@@ -54,11 +62,12 @@ from filegram_ray.engine.agents.prompts import (
     text,
 )
 from filegram_ray.engine.agents.toolcalls import ToolCall, parse_tool_calls
+from filegram_ray.llm.replies import MAX_TOOL_CALLS, REPLY_CHARS_PER_TOKEN
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AGENT_VERSION", "AgentResult", "ChatEndpoint", "ChatReply", "LLMAgentConfig", "LLMRequestRejected",
-           "LLMServerUnavailable", "ServeConfig", "probe_endpoint", "run_llm_trajectory"]
+__all__ = ["AGENT_VERSION", "AgentResult", "ChatEndpoint", "ChatReply", "LLMAgentConfig", "LLMMalformedReply",
+           "LLMRequestRejected", "LLMServerUnavailable", "ServeConfig", "probe_endpoint", "run_llm_trajectory"]
 
 #: Bumped when prompts or loop rules change (part of a finished unit's fingerprint: a rerun regenerates).
 AGENT_VERSION = "llm-agent-1"
@@ -159,11 +168,21 @@ class LLMServerUnavailable(ConnectionError):
 
 
 class LLMRequestRejected(RuntimeError):
-    """The server answered a request with a client error (4xx other than 429), e.g. a prompt over its context."""
+    """The server answered a request with a client error (4xx other than 408/429), e.g. a prompt over its context."""
 
     def __init__(self, url: str, status: int, message: str):
         super().__init__(f"LLM server at {url} rejected the request (HTTP {status}): {message}")
         self.url, self.status, self.message = url, status, message
+
+
+class LLMMalformedReply(LLMRequestRejected):
+    """Every attempt of a request got a reply that is not a usable chat completion (``error.raw``: the start of
+    the last body). The trajectory stops with ``llm_error`` and keeps its earlier turns."""
+
+    def __init__(self, url: str, error: Any):
+        RuntimeError.__init__(self, f"LLM server at {url} sent no usable reply after {error.attempts} attempts: "
+                                    f"{error.message}; raw reply: {error.raw[:300]!r}")
+        self.url, self.status, self.message, self.raw = url, error.status or 200, error.message, error.raw
 
 
 def probe_endpoint(base_url: str, api_key: str = "EMPTY", timeout_s: float = 30.0) -> list[str]:
@@ -193,7 +212,9 @@ def probe_endpoint(base_url: str, api_key: str = "EMPTY", timeout_s: float = 30.
 @dataclass
 class ChatReply:
     """One chat completion: ``message`` (dict with ``content`` / ``tool_calls``), ``finish_reason``, token counts
-    from the server's ``usage`` (estimated when absent), ``latency_s`` (wall seconds incl. retries), ``url``."""
+    from the server's ``usage`` (estimated when absent or implausible; never fewer than one per 16 characters
+    received), ``latency_s`` (wall seconds incl. retries), ``url``, ``cut`` (what the per-reply size bound removed,
+    :attr:`filegram_ray.llm.replies.Completion.cut`)."""
 
     message: dict[str, Any]
     finish_reason: str
@@ -202,105 +223,92 @@ class ChatReply:
     latency_s: float
     url: str
     attempts: int = 1
+    cut: dict[str, int] = field(default_factory=dict)
 
 
 class ChatEndpoint:
-    """An async chat client for one OpenAI-compatible endpoint, with retries and back-off.
+    """An async chat client for one OpenAI-compatible endpoint (``httpx``), with retries and back-off; every reply
+    is checked by :func:`~filegram_ray.llm.replies.read_completion` (the evaluate stage's reader).
 
-    Retried: connection errors, timeouts, HTTP 429 and 5xx (``retries`` extra attempts, back-off ``backoff_s``
-    doubling, ±25 % seeded jitter, at most 60 s). Not retried: other 4xx (:class:`LLMRequestRejected`).
-    Create and use it inside one event loop; :meth:`aclose` when done.
+    Retried: connection errors, timeouts, HTTP 408/429/5xx (also as an ``error`` object on HTTP 200) and malformed
+    replies — a body that is not JSON (an HTML page, a truncated body), not UTF-8, nested too deeply, without
+    usable ``choices``, cut inside its reasoning (``retries`` extra attempts, back-off ``backoff_s`` doubling,
+    ±25 % seeded jitter, at most 60 s). Not retried: other 4xx (:class:`LLMRequestRejected`). Each reply is bounded
+    to ``max_chars`` characters of content and of each call's arguments (the cut is recorded in
+    :attr:`ChatReply.cut`). Create and use it inside one event loop; :meth:`aclose` when done.
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", timeout_s: float = 600.0,
                  retries: int = 4, backoff_s: float = 2.0, jitter_seed: int = 0):
-        from openai import AsyncOpenAI
+        import httpx
 
         self.base_url, self.model = base_url.rstrip("/"), model
         self.retries, self.backoff_s = int(retries), float(backoff_s)
         self._rng = random.Random(jitter_seed)
-        self._client = AsyncOpenAI(base_url=self.base_url, api_key=api_key or "EMPTY", timeout=timeout_s,
-                                   max_retries=0)
+        self._headers = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
+        self._client = httpx.AsyncClient(timeout=timeout_s)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
+
+    def _wait(self, attempt: int) -> float:
+        delay = min(60.0, self.backoff_s * (2 ** attempt)) * (0.75 + 0.5 * self._rng.random())
+        log.info("LLM request to %s failed; retry %d/%d in %.1fs", self.base_url, attempt + 1, self.retries, delay)
+        return delay
 
     async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, max_tokens: int,
                    temperature: float, top_p: float | None = None, seed: int | None = None,
                    tool_choice: str = "auto", extra_body: dict[str, Any] | None = None,
-                   down: asyncio.Event | None = None) -> ChatReply:
+                   down: asyncio.Event | None = None, max_chars: int | None = None) -> ChatReply:
         """One completion. ``down`` (shared by the sessions of one actor): set when this endpoint is declared
-        dead, so the other sessions stop at once instead of retrying each on their own.
+        dead, so the other sessions stop at once instead of retrying each on their own. ``max_chars``: the
+        per-reply size bound (default :data:`~filegram_ray.llm.replies.REPLY_CHARS_PER_TOKEN` × ``max_tokens``).
 
         Raises:
             LLMServerUnavailable: the server did not answer after all retries (or ``down`` was set).
-            LLMRequestRejected: a 4xx answer other than 429.
+            LLMRequestRejected: a 4xx answer other than 408/429.
+            LLMMalformedReply: every attempt got a malformed reply (the message keeps the start of the last one).
         """
-        import openai
+        from filegram_ray.llm.replies import REPLY_CHARS_PER_TOKEN, ReplyError, exchange_async, post_async
 
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                                  "temperature": temperature}
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                   "temperature": temperature}
         if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = tool_choice
+            payload["tools"] = tools
+            payload["tool_choice"] = tool_choice
         if top_p is not None:
-            kwargs["top_p"] = top_p
+            payload["top_p"] = top_p
         if seed is not None:
-            kwargs["seed"] = seed
-        if extra_body:
-            kwargs["extra_body"] = extra_body
+            payload["seed"] = seed
+        payload.update(extra_body or {})
+        if down is not None and down.is_set():
+            raise LLMServerUnavailable(f"LLM server at {self.base_url} is down (another session gave up)")
         t0 = time.perf_counter()
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            if down is not None and down.is_set():
-                raise LLMServerUnavailable(f"LLM server at {self.base_url} is down (another session gave up)")
-            try:
-                resp = await self._client.chat.completions.create(**kwargs)
-            except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
-                    openai.InternalServerError) as exc:
-                last = exc
-            except openai.APIStatusError as exc:
-                if exc.status_code >= 500:
-                    last = exc
-                else:
-                    raise LLMRequestRejected(self.base_url, exc.status_code, _err_text(exc)) from exc
-            else:
-                return self._reply(resp, messages, t0, attempt + 1)
-            if attempt < self.retries:
-                delay = min(60.0, self.backoff_s * (2 ** attempt)) * (0.75 + 0.5 * self._rng.random())
-                log.info("LLM request to %s failed (%s); retry %d/%d in %.1fs", self.base_url,
-                         type(last).__name__, attempt + 1, self.retries, delay)
-                await asyncio.sleep(delay)
-        if down is not None:
-            down.set()
-        raise LLMServerUnavailable(f"LLM server at {self.base_url} did not answer after {self.retries + 1} "
-                                   f"attempts: {type(last).__name__}: {last}") from last
-
-    def _reply(self, resp: Any, messages: list[dict[str, Any]], t0: float, attempts: int) -> ChatReply:
-        if not getattr(resp, "choices", None):
-            raise LLMRequestRejected(self.base_url, 200, "the reply has no choices")
-        ch = resp.choices[0]
-        msg = ch.message.model_dump(exclude_none=True) if ch.message is not None else {}
-        usage = getattr(resp, "usage", None)
-        content = msg.get("content") or ""
-        tin = getattr(usage, "prompt_tokens", None)
-        tout = getattr(usage, "completion_tokens", None)
+        url = self.base_url + "/chat/completions"
+        try:
+            comp, attempts = await exchange_async(
+                lambda: post_async(self._client, url, payload, self._headers), retries=self.retries,
+                wait_s=self._wait, give_up=(lambda: down.is_set()) if down is not None else None,
+                max_chars=max_chars or REPLY_CHARS_PER_TOKEN * max_tokens)
+        except ReplyError as exc:
+            if exc.kind == "malformed":
+                raise LLMMalformedReply(self.base_url, exc) from exc
+            if exc.kind == "status" and not exc.retryable:
+                raise LLMRequestRejected(self.base_url, exc.status or 0, exc.message) from exc
+            if down is not None:
+                down.set()
+            raise LLMServerUnavailable(f"LLM server at {self.base_url} did not answer after {exc.attempts} "
+                                       f"attempts: {exc.describe()}") from exc
+        msg = comp.message()
+        tin, tout = comp.prompt_tokens, comp.completion_tokens
         if tin is None:
             tin = int(sum(len(str(m.get("content") or "")) for m in messages) / CHARS_PER_TOKEN)
         if tout is None:
-            tout = int((len(content) + len(json.dumps(msg.get("tool_calls") or []))) / CHARS_PER_TOKEN)
-        return ChatReply(msg, str(ch.finish_reason or "stop"), int(tin), int(tout), time.perf_counter() - t0,
-                         self.base_url, attempts)
-
-
-def _err_text(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            return str(err.get("message") or err)[:500]
-        return str(err)[:500]
-    return str(exc)[:500]
+            tout = int((len(comp.content) + len(json.dumps(comp.tool_calls))) / CHARS_PER_TOKEN)
+        # a server's usage may not undercount what it sent: at least one token per REPLY_CHARS_PER_TOKEN characters
+        tout = max(int(tout), (len(comp.content) + len(json.dumps(comp.tool_calls))) // REPLY_CHARS_PER_TOKEN)
+        return ChatReply(msg, comp.finish_reason or "stop", int(tin), tout, time.perf_counter() - t0,
+                         self.base_url, attempts, comp.cut)
 
 
 @dataclass
@@ -441,7 +449,13 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                 break
             tin_total += reply.prompt_tokens
             tout_total += reply.completion_tokens
+            cap = REPLY_CHARS_PER_TOKEN * cfg.max_tokens
+            if reply.cut.get("content_chars"):  # the size bound cut the reply: the model and the transcript see it
+                reply.message["content"] = (f"{reply.message.get('content') or ''}\n[… {reply.cut['content_chars']} "
+                                            f"more characters cut: a reply is bounded to {cap} characters]")
             calls, rest = parse_tool_calls(reply.message, id_prefix=f"call_{it}", tools=tool_names)
+            dropped = max(0, len(calls) - MAX_TOOL_CALLS) + reply.cut.get("tool_calls", 0)
+            calls = calls[:MAX_TOOL_CALLS]
             reasoning = bool(reply.message.get("reasoning_content") or reply.message.get("reasoning"))
             turn: dict[str, Any] = {
                 "iteration": it, "latency_s": round(reply.latency_s, 3), "attempts": reply.attempts,
@@ -450,6 +464,9 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                 "native_tool_calls": reply.message.get("tool_calls") or [], "calls": []}
             if compaction:
                 turn["compaction"] = compaction
+            if reply.cut or dropped:
+                turn["reply_cut"] = {**reply.cut, **({"tool_calls": dropped} if dropped else {}),
+                                     "bound_chars": cap, "max_tool_calls": MAX_TOOL_CALLS}
             appended: list[dict[str, Any]] = []
             with sess.iteration(reply.prompt_tokens, reply.completion_tokens,
                                 response_time_ms=reply.latency_s * 1000.0,
@@ -468,6 +485,10 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                                               "source": c.source, "error": c.error, "ok": ok,
                                               "output": _cap(out, 2000)})
                         results.append((c, _cap(out, cfg.max_tool_output_chars)))
+                    if dropped:
+                        c, out = results[-1]
+                        results[-1] = (c, f"{out}\n[{dropped} more tool calls in this reply were not run: at most "
+                                          f"{MAX_TOOL_CALLS} per reply]")
                     if cfg.tool_results_as == "tool":
                         appended += [{"role": "tool", "tool_call_id": c.id, "content": out, "_tool_output": True}
                                      for c, out in results]

@@ -14,8 +14,10 @@ own template writes ``{"name": …, "arguments": {…}}`` in ``content``, often 
 
 JSON is read leniently: raw newlines inside strings (``strict=False``), trailing commas. A call that cannot be
 used — arguments that are not JSON or not an object, a ``name`` that is not a string, text that plainly tries a call
-but does not parse — comes back as a :class:`ToolCall` with ``error`` set; the agent shows that error to the model
-instead of running anything. Nothing here raises on model output.
+but does not parse, JSON nested deeper than :data:`~filegram_ray.llm.replies.MAX_JSON_DEPTH` levels (Python's
+decoder would raise RecursionError near 1000: ``REL2-LLM-agent-nested-json-recursion``) — comes back as a
+:class:`ToolCall` with ``error`` set; the agent shows that error to the model instead of running anything. Nothing
+here raises on model output.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from filegram_ray.llm.replies import MAX_JSON_DEPTH, json_depth
 
 __all__ = ["ToolCall", "parse_tool_calls"]
 
@@ -38,6 +42,8 @@ _ARG_KEYS = ("arguments", "parameters", "args", "input")
 TOOL_NAMES: tuple[str, ...] = ("read", "write", "edit", "multiedit", "grep", "glob", "list", "bash")
 #: most JSON candidates tried in one reply (bounds the work on a long, brace-heavy text)
 MAX_CANDIDATES = 200
+#: marks a JSON value too deeply nested to read (:func:`_json_values`)
+_TOO_DEEP = object()
 
 
 @dataclass
@@ -72,11 +78,36 @@ class ToolCall:
                 "function": {"name": self.name or "invalid", "arguments": json.dumps(args, ensure_ascii=False)}}
 
 
-def _loads(text: str) -> Any:
+class _TooDeep(json.JSONDecodeError):
+    """JSON nested deeper than MAX_JSON_DEPTH (a decode error like any other: the call is malformed)."""
+
+    def __init__(self, text: str, pos: int = 0):
+        super().__init__(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", text, pos)
+
+
+def _decode(text: str, start: int = 0) -> tuple[Any, int]:
+    """``raw_decode`` that refuses JSON nested deeper than MAX_JSON_DEPTH (checked on the text before decoding,
+    and a RecursionError of the decoder itself is turned into the same refusal)."""
+    if json_depth(text[start:start + 4 * MAX_JSON_DEPTH + 4096]) > MAX_JSON_DEPTH:
+        raise _TooDeep(text, start)
     try:
-        return _DECODER.decode(text.strip())
+        return _DECODER.raw_decode(text, start)
+    except RecursionError:
+        raise _TooDeep(text, start) from None
+
+
+def _loads(text: str) -> Any:
+    text = text.strip()
+    try:
+        obj, end = _decode(text)
+    except _TooDeep:
+        raise
     except json.JSONDecodeError:
-        return _DECODER.decode(_TRAILING_COMMA.sub(r"\1", text.strip()))
+        text = _TRAILING_COMMA.sub(r"\1", text)
+        obj, end = _decode(text)
+    if text[end:].strip():
+        raise json.JSONDecodeError("Extra data", text, end)
+    return obj
 
 
 def _arguments(value: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -138,13 +169,19 @@ def _json_values(text: str) -> list[tuple[Any, str]]:
         j = min(starts)
         tries += 1
         try:
-            obj, end = _DECODER.raw_decode(text, j)
+            obj, end = _decode(text, j)
+        except _TooDeep:
+            out.append((_TOO_DEEP, text[j:j + 2000]))
+            break
         except json.JSONDecodeError:
             try:  # trailing commas: retry on the repaired tail
                 fixed = _TRAILING_COMMA.sub(r"\1", text[j:])
-                obj, end = _DECODER.raw_decode(fixed, 0)
+                obj, end = _decode(fixed, 0)
                 out.append((obj, fixed[:end]))
                 break  # offsets of the repaired text no longer map onto the original: stop here
+            except _TooDeep:
+                out.append((_TOO_DEEP, text[j:j + 2000]))
+                break
             except json.JSONDecodeError:
                 i = j + 1
                 continue
@@ -160,6 +197,10 @@ def _calls_in_text(text: str, next_id, tools: frozenset[str]) -> tuple[list[Tool
     def from_values(segment: str) -> list[ToolCall]:
         found = []
         for obj, raw in _json_values(segment):
+            if obj is _TOO_DEEP:
+                found.append(ToolCall(next_id(), None, None, f"the tool call is JSON nested deeper than "
+                                      f"{MAX_JSON_DEPTH} levels", "content", raw))
+                continue
             items = obj if isinstance(obj, list) else [obj]
             for it in items:
                 if isinstance(it, dict):
