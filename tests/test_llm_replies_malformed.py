@@ -12,13 +12,14 @@ malformed shape byte for byte; the real-model variant (a llama.cpp server killed
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 import polars as pl
 import pytest
 from evaluate_fixtures import make_run
-from scripted_chat_server import RawReply, ScriptedChatServer, completion
+from scripted_chat_server import RawReply, ScriptedChatServer, completion, native_call
 
 from filegram_ray.config import load_config
 from filegram_ray.evaluate.answer import _answer_row
@@ -268,3 +269,100 @@ def test_REL2_LLM_evaluate_malformed_json_body_crashes_stage_now_gives_error_row
         per_item[str(req["messages"][-1]["content"])] = per_item.get(str(req["messages"][-1]["content"]), 0) + 1
     assert max(v for k, v in per_item.items() if k != "Reply with the single letter A.") <= 2
 
+
+
+# ------------------------------------------------------------------------------------- the LLM agent
+
+
+def _agent(script, tmp_path, **cfg_kw):
+    from test_llm_agent import _run
+
+    from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
+
+    with ScriptedChatServer(script) as srv:
+        cfg = LLMAgentConfig(base_url=srv.base_url, backoff_s=0.01, retries=1, **cfg_kw)
+        res = _run(srv, tmp_path, cfg)
+        return res, srv.requests
+
+
+def test_REL2_LLM_agent_nested_json_recursion_is_a_tool_error_and_the_trajectory_goes_on(tmp_path):
+    nested = ["<tool_call>" + '{"a":' * 20000 + "1" + "}" * 20000 + "</tool_call>",
+              '{"name": "read", "arguments": {"file_path": "notes/a.md"}}' + "[" * 50000,
+              '{"name": "read", "arguments": ' + "[" * 3000 + "]" * 3000 + "}"]
+    script = [completion(c) for c in nested] + [
+        completion(None, [native_call("read", "[" * 3000 + "]" * 3000)]),
+        completion(None, [native_call("write", {"file_path": "out.md", "content": "done"})]),
+        completion("Finished.")]
+    res, reqs = _agent(lambda req, n: script[min(n, len(script)) - 1], tmp_path, max_nudges=0)
+    try:
+        assert res.stop_reason == "finished" and res.iterations == len(script)
+        calls = [c for t in res.transcript["turns"] for c in t["calls"]]
+        deep = [c for c in calls if c["error"] and "nested" in c["error"]]
+        assert len(deep) >= 3  # each deep call came back as a tool error …
+        assert any(c["name"] == "read" and c["ok"] for c in calls)  # … the valid call before the junk still ran
+        tool_msgs = [m for m in reqs[1]["messages"] if m["role"] == "tool"]
+        assert tool_msgs and "nested deeper" in tool_msgs[-1]["content"]  # the model was told
+        json.dumps(res.transcript)  # the transcript stays writable
+    finally:
+        res.session.close()
+
+
+def test_REL2_LLM_agent_huge_reply_unbounded_transcript_is_cut_with_a_note(tmp_path):
+    huge = "The answer is A. " + "Z" * 3_000_000
+    res, reqs = _agent(lambda req, n: completion(huge, prompt_tokens=10, completion_tokens=15), tmp_path,
+                       max_tokens=64, max_nudges=2, max_iterations=4)
+    try:
+        bound = 16 * 64
+        turns = res.transcript["turns"]
+        assert all(t["reply_cut"]["content_chars"] > 2_900_000 and t["reply_cut"]["bound_chars"] == bound
+                   for t in turns)
+        assert all(len(t["content"]) < bound + 200 and "characters cut" in t["content"] for t in turns)
+        assert len(json.dumps(res.transcript)) < 200_000  # was 335 MB for 4 × 40 MB replies
+        assert max(len(json.dumps(r)) for r in reqs) < 100_000  # no huge reply re-sent to the server
+        assert all(t["completion_tokens"] >= 64 for t in turns)  # usage claimed 15: the floor counts what came
+    finally:
+        res.session.close()
+
+
+def test_agent_malformed_replies_are_retried_then_stop_cleanly_keeping_earlier_turns(tmp_path):
+    def script(req, n):
+        if n == 1:
+            return completion(None, [native_call("write", {"file_path": "a.md", "content": "x"})])
+        return RawReply(200, b"<html><body>502 Bad Gateway</body></html>", "text/html")
+
+    res, reqs = _agent(script, tmp_path)
+    try:
+        assert res.stop_reason == "llm_error" and "HTML" in res.transcript["error"]
+        assert len(reqs) == 1 + 2  # the malformed request: sent once and retried once
+        assert res.transcript["turns"][0]["calls"][0]["ok"]  # the earlier turn is kept
+    finally:
+        res.session.close()
+
+
+def test_BR2_25_agent_choices_null_with_429_is_retried_and_many_calls_are_bounded(tmp_path):
+    from filegram_ray.engine.agents.llm_agent import ChatEndpoint, LLMServerUnavailable
+
+    status, body = MALFORMED["choices-null-429"]
+    with ScriptedChatServer(lambda req, n: RawReply(status, body)) as srv:
+        async def go():
+            ep = ChatEndpoint(srv.base_url, "m", retries=2, backoff_s=0.01)
+            try:
+                await ep.chat([{"role": "user", "content": "hi"}], tools=None, max_tokens=16, temperature=0)
+            finally:
+                await ep.aclose()
+        with pytest.raises(LLMServerUnavailable, match="429"):
+            asyncio.run(go())
+        assert len(srv.requests) == 3
+    many = [native_call("list", {"path": "."}, f"c{i}") for i in range(200)]
+    script = [completion(None, many), completion(None, [native_call("write", {"file_path": "o.md",
+                                                                            "content": "x"})]), completion("done")]
+    res, reqs = _agent(lambda req, n: script[min(n, 3) - 1], tmp_path, max_nudges=0)
+    try:
+        first = res.transcript["turns"][0]
+        assert len(first["calls"]) == MAX_TOOL_CALLS and first["reply_cut"]["tool_calls"] == 200 - MAX_TOOL_CALLS
+        tool_msgs = [m for m in reqs[1]["messages"] if m["role"] == "tool"]
+        assert len(tool_msgs) == MAX_TOOL_CALLS and "168 more tool calls in this reply were not run" in \
+            tool_msgs[-1]["content"]
+        assert res.stop_reason == "finished"
+    finally:
+        res.session.close()
