@@ -366,3 +366,21 @@ def test_BR2_25_agent_choices_null_with_429_is_retried_and_many_calls_are_bounde
         assert res.stop_reason == "finished"
     finally:
         res.session.close()
+
+
+def test_request_rows_carry_the_constraint_on_every_processor_path():
+    """llama.cpp grammar / JSON schema / vLLM guided choice on the HTTP processor; ``structured_outputs`` in the
+    sampling params of Ray 2.60's vLLM engine stage (``vllm_engine_stage.py`` turns it into
+    ``StructuredOutputsParams``); open-ended and judge rows carry none."""
+    from filegram_ray.llm.processors import _http_pre, _vllm_pre
+
+    mcq = {"messages": [{"role": "user", "content": "q"}], "temperature": 0.0, "max_tokens": 4, "letters": ["A", "B"]}
+    judge = {k: v for k, v in mcq.items() if k != "letters"}
+    assert _http_pre("m", "grammar")(mcq)["payload"]["grammar"] == 'root ::= "A" | "B"'
+    assert "response_format" in _http_pre("m", "json_schema")(mcq)["payload"]
+    assert _http_pre("m", "choice")(mcq)["payload"]["structured_outputs"] == {"choice": ["A", "B"]}
+    assert set(_http_pre("m", "grammar")(judge)["payload"]) == {"model", "messages", "temperature", "max_tokens"}
+    params = _vllm_pre("auto")(mcq)["sampling_params"]
+    assert params["structured_outputs"] == {"choice": ["A", "B"]} and params["max_tokens"] == 4
+    assert "structured_outputs" not in _vllm_pre("auto")({**mcq, "letters": []})["sampling_params"]
+    assert "structured_outputs" not in _vllm_pre("none")(mcq)["sampling_params"]
