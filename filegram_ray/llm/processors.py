@@ -14,14 +14,20 @@ Both take the same request rows and give the same reply rows (:func:`run_chat`),
 and judging are written once. Request row: ``req_key`` (str, unique), ``messages`` (OpenAI chat list),
 ``max_tokens`` (int), ``temperature`` (float). Reply row: ``req_key``, ``reply`` (str), ``prompt_tokens`` /
 ``reply_tokens`` (int, from the server's ``usage`` / the engine's token counts; -1 when absent), ``finish_reason``,
-``error`` ("" when ok; otherwise the HTTP status or engine error) and ``raw`` (the server's JSON reply on an error,
-cut to 2000 characters).
+``error`` ("" when ok; otherwise what went wrong: an HTTP status, a timeout, a malformed reply, an engine error) and
+``raw`` (the start of the server's raw body on an error, at most 2000 characters). A request row may carry
+``letters`` (the option letters of a multiple-choice item): the request then asks for one of them under the spec's
+``constrain`` (:func:`~filegram_ray.llm.replies.constraint_fields`).
 
-Call shapes checked against the installed Ray 2.60 source (``ray/llm/_internal/batch/processor/*.py``): the HTTP
-processor posts ``row["payload"]`` and returns ``row["http_response"]`` (a 4xx/5xx JSON body comes back as the
-response; only connection failures after ``max_retries`` raise); the vLLM processor needs ``messages`` and
-``sampling_params`` and returns ``generated_text``, ``num_input_tokens``, ``num_generated_tokens``, and with
-``should_continue_on_error`` an ``__inference_error__`` column instead of raising.
+Call shapes checked against the installed Ray 2.60 source (``ray/llm/_internal/batch/``): the HTTP processor posts
+``row["payload"]`` through the session its ``session_factory`` makes and returns ``row["http_response"]``; its
+stage calls ``response.json()`` unguarded and raises after ``max_retries`` on timeouts, which ended the whole
+Dataset (``stages/http_request_stage.py``), so the session here is :class:`CheckedSession`, which reads and checks
+every reply itself (:mod:`filegram_ray.llm.replies`) and hands the stage a reply dict or an error dict. The vLLM
+processor needs ``messages`` and ``sampling_params`` (``structured_outputs`` in them becomes vLLM's
+``StructuredOutputsParams``, ``stages/vllm_engine_stage.py``) and returns ``generated_text``, ``num_input_tokens``,
+``num_generated_tokens``, and with ``should_continue_on_error`` an ``__inference_error__`` column instead of
+raising.
 """
 
 from __future__ import annotations
