@@ -1,4 +1,4 @@
-"""``filegram validity RUN [--train-run OTHER]``: the behaviour-validity check of a generated run."""
+"""``filegram validity RUN [--cross RUN2]``: the behaviour-validity check of a generated run."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ def _validity(args: argparse.Namespace) -> int:
         f"{k} {v['ours']:.1f}/{v['paper']:.1f}" for k, v in c.items()))
     print(f"  targets: profile ≥ {TARGETS['profile']}, session ≥ {TARGETS['session']}, flag P/R ≥ "
           f"{TARGETS['flag_precision']}/{TARGETS['flag_recall']}; no-op perturbations: {pe['no_op']} of {pe['n']}")
+    from filegram_ray.validity.realism import check_lines
+
+    print("  issue #28 checks (value, bound, result):")
+    for line in check_lines(res["realism"]):
+        print(line)
     print(f"  wrote {args.run_dir}/results/validity.md and validity.json")
     return 0
 
@@ -49,7 +54,9 @@ def register(subparsers) -> None:
                               "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md")
     p.add_argument("run_dir", help="a run directory after the generate stage")
     p.add_argument("--profiles-dir", default=None, help="the run's profile set (default: recorded in run.json)")
-    p.add_argument("--train-run", default=None, help="cross-set recovery: train on this run, test on RUN")
+    p.add_argument("--train-run", "--cross", dest="train_run", default=None, metavar="RUN2",
+                   help="a second, independently generated run: recovery and single-session separability are "
+                        "fitted on RUN2 and scored on RUN (cross-set columns and checks)")
     p.add_argument("--train-profiles-dir", default=None, help="profile set of --train-run (default: its run.json)")
     p.add_argument("--tasks-dir", default=None, help="task set (default: recorded in run.json, else conf/tasks)")
     p.set_defaults(func=_validity)

@@ -26,6 +26,11 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
 4. **Aggregate counts** against the paper (reference §0; TIER_TARGETS §5 size table): kept events per
    trajectory by type, share stripped, agent files, workspace input files.
 
+5. **Issue #28** (:mod:`filegram_ray.validity.realism`): single-session separability (one-feature depth-2 trees),
+   task × tier η², profile-level recovery, perturbation no-ops and visibility, a count-rule answerer without memory
+   on ShiftAna / AnomDet, motivation (searches, inspections, sourced sentences) and the memory's τ-flags, each
+   with its bound and PASS / FAIL.
+
 Outputs: ``results/validity.md`` and ``results/validity.json`` in the run directory; when ``results/report.md``
 exists its "Behaviour validity" section is replaced by :func:`summary_lines`.
 """
@@ -617,6 +622,10 @@ def render_markdown(res: dict[str, Any]) -> str:
           f"Files created per trajectory: {ag['files_created_per_traj']:.2f} (paper ≈ {ag['paper_files_per_traj']:.2f})."
           + (f" Workspace input files: {ag['input_files']} (paper {ag['paper_input_files']})."
              if ag.get("input_files") is not None else "")]
+    if res.get("realism"):
+        from filegram_ray.validity.realism import markdown_lines
+
+        L += ["", *markdown_lines(res["realism"])]
     return "\n".join(L) + "\n"
 
 
@@ -673,7 +682,8 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
     Args:
         run_uri: run directory after the generate stage.
         profiles_dir: the run's profile set (default: recorded in run.json).
-        train_run / train_profiles_dir: a second run for the cross-set recovery (trained there, tested here).
+        train_run / train_profiles_dir: a second, independently generated run for the cross-set figures (recovery
+            and single-session separability are fitted there and scored here).
         write: False = compute only.
 
     Returns: the result dict (also ``results/validity.json``).
@@ -692,10 +702,15 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
                            "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),
                            "perturbations": perturbation_effects(test, lpo), "tau": tau_flags(test),
                            "counts": aggregate_counts(test), "targets": TARGETS, "skipped": test.skipped}
+    train = None
     if train_run:
         train = load_sessions(train_run, train_profiles_dir, tasks_dir, storage_options)
         res["train_run"] = str(train_run)
         res["cross"] = recovery(test, train)
+    from filegram_ray.validity.realism import realism
+
+    res["realism"] = realism(test, train, lpo, res.get("cross"), res["perturbations"], res["tau"], run_uri=run_uri,
+                             storage_options=storage_options)
     res = _clean(res)
     if write:
         run = RunDir(run_uri, storage_options or {})

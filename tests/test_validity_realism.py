@@ -1,0 +1,222 @@
+"""Issue #28 measures on small synthetic tables with known answers: η², one-feature trees, count rules, the
+count-rule answerer, motivation (searches, inspections, sourced sentences) and perturbation visibility."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from filegram_ray.validity.motivation import SourceText, action_checks, motivation, sentences
+from filegram_ray.validity.realism import check_lines, perturbation_visibility
+from filegram_ray.validity.separability import (
+    CountRuleAnswerer,
+    best_single_feature,
+    eta_squared,
+    rule_tiers,
+    separability,
+    task_tier_eta2,
+)
+
+
+@dataclass
+class FakeSession:
+    """The attributes the measures read from a :class:`filegram_ray.validity.core.Session`."""
+
+    profile_id: str
+    task_id: str
+    tiers: dict[str, str]
+    proc: dict = field(default_factory=dict)
+    perturbation: dict | None = None
+    fp: np.ndarray = field(default_factory=lambda: np.zeros(17))
+    task_type: str = "understand"
+    trajectory_id: str = ""
+
+    @property
+    def effective(self):
+        t = dict(self.tiers)
+        if self.perturbation:
+            t[self.perturbation["dimension"]] = self.perturbation["to"]
+        return t
+
+
+DELETES = {"L": 3, "M": 1, "R": 0}
+
+
+def _sessions(n_profiles: int, tasks: list[str], deletes, seed: int = 0) -> list[FakeSession]:
+    """Profiles with random E tiers (other tiers M); ``deletes(tier, rng)`` gives a session's delete count."""
+    rng = random.Random(seed)
+    out = []
+    for p in range(n_profiles):
+        tiers = {d: "M" for d in "ABCDEF"}
+        tiers["E"] = "LMR"[p % 3]
+        for t in tasks:
+            proc = {"version_strategy": {"total_deletes": deletes(tiers["E"], rng)},
+                    "reading_strategy": {"total_searches": rng.randint(0, 5), "total_browses": rng.randint(0, 5)}}
+            out.append(FakeSession(f"p{p:02d}", t, tiers, proc, trajectory_id=f"p{p:02d}/{t}"))
+    return out
+
+
+def test_eta_squared_is_one_for_a_deterministic_feature_and_near_zero_for_noise():
+    groups = [g for g in range(6) for _ in range(200)]
+    assert eta_squared([g * 2.0 for g in groups], groups) == pytest.approx(1.0)
+    noise = np.random.default_rng(0).normal(size=len(groups))
+    assert eta_squared(noise, groups) < 0.02
+    assert np.isnan(eta_squared([3.0] * 10, list(range(10))))  # a constant feature explains nothing
+    # half the variance between two groups, half within
+    assert eta_squared([0, 2, 10, 12], ["a", "a", "b", "b"]) == pytest.approx(100 / 104)
+
+
+def test_task_tier_eta2_finds_a_tier_quota_and_not_a_noisy_tendency():
+    tasks = [f"T-{i:02d}" for i in range(1, 9)]
+    quota = _sessions(30, tasks, lambda tier, rng: DELETES[tier])
+    noisy = _sessions(30, tasks, lambda tier, rng: max(0, round(rng.gauss(DELETES[tier] * 0.3, 1.5))), seed=1)
+    name = "version_strategy.total_deletes"
+    q = task_tier_eta2(quota, [name])[name]
+    assert q["eta2"] == pytest.approx(1.0) and q["dimension"] == "E"
+    assert task_tier_eta2(noisy, [name])[name]["eta2"] < 0.6
+
+
+def test_one_feature_tree_reaches_one_on_separable_data_and_chance_on_noise():
+    rng = np.random.default_rng(0)
+    y = np.array(["L", "M", "R"] * 100)
+    sep = np.where(y == "L", 5.0, np.where(y == "M", 2.0, 0.0))
+    X = np.column_stack([rng.normal(size=300), sep])
+    res = best_single_feature(X, y, X, y, ["noise", "deletes"])
+    assert res["feature"] == "deletes" and res["accuracy"] == 1.0
+    Xn = rng.normal(size=(300, 1))
+    Xn2 = rng.normal(size=(300, 1))
+    assert best_single_feature(Xn, y, Xn2, y, ["noise"])["accuracy"] < 0.5
+
+
+def test_separability_cross_set_and_within_set():
+    tasks = ["T-01", "T-02", "T-03", "T-04"]
+    quota1 = _sessions(15, tasks, lambda tier, rng: DELETES[tier], seed=1)
+    quota2 = _sessions(15, tasks, lambda tier, rng: DELETES[tier], seed=2)
+    cross = separability(quota2, quota1)
+    assert cross["E"]["accuracy"] == 1.0 and cross["E"]["feature"] == "version_strategy.total_deletes"
+    assert separability(quota2)["E"]["accuracy"] == 1.0  # leave-profiles-out
+    # every other dimension is M for all: a tree reads "M" with accuracy 1 = chance, not a tier signal
+    assert cross["A"]["chance"] == 1.0
+    few = separability(quota2[:8])
+    assert "too few profiles" in few["E"]["na"]
+
+
+def test_rule_tiers_read_the_issue_rules():
+    proc = {"reading_strategy": {"total_searches": 4, "total_browses": 0},
+            "output_detail": {"total_output_chars": 12000},
+            "directory_style": {"max_dir_depth": 3},
+            "edit_strategy": {"total_edits": 6, "avg_lines_changed": 4.0},
+            "version_strategy": {"total_deletes": 1},
+            "cross_modal_behavior": {"image_files_created": 0, "markdown_table_rows": 7}}
+    assert rule_tiers(proc) == {"A": "M", "B": "L", "C": "L", "D": "L", "E": "M", "F": "M"}
+    assert rule_tiers({}) == {"A": "L", "B": "R", "C": "R", "D": "R", "E": "R", "F": "R"}
+
+
+def test_count_rule_answerer_reads_shift_and_impostor_from_counts():
+    from filegram_ray.bench.vocab import TIER_SHORT
+
+    base = {"A": "L", "B": "M", "C": "R", "D": "R", "E": "R", "F": "R"}
+    tiers = {f"s{i}": dict(base) for i in range(5)}
+    tiers["s5"] = {**base, "E": "M"}  # the perturbed / impostor session deletes one file
+    ans = CountRuleAnswerer(tiers.__getitem__, seed=3)
+    right = f"{TIER_SHORT['E']['R']} → {TIER_SHORT['E']['M']}"
+    choices = {"A": f"{TIER_SHORT['C']['R']} → {TIER_SHORT['C']['M']}", "B": right,
+               "C": f"{TIER_SHORT['E']['M']} → {TIER_SHORT['E']['R']}"}
+    assert ans.answer_shiftana("q1", choices, [f"s{i}" for i in range(6)]) == "B"
+    labels = [f"Session T-0{i}" for i in range(6)]
+    got = ans.answer_anomdet("q2", {chr(65 + i): lab for i, lab in enumerate(labels)}, [f"s{i}" for i in range(6)],
+                             labels)
+    assert got == "F"
+    # nothing to tell apart: a seeded draw, the same for the same question id
+    flat = CountRuleAnswerer(lambda t: dict(base), seed=3)
+    picks = {flat.answer_shiftana("q1", choices, ["a", "b", "c"]) for _ in range(3)}
+    assert len(picks) == 1
+
+
+def test_action_checks_count_search_hits_and_inspections():
+    raw = [{"event_type": "session_start", "target_directory": "/sandbox/x"},
+           {"event_type": "file_search", "files_matched": 3, "files_opened_after": ["a.md"]},
+           {"event_type": "file_search", "files_matched": 0, "files_opened_after": []},
+           {"event_type": "file_read", "file_path": "/sandbox/x/a.md"},
+           {"event_type": "file_delete", "file_path": "/sandbox/x/a.md"},           # read first: inspected
+           {"event_type": "file_delete", "file_path": "/sandbox/x/junk.tmp"},       # never looked at
+           {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls -la old && head b.txt"}},
+           {"event_type": "file_move", "old_path": "/sandbox/x/b.txt", "new_path": "/sandbox/x/arch/b.txt"},
+           {"event_type": "file_rename", "old_path": "/sandbox/x/arch/b.txt", "new_path": "/sandbox/x/arch/c.txt"},
+           {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls"}},
+           {"event_type": "file_move", "old_path": "/sandbox/x/d.txt", "new_path": "/sandbox/x/e/d.txt"}]
+    r = action_checks(raw)
+    assert (r["searches"], r["search_hits"], r["search_opened"]) == (2, 1, 1)
+    assert (r["changes"], r["inspected"]) == (5, 3)
+    assert [m["path"] for m in r["uninspected"]] == ["junk.tmp", "d.txt"]
+
+
+def test_sentences_and_sourced_facts():
+    text = ("# Report\n\n| a | b |\n|---|---|\n| Revenue | 4,120 |\n\n- Revenue grew to 4,120 units in March. "
+            "Cynthia Gomez approved the plan.\n- It is nice.\n```\ncode here is not prose\n```\n"
+            "The quarterly channel checks show stable demand across regions.\n")
+    got = sentences(text)
+    assert got == ["Revenue ; 4,120", "Revenue grew to 4,120 units in March.", "Cynthia Gomez approved the plan.",
+                   "It is nice.", "The quarterly channel checks show stable demand across regions."]
+    src = SourceText(["Sales: 4120 units. Notes by Cynthia Gomez.",
+                      "Our quarterly channel checks show stable demand in Asia."])
+    assert [src.fact(s) for s in got] == ["number", "number", "name", None, "span"]
+    zh = SourceText(["本季度渠道检查显示各地区需求保持稳定。"])
+    assert zh.fact("结论：本季度渠道检查显示各地区需求保持稳定") == "span"
+    assert zh.fact("结论：我们认为情况总体来说还是不错的") is None
+
+
+def test_motivation_on_a_tiny_run_directory(tmp_path: Path):
+    """A run directory with one session: it reads half of one input, writes one report and deletes an unread file."""
+    ws = tmp_path / "workspaces" / "T-01" / "files"
+    ws.mkdir(parents=True)
+    (ws / "notes.md").write_text("Line one says the budget is 5,400 euros.\nLine two names Maria Lopez.\n")
+    (ws / "old.tmp").write_text("x")
+    traj = tmp_path / "trajectories" / "p1" / "T-01"
+    (traj / "outputs").mkdir(parents=True)
+    (traj / "outputs" / "report.md").write_text("The budget is 5,400 euros.\nMaria Lopez leads it now.\n"
+                                                "Everything is going well today.\n")
+    raw = [{"event_type": "session_start", "target_directory": "/s"},
+           {"event_type": "file_read", "file_path": "/s/notes.md", "view_range": [1, 1]},
+           {"event_type": "file_write", "file_path": "/s/report.md", "operation": "create"},
+           {"event_type": "file_delete", "file_path": "/s/old.tmp"}]
+    (traj / "events_raw.json").write_text(json.dumps(raw))
+    m = motivation(tmp_path, [("p1", "T-01"), ("p2", "T-01")])
+    # line 2 (Maria Lopez) was not read: only the budget sentence is sourced
+    assert m["counts"]["sentences"] == 3 and m["counts"]["sourced"] == 1
+    assert m["sourced_sentences"] == pytest.approx(1 / 3)
+    assert m["inspected_before_change"] == 0.0 and np.isnan(m["search_hits"])
+    assert m["skipped"][0]["trajectory_id"] == "p2/T-01" and "events_raw.json" in m["skipped"][0]["error"]
+
+
+def test_perturbation_visibility_auc():
+    rng = np.random.default_rng(0)
+    sess = []
+    for p in range(4):
+        for t in range(8):
+            fp = np.abs(rng.normal(1.0, 0.1, size=17))
+            pert = None
+            if t == p + 2:  # each profile perturbed on another task
+                pert = {"dimension": "E", "from": "R", "to": "L"}
+                fp[12:14] += 20.0  # a large shift of the E columns
+            sess.append(FakeSession(f"p{p}", f"T-{t:02d}", {d: "M" for d in "ABCDEF"}, fp=fp, perturbation=pert))
+    vis = perturbation_visibility(sess)
+    assert vis["n_perturbed"] == 4 and vis["auc"] == 1.0 and vis["by_dimension"] == {"E": 1.0}
+
+
+def test_check_lines_mark_pass_fail_and_na():
+    res = {"checks": [{"name": "x", "value": 0.5, "bound": 0.8, "op": "<=", "pass": True, "note": ""},
+                      {"name": "y", "value": 0.95, "bound": 0.8, "op": "<=", "pass": False, "note": "n"},
+                      {"name": "z", "value": None, "bound": 0.9, "op": ">=", "pass": None, "note": "why"}],
+           "tau_flags": {"tau": 1.5, "precision": 0.6, "recall": 0.3},
+           "flag_reason": {"delta_perturbed": 3.0, "delta_unperturbed": 2.0, "cutoff": 4.0,
+                           "perturbed_below_cutoff": 0.7},
+           "rule_sessions": {d: 0.5 for d in "ABCDEF"}}
+    lines = check_lines(res)
+    assert lines[0].split()[0] == "PASS" and lines[1].split()[0] == "FAIL" and lines[2].split()[0] == "n/a"
+    assert "reason:" in lines[3] and "0.700 of the perturbed sessions" in lines[3]
