@@ -209,7 +209,13 @@ class _Run:
         try:
             return self.sb.resolve(arg)
         except PathLookupError as exc:
-            if not (self.prog == "rm" and "f" in self.flags and exc.strerror.startswith("No such")):
+            missing = exc.strerror.startswith("No such")
+            if self.prog == "rm" and "f" in self.flags:
+                pass  # rm -f: neither a missing name nor a file before ".." is an error (coreutils 9.1)
+            elif self.prog == "touch" and "c" in self.flags:
+                if not missing:  # touch -c: a missing name is skipped silently, ENOTDIR is reported
+                    self.fail(f"setting times of '{arg}': {exc.strerror}")
+            else:
                 self.fail(f"{what or _LOOKUP_VERB[self.prog]} '{arg}': {exc.strerror}")
             return None
         except SandboxError as exc:
@@ -430,8 +436,14 @@ def _mv_cp(r: _Run) -> None:
         srel = r.resolve(sarg)
         if srel is None:
             continue
-        if prog == "mv" and _dot_last(sarg):  # rename(2) of "d/." or "d/..": EBUSY (coreutils 9.1)
-            r.fail(f"cannot move '{sarg}' to '{darg}': Device or resource busy")
+        if prog == "mv" and _dot_last(sarg):  # rename(2) of "d/." or "d/..": EBUSY (coreutils 9.1) ...
+            try:
+                exists = drel == "." or sb.kind(drel, darg) is not None
+            except SandboxError as exc:
+                r.fail(str(exc))
+                continue
+            if not (no_clobber and exists):  # ... unless mv -n meets an existing destination first
+                r.fail(f"cannot move '{sarg}' to '{darg}': Device or resource busy")
             continue
         if srel == ".":
             r.fail(f"cannot {prog} the sandbox root")
