@@ -188,7 +188,13 @@ class OpenAIBackbone(Backbone):
               extra: Mapping[str, Any] | None = None, allow_length: bool = False) -> tuple[str, int, int]:
         import httpx
 
-        from filegram_ray.llm.replies import ReplyError, backoff_s, exchange_sync, post_sync
+        from filegram_ray.llm.replies import (
+            REPLY_CHARS_PER_TOKEN,
+            ReplyError,
+            backoff_s,
+            exchange_sync,
+            post_sync,
+        )
 
         if self._http is None:
             self._http = httpx.Client(timeout=self.timeout)
@@ -200,7 +206,8 @@ class OpenAIBackbone(Backbone):
             comp, _ = exchange_sync(lambda: post_sync(self._http, url, payload,
                                                       {"Authorization": f"Bearer {self.api_key}"}),
                                     retries=self.retries, wait_s=lambda a: backoff_s(a, self.backoff_s),
-                                    allow_empty=False, allow_length=allow_length)
+                                    allow_empty=False, allow_length=allow_length,
+                                    max_chars=REPLY_CHARS_PER_TOKEN * max_tokens)
         except ReplyError as exc:
             raise RuntimeError(f"{self.name} at {self.base_url}: no usable reply: {exc.describe()}; raw reply: "
                                f"{exc.raw[:500]!r}") from exc

@@ -33,6 +33,7 @@ raising.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -303,7 +304,8 @@ class _CheckedReply:
 class CheckedSession:
     """The aiohttp session given to Ray's HTTP stage (``session_factory``): each ``post`` sends the request,
     reads the body (bounded), checks it with :func:`~filegram_ray.llm.replies.read_completion` and retries
-    (connection errors, timeouts, 408/429/5xx, malformed replies) on its own; Ray's stage then only ever sees
+    (connection errors, timeouts, 408/429/5xx, malformed replies) on its own, and cuts a reply's content at
+    ``16 × max_tokens`` characters (the request's ``max_tokens``); Ray's stage then only ever sees
     HTTP 200 and a reply dict (``ok``, ``reply``, ``finish_reason``, ``prompt_tokens``, ``reply_tokens``,
     ``error``, ``raw``), so no reply can raise inside the stage and end the Dataset (issue #27 item 1: Ray 2.60's
     stage calls ``response.json()`` unguarded and raises after its retries).
@@ -334,13 +336,23 @@ class CheckedSession:
         return self._exchange(url, headers, data)
 
     async def _exchange(self, url: str, headers: Mapping[str, str] | None, data: Any) -> _CheckedReply:
-        from filegram_ray.llm.replies import ReplyError, backoff_s, exchange_async, post_aiohttp
+        from filegram_ray.llm.replies import (
+            REPLY_CHARS_PER_TOKEN,
+            ReplyError,
+            backoff_s,
+            exchange_async,
+            post_aiohttp,
+        )
 
+        try:  # the per-reply size bound follows the request's max_tokens
+            max_chars = REPLY_CHARS_PER_TOKEN * int(json.loads(data)["max_tokens"])
+        except (TypeError, ValueError, KeyError):
+            max_chars = None
         try:
             comp, _ = await exchange_async(
                 lambda: post_aiohttp(self._session, url, data, headers), retries=self.retries,
                 wait_s=lambda a: backoff_s(a, self.backoff_s), allow_empty=not self.strict,
-                allow_length=not self.strict)
+                allow_length=not self.strict, max_chars=max_chars)
         except ReplyError as exc:
             return _CheckedReply({**_REPLY_FIELDS, "error": exc.describe()[:1000], "raw": exc.raw})
         return _CheckedReply({**_REPLY_FIELDS, "ok": True, "reply": comp.content,
