@@ -134,8 +134,12 @@ def flag_reason(sessions: list[Any], tau: float) -> dict[str, Any]:
 
 
 def _bank_items(run_uri: str, storage_options: dict[str, Any] | None, profiles_dir: str | None,
-                tasks_dir: str | None) -> tuple[list[Any], dict[str, str], str]:
-    """ShiftAna / AnomDet items and their correct letters: the run's bank, else built in memory."""
+                tasks_dir: str | None, fingerprints: dict[str, Any] | None = None
+                ) -> tuple[list[Any], dict[str, str], str]:
+    """ShiftAna / AnomDet items and their correct letters: the run's bank, else built in memory. In memory, a
+    trajectory without an Engram (encode not run) gets its fingerprint from ``fingerprints`` (trajectory id →
+    17 numbers, computed from its events with the memory's feature code, as encode would), so AnomDet's check that
+    the impostor differs works as in the bench stage."""
     from filegram_ray.bench.schema import AnswerKey, Item
     from filegram_ray.storage import RunDir
 
@@ -151,6 +155,11 @@ def _bank_items(run_uri: str, storage_options: dict[str, Any] | None, profiles_d
 
     seed = int((run.read_json("run.json") if run.exists("run.json") else {}).get("seed") or 0)
     inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir)
+    if fingerprints:
+        trajs = [t if t.fingerprint is not None or t.trajectory_id not in fingerprints else
+                 dataclasses.replace(t, fingerprint=tuple(float(x) for x in fingerprints[t.trajectory_id]))
+                 for t in inputs.trajectories]
+        inputs = dataclasses.replace(inputs, trajectories=trajs)
     held = {t.trajectory_id for t in inputs.trajectories}  # default counts scale to the ids the run holds
     inputs = dataclasses.replace(inputs, run_profiles=frozenset(t.split("/")[0] for t in held),
                                  run_tasks=frozenset(t.split("/")[-1] for t in held))
@@ -189,7 +198,8 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
     out["flag_reason"] = flag_reason(sess, tau["tau"])
     tiers = {s.trajectory_id: rule_tiers(s.proc) for s in sess}
     try:
-        items, keys, source = _bank_items(run_uri, storage_options, test.profiles_dir, None)
+        items, keys, source = _bank_items(run_uri, storage_options, test.profiles_dir, None,
+                                          {s.trajectory_id: s.fp for s in sess})
         ans = CountRuleAnswerer(lambda t: tiers.get(t) or {d: "?" for d in DIMENSIONS})
         out["rule_answerer"] = {"source": source, **score_rule_answerer(items, keys, ans)}
     except (ValueError, OSError) as exc:  # a bank that cannot be built is an n/a row, never the end of the check

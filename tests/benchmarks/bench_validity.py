@@ -1,0 +1,185 @@
+"""Issue #28 item 4 on two fresh profile sets: every behaviour-validity figure with its bound and PASS / FAIL.
+
+Builds two profile sets the project never saw (``filegram profiles new --n N --seed S``, two seeds), runs the seed
+and generate stages for each on a task slice (default: the 8 perturbation-candidate tasks of reference §5.7, so
+every planned perturbation is in, plus one or two tasks of each of the six task types), optionally encode, then
+``filegram validity`` on each set with the other as the cross-set (fitted there, scored here), and writes
+(or extends) a dated measurement page with one section per ``--label``.
+
+    python tests/benchmarks/bench_validity.py --label after
+    python tests/benchmarks/bench_validity.py --label before --source /tmp/old-tree   # generate with another tree
+
+Sizes (defaults): 2 sets × 30 profiles × 16 tasks = 960 trajectories (150 perturbed per set); ≈ 4 min of generate
+per set on a shared 2-core machine, serial. Run directories are kept under ``--out`` and reused (the stages resume).
+``--source DIR``: generate with the source tree at DIR (``PYTHONPATH=DIR``; e.g. ``git archive <commit>``
+unpacked) — how the "before" figures of today's simulator were made; the measuring code is always this checkout's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from filegram_ray.validity.core import run_validity  # noqa: E402
+from filegram_ray.validity.realism import check_lines  # noqa: E402
+from filegram_ray.validity.separability import DIMENSIONS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+#: 8 perturbation candidates (reference §5.7) + T-01 T-02 (understand), T-03 (create), T-05 T-14 (organize),
+#: T-07 (synthesize), T-10 (maintain), T-11 (iterate).
+TASKS = ["T-12", "T-16", "T-18", "T-22", "T-24", "T-26", "T-29", "T-31", "T-01", "T-02", "T-03", "T-05", "T-07",
+         "T-10", "T-11", "T-14"]
+PAGE = ROOT / "docs" / "measurements" / "2026-12-02-validity.md"
+
+
+def _cli(args: list[str], source: str | None, log: Path) -> float:
+    env = dict(os.environ)
+    if source:
+        env["PYTHONPATH"] = source
+    t0 = time.perf_counter()
+    with log.open("a", encoding="utf-8") as fh:
+        subprocess.run([sys.executable, "-m", "filegram_ray.cli", *args], check=True, stdout=fh, stderr=fh,
+                       env=env, cwd=source or ROOT)
+    return time.perf_counter() - t0
+
+
+def _complete(run: Path, n_units: int) -> bool:
+    """The run already holds ``n_units`` finished trajectories (reused as they are)."""
+    import polars as pl
+
+    idx = run / "trajectories" / "index.parquet"
+    return idx.exists() and pl.read_parquet(idx).filter(pl.col("status") == "ok").height >= n_units
+
+
+def build_set(out: Path, seed: int, n: int, tasks: list[str], source: str | None, encode: bool) -> dict:
+    """Profiles, seed + generate (+ encode) for one fresh set; returns sizes and seconds."""
+    prof, run = out / f"profiles-{seed}", out / f"run-{seed}"
+    log = out / f"run-{seed}.log"
+    secs = {}
+    if not (prof / "pairs.json").exists():
+        secs["profiles"] = _cli(["profiles", "new", "--n", str(n), "--seed", str(seed), "--out", str(prof)], source,
+                                log)
+    stages = ["seed", "generate"] + (["encode"] if encode else [])
+    if _complete(run, n * len(tasks)) and not encode:
+        return {"seed": seed, "profiles_dir": str(prof), "run": str(run), "seconds": {"pipeline": 0.0},
+                "stages": stages, "reused": True}
+    secs["pipeline"] = _cli(["pipeline", "--run-dir", str(run), "--seed", str(seed), "--serial", "--only", *stages,
+                             "--set", f"profiles_dir={prof}", "--set", f"tasks=[{','.join(tasks)}]",
+                             "--set", "workspace.tts=tone"], source, log)
+    return {"seed": seed, "profiles_dir": str(prof), "run": str(run), "seconds": secs, "stages": stages}
+
+
+def session_digest(run: Path, pid: str, tid: str, max_lines: int = 6) -> list[str]:
+    """A few lines of one session: the actions in order (type + path/query) and the first output sentences."""
+    from filegram_ray.validity.motivation import sentences
+
+    base = run / "trajectories" / pid / tid
+    ev = json.loads((base / "events.json").read_text(encoding="utf-8"))
+    acts = []
+    for e in ev:
+        t = e["event_type"]
+        if t in ("context_switch", "cross_file_reference"):
+            continue
+        what = (e.get("query") or e.get("file_path") or e.get("dir_path") or e.get("directory_path")
+                or f"{e.get('old_path')} → {e.get('new_path')}")
+        extra = f" ({e.get('files_matched')} hits)" if t == "file_search" else ""
+        acts.append(f"{t.replace('file_', '')} {what}{extra}")
+    lines = [f"`{pid}` {tid}: " + "; ".join(acts[:14]) + (f"; … ({len(acts)} actions)" if len(acts) > 14 else "")]
+    outs = sorted(p for p in (base / "outputs").rglob("*.md")) if (base / "outputs").exists() else []
+    for p in outs[:1]:
+        sents = sentences(p.read_text(encoding="utf-8", errors="replace"))[:max_lines - 1]
+        lines.append(f"  {p.relative_to(base / 'outputs')}: " + " / ".join(s[:110] for s in sents[:3]))
+    return lines
+
+
+def section(label: str, sets: list[dict], results: list[dict], digests: list[str], commit: str) -> str:
+    L = [f"## {label} — {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, simulator of commit {commit}", "",
+         f"Two fresh profile sets (`filegram profiles new --n {sets[0]['n']}`, seeds "
+         f"{' and '.join(str(s['seed']) for s in sets)}), {len(sets[0]['tasks'])} tasks each "
+         f"({', '.join(sets[0]['tasks'])}), stages {' + '.join(sets[0]['stages'])}; "
+         + "; ".join(f"set {s['seed']}: {r['n_sessions']} sessions, {r['perturbations']['n']} perturbed, "
+                     + ("run directory reused" if s.get("reused") else
+                        f"seed + generate in {s['seconds'].get('pipeline', 0):.0f} s") for s, r in zip(sets, results))
+         + ". Each set is scored with the other as the cross-set (fitted there, scored here).", ""]
+    for s, r in zip(sets, results):
+        L += [f"### set {s['seed']} (cross-set: the other seed)", "", "```",
+              *[ln.rstrip() for ln in check_lines(r["realism"])], "```", ""]
+        sep = r["realism"].get("separability_cross") or r["realism"]["separability"]
+        L.append("Best single feature per dimension (cross-set): " + "; ".join(
+            f"{d} {sep[d].get('feature')} {sep[d].get('accuracy', float('nan')):.2f}" for d in DIMENSIONS
+            if "na" not in sep[d]))
+        L.append("")
+    if digests:
+        L += ["### Three sessions of one task by three profiles", "", *[f"- {x}" for x in digests], ""]
+    return "\n".join(L) + "\n"
+
+
+def write_page(text: str, label: str, page: Path) -> None:
+    """Replace this label's section of the page (or append it), via a temp file and a rename."""
+    head = ("# Behaviour validity on fresh profile sets (issue #28 item 4)\n\n"
+            "Written by `tests/benchmarks/bench_validity.py`; every figure is printed with its bound and PASS / FAIL "
+            "by `filegram validity RUN --cross RUN2` as well. Bounds: issue #28 (visibility AUC ≥ 0.70 is ours); "
+            "definitions: docs/validity.md.\n\n")
+    old = page.read_text(encoding="utf-8") if page.exists() else head
+    marker = f"## {label} — "
+    if marker in old:
+        pre, rest = old.split(marker, 1)
+        nxt = rest.find("\n## ")
+        old = pre + (rest[nxt + 1:] if nxt >= 0 else "")
+    new = old.rstrip("\n") + "\n\n" + text
+    page.parent.mkdir(parents=True, exist_ok=True)
+    tmp = page.with_suffix(".md.tmp")
+    tmp.write_text(new, encoding="utf-8")
+    tmp.replace(page)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--label", required=True, help="section name, e.g. before / after")
+    ap.add_argument("--out", default="/tmp/fg-bench-validity", help="where profile sets and runs go (reused)")
+    ap.add_argument("--seeds", nargs=2, type=int, default=[101, 202])
+    ap.add_argument("--n", type=int, default=30, help="profiles per set")
+    ap.add_argument("--tasks", nargs="+", default=TASKS)
+    ap.add_argument("--source", default=None, help="generate with this source tree (PYTHONPATH)")
+    ap.add_argument("--commit", default=None, help="commit the simulator came from (default: this checkout's HEAD)")
+    ap.add_argument("--encode", action="store_true", help="run the encode stage as well (≈ 1 CPU-s per trajectory)")
+    ap.add_argument("--page", default=str(PAGE))
+    args = ap.parse_args(argv)
+    out = Path(args.out) / args.label
+    out.mkdir(parents=True, exist_ok=True)
+    commit = args.commit or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                           capture_output=True, text=True).stdout.strip()
+    sets = []
+    for seed in args.seeds:
+        s = build_set(out, seed, args.n, args.tasks, args.source, args.encode)
+        sets.append({**s, "n": args.n, "tasks": args.tasks})
+        print(f"set {seed}: {s['run']} ({s['seconds']})", flush=True)
+    results = []
+    for i, s in enumerate(sets):
+        other = sets[1 - i]
+        t0 = time.perf_counter()
+        res = run_validity(s["run"], profiles_dir=s["profiles_dir"], train_run=other["run"],
+                           train_profiles_dir=other["profiles_dir"])
+        print(f"\nset {s['seed']} (cross: {other['seed']}), validity in {time.perf_counter() - t0:.0f} s")
+        for line in check_lines(res["realism"]):
+            print(line)
+        results.append(res)
+    run0 = Path(sets[0]["run"])
+    pids = sorted(p.name for p in (run0 / "trajectories").iterdir() if p.is_dir())[:3]
+    digests = [ln for pid in pids for ln in session_digest(run0, pid, "T-01")] if (
+        run0 / "trajectories" / pids[0] / "T-01").exists() else []
+    write_page(section(args.label, sets, results, digests, commit), args.label, Path(args.page))
+    print(f"\nwrote {args.page} (section '{args.label}')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
