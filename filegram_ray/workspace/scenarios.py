@@ -35,6 +35,37 @@ class FileSpec:
     note: str = ""
 
 
+def _claim(rel: str, used: set[str]) -> str:
+    """``rel``, or — when a planned file already has that path (compared case-insensitively: a bundle must unpack on
+    a case-insensitive disk too) — the first free ``<stem>_2.<ext>``, ``<stem>_3.<ext>`` …; the path is added to
+    ``used`` (casefolded). Two planned files never share a path (case REL2-seed-11-T21-same-file: the junk plant's
+    ``old/<name>`` copy of a file that already sat in ``old/`` overwrote its own original)."""
+    cand, k = rel, 2
+    while cand.casefold() in used:
+        d, slash, name = rel.rpartition("/")
+        stem, dot, ext = name.rpartition(".")
+        cand = f"{d}{slash}{stem}_{k}.{ext}" if dot and stem else f"{rel}_{k}"
+        k += 1
+    used.add(cand.casefold())
+    return cand
+
+
+def check_unique_paths(task_id: str, seed: int, specs: list[FileSpec]) -> None:
+    """Raise ``RuntimeError`` (a planning bug, not a user mistake) when two planned files share a path
+    (case-insensitively) or a file's path is another file's folder."""
+    seen: dict[str, str] = {}
+    for s in specs:
+        if s.relpath.casefold() in seen:
+            raise RuntimeError(f"{task_id} seed {seed}: two planned files share the path {s.relpath!r}")
+        seen[s.relpath.casefold()] = s.relpath
+    for s in specs:
+        parts = s.relpath.casefold().split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in seen:
+                raise RuntimeError(f"{task_id} seed {seed}: planned file {s.relpath!r} lies inside planned file "
+                                   f"{seen['/'.join(parts[:i])]!r}")
+
+
 # ---------------------------------------------------------------------------------------------- domains
 SCENARIO_DOMAIN = {
     "investment_analyst": "finance", "tech_company_research": "finance", "earnings_calls": "finance",
@@ -552,6 +583,7 @@ def _plant_styles(world: World, rng: random.Random, subdirs: list[str]) -> tuple
     f = Filler(world, rng)
     styles = ["hash", "bold", "emoji", "bracket"]
     out, facts = [], []
+    used: set[str] = set()
     for i in range(12):
         sub = subdirs[i % len(subdirs)] if subdirs else ""
         style = styles[i % 4]
@@ -570,7 +602,7 @@ def _plant_styles(world: World, rng: random.Random, subdirs: list[str]) -> tuple
         head = {"hash": f"# {doc.title}", "bold": f"**{doc.title.upper()}**", "emoji": f"🗂️ {doc.title}",
                 "bracket": f"【{doc.title}】"}[style]
         text = "\n".join([head, f"Date: {date_s}", "", *lines]) + "\n"
-        rel = f"{sub}/{_name(f, doc.title, 'md', i)}".lstrip("/")
+        rel = _claim(f"{sub}/{_name(f, doc.title, 'md', i)}".lstrip("/"), used)
         out.append(FileSpec(rel, "md", {"text": text}))
         facts.append({"type": "md_style", "file": rel, "style": style, "date_format": ["iso", "dmy", "long", "zh"][i % 4]})
     return out, facts
@@ -611,7 +643,7 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
     for s in specs:
         have[s.kind] = have.get(s.kind, 0) + 1
     fill_dirs = [d for d in subdirs if d not in ("raw_data", "updates")]
-    used = {s.relpath for s in specs}
+    used = {s.relpath.casefold() for s in specs}
     inputs = {k: int(v) for k, v in (workspace.get("inputs") or {}).items()}
     # The junk plant (duplicates, temp files, an empty file) runs where junk is asked for (T-17, T-21), or bare
     # duplicates without reference errors; "duplicates" next to reference errors means duplicated media (T-32).
@@ -634,11 +666,11 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
         sub = _subdir_for(task_id, kind, name, i, fill_dirs, frng)
         rel = f"{sub}/{name}" if sub else name
         k = 2
-        while rel in used:
+        while rel.casefold() in used:
             stem, ext = rel.rsplit(".", 1)
             rel = f"{stem}_{k}.{ext}"
             k += 1
-        used.add(rel)
+        used.add(rel.casefold())
         specs.append(FileSpec(rel, kind, payload, note))
     if junk_plant:  # T-32's duplicates are media copies below
         s, fa = _plant_junk(specs, rng)
@@ -652,6 +684,7 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
         s, fa = _plant_clutter(specs, random.Random(sub_seed(task_id, seed, "clutter")))
         specs = s
         facts += fa
+    check_unique_paths(task_id, seed, specs)
     return specs, facts
 
 
@@ -676,7 +709,7 @@ def _plant_clutter(specs: list[FileSpec], rng: random.Random) -> tuple[list[File
     byte copy) and a superseded version (``<stem>_old.<ext>``: the first half of a text file, or a byte copy of a
     binary one), each next to its original. Facts: ``{"type": "clutter", "category", "file", "original"}``."""
     out, facts = list(specs), []
-    used = {s.relpath for s in specs}
+    used = {s.relpath.casefold() for s in specs}
     texts = [s for s in specs if s.kind in ("md", "txt") and _text_of(s) and not s.note]
     docs = [s for s in specs if s.kind in ("md", "txt", "docx", "pdf", "csv", "xlsx", "pptx", "eml") and not s.note]
     pool = texts or docs or [s for s in specs if not s.note] or list(specs)
@@ -688,11 +721,11 @@ def _plant_clutter(specs: list[FileSpec], rng: random.Random) -> tuple[list[File
         d = src.relpath.rpartition("/")[0]
         rel = f"{d}/{name}" if d else name
         k = 2
-        while rel in used:
+        while rel.casefold() in used:
             stem, _, ext = rel.rpartition(".")
             rel = f"{stem}_{k}.{ext}"
             k += 1
-        used.add(rel)
+        used.add(rel.casefold())
         return rel
 
     def stem_ext(src: FileSpec) -> tuple[str, str]:
@@ -755,10 +788,11 @@ def _plant_junk(specs: list[FileSpec], rng: random.Random) -> tuple[list[FileSpe
     text_specs = [s for s in specs if s.kind in ("md", "txt", "docx", "csv")]
     facts = [{"type": "junk", "file": s.relpath, "kind": s.kind} for s in specs if s.note == "junk"]
     out = list(specs)
+    used = {s.relpath.casefold() for s in specs}
     for k, src in enumerate(rng.sample(text_specs, min(4, len(text_specs)))):
         stem, ext = src.relpath.rsplit(".", 1)
-        new = [f"{stem} copy (2).{ext}", f"{stem}_final_final_v3.{ext}", f"old/{stem.split('/')[-1]}.{ext}",
-               f"{stem}_copy.{ext}"][k % 4]
+        new = _claim([f"{stem} copy (2).{ext}", f"{stem}_final_final_v3.{ext}", f"old/{stem.split('/')[-1]}.{ext}",
+                      f"{stem}_copy.{ext}"][k % 4], used)
         out.append(FileSpec(new, src.kind, {"copy_of": src.relpath}, "duplicate"))
         facts.append({"type": "duplicate", "file": new, "original": src.relpath})
     md_like = [s for s in specs if s.kind in ("md", "txt")]
@@ -766,12 +800,13 @@ def _plant_junk(specs: list[FileSpec], rng: random.Random) -> tuple[list[FileSpe
         for k, src in enumerate(rng.sample(md_like, min(4, len(md_like)))):
             d, _, base = src.relpath.rpartition("/")
             new = [f"autosave_{base}.tmp", f"{base}.bak", f"{base}.swp", f"autosave_{k}.tmp"][k]
-            new = f"{d}/{new}" if d else new
+            new = _claim(f"{d}/{new}" if d else new, used)
             out.append(FileSpec(new, "tmp" if new.endswith(".tmp") else "bak" if new.endswith(".bak") else src.kind,
                                 {"copy_of": src.relpath}, "junk"))
             facts.append({"type": "junk", "file": new, "original": src.relpath})
-    out.append(FileSpec("Untitled Document.txt", "txt", {"text": ""}, "empty"))
-    facts.append({"type": "empty_file", "file": "Untitled Document.txt"})
+    untitled = _claim("Untitled Document.txt", used)
+    out.append(FileSpec(untitled, "txt", {"text": ""}, "empty"))
+    facts.append({"type": "empty_file", "file": untitled})
     return out, facts
 
 
@@ -780,19 +815,21 @@ def _plant_archive_issues(specs: list[FileSpec], world: World, rng: random.Rando
     """Duplicate media under other names and md documents referencing missing or mismatched media (T-32)."""
     media = [s for s in specs if s.kind in ("jpg", "png", "mp3", "wav")]
     out, facts = list(specs), []
+    used = {s.relpath.casefold() for s in specs}
     for k, src in enumerate(rng.sample(media, min(3, len(media)))):
         stem, ext = src.relpath.rsplit(".", 1)
-        new = f"{stem}_copy{k + 1}.{ext}" if k % 2 else f"backup/{stem.split('/')[-1]}_1.{ext}"
+        new = _claim(f"{stem}_copy{k + 1}.{ext}" if k % 2 else f"backup/{stem.split('/')[-1]}_1.{ext}", used)
         out.append(FileSpec(new, src.kind, {"copy_of": src.relpath}, "duplicate"))
         facts.append({"type": "duplicate_media", "file": new, "original": src.relpath})
     refs = [s.relpath for s in media[:3]]
+    overview = _claim("docs/archive_overview.md", used)
     missing = ["media/photo_harbour_999.jpg", "audio/voice_memo_42.mp3"]
     memo = next((s for s in media if s.kind in ("mp3", "wav") and "speech" in s.payload), None)
     lines = [f"- See ![]({'../' + r}) for context." for r in refs] + [f"- Referenced: ../{m}" for m in missing]
     if memo:
         lines.append(f"- The memo ../{memo.relpath} says the meeting is on {world.day(200).isoformat()}.")
-        facts.append({"type": "memo_mismatch", "file": "docs/archive_overview.md", "media": memo.relpath,
+        facts.append({"type": "memo_mismatch", "file": overview, "media": memo.relpath,
                       "stated_date": world.day(200).isoformat(), "transcript": memo.payload["speech"]})
-    out.append(FileSpec("docs/archive_overview.md", "md", Doc("Archive overview", [("References", lines)])))
-    facts += [{"type": "broken_ref", "file": "docs/archive_overview.md", "target": m} for m in missing]
+    out.append(FileSpec(overview, "md", Doc("Archive overview", [("References", lines)])))
+    facts += [{"type": "broken_ref", "file": overview, "target": m} for m in missing]
     return out, facts
