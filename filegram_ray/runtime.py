@@ -336,9 +336,15 @@ def exclusive_stage(stage: str, starts_run: bool | Callable[[Any], bool] = False
 
 
 def _run_stage(fn, stage: str, run, config, may_start: bool, *args, **kwargs):
-    """The body of :func:`exclusive_stage`'s wrapper: lock, seed check, meter, stage record."""
+    """The body of :func:`exclusive_stage`'s wrapper: lock, seed check, stale temporary files swept
+    (:meth:`~filegram_ray.storage.RunDir.sweep_temp`: no write is in flight while this process holds the lock, so
+    every ``.<name>.tmp-<hex>`` file is an orphan of a killed or failed earlier job), meter, stage record."""
     with run.lock(stage):
         check_run_seed(run, config, check_ids=may_start)
+        swept = run.sweep_temp()
+        if swept:
+            log.info("%s: removed %d temporary file(s) of unfinished writes: %s", stage, len(swept),
+                     ", ".join(swept[:5]) + (" …" if len(swept) > 5 else ""))
         with StageMeter() as meter:
             result = fn(config, *args, **kwargs)
         fields = meter.record()

@@ -20,6 +20,7 @@ import io
 import json
 import os
 import posixpath
+import re
 import socket
 import threading
 import time
@@ -61,16 +62,38 @@ def safe_unit_name(unit_id: str) -> str:
     return unit_id.replace("/", "__").replace("\\", "__")
 
 
+#: Name of the temporary sibling of a write in progress: ``.<name>.tmp-<8 hex digits>`` (:func:`temp_name`).
+TEMP_RE = re.compile(r"\..+\.tmp-[0-9a-f]{8}", re.DOTALL)
+
+
+def temp_name(name: str) -> str:
+    """The temporary sibling name of a write of ``name`` in progress (matches :data:`TEMP_RE`)."""
+    return f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+
+
 def atomic_write_local(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to a local ``path`` via a temporary sibling and ``os.replace`` (atomic on POSIX)."""
+    """Write ``data`` to a local ``path`` via a temporary sibling and ``os.replace`` (atomic on POSIX).
+
+    A write that fails (``ENOSPC``, ``EDQUOT``, an interrupt) removes its temporary file before the error goes on, so a
+    full disk leaves nothing behind (case REL2-FAULT-diskfull-orphan-tmp-files); what a killed process leaves is swept
+    by :meth:`RunDir.sweep_temp` when the next stage starts.
+
+    Raises:
+        OSError: the write or the rename failed (the target keeps its old bytes, or stays absent).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(temp_name(path.name))
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class RunDir:
@@ -180,10 +203,51 @@ class RunDir:
         if self.protocol in _PUT_IS_ATOMIC:
             self.fs.pipe_file(full, data)
         else:
-            tmp = posixpath.join(parent, f".{posixpath.basename(full)}.tmp-{uuid.uuid4().hex[:8]}")
-            self.fs.pipe_file(tmp, data)
-            self.fs.mv(tmp, full)
+            tmp = posixpath.join(parent, temp_name(posixpath.basename(full)))
+            try:
+                self.fs.pipe_file(tmp, data)
+                self.fs.mv(tmp, full)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    if self.fs.exists(tmp):
+                        self.fs.rm(tmp)
+                raise
         return rel
+
+    def sweep_temp(self) -> list[str]:
+        """Remove the temporary files of writes that never finished (:data:`TEMP_RE`: ``.<name>.tmp-<8 hex>``, what
+        :meth:`write_bytes` writes before its rename) anywhere in the run directory; returns their relative paths,
+        sorted. A process killed mid-write (or a full disk under an older version) left them; the stage wrappers
+        call this under the run directory's lock when a stage starts, so a resumed run holds the same files as a
+        clean one (case REL2-FAULT-diskfull-orphan-tmp-files). Object stores whose single put is atomic write no
+        temporary files and are not walked. Never raises: a file that cannot be removed is logged and left."""
+        if self.protocol in _PUT_IS_ATOMIC:
+            return []
+        import logging
+
+        removed: list[str] = []
+        if self.is_local:
+            for dirpath, _dirs, files in os.walk(self.root):
+                for name in files:
+                    if TEMP_RE.fullmatch(name):
+                        full = os.path.join(dirpath, name)
+                        try:
+                            os.unlink(full)
+                        except OSError as exc:
+                            logging.getLogger(__name__).warning("cannot remove stale temporary file %s: %s", full,
+                                                                exc)
+                            continue
+                        removed.append(os.path.relpath(full, self.root).replace(os.sep, "/"))
+            return sorted(removed)
+        for rel in self.walk_files():
+            name = posixpath.basename(rel)
+            if TEMP_RE.fullmatch(name) and not name.startswith(f".{LOCK_RECORD}."):  # the lock's heartbeat runs on
+                try:
+                    self.fs.rm(self.full(rel))
+                    removed.append(rel)
+                except Exception as exc:  # noqa: BLE001 - a sweep never sinks the stage
+                    logging.getLogger(__name__).warning("cannot remove stale temporary file %s: %s", rel, exc)
+        return sorted(removed)
 
     def write_text(self, rel: str, text: str) -> str:
         return self.write_bytes(rel, text.encode("utf-8"))
