@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "video": ("video.cli", "guidance videos, screen-recording captions, events from recordings"),
     "pipeline": ("filegram_ray.pipeline_cli",
                  "run seed → generate → encode → render → record → caption → bench → evaluate"),
+    "models": ("filegram_ray.weights",
+               "the models manifest: list the packaged models, verify installed weights"),
     "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile? (tier recovery, "
                  "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md"),
 }
