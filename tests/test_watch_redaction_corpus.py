@@ -22,6 +22,7 @@ from watch_helpers import Tail, all_events, start
 
 from filegram_ray.watch.observer import Watcher
 from filegram_ray.watch.privacy import Redactor
+from filegram_ray.watch.secret_rules import RULES
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "_-"
@@ -301,3 +302,4 @@ def test_doc_states_the_measured_figures():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text("utf-8")
     total = len(_tokens()) + len(_assignments()) + 1
     assert f"{total}/{total}" in doc and "What the watcher redacts" in doc
+    assert f"{len(RULES)} prefix-anchored formats" in doc

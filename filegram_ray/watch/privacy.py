@@ -39,7 +39,7 @@ from functools import lru_cache
 import pathspec
 
 from filegram_ray.watch.config import WatchConfig
-from filegram_ray.watch.secret_rules import ASSIGNMENT, NOT_SECRET_VALUES, RULES
+from filegram_ray.watch.secret_rules import ASSIGNMENT, NOT_SECRET_VALUES, compiled
 
 __all__ = ["PLACEHOLDERS", "PathPolicy", "Redactor", "Root", "make_label"]
 
@@ -160,8 +160,9 @@ _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _TOKEN_LINE = re.compile(r"[A-Za-z0-9_+/=\-]{16,}|://")
 _ASSIGN_LINE = re.compile(r"(?i:pass|secret|token|key|pwd|auth|cred|bearer|api)[\w.\-]*[\"'\]]?\s*(?::=|=>|=|:)\s*\S")
 _QUOTED_LINE = re.compile(r"([\"'])[^\"'\s]{20,}\1")
-# our token formats (secret_rules.RULES, one alternation: one pass over the text)
-_RULES = re.compile("|".join(f"(?:{rx})" for _, rx, _ in RULES))
+# our token formats (secret_rules.RULES), each tried only on texts holding one of its keywords
+_RULES = compiled()
+_ASSIGN_HINT = re.compile(r"(?i)passw|passphrase|pwd|secret|token|key|credential|authorization|bearer")
 # phone-number candidates (7-15 digits in groups on one line, optional +country code or 00/011 international prefix and
 # (area) code), each then parsed and validated by libphonenumber
 _PHONE_CANDIDATE = re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[ \t.-]?)?(?:\(\d{1,4}\)[ \t.-]?)?\d{1,5}(?:[ \t.-]?\d{1,5}){1,6}"
@@ -248,11 +249,14 @@ class Redactor:
     @staticmethod
     def _redact_keys(text: str, counts: Counter, mark) -> str:
         # 1. our token formats and secret-named assignments (quoted or not), by position
-        spans = [m.span() for m in _RULES.finditer(text)]
-        for m in ASSIGNMENT.finditer(text):
-            v = m.group("v")
-            if v.lower() not in NOT_SECRET_VALUES and not v.startswith(("[KEY", "[EMAIL", "[PHONE")):
-                spans.append(m.span("v"))
+        low = text.lower()
+        spans = [m.span() for _, kws, rx in _RULES if not kws or any(k in low for k in kws)
+                 for m in rx.finditer(text)]
+        if _ASSIGN_HINT.search(text):
+            for m in ASSIGNMENT.finditer(text):
+                v = m.group("v")
+                if v.lower() not in NOT_SECRET_VALUES and not v.startswith(("[KEY", "[EMAIL", "[PHONE")):
+                    spans.append(m.span("v"))
         if spans:
             merged: list[list[int]] = []
             for a, b in sorted(spans):
@@ -278,14 +282,17 @@ class Redactor:
                 for rx in det.denylist:
                     for m in rx.finditer(token_lines):
                         found.add(m.group(1) if basic and m.groups() else m.group(0).strip(_LEAD))
-        with default_settings():
-            for line in lines:
-                dets = ([keyword] if _ASSIGN_LINE.search(line) else []) + \
-                    (entropy if _QUOTED_LINE.search(line) else [])
-                for det in dets:
-                    for s in det.analyze_line(filename="captured.txt", line=line.rstrip("\r\n"), line_number=0):
-                        if s.secret_value:
-                            found.add(s.secret_value)
+        todo = [(line, ([keyword] if _ASSIGN_LINE.search(line) else []) +
+                 (entropy if _QUOTED_LINE.search(line) else [])) for line in lines]
+        todo = [(line, dets) for line, dets in todo if dets]
+        if todo:  # entering detect-secrets' settings costs ~3 ms: only when a line needs these detectors
+            with default_settings():
+                for line, dets in todo:
+                    for det in dets:
+                        for s in det.analyze_line(filename="captured.txt", line=line.rstrip("\r\n"),
+                                                  line_number=0):
+                            if s.secret_value:
+                                found.add(s.secret_value)
         for secret in sorted((s for s in found if len(s) >= 4 and "[" not in s), key=len, reverse=True):
             n = text.count(secret)
             if n:

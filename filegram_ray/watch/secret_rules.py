@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ASSIGNMENT", "RULES", "SECRET_NAMES", "compiled"]
+__all__ = ["ASSIGNMENT", "KEYWORDS", "NOT_SECRET_VALUES", "RULES", "SECRET_NAMES", "compiled"]
 
 _GL = "gitleaks rule "
 # (kind, regex, source). Kinds are gitleaks' rule ids where one exists.
@@ -81,8 +81,6 @@ RULES: list[tuple[str, str, str]] = [
     ("heroku-api-key-v2", r"\bHRKU-AA[A-Za-z0-9_-]{58}\b", _GL + "heroku-api-key-v2"),
     ("rubygems-api-token", r"\brubygems_[a-f0-9]{48}\b", _GL + "rubygems-api-token"),
     ("telegram-bot-api-token", r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b", _GL + "telegram-bot-api-token"),
-    ("discord-bot-token", r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b",
-     "detect-secrets DiscordBotTokenDetector (kept: same format)"),
     ("azure-ad-client-secret", r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", _GL + "azure-ad-client-secret"),
     ("azure-storage-key", r"AccountKey=[A-Za-z0-9+/]{86}==", "learn.microsoft.com azure storage connection strings"),
     ("microsoft-teams-webhook", r"\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/-]{40,}", _GL + "microsoft-teams-webhook"),
@@ -93,17 +91,42 @@ RULES: list[tuple[str, str, str]] = [
 #: names of settings whose value is a secret (an assignment ``NAME = value`` / ``NAME: value`` to a name *ending*
 #: in one of these is redacted whatever the value looks like; ours, after detect-secrets' keyword list and
 #: gitleaks' generic-api-key keywords)
-SECRET_NAMES = (r"pass(?:word|wd|phrase)?|pwd|secret|secret[_-]?key|token|api[_-]?key|apikey|access[_-]?key"
-                r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?token|authorization|bearer")
-#: an assignment to a secret-named setting, quoted or not: group ``v`` is the value. Values of < 4 characters and
-#: a few non-secret words (``none``, ``null``, ``true``, ``false``, ``required`` …) are left alone.
+SECRET_NAMES = (r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
+                r"|credentials?|authorization|bearer")
+#: an assignment to a secret-named setting, quoted or not: group ``v`` is the value (the match starts at the secret
+#: word, so a prefix such as ``aws_secret_`` needs no scanning). Values of < 4 characters and a few non-secret words
+#: (``none``, ``null``, ``true``, ``false``, ``required`` …) are left alone.
 ASSIGNMENT = re.compile(
-    r"(?i)(?<![A-Za-z0-9])[A-Za-z0-9_.-]*?(?:" + SECRET_NAMES + r")(?![A-Za-z0-9])[\"'\]]?[ \t]*"
+    r"(?i)(?:" + SECRET_NAMES + r")(?![A-Za-z0-9])[\"'\]]?[ \t]*"
     r"(?::=|=>|==|=|:)[ \t]*(?:(?:bearer|basic|token)[ \t]+)?[\"'`]?(?P<v>[^\s\"'`,;]{4,})")
 NOT_SECRET_VALUES = frozenset({"none", "null", "nil", "true", "false", "undefined", "required", "optional",
                                "string", "empty", "unset", "todo", "example", "[key]"})
 
 
-def compiled() -> list[tuple[str, re.Pattern[str]]]:
-    """The rules compiled, in table order."""
-    return [(kind, re.compile(rx)) for kind, rx, _ in RULES]
+#: literals (lower case) of which one must occur in a text for a rule to be tried (gitleaks' "keywords" idea:
+#: one substring search instead of a regex scan per rule); a rule not listed here is always tried
+KEYWORDS: dict[str, tuple[str, ...]] = {
+    "openai-api-key": ("sk-",), "openai-api-key-legacy": ("sk-",), "anthropic-api-key": ("sk-ant-",),
+    "github-fine-grained-pat": ("github_pat_",), "github-token": ("gh",), "gitlab-token": ("gl",),
+    "aws-access-token": ("a3t", "akia", "asia", "abia", "acca"), "aws-bedrock-api-key": ("absk",),
+    "gcp-api-key": ("aiza",), "google-oauth-secret": ("gocspx-",), "slack-token": ("xox",),
+    "slack-app-token": ("xapp-",), "slack-webhook-url": ("hooks.slack.com",), "stripe-access-token": ("_test_",
+    "_live_", "_prod_"), "stripe-webhook-secret": ("whsec_",), "huggingface-access-token": ("hf_",),
+    "huggingface-organization-api-token": ("api_org_",), "npm-access-token": ("npm_",),
+    "pypi-upload-token": ("pypi-",), "digitalocean-token": ("_v1_",), "databricks-api-token": ("dapi",),
+    "doppler-api-token": ("dp.",), "linear-api-key": ("lin_",), "notion-api-token": ("ntn_", "secret_"),
+    "perplexity-api-key": ("pplx-",), "groq-api-key": ("gsk_",), "xai-api-key": ("xai-",),
+    "replicate-api-token": ("r8_",), "sendgrid-api-token": ("sg.",), "mailchimp-api-key": ("-us",),
+    "twilio-api-key": ("sk",), "shopify-token": ("shp",), "square-access-token": ("eaaa", "sq0"),
+    "postman-api-token": ("pmak-",), "pulumi-api-token": ("pul-",), "sentry-token": ("sntry",),
+    "grafana-token": ("glc_", "glsa_"), "hashicorp-tf-api-token": (".atlasv1.",), "vault-token": ("hvs.", "hvb."),
+    "age-secret-key": ("age-secret-key-1",), "1password-service-account-token": ("ops_",),
+    "heroku-api-key-v2": ("hrku-",), "rubygems-api-token": ("rubygems_",), "telegram-bot-api-token": (":aa",),
+    "azure-ad-client-secret": ("q~",), "azure-storage-key": ("accountkey=",),
+    "microsoft-teams-webhook": ("webhook.office.com",), "jwt": ("ey",), "url-credentials": ("://",),
+}
+
+
+def compiled() -> list[tuple[str, tuple[str, ...], re.Pattern[str]]]:
+    """The rules compiled, in table order: ``(kind, keywords (empty: always try), regex)``."""
+    return [(kind, KEYWORDS.get(kind, ()), re.compile(rx)) for kind, rx, _ in RULES]
