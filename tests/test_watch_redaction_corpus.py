@@ -303,3 +303,22 @@ def test_doc_states_the_measured_figures():
     total = len(_tokens()) + len(_assignments()) + 1
     assert f"{total}/{total}" in doc and "What the watcher redacts" in doc
     assert f"{len(RULES)} prefix-anchored formats" in doc
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify (Linux) observer")
+def test_forget_by_real_path_finds_a_redacted_name(tmp_path):
+    """``--forget`` given the real path of a file whose name was redacted forgets that file (its recorded key is
+    the redacted one), and knows it still exists."""
+    from filegram_ray.watch.forget import forget
+
+    w, root = start(tmp_path, content="redacted")
+    try:
+        (root / "ann@example.com notes.md").write_text("a\n")
+        (root / "keep.md").write_text("k\n")
+        w.sync()
+    finally:
+        w.stop()
+    r = forget(tmp_path / "store", str(root / "ann@example.com notes.md"))
+    assert r["key"].startswith("w/[EMAIL-") and r["events_removed"] >= 1 and r["still_exists"]
+    left = [e.get("file_path") for e in all_events(tmp_path / "store") if e["event_type"] == "file_write"]
+    assert left == ["/sandbox/w/keep.md"]
