@@ -324,3 +324,48 @@ def test_changing_a_methods_options_never_reuses_its_answers(tmp_path, monkeypat
     assert res["tokens_out"].max() < 600 < uncapped["tokens_out"].max()  # the rows are the capped ones
     back = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))  # the first options: kept, reused
     assert len(calls) == 2 * n_first and back["units"]["skipped"] == back["units"]["planned"] > 0
+
+
+def test_report_has_intervals_paired_tests_headroom_and_findings(evaluated):
+    """Issue #30: every report carries 95 % intervals, paired tests, the reader validity rows, the headroom sentence
+    and the findings section; the statistics tables are written beside it."""
+    run, _, res = evaluated
+    md = run.read_text("results/report.md")
+    head = md.split("| Method |", 1)[0]
+    assert "**Reader headroom:" in head  # the report opens with it
+    for section in ("## Intervals", "## Paired tests", "## Reader validity", "## Power: items needed per sub-task",
+                    "## The paper's findings, tested"):
+        assert section in md, section
+    assert "Gold evidence (validity)" in md and "Wrong user (validity)" in md and "Option order (validity)" in md
+    iv = run.read_table("results/intervals.parquet")
+    avg = iv.filter((pl.col("method") == "full_context") & (pl.col("cell") == "avg")).to_dicts()[0]
+    assert avg["lo"] <= avg["mean"] <= avg["hi"]
+    ok = res.filter((pl.col("method") == "full_context") & ~pl.col("is_open"))
+    assert avg["mean"] == pytest.approx(ok["score"].mean())
+    paired = run.read_table("results/paired.parquet")
+    # validity rows never count as methods: not compared, not in a Holm family
+    assert set(paired["method"].to_list()) <= {"full_context", "eager_summarization"}
+    assert set(paired["baseline"].to_list()) == {"no_context"}
+    import json
+
+    found = json.loads(run.read_text("results/findings.json"))
+    assert [f["id"] for f in found["findings"]] == ["F1", "F2", "F3", "F4", "F5", "F6"]
+    assert all(f["verdict"] in ("holds", "fails", "undecided") for f in found["findings"])
+    assert found["reader"]["headroom"] == pytest.approx(found["reader"]["ceiling"]["mean"]
+                                                        - found["reader"]["floor"]["mean"])
+
+
+def test_wrong_user_row_falls_to_no_context(evaluated):
+    """The wrong-user row (the memory method's memory of another profile) is indistinguishable from No Context:
+    inside its interval's reach and not significant in a paired test; gold evidence lifts the same reader far
+    above both."""
+    run, _, res = evaluated
+    import json
+
+    reader = json.loads(run.read_text("results/findings.json"))["reader"]
+    wu, floor = reader["wrong_user"], reader["floor"]
+    assert wu["n"] > 100 and wu["falls_to_floor"], (wu, floor)
+    assert wu["lo"] <= floor["hi"] and floor["lo"] <= wu["hi"]
+    assert reader["ceiling"]["lo"] > floor["hi"] and reader["headroom"] > 20
+    # ground truth reaches only the gold row: the wrong-user and order rows' contexts come from method states
+    assert res.filter(pl.col("method") == "wrong_user")["cache_key"].str.len_chars().min() > 0

@@ -227,11 +227,12 @@ def _row(req: Mapping[str, Any], backbone: str, *, status: str = "ok", error: st
 def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = None, spec: Any = None
                     ) -> list[dict[str, Any]]:
     """Answer the reader validity requests with a CPU ``backbone`` (:func:`filegram_ray.llm.make_backbone`) or a
-    language-model ``spec`` (one ``ray.data.llm`` pass, :func:`filegram_ray.llm.processors.run_chat`, with the
-    prompts of the method rows: :data:`~filegram_ray.llm.backbones.SYSTEM_PROMPT` + ``mcq_prompt``/``open_prompt``).
-    Returns unit-table rows (``stage._UNIT_SCHEMA`` plus ``shown_choice`` and ``shift``); ``choice`` is the letter
-    in the item's own order. A failed request or a reply without an option letter is an error row keeping the raw
-    reply."""
+    language-model ``spec`` (one ``ray.data.llm`` pass, :func:`filegram_ray.llm.processors.run_chat`), exactly as
+    the method rows are answered: the same prompts (``SYSTEM_PROMPT`` + ``mcq_prompt``/``open_prompt``, one letter
+    when the backbone's ``constrain`` holds the reply to one) and the same reply reading
+    (:func:`filegram_ray.evaluate.answer._answer_row`). Returns unit-table rows (``stage._UNIT_SCHEMA`` plus
+    ``shown_choice`` and ``shift``); ``choice`` is the letter in the item's own order. A failed request or a reply
+    without an option letter is an error row keeping the raw reply."""
     if spec is None:
         out = []
         for req in requests:
@@ -242,40 +243,30 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
             except Exception as exc:  # noqa: BLE001 - a validity item's failure is an error row
                 out.append(_row(req, backbone.name, status="error", error=f"{type(exc).__name__}: {exc}"))
         return out
-    from filegram_ray.evaluate.answer import request_key
+    from filegram_ray.evaluate.answer import _answer_row, request_key
     from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
-    from filegram_ray.llm.parsing import parse_choice
     from filegram_ray.llm.processors import run_chat
 
-    chat = []
+    constrain = "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
+    letter_only = constrain not in ("none", "auto")
+    prompts, chat = [], []
     for i, req in enumerate(requests):
-        is_open = not req["pv"]["choices"]
-        user = open_prompt(req["pv"], req["context"]) if is_open else mcq_prompt(req["pv"], req["context"])
-        chat.append({"req_key": request_key("reader-validity", i, req["row"], req["item"]["question_id"]),
-                     "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
-                     "max_tokens": spec.max_tokens_open if is_open else spec.max_tokens,
-                     "temperature": spec.temperature})
+        opts = [req["pv"]["choices"][k] for k in sorted(req["pv"]["choices"])]
+        user = mcq_prompt(req["pv"], req["context"], letter_only=letter_only) if opts else \
+            open_prompt(req["pv"], req["context"])
+        key = request_key("reader-validity", i, req["row"], req["item"]["question_id"])
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        prompts.append({"method": req["row"], "question_id": req["item"]["question_id"],
+                        "cache_key": req["cache_key"], "status": "ok", "error": "", "messages": messages,
+                        "choices_json": json.dumps(opts), "tokens_in_memory": 0, "tokens_out": 0})
+        chat.append({"req_key": key, "messages": messages, "letters": list(LETTERS[:len(opts)]),
+                     "max_tokens": spec.max_tokens if opts else spec.max_tokens_open, "temperature": spec.temperature})
     replies = {r["req_key"]: r for r in run_chat(chat, spec)} if chat else {}
     out = []
-    for req, c in zip(requests, chat):
-        r = replies.get(c["req_key"])
-        if r is None or r.get("error"):
-            why = "no reply from the processor" if r is None else str(r["error"])
-            out.append(_row(req, spec.display(), status="error", error=why,
-                            text=str((r or {}).get("raw") or "")))
-            continue
-        text = str(r.get("reply") or "")
-        pt, rt = int(r.get("prompt_tokens") or 0), int(r.get("reply_tokens") or 0)
-        opts = [req["pv"]["choices"][k] for k in sorted(req["pv"]["choices"])]
-        if not opts:
-            out.append(_row(req, spec.display(), text=text.strip(), prompt_tokens=pt, reply_tokens=rt))
-            continue
-        letter = parse_choice(text, len(opts), opts)
-        if letter is None:
-            out.append(_row(req, spec.display(), status="error", text=text, prompt_tokens=pt, reply_tokens=rt,
-                            error=f"unparseable reply (no option letter): {text[:200]!r}"))
-        else:
-            out.append(_row(req, spec.display(), choice=letter, text=text, prompt_tokens=pt, reply_tokens=rt))
+    for req, p, c in zip(requests, prompts, chat):
+        a = _answer_row(p, replies.get(c["req_key"]), spec.display(), constrain)
+        out.append(_row(req, spec.display(), status=a["status"], error=a["error"], choice=a["choice"],
+                        text=a["answer_text"], prompt_tokens=a["prompt_tokens"], reply_tokens=a["reply_tokens"]))
     return out
 
 

@@ -654,9 +654,19 @@ def _reader_validity_frame(run: RunDir, items: list[dict[str, Any]], key: dict[s
 
     reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
                            retrieve=retrieve, with_empty="no_context" not in plan)
-    rows = answer_requests(reqs, backbone=make_backbone(ecfg.backbone, seed=seed) if spec is None else None,
-                           spec=spec)
+    # answers of earlier evaluates with this backbone, by (row, item, prompt hash): a rerun asks nothing again
     schema = {**_UNIT_SCHEMA, "shown_choice": pl.Utf8, "shift": pl.Int64}
+    cache_path = f"results/reader/{backbone_tag(ecfg.backbone)}.parquet"
+    cached = {(r["method"], r["question_id"], r["prompt_sha"]): r
+              for r in (run.read_table(cache_path).iter_rows(named=True) if run.exists(cache_path) else [])}
+    keys = [(q["row"], q["item"]["question_id"], prompt_sha(q["pv"], q["context"])) for q in reqs]
+    todo = [q for q, k in zip(reqs, keys) if k not in cached]
+    fresh = {(r["method"], r["question_id"], r["prompt_sha"]): r for r in answer_requests(
+        todo, backbone=make_backbone(ecfg.backbone, seed=seed) if spec is None else None, spec=spec)}
+    rows = [cached.get(k) or fresh[k] for k in keys]
+    if todo:
+        keep = {**cached, **{k: r for k, r in fresh.items() if r["status"] == "ok"}}  # failures are asked again
+        run.write_table(cache_path, pl.DataFrame(list(keep.values()), schema=schema))
     return pl.DataFrame(rows, schema=schema)
 
 

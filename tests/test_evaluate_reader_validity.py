@@ -1,0 +1,118 @@
+"""Reader validity rows (issue #30 item 2): gold evidence, wrong user, option order — on their own and through a
+language-model backbone (a real local HTTP server that reads its prompt like a perfect reader)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+import pytest
+from evaluate_fixtures import make_run
+from scripted_chat_server import ScriptedChatServer, completion
+
+from filegram_ray.config import load_config
+from filegram_ray.evaluate.reader_validity import (
+    _rotated,
+    _unrotate,
+    gold_evidence,
+    memory_method,
+    order_stats,
+    rotation,
+)
+from filegram_ray.evaluate.stage import load_answer_key, load_items, public_view, run_evaluate
+
+
+def test_gold_evidence_states_the_truth_per_sub_task(tmp_path):
+    run = make_run(tmp_path)
+    items, key = load_items(run), load_answer_key(run)
+    for it in items:
+        gold = gold_evidence(it, key[it["question_id"]])
+        k = key[it["question_id"]]
+        truth = it["choices"]["ABCD".index(k["correct"])] if it["choices"] else k["correct_text"]
+        assert gold.endswith(": " + truth), (it["sub_track"], gold)  # the answer in words, never a bare letter
+        assert f"({it['sub_track'] if it['sub_track'] != 'FileGrd' else 'AttrRec'})" in gold
+    prof = next(it for it in items if it["sub_track"] == "ProfRec")
+    assert "output detail" in gold_evidence(prof, key[prof["question_id"]])  # open-ended: names the attribute
+    assert gold_evidence(items[0], {}) == ""
+
+
+def test_rotation_round_trips_every_letter():
+    pv = {"question_id": "q", "choices": {"A": "one", "B": "two", "C": "three", "D": "four"}}
+    for shift in (1, 2, 3):
+        shown = _rotated(pv, shift)["choices"]
+        for letter, text in pv["choices"].items():
+            shown_letter = next(k for k, v in shown.items() if v == text)
+            assert _unrotate(shown_letter, shift, 4) == letter
+    assert all(1 <= rotation(n, 7, f"q{i}") < n for n in (2, 3, 4) for i in range(20))
+    assert rotation(3, 7, "q1") == rotation(3, 7, "q1") and rotation(1, 7, "q1") == 0
+    assert _unrotate("", 1, 3) == "" and _unrotate("E", 1, 3) == ""
+
+
+def test_memory_method_prefers_filegramos():
+    assert memory_method(["no_context", "full_context", "filegramos"]) == "filegramos"
+    assert memory_method(["no_context", "full_context"]) == "full_context"
+    assert memory_method(["no_context"]) is None
+
+
+def test_order_stats_counts_consistency_and_position_bias():
+    res = pl.DataFrame([
+        {"method": "m", "question_id": "q1", "choice": "A", "status": "ok", "correct": "A", "n_choices": 2,
+         "shift": None, "shown_choice": None},
+        {"method": "m", "question_id": "q2", "choice": "B", "status": "ok", "correct": "A", "n_choices": 2,
+         "shift": None, "shown_choice": None},
+        {"method": "order", "question_id": "q1", "choice": "A", "status": "ok", "correct": "A", "n_choices": 2,
+         "shift": 1, "shown_choice": "B"},
+        {"method": "order", "question_id": "q2", "choice": "A", "status": "ok", "correct": "A", "n_choices": 2,
+         "shift": 1, "shown_choice": "B"}])
+    st = order_stats(res, "m")
+    assert st["n"] == 2 and st["consistency"] == 50.0
+    assert st["bias"] == [{"letter": "A", "answers": 0.0, "keys": 0.0}, {"letter": "B", "answers": 100.0,
+                                                                       "keys": 100.0}]
+
+
+def _perfect_reader(req, n):
+    """Reads its prompt and ignores option positions: the option whose text occurs in the memory context, else the
+    one with most words in it (ties: the alphabetically first text)."""
+    user = req["messages"][-1]["content"]
+    if "## Options" not in user:
+        return completion("The memory does not say.")
+    ctx = user.split("## Memory context", 1)[1].split("## Question", 1)[0].lower()
+    words = set(re.findall(r"\w+", ctx))
+    opts = re.findall(r"^([A-H])\. (.*)$", user.split("## Options", 1)[1].split("\n\n")[0], re.M)
+    pick = min(opts, key=lambda o: (o[1].strip().lower() not in ctx,
+                                    -len(set(re.findall(r"\w+", o[1].lower())) & words), o[1]))[0]
+    return completion(pick if "grammar" in req else f"Answer: {pick}")
+
+
+@pytest.mark.slow
+def test_validity_rows_through_a_language_model_backbone(ray_local, tmp_path):
+    """Through the ray.data.llm path: gold evidence lifts a reader that uses its memory to 100 on multiple choice,
+    the rotated asking maps letters back (a perfect reader is order-consistent), a rerun asks nothing again."""
+    run = make_run(tmp_path)
+    with ScriptedChatServer(_perfect_reader) as srv:
+        backbone = {"kind": "openai", "base_url": srv.base_url, "model": "m", "batch_size": 8, "max_retries": 0}
+        cfg = load_config(overrides={"run_dir": str(tmp_path), "evaluate": {
+            "methods": ["no_context", "full_context"], "settings": ["text"], "sample_per_sub_task": None,
+            "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1, "judge": "rubric"}})
+        run_evaluate(cfg)
+        n_first = len(srv.requests)
+        res = run.read_table("results/results.parquet")
+        gold = res.filter((pl.col("method") == "gold") & ~pl.col("is_open"))
+        assert gold.height and gold["status"].to_list() == ["ok"] * gold.height
+        assert gold["score"].mean() == 100.0
+        order = res.filter(pl.col("method") == "order")
+        fc = dict(res.filter(pl.col("method") == "full_context").select("question_id", "choice").iter_rows())
+        assert order.height and all(c == fc[q] for q, c in order.select("question_id", "choice").iter_rows())
+        assert (order["shift"] > 0).all() and (order["shown_choice"] != order["choice"]).any()
+        reader = json.loads(run.read_text("results/findings.json"))["reader"]
+        assert reader["order"]["consistency"] == 100.0 and reader["headroom"] > 0
+        # no ground truth in any prompt but the gold row's: the gold lead appears only in the gold requests
+        gold_prompts = [r for r in srv.requests if "Memory of this user (" in r["messages"][-1]["content"]]
+        assert len(gold_prompts) == res.filter(pl.col("method") == "gold").height
+        run_evaluate(cfg)  # resumable: the validity answers are cached by prompt hash
+        again = [r for r in srv.requests[n_first:] if "## Question" in r["messages"][-1]["content"]]
+        assert again == []  # only the start-up probe was sent
+    items = [it for it in load_items(run) if it["setting"] == "text"]
+    assert {public_view(it)["question_id"] for it in items} == set(gold["question_id"].to_list()) | {
+        it["question_id"] for it in items if not it["choices"]}
