@@ -258,6 +258,8 @@ def test_REL2_LLM_evaluate_malformed_json_body_crashes_stage_now_gives_error_row
         assert r["error"] and r["choice"] == ""
         if "malformed" in r["error"] or "status reply" in r["error"]:
             assert r["answer_text"] and len(r["answer_text"]) <= 2000
+        if r["error"].startswith(("malformed reply", "status reply", "transport reply")):
+            assert r["error"].endswith("(after 2 attempts)")  # retried (max_retries 1), then the error row
     kinds = " ".join(errors["error"].to_list())
     assert "Timeout" in kinds and "malformed reply" in kinds
     ok = main.filter(pl.col("status") == "ok")
@@ -435,3 +437,14 @@ def test_REL2_LLM_evaluate_against_a_real_llama_cpp_server_killed_mid_run(ray_lo
     assert main.height == 2 * items.height
     errors = main.filter(pl.col("status") == "error")
     assert errors.height > 0 and any("transport reply" in e for e in errors["error"].to_list())
+
+
+def test_ingest_backbone_round_trip_keeps_the_retry_settings():
+    """The stage hands methods ``{kind: openai, **spec.backbone_kwargs()}`` for ingest-time completions: it must
+    validate again (the REL2 repro's ingest failed on an unknown ``backoff_s`` before this)."""
+    from filegram_ray.llm import make_backbone
+
+    spec = chat_spec({"kind": "llama_cpp", "base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 3,
+                      "retry_backoff_s": 0.5, "constrain": "grammar"})
+    bb = make_backbone({"kind": "openai", **spec.backbone_kwargs()})
+    assert (bb.retries, bb.backoff_s, bb.constrain) == (3, 0.5, "grammar")

@@ -218,9 +218,9 @@ def chat_spec(spec: Any) -> ChatSpec:
         kind = "vllm_engine" if "model_source" in data and "base_url" not in data else "vllm_server"
     if kind in _HTTP_KINDS:
         data.setdefault("server", {"llama_cpp": "llama_cpp", "vllm_server": "vllm"}.get(kind, "openai"))
-        if "retries" in data:  # the one-off client's spelling of max_retries
-            retries = data.pop("retries")
-            data.setdefault("max_retries", retries)
+        for short, name in (("retries", "max_retries"), ("backoff_s", "retry_backoff_s")):  # the one-off
+            if short in data:                                                            # client's spellings
+                data.setdefault(name, data.pop(short))
         return _validated(HttpChatSpec, kind, data)
     if kind == "vllm_engine":
         return _validated(VLLMEngineSpec, kind, data)
