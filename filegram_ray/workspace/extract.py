@@ -37,6 +37,7 @@ import email.policy
 import io
 import json
 import re
+import threading
 from pathlib import Path
 
 from filegram_ray.limits import (
@@ -151,19 +152,185 @@ def _pdf(path: Path) -> str:
     if n > PDF_MAX_PAGES:
         raise InputLimitError(f"{path}: too large: {n:,} pages (limit {PDF_MAX_PAGES:,})")
     budget = _TextBudget(path)
-    return "\n\n".join(budget.take((page.extract_text() or "").strip()) for page in reader.pages).strip()
+    texts = [budget.take((page.extract_text() or "").strip()) for page in reader.pages]
+    extra: list[str] = []
+    notes: list[str] = []
+    for k, page in enumerate(reader.pages, start=1):
+        if not texts[k - 1] and "/XObject" in str(page.get("/Resources", {})):
+            notes.append(f"page {k}: no text layer (a scanned image?)")
+        for ref in page.get("/Annots") or []:
+            annot = ref.get_object()
+            sub = str(annot.get("/Subtype", ""))
+            if sub in ("/Link", "/Widget", "/Popup"):
+                continue  # links are the page's own text; form widgets are listed with the form
+            contents = str(annot.get("/Contents") or "").strip()
+            if contents:
+                author = str(annot.get("/T") or "").strip()
+                extra.append(budget.take(f"[comment p.{k}{', ' + author if author else ''}] {contents}"))
+    fields = reader.get_fields() or {}
+    for name, field in fields.items():
+        value = field.get("/V")
+        if value not in (None, "") and str(value).strip():
+            extra.append(budget.take(f"[form] {name}: {str(value).strip()}"))
+    try:
+        attached = list(reader.attachments)
+    except Exception:  # noqa: BLE001 - a malformed name tree: the pages are still the document
+        attached = []
+    if attached:
+        extra.append("[attachments] " + ", ".join(attached))
+    out = "\n\n".join(texts).strip()
+    if extra:
+        out += "\n\n" + "\n".join(extra)
+    return (out + "\n".join(_not_extracted(notes))).strip()
+
+
+#: OOXML namespaces the extractors look up by hand (ECMA-376 part 1, §8; the markup-compatibility namespace: part 3)
+_NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+       "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006",
+       "wp": "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
+       "a": "http://schemas.openxmlformats.org/drawingml/2006/main",
+       "pic": "http://schemas.openxmlformats.org/drawingml/2006/picture",
+       "s": "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
+       "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+       "pr": "http://schemas.openxmlformats.org/package/2006/relationships"}
+
+
+def _not_extracted(notes: list[str]) -> list[str]:
+    """The closing line of a view that names what a reader sees but the view does not hold (``[]`` when nothing):
+    ``[not extracted: 2 pictures (no text); 1 SmartArt graphic]``."""
+    counts: dict[str, int] = {}
+    for n in notes:
+        counts[n] = counts.get(n, 0) + 1
+    if not counts:
+        return []
+    return ["", "[not extracted: " + "; ".join(f"{k} ×{c}" if c > 1 else k for k, c in counts.items()) + "]"]
+
+
+def _xp(expr: str):
+    """A compiled XPath over :data:`_NS` (python-docx's elements override ``xpath`` with their own namespaces)."""
+    from lxml import etree
+
+    cache = _XPATHS.__dict__.setdefault("compiled", {})  # per thread: one compiled XPath is not shared by threads
+    got = cache.get(expr)
+    if got is None:
+        got = cache[expr] = etree.XPath(expr, namespaces=_NS)
+    return got
+
+
+_XPATHS = threading.local()
+
+
+def _safe_xml(blob: bytes):
+    """Parse an OOXML part with lxml, entities unresolved and no network (what python-docx's own parser does)."""
+    from lxml import etree
+
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, remove_blank_text=False)
+    return etree.fromstring(blob, parser)
+
+
+def _w_text(p) -> str:
+    """A ``w:p``'s visible text: its runs, those inside hyperlinks, tracked insertions, fields, smart tags and
+    inline content controls included; deleted text and the paragraphs of text boxes anchored in it left out (the
+    text boxes are listed on their own)."""
+    from docx.oxml.text.run import CT_R
+
+    out = []
+    for r in p.iterfind(".//w:r", _NS):
+        up = r.getparent()
+        while up is not None and up is not p and up.tag not in _W_HIDDEN:
+            up = up.getparent()
+        if up is p:  # nothing between the paragraph and the run hides it or belongs to a text box
+            out.append(r.text if isinstance(r, CT_R) else "".join(r.itertext()))
+    return "".join(out)
+
+
+#: elements whose runs are not the enclosing paragraph's visible text (deleted, a text box's, a fallback copy)
+_W_HIDDEN = frozenset({f"{{{_NS['w']}}}del", f"{{{_NS['w']}}}txbxContent", f"{{{_NS['mc']}}}Fallback"})
+
+
+def _docx_table_lines(table, depth: int = 0) -> list[str]:
+    lines = []
+    for row in table.rows:
+        lines.append("\t".join(cell.text.strip() for cell in row.cells))
+        for cell in row.cells:
+            for inner in cell.tables:  # a table nested in a cell (cell.text holds only the cell's paragraphs)
+                if depth < 8:
+                    lines += _docx_table_lines(inner, depth + 1)
+    return lines
 
 
 def _docx(path: Path) -> str:
+    """Body paragraphs, then every table (nested tables after their row), then what sits outside the body's flow:
+    content controls, text boxes, headers and footers, footnotes and endnotes, comments, each line tagged; pictures
+    and embedded objects are named in a closing ``[not extracted: …]`` line (their alt text is kept)."""
     import docx
 
     document = docx.Document(str(path))
-    parts = [p.text for p in document.paragraphs]
+    body = document.element.body
+    budget = _TextBudget(path)
+    parts = [budget.take(_w_text(p._p)) for p in document.paragraphs]
     for table in document.tables:
         parts.append("")
-        for row in table.rows:
-            parts.append("\t".join(cell.text.strip() for cell in row.cells))
-    return "\n".join(parts).strip()
+        parts += [budget.take(line) for line in _docx_table_lines(table)]
+    extra: list[str] = []
+    for sdt in body.iterfind("w:sdt", _NS):  # block content controls (cover pages, tables of contents)
+        extra += [f"[content control] {t}" for t in (_w_text(p).strip() for p in sdt.iterfind(".//w:p", _NS)
+                                                     if not _xp("ancestor::w:txbxContent")(p)) if t]
+    for box in _xp(".//w:txbxContent[not(ancestor::mc:Fallback)]")(body):
+        text = "\n".join(t for t in (_w_text(p).strip() for p in box.iterfind("w:p", _NS)) if t)
+        if text:
+            extra.append(f"[text box] {text}")
+    seen: set[str] = set()
+    for section in document.sections:
+        for label, part in (("header", section.first_page_header), ("header", section.header),
+                            ("header", section.even_page_header), ("footer", section.first_page_footer),
+                            ("footer", section.footer), ("footer", section.even_page_footer)):
+            if part.is_linked_to_previous:
+                continue
+            lines = [t for t in (_w_text(p._p).strip() for p in part.paragraphs) if t]
+            for table in part.tables:
+                lines += [ln for ln in _docx_table_lines(table) if ln.strip()]
+            text = "\n".join(lines)
+            if text and (label, text) not in seen:
+                seen.add((label, text))
+                extra.append(f"[{label}] {text}")
+    for rel in document.part.rels.values():
+        kind = rel.reltype.rsplit("/", 1)[-1]
+        if kind not in ("footnotes", "endnotes") or rel.is_external:
+            continue
+        root = _safe_xml(rel.target_part.blob)
+        tag = "footnote" if kind == "footnotes" else "endnote"
+        for note in root.iterfind(f"w:{tag}", _NS):
+            if note.get(f"{{{_NS['w']}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
+                continue
+            text = " ".join(t for t in (_w_text(p).strip() for p in note.iterfind(".//w:p", _NS)) if t)
+            if text:
+                extra.append(f"[{tag} {note.get(chr(123) + _NS['w'] + '}id')}] {text}")
+    try:
+        comments = list(document.comments)
+    except Exception:  # noqa: BLE001 - a document without a comments part
+        comments = []
+    for c in comments:
+        text = "\n".join(t for t in (_w_text(p._p).strip() for p in c.paragraphs) if t)
+        if text:
+            extra.append(f"[comment{', ' + c.author if c.author else ''}] {text}")
+    notes = []
+    for pic in body.iterfind(".//pic:pic", _NS):
+        if _xp("ancestor::mc:Fallback")(pic):
+            continue
+        frame = _xp("ancestor::wp:inline[1] | ancestor::wp:anchor[1]")(pic)
+        descr = frame[0].find("wp:docPr", _NS).get("descr", "").strip() if frame and frame[0].find(
+            "wp:docPr", _NS) is not None else ""
+        if descr:
+            extra.append(f"[picture] {descr}")
+        else:
+            notes.append("picture (no text)")
+    notes += ["embedded object"] * len(_xp(".//w:object[not(ancestor::mc:Fallback)]")(body))
+    notes += ["chart"] * len(_xp(".//a:graphicData[@uri='http://schemas.openxmlformats.org/drawingml/2006/"
+                                        "chart'][not(ancestor::mc:Fallback)]")(body))
+    if extra:
+        parts += ["", *(budget.take(e) for e in extra)]
+    return "\n".join(parts + _not_extracted(notes)).strip()
 
 
 def _fmt_cell(value) -> str:
@@ -192,8 +359,9 @@ def _xlsx(path: Path) -> str:
     try:
         out: list[str] = []
         cells_left = XLSX_MAX_CELLS  # cells visited (XLSX_MAX_CELLS)
+        comments = _xlsx_comments(path)
         for ws in wb.worksheets:
-            out.append(f"# sheet: {ws.title}")
+            out.append(f"# sheet: {ws.title}" + (" (hidden)" if ws.sheet_state != "visible" else ""))
             # The declared dimension (or one formatted cell at XFD1048576) would pad every row to 16,384 columns
             # and emit every empty row up to it (BR-28): iterate the cells actually stored instead.
             ws.reset_dimensions()
@@ -207,17 +375,110 @@ def _xlsx(path: Path) -> str:
                     cells.pop()
                 if cells:
                     out.append(chars.take("\t".join(cells)))
+            for ref, author, text in comments.get(ws.title, []):
+                out.append(chars.take(f"[comment {ref}{', ' + author if author else ''}] {text}"))
             out.append("")
-        return "\n".join(out).strip()
+        notes = ["chart sheet " + repr(cs.title) for cs in wb.chartsheets]
+        return "\n".join(out + _not_extracted(notes)).strip()
     finally:
         wb.close()
 
 
+def _xlsx_comments(path: Path) -> dict[str, list[tuple[str, str, str]]]:
+    """``{sheet name: [(cell, author, text), …]}`` of the cell comments (notes) of a workbook, read from its XML
+    parts (openpyxl's read-only mode, the one that bounds memory, does not load comments)."""
+    import posixpath
+    import zipfile
+
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        if not any(n.startswith("xl/comments") for n in names):
+            return out
+
+        def rels(part: str) -> dict[str, str]:
+            d, base = posixpath.split(part)
+            rel_name = posixpath.join(d, "_rels", base + ".rels")
+            if rel_name not in names:
+                return {}
+            got = {}
+            for r in _safe_xml(zf.read(rel_name)).iterfind("pr:Relationship", _NS):
+                target = r.get("Target", "")
+                if r.get("TargetMode") != "External":  # a target is relative to the part's folder or, with "/", absolute
+                    full = target.lstrip("/") if target.startswith("/") else posixpath.join(d, target)
+                    got[r.get("Id")] = (r.get("Type", ""), posixpath.normpath(full))
+            return got
+
+        wb_rels = rels("xl/workbook.xml")
+        for sheet in _safe_xml(zf.read("xl/workbook.xml")).iterfind("s:sheets/s:sheet", _NS):
+            target = wb_rels.get(sheet.get(f"{{{_NS['r']}}}id"), ("", ""))[1]
+            for rtype, comments_part in rels(target).values() if target in names else []:
+                if not rtype.endswith("/comments") or comments_part not in names:
+                    continue
+                root = _safe_xml(zf.read(comments_part))
+                authors = [a.text or "" for a in root.iterfind("s:authors/s:author", _NS)]
+                for c in root.iterfind("s:commentList/s:comment", _NS):
+                    text = "".join(t.text or "" for t in c.iterfind(".//s:t", _NS)).strip()
+                    aid = c.get("authorId")
+                    author = authors[int(aid)] if aid and aid.isdigit() and int(aid) < len(authors) else ""
+                    if text:
+                        out.setdefault(sheet.get("name", ""), []).append((c.get("ref", ""), author, text))
+    return out
+
+
+#: deepest group-in-group nesting of a slide the pptx view walks (ours; PowerPoint itself has no limit)
+PPTX_MAX_GROUP_DEPTH = 64
+
+
+def _pptx_shape(shape, out: list[str], notes: list[str], depth: int = 0) -> None:
+    """The lines of one shape: a group's shapes in order, recursively (case BR2-01: text in grouped shapes was
+    dropped), text frames, table cells, a chart's title, a picture's alt text; what has no text goes to
+    ``notes``."""
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+    from pptx.shapes.graphfrm import GraphicFrame
+    from pptx.shapes.picture import Picture
+
+    if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+        if depth >= PPTX_MAX_GROUP_DEPTH:
+            notes.append(f"shapes nested deeper than {PPTX_MAX_GROUP_DEPTH} groups")
+            return
+        for inner in shape.shapes:
+            _pptx_shape(inner, out, notes, depth + 1)
+        return
+    if shape.has_text_frame:
+        text = shape.text_frame.text.strip()
+        if text:
+            out.append(text)
+    if getattr(shape, "has_table", False) and shape.has_table:
+        for row in shape.table.rows:
+            out.append("\t".join(cell.text.strip() for cell in row.cells))
+    elif getattr(shape, "has_chart", False) and shape.has_chart:
+        chart = shape.chart
+        title = chart.chart_title.text_frame.text.strip() if chart.has_title and chart.chart_title.has_text_frame \
+            else ""
+        if title:
+            out.append(f"[chart] {title}")
+        notes.append("chart data")
+    elif isinstance(shape, Picture):
+        descr = (shape._element.xpath("./p:nvPicPr/p:cNvPr/@descr") or [""])[0].strip()
+        if descr:
+            out.append(f"[picture] {descr}")
+        else:
+            notes.append("picture (no text)")
+    elif isinstance(shape, GraphicFrame):  # SmartArt, an embedded or linked object
+        notes.append("SmartArt or embedded object")
+
+
 def _pptx(path: Path) -> str:
+    """Per slide ``## Slide N: <title>``, then every shape in order — groups recursively, text frames, table
+    cells, chart titles, pictures' alt text — then the speaker notes; a closing ``[not extracted: …]`` line names
+    pictures without alt text, chart data, SmartArt and embedded objects."""
     from pptx import Presentation
 
     prs = Presentation(str(path))
     out: list[str] = []
+    notes: list[str] = []
+    budget = _TextBudget(path)
     for i, slide in enumerate(prs.slides, start=1):
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text.strip() if title_shape is not None and title_shape.has_text_frame else ""
@@ -225,19 +486,15 @@ def _pptx(path: Path) -> str:
         for shape in slide.shapes:
             if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
-            if shape.has_text_frame:
-                text = shape.text_frame.text.strip()
-                if text:
-                    out.append(text)
-            if getattr(shape, "has_table", False) and shape.has_table:
-                for row in shape.table.rows:
-                    out.append("\t".join(cell.text.strip() for cell in row.cells))
+            lines: list[str] = []
+            _pptx_shape(shape, lines, notes)
+            out += [budget.take(ln) for ln in lines]
         if slide.has_notes_slide:
-            notes = slide.notes_slide.notes_text_frame.text.strip()
-            if notes:
-                out.append(f"[notes] {notes}")
+            text = slide.notes_slide.notes_text_frame.text.strip()
+            if text:
+                out.append(budget.take(f"[notes] {text}"))
         out.append("")
-    return "\n".join(out).strip()
+    return "\n".join(out + _not_extracted(notes)).strip()
 
 
 _TAG = re.compile(r"<[^>]+>")
@@ -315,7 +572,52 @@ def normalise_mail_date(written: str) -> dict[str, str | None]:
     return {"written": written, "iso": when.isoformat(), "note": "; ".join(notes) or None}
 
 
+def _html_text(html: str) -> str:
+    """What a browser shows of an HTML mail part: tags dropped, ``<script>``/``<style>`` content left out, entities
+    (``&amp;``, ``&nbsp;``) decoded, ``<br>``/block ends as line breaks."""
+    from html.parser import HTMLParser
+
+    class _Text(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+            self.hidden = 0
+
+        def handle_starttag(self, tag, attrs):
+            if tag in ("script", "style", "head", "title"):
+                self.hidden += 1
+            elif tag in ("br", "p", "div", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6"):
+                self.parts.append("\n")
+
+        def handle_endtag(self, tag):
+            if tag in ("script", "style", "head", "title"):
+                self.hidden = max(0, self.hidden - 1)
+            elif tag in ("td", "th"):
+                self.parts.append("\t")
+
+        def handle_data(self, data):
+            if not self.hidden:
+                self.parts.append(data)
+
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    lines = [re.sub(r"[ \u00a0]+", " ", ln).strip(" ").rstrip("\t") for ln in "".join(parser.parts).split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _part_text(part) -> str:
+    text = part.get_content()
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = text.replace("\r\n", "\n")  # RFC 5322 line ends are transport, not text
+    return _html_text(text) if part.get_content_type() == "text/html" else text
+
+
 def _eml(path: Path) -> str:
+    """Headers as written, then the body a mail client shows (text/plain preferred; an HTML-only body as its
+    text), then further inline text parts (a multipart/mixed of several texts), forwarded messages (their headers
+    and body, tagged), and the attachments' names; an attachment without a name is named by its type."""
     data = path.read_bytes()
     headers = eml_headers(data)
     msg = email.message_from_bytes(data, policy=email.policy.default)
@@ -323,16 +625,69 @@ def _eml(path: Path) -> str:
     body = msg.get_body(preferencelist=("plain", "html"))
     text = ""
     if body is not None:
-        text = body.get_content().replace("\r\n", "\n")  # RFC 5322 line ends are transport, not text
-        if body.get_content_type() == "text/html":
-            text = _TAG.sub("", text)
-    attachments = [part.get_filename() for part in msg.iter_attachments() if part.get_filename()]
+        text = _part_text(body)
+        if not text.strip() and body.get_content_type() == "text/plain":  # an empty plain twin of an HTML body
+            html = msg.get_body(preferencelist=("html",))
+            text = _part_text(html) if html is not None else text
     out.append("")
     out.append(text.strip())
+    extra: list[str] = []
+    attachments: list[str] = []
+    parts = list(msg.walk()) if msg.is_multipart() else []
+    # the other renderings of the body (the HTML twin of a plain body) and the parts of forwarded messages (shown
+    # with their message below) are not further text
+    skip = {id(twin) for p in parts if p.get_content_type() == "multipart/alternative" for twin in p.iter_parts()}
+    skip |= {id(p) for p in _inside_rfc822(msg)}
+    for part in parts:
+        ctype = part.get_content_type()
+        if ctype == "message/rfc822":  # forwarded (nested ones too): its headers here, its body below
+            inner = part.get_payload()[0] if isinstance(part.get_payload(), list) and part.get_payload() else None
+            if inner is not None:
+                extra.append("[forwarded message] " + "; ".join(
+                    f"{k}: {header_as_written(str(inner.get(k)))}" for k in EML_HEADERS if inner.get(k)))
+            continue
+        if part is body or part.is_multipart() or id(part) in skip:
+            continue
+        name = part.get_filename()
+        if name:
+            attachments.append(name)
+        elif part.get_content_maintype() == "text" and part.get_content_disposition() != "attachment":
+            more = _part_text(part).strip()
+            if more:
+                extra.append(more)
+        else:
+            attachments.append(f"(unnamed {ctype})")
+    for inner in _forwarded(msg):
+        fwd = inner.get_body(preferencelist=("plain", "html"))
+        if fwd is not None:
+            t = _part_text(fwd).strip()
+            if t:
+                extra.append(t)
+    if extra:
+        out += ["", *extra]
     if attachments:
         out.append("")
         out.append("Attachments: " + ", ".join(attachments))
     return "\n".join(out).strip()
+
+
+def _forwarded(msg) -> list:
+    """The messages attached as ``message/rfc822`` parts, outermost first."""
+    found = []
+    for part in msg.walk() if msg.is_multipart() else []:
+        if part.get_content_type() == "message/rfc822":
+            payload = part.get_payload()
+            if isinstance(payload, list) and payload:
+                found.append(payload[0])
+    return found
+
+
+def _inside_rfc822(msg) -> list:
+    """Every part that belongs to a forwarded message (its own parts are shown with it)."""
+    inside = []
+    for inner in _forwarded(msg):
+        inside += list(inner.walk())
+    return inside
 
 
 #: calendar properties of the view, in the order an event lists them (RFC 5545 §3.8)
