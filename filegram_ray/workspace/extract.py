@@ -3,13 +3,27 @@
 ``extract_text(path) -> str`` turns every document kind a FileGram workspace holds into UTF-8 text so that
 the engine's ``read`` tool, the import path and the memory methods see the same words a person would read:
 
-* pdf  — pypdf, page texts joined with a blank line
-* docx — python-docx, paragraphs in order then every table as tab-separated rows
-* xlsx — openpyxl (read-only, cached values), every sheet as ``# sheet: <name>`` then tab-separated rows
-* pptx — python-pptx, ``## Slide N: <title>`` then every text frame / table cell of the slide
+* pdf  — pypdf, page texts joined with a blank line; then comments (``[comment p.N, author]``: annotations with
+  text, sticky notes and typed-on text boxes), filled form fields (``[form] name: value``) and attached files'
+  names (``[attachments]``)
+* docx — python-docx, paragraphs in order (tracked insertions included, deletions left out) then every table as
+  tab-separated rows (a table nested in a cell after its row); then, tagged, content controls, ``[text box]``,
+  ``[header]`` / ``[footer]`` (each distinct one once), ``[footnote N]`` / ``[endnote N]``, ``[comment, author]``
+  and pictures' alt text (``[picture]``)
+* xlsx — openpyxl (read-only, cached values, shared strings resolved), every sheet (hidden ones marked
+  ``(hidden)``) as ``# sheet: <name>`` then tab-separated rows, then its cell comments ``[comment B2, author]``
+* pptx — python-pptx, ``## Slide N: <title>`` then every shape in order: text frames, table cells, groups
+  recursively (nested groups too, case BR2-01), ``[chart] <title>``, ``[picture] <alt text>``; then ``[notes]``
 * eml  — stdlib ``email``: From/To/Cc/Date/Subject headers **as written** (unfolded, encoded words decoded, never
-  parsed and re-formatted: :func:`header_as_written`), then the text/plain body (html parts stripped of tags);
-  the normalised date goes beside the view (:func:`normalise_mail_date`, the import's ``bundle.json``), never into it
+  parsed and re-formatted: :func:`header_as_written`), then the body (text/plain preferred; an HTML-only body as
+  the text a browser shows: no tags, scripts or styles, entities decoded), further inline text parts, forwarded
+  messages (``[forwarded message]`` headers, then their body) and ``Attachments:`` names (an unnamed one as its
+  type); the normalised date goes beside the view (:func:`normalise_mail_date`, the import's ``bundle.json``),
+  never into it
+
+What a reader sees but has no text — a picture without alt text, chart data, a chart sheet, SmartArt or an embedded
+object, a PDF page without a text layer — is named in the view's closing line ``[not extracted: …]`` (counts as
+``×N``), so a view never drops content silently.
 * ics  — SUMMARY / DTSTART / DTEND / DURATION / RRULE / … / DESCRIPTION lines of every VEVENT, values as written,
   parameters such as ``TZID`` kept in parentheses
 * csv, txt, md, json, and other text kinds — decoded as UTF-8 (BOM stripped; invalid bytes replaced)
