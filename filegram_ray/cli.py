@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "the models manifest: list the packaged models, verify installed weights"),
     "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile? (tier recovery, "
                  "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md"),
+    "findings": ("filegram_ray.evaluate.cli", "the paper's findings F1–F6 decided on an evaluated run (paired "
+                 "tests, intervals; holds / fails / undecided with the items to decide)"),
 }
 
 #: modules providing ``register(subparsers)``, in the order their commands appear in ``--help``.

@@ -174,3 +174,27 @@ def test_findings_f2_thresholds_and_f3_equivalence():
                                                     "full_context"])}
     assert by["F2"]["verdict"] == "holds", by["F2"]
     assert by["F3"]["verdict"] == "holds", by["F3"]  # identical answers: difference 0 [0, 0]
+
+
+def test_filegram_findings_command(tmp_path, capsys):
+    """`filegram findings RUN` decides F1–F6 from RUN/results/results.parquet and writes findings.json; a missing
+    run or column is one line naming it, exit 2."""
+    from filegram_ray.cli import main
+
+    methods = ["filegramos", "evermemos", "mem0", "zep", "memos", "simplemem"]
+    (tmp_path / "results").mkdir()
+    _f1_table(methods).write_parquet(tmp_path / "results" / "results.parquet")
+    assert main(["findings", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "F1 HOLDS" in out and "F6 UNDECIDED" in out and "not evaluated: filegramos_no_procedural" in out
+    assert "Reader headroom: not measured" in out
+    import json
+
+    found = json.loads((tmp_path / "results" / "findings.json").read_text())
+    assert found["findings"][0]["verdict"] == "holds" and found["methods"] == methods
+    _f1_table(methods).drop("is_open").write_parquet(tmp_path / "results" / "results.parquet")
+    assert main(["findings", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "results/results.parquet" in err and "is_open" in err and "Traceback" not in err
+    assert main(["findings", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()

@@ -1,5 +1,9 @@
 """The evaluate stage: methods × items through a backbone → results.parquet, report.md, plots."""
 
-from filegram_ray.evaluate.stage import EvaluateConfig, run_evaluate
+from filegram_ray._lazy import lazy_exports
+
+# imported on first use, so `filegram findings --help` does not load polars (issue 31)
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(["EvaluateConfig", "run_evaluate"],
+                                                            "filegram_ray.evaluate.stage"))
 
 __all__ = ["EvaluateConfig", "run_evaluate"]

@@ -421,7 +421,7 @@ def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
     return out
 
 
-def _write_statistics(run: RunDir, stats: dict[str, Any]) -> list[str]:
+def write_statistics(run: RunDir, stats: dict[str, Any]) -> list[str]:
     """``results/intervals.parquet``, ``paired.parquet``, ``power.parquet`` and ``findings.json`` (verdicts and the
     reader's headroom) of :func:`report_statistics`; returns the paths."""
     import json
@@ -460,7 +460,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    f"{', '.join(_name(m, row_names) for m in info['earlier_methods'])}."), ""]
     stats = report_statistics(results, int(info.get("seed") or 0)) if results.height else None
     if stats is not None:
-        written += _write_statistics(run, stats)
+        written += write_statistics(run, stats)
         lines += headroom_lines(stats["reader"], row_names)
     if summary.height:
         marks = {} if stats is None else {r["method"]: DISTINCT_MARK for r in stats["paired"].to_dicts()
