@@ -20,20 +20,6 @@ __all__ = ["ALL_CHANNELS", "FileGramOS"]
 ALL_CHANNELS = ("procedural", "semantic", "episodic")
 
 
-def _memory_api(name: str):
-    """``filegram_ray.memory.<name>`` (package export, else its defining module ``engram``/``consolidate``/
-    ``retrieve``)."""
-    import importlib
-    import types
-
-    pkg = importlib.import_module("filegram_ray.memory")
-    obj = getattr(pkg, name, None)
-    if callable(obj) and not isinstance(obj, types.ModuleType):
-        return obj
-    module = {"encode_engram": "engram", "consolidate": "consolidate", "retrieve": "retrieve"}[name]
-    return getattr(importlib.import_module(f"filegram_ray.memory.{module}"), name)
-
-
 class FileGramOS(MemoryMethod):
     """FileGramOS with a configurable channel set (default: all three).
 
@@ -70,7 +56,7 @@ class FileGramOS(MemoryMethod):
         """
         from filegram_ray.memory.index import chunk_texts, episode_texts
 
-        consolidate = _memory_api("consolidate")
+        from filegram_ray.memory.consolidate import consolidate
         emb = self._embedder()
         engrams = [self._engram(v) for v in trajectories]
         engrams.sort(key=lambda e: e.trajectory_id)  # reference §7: engrams sorted by trajectory id
@@ -85,7 +71,7 @@ class FileGramOS(MemoryMethod):
         import hashlib
         import json
 
-        encode_engram = _memory_api("encode_engram")
+        from filegram_ray.memory.engram import encode_engram
         digest = hashlib.sha1(json.dumps(view.events, sort_keys=True, ensure_ascii=False, default=str)
                               .encode("utf-8", "surrogatepass")).hexdigest()
         key = (view.label, view.task_id, digest)
@@ -100,7 +86,7 @@ class FileGramOS(MemoryMethod):
     def retrieve(self, state: Any, query: str) -> Context:
         from filegram_ray.memory.index import ProfileIndices, build_index
 
-        retrieve = _memory_api("retrieve")
+        from filegram_ray.memory.retrieve import retrieve
         channels = tuple(self.options.get("channels") or self.channels)
         indices = ProfileIndices(build_index(*state["chunks"]), build_index(*state["episodes"]))
         rc = retrieve(state["store"], query=query or None, channels=channels, indices=indices,

@@ -25,9 +25,6 @@ class Perturbation(BaseModel):
     from_: Tier = Field(alias="from")
     to: Tier
 
-    def model_dump_json_compat(self) -> dict[str, str]:
-        return {"dimension": self.dimension, "from": self.from_, "to": self.to}
-
 
 class TrajectoryMeta(BaseModel):
     """``meta.json`` of one trajectory."""
