@@ -12,8 +12,8 @@ Each finding is a set of *claims*; each claim is decided from the paired tests o
   [−5, 5] holds, entirely outside fails).
 * **F4** VisRAG leads the Semantic channel: VisRAG > every other evaluated method on the semantic-channel items
   (McNemar, Holm).
-* **F5** From Text to Multimodal, text-only methods (every method except FileGramOS and its ablations, VisRAG and
-  MMA) drop more than FileGramOS: per text/multimodal twin pair, d = mean drop of the text-only methods − FileGramOS's
+* **F5** From Text to Multimodal, text-only methods (every method with a memory except FileGramOS and its
+  ablations, VisRAG and MMA; No Context has no memory to lose) drop more than FileGramOS: per text/multimodal twin pair, d = mean drop of the text-only methods − FileGramOS's
   drop; paired bootstrap over profiles, interval above 0 holds, below 0 fails.
 * **F6** Removing FileGramOS's procedural channel costs more than removing either other channel: FileGramOS without
   semantic > without procedural, and without episodic > without procedural (McNemar, Holm).
@@ -154,7 +154,8 @@ def _f3(results: pl.DataFrame, seed: int) -> dict[str, Any]:
 
 
 def _f5(results: pl.DataFrame, methods: Sequence[str], seed: int) -> dict[str, Any]:
-    text_only = [m for m in methods if not m.startswith("filegramos") and m not in _MULTIMODAL_METHODS]
+    text_only = [m for m in methods if not m.startswith("filegramos") and m not in _MULTIMODAL_METHODS
+                 and m != "no_context"]
     claim = "text-only methods' Text→Multimodal drop > FileGramOS's"
     out: dict[str, Any] = {"claim": claim, "n": 0, "p": None, "p_holm": None, "items": None, "diff": None,
                            "lo": None, "hi": None}
