@@ -198,3 +198,25 @@ def test_filegram_findings_command(tmp_path, capsys):
     assert "results/results.parquet" in err and "is_open" in err and "Traceback" not in err
     assert main(["findings", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
+
+
+def test_findings_f5_twin_drops_and_f6_channel_ablations():
+    rows = []
+    for i in range(60):
+        for m, text, mm in (("filegramos", 100.0, 100.0), ("mem0", 100.0, 0.0), ("no_context", 0.0, 0.0)):
+            base = {"method": m, "sub_track": "FileGrd", "channel": "semantic", "is_open": False, "status": "ok",
+                    "n_choices": 2, "profile": f"p{i % 20}", "correct": "A"}
+            rows.append({**base, "question_id": f"t{i:03d}", "setting": "text", "score": text, "text_twin": ""})
+            rows.append({**base, "question_id": f"m{i:03d}", "setting": "multimodal", "score": mm,
+                         "text_twin": f"t{i:03d}"})
+    by = {f["id"]: f for f in decide_findings(pl.DataFrame(rows), ["no_context", "filegramos", "mem0"])}
+    assert by["F5"]["verdict"] == "holds", by["F5"]
+    assert by["F5"]["claims"][0]["diff"] == pytest.approx(100.0)  # mem0 loses everything, FileGramOS nothing
+    rng = np.random.default_rng(2)
+    qs = [f"q{i:03d}" for i in range(150)]
+    abl = {"filegramos_no_procedural": 0.4, "filegramos_no_semantic": 0.8, "filegramos_no_episodic": 0.75}
+    res = _results({m: {q: 100.0 * (rng.random() < a) for q in qs} for m, a in abl.items()})
+    f6 = next(f for f in decide_findings(res, list(abl)) if f["id"] == "F6")
+    assert f6["verdict"] == "holds" and len(f6["claims"]) == 2
+    flipped = _results({m: {q: 100.0 * (rng.random() < 1.1 - a) for q in qs} for m, a in abl.items()})
+    assert next(f for f in decide_findings(flipped, list(abl)) if f["id"] == "F6")["verdict"] == "fails"
