@@ -19,6 +19,7 @@ from pathlib import Path
 import phonenumbers
 import pytest
 from watch_helpers import Tail, all_events, start
+from watch_helpers import config as config_of
 
 from filegram_ray.watch.observer import Watcher
 from filegram_ray.watch.privacy import Redactor
@@ -322,3 +323,28 @@ def test_forget_by_real_path_finds_a_redacted_name(tmp_path):
     assert r["key"].startswith("w/[EMAIL-") and r["events_removed"] >= 1 and r["still_exists"]
     left = [e.get("file_path") for e in all_events(tmp_path / "store") if e["event_type"] == "file_write"]
     assert left == ["/sandbox/w/keep.md"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify (Linux) observer")
+def test_store_recorded_with_plain_names_is_re_keyed_without_an_event(tmp_path):
+    """A store whose names were recorded as written (content ``full``, or a store from before names were
+    redacted) switched to ``redacted``: the index is re-keyed at start (a note says so), the file's next edit is
+    recorded under the placeholder, and no move, deletion or creation repeats the plain name."""
+    w, root = start(tmp_path, content="full")
+    try:
+        (root / "ann@example.com.md").write_text("a\n")
+        w.sync()
+    finally:
+        w.stop()
+    w = Watcher(tmp_path / "store", [], config_of(content="redacted"), status_every_s=0).start()
+    try:
+        (root / "ann@example.com.md").write_text("a\nb\n")
+        w.sync()
+    finally:
+        summary = w.stop()
+    assert any("re-keyed" in n for n in summary["notes"])
+    later = [e for e in all_events(tmp_path / "store") if e["event_type"] in ("file_edit", "file_write",
+                                                                              "file_move", "file_rename",
+                                                                              "file_delete")][1:]
+    assert [(e["event_type"], e["file_path"].startswith("/sandbox/w/[EMAIL-")) for e in later] == [
+        ("file_edit", True)]

@@ -171,9 +171,10 @@ _LEAD = " \t=:\"'"
 #: placeholder per kind of redaction (counts use the dict keys)
 PLACEHOLDERS = {"private_key": "[PRIVATE KEY]", "key": "[KEY]", "email": "[EMAIL]", "card": "[CARD]",
                 "phone": "[PHONE]"}
-#: hex digits of the keyed hash in a name placeholder (``[EMAIL-<10 hex>]``): 40 bits, so two different values
-#: in one store share a placeholder with probability ~n²/2⁴¹ (n = distinct redacted values in names)
-NAME_TAG_HEX = 10
+#: letters of the keyed hash in a name placeholder (``[EMAIL-<9 letters a-z>]``): 9 × log2(26) ≈ 42 bits, so two
+#: different values in one store share a placeholder with probability ~n²/2⁴³ (n = distinct redacted values in
+#: names). Letters only: a placeholder never looks like a phone or card number, so redacting it again changes nothing.
+NAME_TAG_LETTERS = 9
 
 
 @lru_cache(maxsize=1)
@@ -212,9 +213,9 @@ class Redactor:
         return self._redact(text, lambda kind, _original: PLACEHOLDERS[kind])
 
     def redact_name(self, name: str) -> str:
-        """A file or folder name with what :meth:`redact` finds replaced by ``[KIND-<hash>]`` (``[EMAIL-3fa2c1d0e9]``,
-        ``[PHONE-…]``, ``[KEY-…]``): a keyed hash (HMAC-SHA256 with :attr:`name_key`, first
-        :data:`NAME_TAG_HEX` hex digits) of the replaced text, so the same name always gets the same placeholder
+        """A file or folder name with what :meth:`redact` finds replaced by ``[KIND-<hash>]`` (``[EMAIL-qhzmtwkbe]``,
+        ``[PHONE-…]``, ``[KEY-…]``): a keyed hash (HMAC-SHA256 with :attr:`name_key`, written
+        as :data:`NAME_TAG_LETTERS` base-26 letters) of the replaced text, so the same name always gets the same placeholder
         (events of one file still join) and different names almost surely different ones. ``/`` never occurs
         in the result; a name without anything to redact is returned unchanged."""
         out = self._names.get(name)
@@ -225,8 +226,13 @@ class Redactor:
         return out
 
     def _name_mark(self, kind: str, original: str) -> str:
-        tag = hmac.new(self.name_key, original.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
-        return f"[{PLACEHOLDERS[kind][1:-1].replace(' ', '-')}-{tag[:NAME_TAG_HEX]}]"
+        n = int.from_bytes(hmac.new(self.name_key, original.encode("utf-8", "surrogatepass"), hashlib.sha256).digest(),
+                           "big")
+        tag = ""
+        for _ in range(NAME_TAG_LETTERS):
+            n, d = divmod(n, 26)
+            tag += chr(97 + d)
+        return f"[{PLACEHOLDERS[kind][1:-1].replace(' ', '-')}-{tag}]"
 
     def _redact(self, text: str, mark) -> tuple[str, Counter]:
         counts: Counter = Counter()

@@ -427,8 +427,34 @@ class Recorder:
         """Load the checkpoint, replay later log lines, close stale sessions. Returns notes for the user (torn
         lines cut, sessions closed)."""
         self.replay()
+        self._redact_index_names()
         self._resume_or_close()
         return self.notes
+
+    def _redact_index_names(self) -> None:
+        """A store recorded before names were redacted (or with content ``full`` before): re-key index entries
+        whose names redact to something else, silently (no event would be true: nothing changed on disk). The
+        earlier session logs keep the old names (``--forget`` removes them)."""
+        if self.names is None:
+            return
+        renamed = {}
+        roots = {r.label: r for r in self.roots}
+        for k in self.index:
+            label, _, rel = k.partition("/")
+            if rel and label in roots:
+                new = self.key_of(roots[label], rel)  # a placeholder redacts to itself
+                if new != k:
+                    renamed[k] = new
+        if not renamed:
+            return
+        entries = [(renamed.get(k, k), e) for k, e in self.index.items()]
+        self.index.clear()
+        self.by_hash.clear()
+        self.subdirs.clear()
+        for k, e in entries:
+            self._set(k, e)
+        self.notes.append(f"{len(renamed)} recorded names were re-keyed to their redacted form; earlier session logs "
+                          f"still hold them (use --forget PATH to remove them)")
 
     def replay(self) -> None:
         """The index as of the end of the logs: the checkpoint plus the ``_state`` of every later line."""
