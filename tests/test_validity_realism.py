@@ -79,6 +79,9 @@ def test_task_tier_eta2_finds_a_tier_quota_and_not_a_noisy_tendency():
     q = task_tier_eta2(quota, [name])[name]
     assert q["eta2"] == pytest.approx(1.0) and q["dimension"] == "E"
     assert task_tier_eta2(noisy, [name])[name]["eta2"] < 0.6
+    # two sessions per cell: no figure rather than a near-1 η² that noise alone would give
+    tiny = _sessions(2, tasks, lambda tier, rng: rng.random())
+    assert task_tier_eta2(tiny, [name])[name]["eta2"] is None
 
 
 def test_one_feature_tree_reaches_one_on_separable_data_and_chance_on_noise():

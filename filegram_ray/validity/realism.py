@@ -222,7 +222,7 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
     worst = max(((n, v["eta2"]) for n, v in out["eta2"].items() if v["eta2"] is not None), key=lambda x: x[1],
                 default=(None, None))
     checks.append(_check("max task × tier η² over the 17 fingerprint features", worst[1], BOUNDS["eta2"], "<=",
-                         f"{worst[0]}" if worst[0] else "no feature varies"))
+                         f"{worst[0]}" if worst[0] else "no feature varies, or < 3 sessions per task × tier cell"))
     for key, label in (("lpo", "leave-profiles-out"), ("cross", "cross-set")):
         src = lpo if key == "lpo" else cross
         if src is None:

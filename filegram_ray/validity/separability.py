@@ -46,6 +46,9 @@ BOUNDS = {"separability": 0.80, "eta2": 0.80, "profile": 0.90, "rule_answerer_ma
           "search_hits": 0.90, "inspected_before_change": 0.90, "sourced_sentences": 0.80}
 #: Depth of the one-feature trees (issue #28).
 TREE_DEPTH = 2
+#: Fewest sessions per task × tier cell, on average, for an η² (ours; with n sessions in k cells pure noise gives
+#: η² ≈ (k − 1) / (n − 1), so 1–2 sessions a cell read as a deterministic feature).
+MIN_CELL_SESSIONS = 3
 #: Folds of the within-set (leave-profiles-out) separability.
 N_SPLITS = 5
 
@@ -173,14 +176,20 @@ def eta_squared(values: Sequence[float], groups: Sequence[Any]) -> float:
 def task_tier_eta2(sessions: Sequence[Any], names: Iterable[str] | None = None) -> dict[str, Any]:
     """η² of task × tier per feature: ``{feature: {"eta2", "dimension", "by_dimension": {dim: η²}}}`` where
     ``eta2`` is the largest over the six dimensions' tiers (the session's effective tier) and ``dimension`` the one
-    it belongs to; a feature that never varies has ``eta2`` None. ``names`` = which features (default: the 17
+    it belongs to; a feature that never varies, or a run with fewer than :data:`MIN_CELL_SESSIONS` sessions per
+    cell on average, has ``eta2`` None. ``names`` = which features (default: the 17
     fingerprint features)."""
     X, all_names = session_features(sessions)
     col = {n: j for j, n in enumerate(all_names)}
     out: dict[str, Any] = {}
     for n in (list(names) if names is not None else list(FINGERPRINT_NAMES)):
         vals = X[:, col[n]] if n in col else np.zeros(len(sessions))
-        by = {d: eta_squared(vals, [(s.task_id, s.effective[d]) for s in sessions]) for d in DIMENSIONS}
+        by = {}
+        for d in DIMENSIONS:
+            cells = [(s.task_id, s.effective[d]) for s in sessions]
+            # η² of cells holding one or two sessions each is close to 1 whatever the behaviour: not reported
+            by[d] = (eta_squared(vals, cells) if len(cells) >= MIN_CELL_SESSIONS * len(set(cells))
+                     else float("nan"))
         ok = {d: e for d, e in by.items() if e == e}
         dmax = max(ok, key=lambda d: ok[d]) if ok else None
         out[n] = {"eta2": ok[dmax] if dmax else None, "dimension": dmax, "by_dimension": by}
