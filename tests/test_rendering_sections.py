@@ -8,7 +8,7 @@ import pytest
 
 from rendering.policy import MIX, category_of, choose_formats
 from rendering.sections import SectionParams, detect_language, load_document, split_sections
-from rendering.synthetic import synthetic_markdown
+from synthetic_run import synthetic_markdown
 
 EN = """# Quarterly Review
 

@@ -9,7 +9,7 @@ from filegram_ray.config import load_config
 from filegram_ray.storage import RunDir
 from rendering.recover import recover_bytes
 from rendering.stage import INDEX_COLUMNS, INDEX_PATH, run_render
-from rendering.synthetic import write_synthetic_run
+from synthetic_run import write_synthetic_run
 
 CHEAP = ["render.formats=[pdf,docx,md,pptx,xlsx,png_page]"]
 

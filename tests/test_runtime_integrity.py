@@ -24,7 +24,7 @@ from filegram_ray.jobargs import common_parser, config_from_args
 from filegram_ray.runtime import ResourceRequestError, check_cpu_request, map_units, pool_capacity
 from filegram_ray.storage import LOCK_RECORD, RunDir, RunDirLockedError
 from rendering.stage import INDEX_PATH, run_render
-from rendering.synthetic import write_synthetic_run
+from synthetic_run import write_synthetic_run
 
 REPO = Path(__file__).resolve().parent.parent
 
