@@ -22,13 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the synthetic run fixture
 
+from synthetic_run import synthetic_markdown, write_synthetic_run
+
 from filegram_ray.config import load_config
 from filegram_ray.storage import RunDir
 from rendering import renderers as R
 from rendering.policy import MIX, category_of
 from rendering.sections import split_sections
 from rendering.stage import INDEX_PATH, run_render
-from synthetic_run import synthetic_markdown, write_synthetic_run
 
 PAPER_OUTPUTS = 2500  # ≈2.5 K agent-generated files (ref §0)
 GOAL_S = 600.0
