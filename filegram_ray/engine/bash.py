@@ -25,6 +25,14 @@ Parsing follows bash's quoting rules, so a command means what bash would make of
 Execution: every path argument is checked against the sandbox before the first sub-command runs (one refused path
 refuses the whole command), and checked again, with every filesystem call re-walking the path under the link rule,
 when its sub-command runs — so a link moved into place by an earlier sub-command is refused when reached.
+
+``.`` and ``..`` in operands are followed as the kernel follows them (case REL2-SEM-rm-dot-dotdot-deletes-parent;
+:meth:`~filegram_ray.engine.sandbox.Sandbox.resolve`), with GNU coreutils 9.1's answers: ``missing/..`` → "No such
+file or directory", ``file.txt/..`` → "Not a directory" (silent under ``rm -f``; ``touch -c`` skips a missing
+one); ``rm`` refuses an operand whose last component is ``.`` or ``..`` ("refusing to remove '.' or '..'
+directory: skipping 'd/e/..'"); ``mv d/. x`` fails as rename(2) does ("Device or resource busy"); ``cp -r d/. x``
+copies the contents of ``d`` into ``x``; ``mkdir -p a/../b`` makes ``a`` and then ``b``. Words holding a character
+the names rule of :mod:`filegram_ray.names` refuses (controls, U+2028/2029, bidi overrides) refuse the command.
 """
 
 from __future__ import annotations
@@ -373,7 +381,7 @@ def _rm(r: _Run) -> None:
         rel = r.resolve(arg)
         if rel is None:
             continue
-        if _dot_last(arg):  # GNU rm refuses these before looking further (coreutils 9.1, rm.c)
+        if _dot_last(arg):  # an existing d/. or d/..: GNU rm refuses it (coreutils 9.1); missing/.. failed above
             r.fail(f"refusing to remove '.' or '..' directory: skipping '{arg}'")
             continue
         if rel == ".":
