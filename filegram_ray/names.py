@@ -22,9 +22,9 @@ the workspace import, the engine's sandbox copy, every tool listing, events, the
 REL2-IMPORT-control-char-names-dropped-by-engine), one rule (:func:`refused_char`) used by every tool argument,
 the bash parser, the workspace import and the engine's sandbox copy and listings: Unicode category ``Cc`` (C0
 controls incl. tab and newline, DEL, C1 controls such as U+0085 NEL), ``Zl``/``Zp`` (U+2028, U+2029: Python's
-``str.splitlines`` breaks at all of these, so such a name could pose as two listing lines) and the explicit bidi
-formatting characters U+202A–U+202E, U+2066–U+2069 (they reorder how a name is displayed: "Trojan Source",
-CVE-2021-42574). A tool argument holding one is refused (:func:`name_problem` says why); a name found on disk
+``str.splitlines`` breaks at all of these, so such a name could pose as two listing lines) and the bidi
+formatting characters of UAX #9 (U+202A–U+202E, U+2066–U+2069, U+061C, U+200E, U+200F: invisible, they reorder
+how a name is displayed: "Trojan Source", CVE-2021-42574). A tool argument holding one is refused (:func:`name_problem` says why); a name found on disk
 (import, bundle copy, a name planted in a live sandbox) is renamed by :func:`escape_name`: each such character
 written as the ``%XX`` of its UTF-8 bytes (``ctl\x07bell.txt`` → ``ctl%07bell.txt``, ``a\u2028b.md`` →
 ``a%E2%80%A8b.md``), with the rename recorded as for bytes that are not UTF-8.
@@ -42,11 +42,13 @@ __all__ = ["BIDI_CONTROLS", "describe_char", "escape_bytes", "escape_name", "esc
            "has_lone_surrogate", "name_problem", "printable", "refused_char", "utf8_bytes"]
 
 _LONE = re.compile("[\ud800-\udfff]")
-#: explicit bidi formatting characters (Bidi_Class LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI; Unicode UAX #9)
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: the bidirectional formatting characters of Unicode UAX #9 §2: embeddings and overrides (LRE, RLE, PDF, LRO,
+#: RLO: U+202A–U+202E), isolates (LRI, RLI, FSI, PDI: U+2066–U+2069) and implicit marks (ALM U+061C, LRM U+200E,
+#: RLM U+200F) — invisible, and they reorder how a name is displayed
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 #: every character no name may hold (module docstring); equal to "category Cc, Zl or Zp, or in BIDI_CONTROLS"
 #: over all of Unicode (checked by tests/test_engine_rel2_names.py)
-_REFUSED_RX = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_REFUSED_RX = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def refused_char(text: str) -> str | None:

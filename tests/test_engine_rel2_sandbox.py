@@ -229,12 +229,16 @@ def test_hardlink_read_refused_even_when_planted_after_the_path_check(tmp_path):
 
 # --- one names rule ---------------------------------------------------------------------------------------------
 
-REFUSED = ["\x85", "\u2028", "\u2029", "\u202e", "\u2066", "\x07", "\x1b", "\x7f", "\x9b", "\x0b", "\x0c", "\x1e"]
+REFUSED = ["\x85", "\u2028", "\u2029", "\u202e", "\u2066", "\u200f", "\u061c", "\x07", "\x1b", "\x7f", "\x9b",
+           "\x0b", "\x0c", "\x1e"]
 
 
 def test_names_rule_is_category_cc_zl_zp_and_bidi_controls():
-    """The one rule's character set equals 'category Cc, Zl or Zp, or an explicit bidi formatting character'
+    """The one rule's character set equals 'category Cc, Zl or Zp, or a bidi formatting character of UAX #9'
     over all of Unicode; escape_name writes each as its UTF-8 bytes in %XX."""
+    assert BIDI_CONTROLS == {c for c in map(chr, range(0x110000)) if unicodedata.bidirectional(c) in
+                             ("LRE", "RLE", "PDF", "LRO", "RLO", "LRI", "RLI", "FSI", "PDI")} | {"\u061c", "\u200e",
+                                                                                          "\u200f"}
     for cp in range(0x110000):
         if 0xD800 <= cp <= 0xDFFF:
             continue
