@@ -170,32 +170,49 @@ def _pdf(path: Path) -> str:
     extra: list[str] = []
     notes: list[str] = []
     for k, page in enumerate(reader.pages, start=1):
-        if not texts[k - 1] and "/XObject" in str(page.get("/Resources", {})):
-            notes.append(f"page {k}: no text layer (a scanned image?)")
-        for ref in page.get("/Annots") or []:
-            annot = ref.get_object()
-            sub = str(annot.get("/Subtype", ""))
-            if sub in ("/Link", "/Widget", "/Popup"):
-                continue  # links are the page's own text; form widgets are listed with the form
-            contents = str(annot.get("/Contents") or "").strip()
-            if contents:
-                author = str(annot.get("/T") or "").strip()
-                extra.append(budget.take(f"[comment p.{k}{', ' + author if author else ''}] {contents}"))
-    fields = reader.get_fields() or {}
-    for name, field in fields.items():
-        value = field.get("/V")
-        if value not in (None, "") and str(value).strip():
-            extra.append(budget.take(f"[form] {name}: {str(value).strip()}"))
+        try:
+            res = page.get("/Resources")
+            res = res.get_object() if res is not None else {}
+            if not texts[k - 1] and "/XObject" in res:
+                notes.append(f"page {k}: no text layer (a scanned image?)")
+            annots = page.get("/Annots")
+            annots = annots.get_object() if annots is not None else []
+            for ref in annots or []:
+                annot = ref.get_object()
+                if str(annot.get("/Subtype", "")) in ("/Link", "/Widget", "/Popup"):
+                    continue  # links are the page's own text; form widgets are listed with the form
+                contents = str(annot.get("/Contents") or "").strip()
+                if contents:
+                    author = str(annot.get("/T") or "").strip()
+                    extra.append(budget.take(f"[comment p.{k}{', ' + author if author else ''}] {contents}"))
+        except InputLimitError:
+            raise
+        except Exception:  # noqa: BLE001 - a malformed annotation does not cost the page texts
+            notes.append(f"page {k}: unreadable annotations")
+    try:
+        for name, field in (reader.get_fields() or {}).items():
+            value = field.get("/V")
+            if isinstance(value, str) and value.startswith("/") and field.get("/FT") in ("/Btn", None):
+                if value == "/Off":  # an unticked box or radio button shows nothing
+                    continue
+                value = f"checked ({value[1:]})"  # a ticked one: its export name
+            if value not in (None, "") and str(value).strip():
+                extra.append(budget.take(f"[form] {name}: {str(value).strip()}"))
+    except InputLimitError:
+        raise
+    except Exception:  # noqa: BLE001 - a malformed form tree: the pages are still the document
+        notes.append("unreadable form fields")
     try:
         attached = list(reader.attachments)
     except Exception:  # noqa: BLE001 - a malformed name tree: the pages are still the document
         attached = []
+        notes.append("unreadable attachment list")
     if attached:
         extra.append("[attachments] " + ", ".join(attached))
     out = "\n\n".join(texts).strip()
     if extra:
         out += "\n\n" + "\n".join(extra)
-    return (out + "\n".join(_not_extracted(notes))).strip()
+    return "\n".join([out, *_not_extracted(notes)]).strip()
 
 
 #: OOXML namespaces the extractors look up by hand (ECMA-376 part 1, §8; the markup-compatibility namespace: part 3)
@@ -294,7 +311,8 @@ def _docx(path: Path) -> str:
         text = "\n".join(t for t in (_w_text(p).strip() for p in box.iterfind("w:p", _NS)) if t)
         if text:
             extra.append(f"[text box] {text}")
-    seen: set[str] = set()
+    notes: list[str] = []
+    seen: set[tuple[str, str]] = set()
     for section in document.sections:
         for label, part in (("header", section.first_page_header), ("header", section.header),
                             ("header", section.even_page_header), ("footer", section.first_page_footer),
@@ -312,8 +330,12 @@ def _docx(path: Path) -> str:
         kind = rel.reltype.rsplit("/", 1)[-1]
         if kind not in ("footnotes", "endnotes") or rel.is_external:
             continue
-        root = _safe_xml(rel.target_part.blob)
         tag = "footnote" if kind == "footnotes" else "endnote"
+        try:
+            root = _safe_xml(rel.target_part.blob)
+        except Exception:  # noqa: BLE001 - a malformed notes part does not cost the body
+            notes.append(f"unreadable {kind}")
+            continue
         for note in root.iterfind(f"w:{tag}", _NS):
             if note.get(f"{{{_NS['w']}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
                 continue
@@ -328,7 +350,6 @@ def _docx(path: Path) -> str:
         text = "\n".join(t for t in (_w_text(p._p).strip() for p in c.paragraphs) if t)
         if text:
             extra.append(f"[comment{', ' + c.author if c.author else ''}] {text}")
-    notes = []
     for pic in body.iterfind(".//pic:pic", _NS):
         if _xp("ancestor::mc:Fallback")(pic):
             continue
@@ -373,7 +394,11 @@ def _xlsx(path: Path) -> str:
     try:
         out: list[str] = []
         cells_left = XLSX_MAX_CELLS  # cells visited (XLSX_MAX_CELLS)
-        comments = _xlsx_comments(path)
+        try:
+            comments = _xlsx_comments(path)
+            unread: list[str] = []
+        except Exception:  # noqa: BLE001 - malformed comment parts do not cost the cells
+            comments, unread = {}, ["unreadable cell comments"]
         for ws in wb.worksheets:
             out.append(f"# sheet: {ws.title}" + (" (hidden)" if ws.sheet_state != "visible" else ""))
             # The declared dimension (or one formatted cell at XFD1048576) would pad every row to 16,384 columns
@@ -392,7 +417,7 @@ def _xlsx(path: Path) -> str:
             for ref, author, text in comments.get(ws.title, []):
                 out.append(chars.take(f"[comment {ref}{', ' + author if author else ''}] {text}"))
             out.append("")
-        notes = ["chart sheet " + repr(cs.title) for cs in wb.chartsheets]
+        notes = unread + ["chart sheet " + repr(cs.title) for cs in wb.chartsheets]
         return "\n".join(out + _not_extracted(notes)).strip()
     finally:
         wb.close()
