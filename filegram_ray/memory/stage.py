@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.config import match_ids
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
-from filegram_ray.memory.embed import make_embedder, omp_env, run_cache_dir
+from filegram_ray.memory.embed import embed_dtype, make_embedder, omp_env, run_cache_dir
 from filegram_ray.memory.engram import Engram, check_events, encode_engram, load_events, parse_events
 from filegram_ray.memory.index import (
     ProfileIndices,
@@ -559,6 +559,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
         "profiles": len(by_profile), "profiles_consolidated_now": len(consolidated),
         "profile_errors": [c["error"] for c in profile_errors], "texts_embedded": n_texts,
         "embedder": cfg.embedder, "embedder_by_profile": kinds, "upstream_quirks": cfg.upstream_quirks, "serial": serial,
+        "embed_dtype": embed_dtype(),  # the torch embedder's dtype on this machine and why (issue 31)
         "execution": execution,
         "step_seconds": {"engrams": round(t_engram, 3), "consolidate": round(t_cons, 3),
                          "embed_index": round(t_embed, 3), "total": round(time.perf_counter() - t0, 3)},

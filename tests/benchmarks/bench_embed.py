@@ -1,6 +1,7 @@
 """Embedding throughput and quality, side by side in one run. Prints figures; asserts nothing.
 
     python tests/benchmarks/bench_embed.py --run-dir RUN [--n 256] [--threads 2] [--repeats 3]
+    python tests/benchmarks/bench_embed.py --run-dir RUN --dtypes [--write docs/measurements/FILE.md]
 
 RUN is an encoded run (its ``memory/*/store.json`` give the texts: the chunk and episode texts the encode stage
 embeds; ``bench/items.parquet``, when present, gives the queries). All rows embed the same texts, with the same
@@ -8,8 +9,8 @@ embeds; ``bench/items.parquet``, when present, gives the queries). All rows embe
 (median reported), so a shared machine's load hits every row alike:
 
 1. **bare** — ``SentenceTransformer.encode(texts, batch_size=64)`` on the packaged model, in this process;
-2. **Embedder** — :class:`filegram_ray.memory.embed.Embedder` in this process (batches of one token length, cache
-   off);
+2. **Embedder** — :class:`filegram_ray.memory.embed.Embedder` in this process (one text per forward pass, long
+   texts read whole in windows, cache off);
 3. **stage (driver)** — the encode stage's embedding step as it runs on one node (``encode.execution: auto`` →
    ``driver``; :func:`filegram_ray.memory.stage.local_embedder`, the callable the stage builds), built afresh for
    every run as the stage builds it once per run;
@@ -23,6 +24,15 @@ Every row runs with ``OMP_WAIT_POLICY=PASSIVE`` (:func:`filegram_ray.memory.embe
 embedding processes; set before torch loads). In-process embedders are built once, before the timings (the model
 load is not timed). The stage rows build their embedder (and pipeline and actor) on every run, as the stage does
 once per run: that fixed cost (measured on a one-text input) is printed, and each stage row is also given net of it.
+
+``--dtypes`` runs instead the **bf16 against fp32** comparison of issue 31 (:func:`compare_dtypes`): the same texts
+embedded by :class:`~filegram_ray.memory.embed.Embedder` in fp32 and in bf16 (``torch.autocast``, forced whatever
+the CPU), in rotating order, one process: tokens per CPU second (``time.process_time``, all threads) of each, the
+cosine min/mean between the two vectors of each text, recall@5 of fp32's neighbours on the run's queries, and the
+answer agreement: the share of the run's bench items whose FileGramOS context (``memory.retrieve.retrieve`` with
+the item's query, built with each dtype) is identical — a deterministic backbone (temperature 0) then gives the
+identical answer, so it is a lower bound on identical method answers. ``--write FILE`` also writes the figures as
+Markdown.
 
 Then quality: **recall@5 of int8 against fp32** (for each query, the share of fp32's top 5 texts that int8 also
 ranks in its top 5) on the run's own queries, and the **Chinese planted-chunk test**: hand-written facts are
@@ -169,6 +179,96 @@ def planted_ranks(embedders: dict, corpus: list[str], held: list[str], facts: li
     return out
 
 
+def _whole_tokens(emb, texts: list[str]) -> int:
+    """Tokens the model runs for ``texts`` read whole (every window, special tokens included)."""
+    from filegram_ray.memory.embed import minilm_tokenizer
+
+    tok = minilm_tokenizer()
+    return sum(len(tok.encode(piece).ids) if n == 1 else n for t in texts for piece, n in emb.windows(t))
+
+
+def _items(run_dir: str, n: int, rng: random.Random) -> list[dict]:
+    """A seeded sample of the run's bench items that name one profile (question, choices, profile_id)."""
+    path = os.path.join(run_dir, "bench", "items.parquet")
+    if not os.path.exists(path):
+        return []
+    import polars as pl
+
+    rows = [r for r in pl.read_parquet(path).select(["question_id", "profile_id", "question", "choices"]).to_dicts()
+            if r["profile_id"]]
+    rows.sort(key=lambda r: r["question_id"])
+    return rng.sample(rows, min(n, len(rows)))
+
+
+def compare_dtypes(args) -> list[str]:
+    """bf16 vs fp32 on one run's texts (see the module docstring); returns the printed lines."""
+    import torch
+
+    from filegram_ray.memory.consolidate import MemoryStore
+    from filegram_ray.memory.embed import Embedder, embed_dtype
+    from filegram_ray.memory.retrieve import retrieve
+
+    rng = random.Random(17)
+    texts_all, owners = run_texts(args.run_dir)
+    uniq = sorted(set(texts_all))
+    sample = rng.sample(uniq, min(args.n, len(uniq)))
+    torch.set_num_threads(args.threads)
+    det = embed_dtype()
+    emb = {d: Embedder(cache_size=0, threads=args.threads, dtype=d) for d in ("fp32", "bf16")}
+    ntok = _whole_tokens(emb["fp32"], sample)
+    out = [f"run {args.run_dir}: {len(uniq)} distinct texts from {len(set(owners))} profiles; sample {len(sample)} "
+           f"texts, {ntok} tokens read whole; {args.threads} threads; torch {torch.__version__}; this CPU: "
+           f"{det['why']} (auto → {det['dtype']}); load average {os.getloadavg()[0]:.1f} at start"]
+    for e in emb.values():
+        e.encode(sample[:8])  # model load and first-call allocations, outside the timings
+    cpu: dict[str, list[float]] = {d: [] for d in emb}
+    wall: dict[str, list[float]] = {d: [] for d in emb}
+    names = list(emb)
+    for r in range(args.repeats):
+        for d in names[r % 2:] + names[:r % 2]:
+            c0, w0 = time.process_time(), time.perf_counter()
+            emb[d].encode(sample)
+            cpu[d].append(time.process_time() - c0)
+            wall[d].append(time.perf_counter() - w0)
+    out.append(f"{'dtype':6s} {'tokens/CPU-s':>13s} {'CPU s':>7s} {'wall s':>7s}   (median of {args.repeats})")
+    for d in names:
+        c, w = statistics.median(cpu[d]), statistics.median(wall[d])
+        out.append(f"{d:6s} {ntok / c:13.0f} {c:7.2f} {w:7.2f}")
+    out.append(f"bf16 / fp32 tokens per CPU second: {statistics.median(cpu['fp32']) / statistics.median(cpu['bf16']):.2f}×")
+
+    corpus = sorted(rng.sample(uniq, min(args.corpus, len(uniq)))) if args.corpus else uniq
+    D = {d: e.encode(corpus) for d, e in emb.items()}
+    again = Embedder(cache_size=0, threads=args.threads, dtype="bf16").encode(corpus[:64])
+    cos = (D["fp32"] * D["bf16"]).sum(axis=1)
+    queries = run_queries(args.run_dir, args.queries, rng) or \
+        [t.split(".")[0][:200] for t in rng.sample(uniq, min(args.queries, len(uniq)))]
+    Q = {d: e.encode(queries) for d, e in emb.items()}
+    top = lambda M, q: set(np.argsort(-(M @ q), kind="stable")[:5].tolist())  # noqa: E731
+    rec = [len(top(D["fp32"], a) & top(D["bf16"], b)) / 5 for a, b in zip(Q["fp32"], Q["bf16"])]
+    out.append(f"over {len(corpus)} texts and {len(queries)} queries: cosine bf16-fp32 min {cos.min():.5f} mean "
+               f"{cos.mean():.5f}; recall@5 of fp32's neighbours {np.mean(rec):.3f} (min {min(rec):.1f}); bf16 "
+               f"bytes the same on a second embedder: {again.tobytes() == D['bf16'][:64].tobytes()}")
+
+    items = _items(args.run_dir, args.items, rng)
+    if items:
+        stores = {}
+        same = 0
+        for it in items:
+            pid = it["profile_id"]
+            if pid not in stores:
+                stores[pid] = MemoryStore.from_json(Path(args.run_dir, "memory", pid, "store.json").read_bytes())
+            q = " ".join([it["question"], *json.loads(it["choices"] or "[]")])
+            ctx = [retrieve(stores[pid], q, embedder=emb[d]).text for d in names]
+            same += ctx[0] == ctx[1]
+        out.append(f"answer agreement: {same} of {len(items)} bench items ({100 * same / len(items):.1f} %) get the "
+                   "identical FileGramOS context in bf16 and fp32 (so the identical answer from a deterministic "
+                   "backbone)")
+    else:
+        out.append("answer agreement: no bench/items.parquet in the run (run the bench stage)")
+    out.append(f"load average {os.getloadavg()[0]:.1f} at end")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-dir", required=True, help="an encoded run directory")
@@ -180,12 +280,25 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", type=int, default=None, help="texts searched for recall@5 and the planted-chunk "
                     "test (a seeded sample of the run's distinct texts; default all)")
     ap.add_argument("--skip", nargs="*", default=[], help="rows to leave out: before driver e5 int8 stage quality")
+    ap.add_argument("--dtypes", action="store_true", help="only the bf16 vs fp32 comparison (issue 31)")
+    ap.add_argument("--items", type=int, default=300, help="bench items for the answer agreement (--dtypes)")
+    ap.add_argument("--write", default=None, help="with --dtypes: also write the figures to this Markdown file")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from filegram_ray.memory.embed import omp_env
 
     for k, v in omp_env().items():  # before torch loads (OpenMP reads it then), for every row alike
         os.environ.setdefault(k, v)
+    if args.dtypes:
+        lines = compare_dtypes(args)
+        print("\n".join(lines))
+        if args.write:
+            from filegram_ray.storage import atomic_write_local
+
+            body = "# bf16 vs fp32 embedding (tests/benchmarks/bench_embed.py --dtypes)\n\n```\n" + \
+                "\n".join(lines) + "\n```\n"
+            atomic_write_local(Path(args.write), body.encode("utf-8"))
+        return 0
     import torch
 
     from filegram_ray.memory.embed import E5Embedder, Embedder, OnnxInt8Embedder, cjk_share
@@ -210,7 +323,7 @@ def main(argv=None) -> int:
     rows = {"bare SentenceTransformer.encode": lambda t: bare.encode(t, batch_size=args.batch_size,
                                                                        normalize_embeddings=True,
                                                                        show_progress_bar=False),
-            "Embedder (one token length per pass)": own.encode}
+            "Embedder (one text per pass)": own.encode}
     if "stage" not in args.skip or "before" not in args.skip:
         init_ray(num_cpus=max(2, args.threads))
     if "driver" not in args.skip:

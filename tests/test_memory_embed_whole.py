@@ -1,0 +1,151 @@
+"""Issue 31 items 1–2: whole texts (BR2-18), vectors independent of batch mates (BR2-16), the embedder dtype chosen
+from the CPU (bf16 only with AMX) and recorded in every index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from filegram_ray.memory import constants as C
+from filegram_ray.memory.consolidate import ConsolidateConfig, content_chunks
+from filegram_ray.memory.embed import (
+    DTYPE_ENV,
+    Embedder,
+    embed_dtype,
+    make_embedder,
+    minilm_tokenizer,
+    split_by_tokens,
+    token_spans,
+)
+from filegram_ray.memory.index import build_index
+
+EN = ("Quarterly budget review for the Lisbon office. Travel costs rose while rent stayed flat. " * 20)[:760] + \
+    " SECRET-FACT: the archive moved to Porto."
+ZH = ("本季度里斯本办公室的预算审查显示差旅费用上升而租金持平。" * 40)[:770] + "关键事实：档案已经搬到波尔图。"
+DIFF = ("@@ -1,4 +1,4 @@\n-| 2024-03-05 | 1,200.00 | EUR |\n+| 2024-03-05 | 1,250.00 | EUR |\n" * 12)[:760] + \
+    "\n+ARCHIVE=/porto/2024"
+
+
+def _ntok(text: str) -> int:
+    return len(minilm_tokenizer().encode(text, add_special_tokens=True).ids)
+
+
+@pytest.mark.parametrize("text", [EN, ZH, DIFF, "word " * 700, "x" * 3000, "短" * 1000 + " tail", ""])
+def test_br2_18_token_spans_cover_the_text_and_fit_the_model(text):
+    """BR2-18: spans are consecutive, cover every character, and each tokenises to ≤ 256 tokens incl. specials."""
+    spans = token_spans(text, 256, minilm_tokenizer())
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a == b for (_, a), (b, _) in zip(spans, spans[1:]))
+    assert all(_ntok(text[a:b]) <= 256 for a, b in spans)
+    assert "".join(split_by_tokens(text, 256)) == text
+    if _ntok(text) > 256:
+        assert len(spans) > 1
+
+
+def test_br2_18_the_tail_of_a_long_text_changes_its_vector():
+    """BR2-18: an 800-char Chinese chunk (≈790 tokens) and a diff (≈460) are read whole: replacing their last
+    quarter changes the vector (before: byte-identical, the tail was never embedded)."""
+    emb = Embedder(cache_size=0)
+    for chunk in (ZH[:800], DIFF[:800]):
+        assert _ntok(chunk) > emb.identity()["max_length"]
+        cut = int(len(chunk) * 0.75)
+        altered = chunk[:cut] + "Z" * (len(chunk) - cut)
+        a, b = emb.encode([chunk, altered])
+        assert a.tobytes() != b.tobytes() and abs(float(np.linalg.norm(a)) - 1.0) < 1e-5
+    assert emb.identity()["long_text"].startswith("token-weighted mean")
+
+
+def _engram(text: str, diff: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(trajectory_id="p/T-01", task_id="T-01", importance_score=1.0, semantic={
+        "created_files": [{"file_type": "md", "full_content": text, "content_preview": text[:100],
+                           "path": "report.md"}],
+        "edit_chains": [{"full_diff": diff, "path": "ledger.md"}]})
+
+
+def test_br2_18_content_chunks_are_cut_to_the_embedder_window_and_the_tail_fact_is_found():
+    """BR2-18 on the FileGramOS path: content chunks over 256 tokens are cut by the tokenizer into pieces that fit
+    (token counts recorded, pieces of one 800-char slice counted once against chunk_max), and the chunk holding
+    a fact in the tail of a Chinese slice ranks first for a question about it (e5-small, the embedder `auto`
+    picks for Chinese) — before the cut the 800-char chunk scored below an unrelated one."""
+    cfg = ConsolidateConfig()
+    assert cfg.chunk_tokens == C.CONTENT_CHUNK_TOKENS == 256
+    chunks = content_chunks([_engram(ZH[:800] + EN[:800], DIFF[:800])], {}, cfg)
+    assert all(c["tokens"] == _ntok(c["text"]) <= 256 for c in chunks)
+    zh = [c for c in chunks if c["path"] == "report.md" and "piece" in c]  # the first 800-char slice, cut
+    assert len(zh) >= 3 and [c["piece"] for c in zh] == list(range(1, len(zh) + 1))
+    assert "".join(c["text"] for c in zh) == (ZH[:800] + EN[:800])[:800]  # every character kept
+    assert any(c["chunk_type"] == "edit_diff" and c.get("pieces") == 2 for c in chunks)
+    assert [c["chunk_id"] for c in chunks] == list(range(len(chunks)))
+    one_slice = content_chunks([_engram(ZH[:800], DIFF[:800])], {}, cfg.model_copy(update={"chunk_max": 1}))
+    assert {c["path"] for c in one_slice} == {"report.md"} and len(one_slice) >= 3
+    whole = content_chunks([_engram(ZH[:800], DIFF[:800])], {}, cfg.model_copy(update={"chunk_tokens": 0}))
+    assert whole[0]["text"] == ZH[:800] and whole[0]["tokens"] == 0
+
+    e5 = make_embedder("e5-small")
+    texts = [c["text"] for c in zh] + ["会议记录和日程安排"]
+    idx = build_index(e5.encode(texts), [{"text": t} for t in texts], e5)
+    best = idx.search(e5.encode_query("档案搬到哪里了？波尔图"), 1)[0][1]["text"]
+    assert "波尔图" in best
+
+
+def _same_length_mates(emb: Embedder, target: str, n: int) -> list[str]:
+    length = emb.token_lengths([target])[0]
+    words = sorted(w for w in emb.model.tokenizer.get_vocab() if w.isalpha() and w.isascii() and len(w) > 3)
+    mates = []
+    for w in words:
+        t = target.replace("weekly", w)
+        if t != target and emb.token_lengths([t])[0] == length:
+            mates.append(t)
+            if len(mates) >= n:
+                break
+    return mates
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_br2_16_a_vector_does_not_depend_on_its_batch_mates(dtype):
+    """BR2-16: one text alone and in calls with 1–40 texts of exactly its token length (batch sizes 64 and 8) gets
+    the same bytes, in fp32 and in bf16 (forced here, whatever the CPU)."""
+    emb = Embedder(cache_size=0, batch_size=64, dtype=dtype)
+    target = "The user keeps weekly budget reports in a dated folder tree."
+    mates = _same_length_mates(emb, target, 40)
+    assert len(mates) == 40
+    alone = emb.encode([target])[0].tobytes()
+    for n in (1, 7, 40):
+        assert emb.encode([target] + mates[:n])[0].tobytes() == alone
+    small = Embedder(cache_size=0, batch_size=8, dtype=dtype)
+    assert small.encode(mates[:20] + [target])[-1].tobytes() == alone
+
+
+def test_embed_dtype_is_bf16_only_with_amx_and_can_be_forced(tmp_path, monkeypatch):
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    amx, avx = tmp_path / "amx", tmp_path / "avx"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n")
+    avx.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16\n")
+    on = embed_dtype(cpuinfo=str(amx))
+    assert on["dtype"] == "bf16" and on["cpu"]["amx_bf16"] and on["source"] == "default"
+    off = embed_dtype(cpuinfo=str(avx))
+    assert off["dtype"] == "fp32" and "avx512_bf16 alone" in off["why"]
+    assert embed_dtype(cpuinfo=str(tmp_path / "missing"))["dtype"] == "fp32"
+    monkeypatch.setenv(DTYPE_ENV, "fp32")
+    forced = embed_dtype(cpuinfo=str(amx))
+    assert forced["dtype"] == "fp32" and forced["source"] == DTYPE_ENV
+    monkeypatch.setenv(DTYPE_ENV, "half")
+    with pytest.raises(ValueError, match=f"environment variable {DTYPE_ENV}: 'half' is not one of"):
+        embed_dtype()
+
+
+def test_bf16_vectors_are_close_to_fp32_stable_and_recorded_in_the_index(tmp_path):
+    """bf16 (autocast) vectors: cosine to fp32 ≥ 0.999, the same bytes on a second run, their own cache folder,
+    and the dtype with its detection in the index's embedder identity."""
+    texts = ["cat on mat", "quarterly budget of the river project " * 10, DIFF[:800], ZH[:300]]
+    fp32 = Embedder(cache_size=0, dtype="fp32")
+    bf16 = Embedder(cache_size=0, dtype="bf16", cache_dir=tmp_path)
+    a, b = fp32.encode(texts), bf16.encode(texts)
+    assert float((a * b).sum(axis=1).min()) > 0.999
+    assert Embedder(cache_size=0, dtype="bf16").encode(texts).tobytes() == b.tobytes()
+    assert {p.name for p in tmp_path.iterdir()} == {f"{bf16.identity()['weights'][:8]}-bf16-whole"}
+    ident = build_index(b, [{"text": t} for t in texts], bf16).embedder
+    assert ident["dtype"] == "bf16" and ident["dtype_detection"]["source"] == "argument"
+    assert build_index(a, [{"text": t} for t in texts], fp32).embedder["dtype"] == "fp32"
