@@ -2,7 +2,9 @@
 narratives, stored in the run directory as ``indices/<profile_id>/{chunks,episodes}.faiss`` (``faiss.serialize_index``
 bytes) with ``{chunks,episodes}.json`` metadata (one record per vector, same order) and ``embedder.json`` — the
 identity of the embedder that made the vectors (:func:`filegram_ray.memory.embed.embedder_identity`: model, weights
-digest, dimension, pooling, max length, normalisation).
+digest, dimension, pooling, max length, normalisation, how long texts are read, and the dtype — ``fp32``/``bf16``
+with its detection, :func:`filegram_ray.memory.embed.embed_dtype`). The dtype is recorded, not compared: a bf16
+query against an fp32 index (cosine ≥ 0.999 between the two) is accepted.
 
 A query from another embedder is refused before any search (:func:`check_embedder`, BR-11): vectors of two models
 share no space, and a same-width foreign query would otherwise return arbitrary neighbours without a warning.
