@@ -512,7 +512,8 @@ def probe_endpoint(spec: HttpChatSpec) -> HttpChatSpec:
                 comp, _ = exchange_sync(lambda p=payload: post_sync(client, spec.url, p, headers), retries=0,
                                         wait_s=lambda a: 0.0, allow_empty=False)
             except ReplyError as exc:
-                if mode != "none" and exc.kind == "status" and not exc.retryable and not explicit:
+                # llama-cpp-python answers json_schema with HTTP 500, hosted APIs an unknown field with 400
+                if mode != "none" and exc.kind == "status" and not explicit:
                     log.info("%s rejects constrain=%s (%s); trying the next", where, mode, exc.message)
                     continue
                 raise ValueError(f"{where} is not answering{f' with constrain={mode}' if explicit else ''}: "
