@@ -2,9 +2,12 @@
 
 The table mirrors the paper's main table (reference §8.4, Table 3): one row per method, columns In./Out. (tokens),
 one column per sub-task present, the Proc/Sem/Epi channel columns, Avg and Multimodal (accuracy on the multimodal
-setting's items, i.e. FileGrd); the validity rows (oracle, random) sit below a separator. A second table,
-"Text vs Multimodal" (+ ``text_vs_multimodal.png``), compares each method on the same questions in both settings
-(:func:`text_vs_multimodal`). Every number is computed from ``results/results.parquet`` by
+setting's items, i.e. FileGrd); the validity rows (oracle, random and the reader checks of
+:mod:`filegram_ray.evaluate.reader_validity`) sit below a separator. How sure each number is —
+profile-bootstrap intervals, paired tests against No Context and FileGramOS, power, the paper's findings — comes
+from :mod:`filegram_ray.evaluate.stats` (:func:`report_statistics`); ``docs/results.md`` explains how to read it.
+A second table, "Text vs Multimodal" (+ ``text_vs_multimodal.png``), compares each method on the same questions in
+both settings (:func:`text_vs_multimodal`). Every number is computed from ``results/results.parquet`` by
 :func:`filegram_ray.evaluate.scoring.summarise`; nothing is typed in.
 """
 
@@ -436,8 +439,11 @@ def write_statistics(run: RunDir, stats: dict[str, Any]) -> list[str]:
 
 def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info: dict[str, Any],
                  plots: bool = True) -> list[str]:
-    """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png``, ``text_vs_multimodal.png`` when FileGrd
-    items with text twins were evaluated) and ``results/timings.json``; returns the paths written.
+    """Write ``results/report.md`` (+ ``subtasks.png``, ``channels.png`` with 95 % error bars,
+    ``text_vs_multimodal.png`` when FileGrd items with text twins were evaluated), ``results/timings.json`` and the
+    statistics tables of :func:`write_statistics` (seeded with ``info["seed"]``); returns the paths written. The
+    report opens with the reader's headroom (:func:`headroom_lines`) and carries the sections Intervals, Paired
+    tests, Reader validity, Power and the paper's findings (:mod:`filegram_ray.evaluate.findings`).
 
     Wall-clock figures (``info["seconds"]``) go to ``results/timings.json`` only, so ``report.md`` and the plots are
     byte-identical across runs with the same seed (REL-report-timing-bytes-differ)."""
@@ -451,6 +457,10 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     run.write_json("results/timings.json", {"evaluate_seconds": info.get("seconds"),
                                             "n_units": info.get("n_units")})
     written.append("results/timings.json")
+    stats = report_statistics(results, int(info.get("seed") or 0)) if results.height else None
+    if stats is not None:  # the report opens with the reader's headroom (issue #30)
+        written += write_statistics(run, stats)
+        lines += headroom_lines(stats["reader"], row_names)
     if info.get("sample_per_sub_task"):
         lines += [(f"**Sample:** {info['n_items']} of the bank's {info.get('n_bank')} items — a seeded sample of at "
                    f"most {info['sample_per_sub_task']} per sub-task and setting, plus the text twins of the sampled "
@@ -458,10 +468,6 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     if info.get("earlier_methods"):
         lines += [(f"Methods answered by an earlier evaluate of this run (same items and backbone): "
                    f"{', '.join(_name(m, row_names) for m in info['earlier_methods'])}."), ""]
-    stats = report_statistics(results, int(info.get("seed") or 0)) if results.height else None
-    if stats is not None:
-        written += write_statistics(run, stats)
-        lines += headroom_lines(stats["reader"], row_names)
     if summary.height:
         marks = {} if stats is None else {r["method"]: DISTINCT_MARK for r in stats["paired"].to_dicts()
                                           if r["scope"] == "avg" and r["baseline"] == "no_context"
