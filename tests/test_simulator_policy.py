@@ -46,74 +46,141 @@ def test_same_seed_same_bytes(world):
     assert (a / "events_raw.json").read_bytes() != (c / "events_raw.json").read_bytes()
 
 
-def test_tiers_show_in_features(world):
-    f = {pid: trajectory_features(run(world, pid, "T-01")) for pid in ("p1", "p3", "p5")}
-    # A (TIER_TARGETS §2.1): L no search + revisits; M search-first; R breadth-first browsing.
-    assert f["p1"]["total_searches"] == 0 and f["p1"]["revisit_ratio"] >= 0.10
-    assert f["p3"]["search_ratio"] >= 0.15
-    assert f["p5"]["browse_ratio"] >= 0.15 and f["p5"]["revisit_ratio"] < 0.05
-    # B: p1 comprehensive vs p3 minimal; C: p1 nested vs p3 flat.
-    assert f["p1"]["total_output_chars"] >= 9000 and f["p1"]["files_created"] >= 3
-    assert f["p3"]["total_output_chars"] <= 3000
-    assert f["p1"]["dirs_created"] >= 3 and f["p1"]["max_dir_depth"] >= 3 and f["p1"]["files_moved"] >= 1
-    assert f["p3"]["dirs_created"] == 0
-    # F: p1 is F-M (tables, no images); p3 F-R (no tables).
-    assert f["p1"]["markdown_table_rows"] >= 6 and f["p1"]["image_files_created"] == 0
-    assert f["p3"]["markdown_table_rows"] <= 1
+SEEDS = (1, 2, 3, 4, 5, 6)
 
 
-def test_content_is_grounded_and_in_language(world):
+def mean_features(world, pid, tid, tag, seeds=SEEDS):
+    """Mean procedural features of one profile over several sessions (seeds): a profile's tendency."""
+    rows = [trajectory_features(run(world, pid, tid, seed=s, tag=f"{tag}{s}")) for s in seeds]
+    return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in rows[0]}, rows
+
+
+def test_tiers_show_as_tendencies_across_sessions(world):
+    """Issue #28 item 1: the tier shows in a profile's sessions taken together (TIER_TARGETS §2), while single
+    sessions vary: p1 = A-L B-L C-L F-M, p3 = A-M B-R C-R F-R, p5 = A-R B-M C-M."""
+    m = {pid: mean_features(world, pid, "T-01", f"t{pid}")[0] for pid in ("p1", "p3", "p5")}
+    assert m["p3"]["search_ratio"] > max(m["p1"]["search_ratio"], m["p5"]["search_ratio"])   # A-M searches
+    assert m["p5"]["browse_ratio"] > max(m["p1"]["browse_ratio"], m["p3"]["browse_ratio"])   # A-R browses
+    assert m["p1"]["revisit_ratio"] > max(m["p3"]["revisit_ratio"], m["p5"]["revisit_ratio"])  # A-L revisits
+    assert m["p1"]["total_output_chars"] > m["p5"]["total_output_chars"] > m["p3"]["total_output_chars"]  # B
+    assert m["p1"]["dirs_created"] > m["p5"]["dirs_created"] >= m["p3"]["dirs_created"]  # C
+    assert m["p1"]["max_dir_depth"] > m["p5"]["max_dir_depth"]
+    assert m["p1"]["markdown_table_rows"] > m["p3"]["markdown_table_rows"]  # F-M tables, F-R none (mostly)
+
+
+def test_sessions_vary_and_same_tiers_differ(world):
+    """Issue #28 item 1: no feature is a fixed count of the tier — one profile's sessions differ, and two profiles
+    with the same tiers draw different latent tendencies (seeded from profile id + master seed)."""
+    from filegram_ray.engine.simulator.tendency import acting_tier, profile_tendency, session_positions
+
+    _, rows = mean_features(world, "p1", "T-01", "v")
+    for feat in ("total_reads", "total_output_chars", "total_deletes"):
+        assert len({r[feat] for r in rows}) > 1, feat
+    a, b = profile_tendency("twin_a", 7), profile_tendency("twin_b", 7)
+    assert a != b and a == profile_tendency("twin_a", 7) and a != profile_tendency("twin_a", 8)
+    tiers = dict.fromkeys("ABCDEF", "M")
+    acts = [acting_tier(session_positions(tiers, a, 7, "twin_a", f"T-{i:02d}")[d])
+            for i in range(1, 33) for d in "ABCDEF"]
+    own = acts.count("M") / len(acts)
+    assert 0.55 <= own < 0.95  # mostly in type, sometimes against it
+
+
+def test_content_is_extractive_and_in_language(world):
+    """Issue #28 item 3: outputs state facts from the files read, name the whole source file, cut no sentence,
+    and carry no filler or update markers; the persona's language frames them (p1 Chinese, p3 English)."""
     dest = run(world, "p1", "T-01", tag="lang")
     outs = [p for p in (dest / "outputs").rglob("*.md")]
     assert outs
     main = max(outs, key=lambda p: p.stat().st_size).read_text(encoding="utf-8")
-    assert cjk_ratio(main) >= 0.5
-    assert max(int(ln.count("#")) for ln in main.splitlines() if ln.startswith("#")) >= 4
-    # every output quotes lines the trajectory read: the bundle's file stems appear as sources.
-    stems = {Path(p).stem[:14] for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.is_file()}
-    assert sum(s in main for s in stems) >= 3
+    heads = [ln for ln in main.splitlines() if ln.startswith("## ")]
+    assert heads and all(cjk_ratio(h) > 0.5 for h in heads if not h.rstrip().endswith((".md", ".txt", ".csv")))
+    names = {p.name for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.is_file()}
+    thematic = main.split("分来源证据")[0]  # the by-source listing names the source in its ### heading instead
+    bullets = [ln for ln in thematic.splitlines() if ln.lstrip().startswith("- ")]
+    assert bullets and sum(any(n in b for n in names) for b in bullets) >= 0.9 * len(bullets)
+    read_text = "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                          for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.suffix in (".txt", ".md"))
+    for text in [p.read_text(encoding="utf-8") for p in outs]:
+        assert "…" not in text and "（已更新）" not in text and "(updated)" not in text
+        assert "cross-check:" not in text and "End of document." not in text
     en = run(world, "p3", "T-01", tag="lang")
     text = "".join(p.read_text(encoding="utf-8") for p in (en / "outputs").rglob("*.md"))
     assert cjk_ratio(text) == 0.0
+    sentences = [ln[2:] for ln in text.splitlines() if ln.startswith("- ")]
+    assert sentences
+    # a stated sentence is a sentence of an input (whole), framed by its source's name
+    assert read_text and any(s.split(" (")[0].rstrip(".") in read_text for s in sentences)
 
 
-def test_revision_task_d_tiers(world):
-    fl = trajectory_features(run(world, "p1", "T-09"))   # D-L: backups, many small edits
-    fr = trajectory_features(run(world, "p3", "T-09"))   # D-R: one overwrite, no edits
-    assert fl["total_edits"] >= 3 and fl["small_edit_ratio"] >= 0.5 and fl["backup_copies"] >= 1
-    assert fr["total_edits"] <= 1 and fr["total_overwrites"] >= 1 and fr["backup_copies"] == 0
+def test_revision_edits_do_what_the_task_asks(world):
+    """T-09 asks to cut a long report: D-L (p1) makes more, smaller edits than D-R (p3) on average, every edit
+    shortens a line to its first whole sentence(s) (no markers, no cut words), and D-R mostly rewrites."""
+    fl, rows_l = mean_features(world, "p1", "T-09", "dl")
+    fr, rows_r = mean_features(world, "p3", "T-09", "dr")
+    assert fl["total_edits"] > fr["total_edits"] and fl["backup_copies"] > fr["backup_copies"]
+    assert fr["total_overwrites"] > fl["total_overwrites"]
+    ev = json.loads((world["root"] / "traj-dl1" / "p1" / "T-09" / "events.json").read_text(encoding="utf-8"))
+    edits = [e for e in ev if e["event_type"] == "file_edit"]
+    assert all(e["lines_added"] <= e["lines_deleted"] for e in edits)
 
 
-def test_perturbation_moves_the_dimension_and_stays_hidden(world):
-    base = trajectory_features(run(world, "p3", "T-01", tag="pb"))
+def test_perturbation_is_real_and_stays_hidden(world):
+    """A perturbed session differs from its counterfactual (same seed, no shift), acts nearer the target tier,
+    and writes nothing about the shift into events."""
+    from filegram_ray.engine.simulator.tendency import profile_tendency, session_positions
+
     pert = {"dimension": "C", "from": "R", "to": "M"}
-    dest = run(world, "p3", "T-01", pert=pert, tag="pp")
-    # p3 is C-R; at C-M a B-R/F-R profile may still need no folder, so check the persona and the hiding.
     persona = Persona.from_profile(world["profiles"]["p3"], pert)
     assert persona.tiers["C"] == "M" and persona.base_tiers["C"] == "R"
+    tend = profile_tendency(persona.profile_id, 7)
+    base_pos = session_positions(persona.base_tiers, tend, 7, persona.profile_id, "T-01")
+    pert_pos = session_positions(persona.tiers, tend, 7, persona.profile_id, "T-01", "C")
+    assert pert_pos["C"] < base_pos["C"] and {d: base_pos[d] for d in "ABDEF"} == {d: pert_pos[d] for d in "ABDEF"}
+    base = run(world, "p3", "T-01", tag="pb")
+    dest = run(world, "p3", "T-01", pert=pert, tag="pp")
+    assert (base / "events.json").read_bytes() != (dest / "events.json").read_bytes()
     raw = (dest / "events_raw.json").read_text(encoding="utf-8").lower()
     assert "perturb" not in raw and '"tiers"' not in raw
-    assert base["dirs_created"] == 0
-    # issue #16: at C-M the outputs go into one folder even when no other dimension asks for one
-    moved = trajectory_features(dest)
-    assert moved["dirs_created"] >= 1 and moved["max_dir_depth"] == 1
-    pert_b = {"dimension": "B", "from": "R", "to": "M"}
-    fb = trajectory_features(run(world, "p3", "T-01", pert=pert_b, tag="pb2"))
-    assert fb["total_output_chars"] > base["total_output_chars"]
+    # across sessions the shift shows: C-M folders where the profile (C-R) makes none
+    shifted = [trajectory_features(run(world, "p3", "T-01", seed=s, pert=pert, tag=f"ps{s}"))["dirs_created"]
+               for s in SEEDS]
+    own = [trajectory_features(run(world, "p3", "T-01", seed=s, tag=f"po{s}"))["dirs_created"] for s in SEEDS]
+    assert sum(shifted) > sum(own)
 
 
-def test_curation_acts_on_the_workspace_clutter(world):
-    """Issue #16: every bundle carries clutter (an autosave .tmp, a duplicate, a superseded _old file); E-L (p1)
-    prunes all of it and its own outline, E-M (p3) only the temporary file, E-R (p5) nothing — in one session."""
-    deleted = {}
-    for pid in ("p1", "p3", "p5"):
-        ev = json.loads((run(world, pid, "T-01", tag="cur") / "events.json").read_text(encoding="utf-8"))
-        deleted[pid] = sorted(Path(e["file_path"]).name for e in ev if e["event_type"] == "file_delete")
-    planted = sorted(p.name for p in (world["bundles"]["T-01"] / "files").rglob("*")
-                     if p.name.endswith((".tmp", "_old.txt", "_old.md")) or " (1)." in p.name)
-    assert len(planted) == 3 and set(planted) < set(deleted["p1"]) and len(deleted["p1"]) == 4  # + its outline
-    assert len(deleted["p3"]) == 1 and deleted["p3"][0].endswith(".tmp")
-    assert deleted["p5"] == []
+def test_actions_are_motivated(world):
+    """Issue #28 item 2: searches find files and what they find is opened; every delete, move or rename follows
+    an inspection of that file (read, written by the agent, or ``ls -l`` of it)."""
+    import shlex
+
+    searches = found = opened = changes = inspected = 0
+    for pid in ("p1", "p3", "p5", "p4"):
+        for tid in ("T-01", "T-09"):
+            dest = run(world, pid, tid, tag="mot")
+            raw = json.loads((dest / "events_raw.json").read_text(encoding="utf-8"))
+            root = next(e["target_directory"] for e in raw if e["event_type"] == "session_start").rstrip("/") + "/"
+            seen: set[str] = set()
+            for i, e in enumerate(raw):
+                t = e["event_type"]
+                if t in ("file_read", "file_write", "file_edit"):
+                    seen.add(e["file_path"].removeprefix(root))
+                elif t == "tool_call" and e.get("tool_name") == "bash":
+                    cmd = e["tool_parameters"]["command"]
+                    for part in cmd.split("&&"):
+                        toks = shlex.split(part)
+                        if toks[:2] == ["ls", "-l"]:
+                            seen.update(toks[2:])
+                elif t == "file_search":
+                    searches += 1
+                    found += e["files_matched"] >= 1
+                    nxt = next((x["event_type"] for x in raw[i + 1:] if x["event_type"] in ("file_read",
+                                                                                       "file_search")), None)
+                    opened += nxt == "file_read"  # a read follows before the next search
+                elif t in ("file_delete", "file_move", "file_rename"):
+                    changes += 1
+                    inspected += (e.get("file_path") or e.get("old_path", "")).removeprefix(root) in seen
+    assert searches and found >= 0.9 * searches and opened >= 0.6 * searches
+    assert changes and inspected == changes
 
 
 def test_bad_tiers_raise_clear_error():

@@ -22,6 +22,7 @@ end (TT §2.5 rhythm texture).
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import shlex
@@ -32,6 +33,13 @@ from typing import Any
 from filegram_ray.engine.simulator.naming import make_name, topic_tokens
 from filegram_ray.engine.simulator.notebook import Notebook, strip_line_numbers
 from filegram_ray.engine.simulator.persona import Persona, derive_seed
+from filegram_ray.engine.simulator.tendency import (
+    acting_tier,
+    lerp,
+    poisson,
+    profile_tendency,
+    session_positions,
+)
 from filegram_ray.engine.simulator.writer import (
     DocSpec,
     chart_figures,
@@ -112,7 +120,11 @@ class PersonaAgent:
         self.chart_format = chart_format
         self.rules = TASK_RULES.get(self.tid, {})
         self.nb = Notebook()
-        self.T = persona.tiers
+        # Issue #28: the session acts where its drawn position falls (tendency.py), not the profile's tier itself.
+        shifted = persona.perturbation["dimension"] if persona.perturbation else None
+        self.pos = session_positions(persona.tiers, profile_tendency(persona.profile_id, seed), seed,
+                                     persona.profile_id, self.tid, shifted)
+        self.T = {d: acting_tier(v) for d, v in self.pos.items()}
         self.lang = persona.lang
         self.files: list[str] = []          # workspace files (relative), listing order
         self.dirs: list[str] = []           # workspace folders (relative)
@@ -121,15 +133,21 @@ class PersonaAgent:
         self.full_read: set[str] = set()
         self.view: dict[str, int] = {}
         self.created_dirs: list[str] = []
+        self.changes: list[tuple[str, str, str]] = []  # (path, old text, new text) of each edit made
+        self.moved: list[tuple[str, str]] = []  # workspace files moved or renamed (not the agent's own)
         self.ctx_chars = 0
         self.wrote_any = False
         self.start_ms = float(getattr(sess, "clock_ms", 0.0))
         self.topic_en = str(getattr(task, "name_en", "") or self.tid)
-        self.topic_zh = re.sub(r"[^\w\u4e00-\u9fff]", "", str(getattr(task, "name", "") or ""))[:10]
+        self.topic_zh_full = re.sub(r"[^\w\u4e00-\u9fff]", "", str(getattr(task, "name", "") or ""))
+        self.topic_zh = self.topic_zh_full[:10]  # file and folder names only; titles use the whole name
         prompt = task.prompt(self.lang) if callable(getattr(task, "prompt", None)) else (
             getattr(task, f"prompt_{self.lang}", "") or getattr(task, "prompt_en", ""))
         self.prompt = str(prompt)
         self.prompt_en = str(getattr(task, "prompt_en", "") or self.prompt)
+        # a task that asks to shorten (T-09 "cut it down to fewer than 800 words") is served by cuts, not repairs
+        self.condense = bool(re.search(r"\b(cut|shorten|compress|condense|trim|fewer than|too long)\b",
+                                       self.prompt_en, re.IGNORECASE))
         think = {"phased": (3500, 7000), "steady": (2500, 5000), "bursty": (900, 2600)}
         self.think_range = think.get(persona.rhythm, think["steady"])
 
@@ -149,6 +167,18 @@ class PersonaAgent:
             else:
                 self.sess.advance(150 + len(out) // 20)
         return res
+
+    def lerp(self, dim: str, at_l: float, at_m: float, at_r: float) -> float:
+        """A mean that moves continuously with this session's position on ``dim`` (tendency.lerp)."""
+        return lerp(self.pos[dim], at_l, at_m, at_r)
+
+    def count(self, dim: str, at_l: float, at_m: float, at_r: float, lo: int = 0, hi: int = 99) -> int:
+        """A Poisson count whose mean follows the session's position on ``dim``, clipped to [lo, hi]."""
+        return max(lo, min(hi, poisson(self.rng, self.lerp(dim, at_l, at_m, at_r))))
+
+    def chance(self, dim: str, at_l: float, at_m: float, at_r: float) -> bool:
+        """True with a probability that follows the session's position on ``dim``."""
+        return self.rng.random() < self.lerp(dim, at_l, at_m, at_r)
 
     def bash(self, *commands: str) -> Any:
         return self.call("bash", command=" && ".join(commands))
@@ -250,90 +280,174 @@ class PersonaAgent:
         return [self._rel(ln) for ln in str(getattr(res, "output", "") or "").splitlines() if ln.strip()]
 
     # ------------------------------------------------------------------ reading strategies (TT §2.1)
+    def task_words(self) -> set[str]:
+        """Lower-case content words (≥ 4 letters, no stop words) of the task's name and prompt."""
+        text = f"{self.topic_en} {self.prompt_en}"
+        return {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{3,}", text) if w.lower() not in _STOP}
+
+    def relevance(self, files: list[str], hits: dict[str, int] | None = None) -> list[str]:
+        """``files`` by relevance to the task (issue #28 item 2): file-name tokens shared with the task words
+        (2 each), search hits in the file (1 each, at most 3), a seen clutter file last (−3), plus a small
+        seeded jitter (N(0, 0.4)) so equal files are not taken in listing order."""
+        words = self.task_words()
+        hits = hits or {}
+        scored = []
+        for f in files:
+            toks = {t.lower() for t in re.split(r"[_\-. /]", PurePosixPath(f).stem) if len(t) >= 3}
+            sc = 2.0 * sum(any(t.startswith(w[:5]) or w.startswith(t[:5]) for w in words) for t in toks)
+            sc += min(3, hits.get(f, 0)) - (3.0 if clutter_category(f) else 0.0) + self.rng.gauss(0.0, 0.4)
+            scored.append((-sc, f))
+        return [f for _, f in sorted(scored)]
+
+    def name_terms(self) -> list[str]:
+        """File-name tokens (≥ 4 letters) that share a stem with the task words, most task-like first; these
+        are words the agent has seen in the listing, so a glob for them finds a file."""
+        words = self.task_words()
+        out: list[str] = []
+        for f in self.relevance(self.docs):
+            for t in re.split(r"[_\-. /]", PurePosixPath(f).stem):
+                if len(t) >= 4 and t.isalpha() and t.lower() not in _STOP and t not in out and \
+                        any(t.lower().startswith(w[:5]) or w.startswith(t.lower()[:5]) for w in words):
+                    out.append(t)
+        return out
+
+    def seen_terms(self, used: set[str]) -> list[str]:
+        """Search terms taken from what was read (issue #28 item 2): people's and organisations' names, figure
+        labels and content words shared with the task, in that order; every one occurs in a file read, so a
+        grep for it matches at least that file."""
+        words = self.task_words()
+        cands: list[str] = []
+        for nm in self.nb.names():
+            cands.append(nm.split()[-1])
+        for f in self.nb.figures():
+            cands += re.findall(r"[A-Za-z]{5,}", f.label)
+        for p in self.nb.order:
+            for ln in self.nb.sources[p].lines[:20]:
+                cands += [w for w in re.findall(r"[A-Za-z]{5,}", ln) if w.lower() in words]
+        out: list[str] = []
+        for c in cands:
+            if c.lower() not in used and c.lower() not in _STOP and c not in out:
+                out.append(c)
+        return out
+
     def reading_actions(self, budget_scale: float = 1.0) -> list[Any]:
-        """The A-tier reading plan as a list of thunks (executed in rhythm order by :meth:`interleave`)."""
+        """The reading plan as a list of thunks (executed in rhythm order by :meth:`interleave`).
+
+        The acting A tier picks the strategy (TT §2.1); the counts are draws around means that follow the
+        session's A position (issue #28 item 1), and the order and the search terms are motivated (item 2):
+        files are taken by :meth:`relevance`, globs use file-name words seen in the listing, greps use names,
+        figure labels and task words met in files already read, and every search is followed by opening what
+        it found."""
         docs, media = self.docs, self.media
         readable = docs + [m for m in media if self.T["F"] == "L" or self.p.thoroughness == "exhaustive"]
         if not readable:
             return []
         tier, rng = self.T["A"], self.rng
+        thorough = {"exhaustive": 1.15, "balanced": 1.0, "minimal": 0.8}.get(self.p.thoroughness, 1.0)
         acts: list[Any] = []
+        state: dict[str, Any] = {"hits": {}, "queue": [], "read": set(), "used": set()}
+
+        def queued() -> set[str]:
+            return {q for q, _ in state["queue"]}
+
+        def search_seen() -> None:
+            terms = self.seen_terms(state["used"])
+            if not terms:
+                return
+            term = terms[0]
+            state["used"].add(term.lower())
+            for f, line in self.grep(term):
+                state["hits"][f] = state["hits"].get(f, 0) + 1
+                if f not in state["read"] and f in readable and f not in queued():
+                    state["queue"].insert(0, (f, line))
+
+        def search_name() -> None:
+            terms = [t for t in self.name_terms() if t.lower() not in state["used"]]
+            pattern = f"**/*{terms[0]}*" if terms else f"**/*{self.dominant_ext()}"
+            if terms:
+                state["used"].add(terms[0].lower())
+            for f in reversed(self.relevance([f for f in self.glob(pattern) if f in readable])):
+                if f not in state["read"] and f not in queued():
+                    state["queue"].insert(0, (f, 1))
+
+        def next_file() -> tuple[str, int] | None:
+            while state["queue"]:
+                f, line = state["queue"].pop(0)
+                if f not in state["read"]:
+                    return f, line
+            rest = [f for f in self.relevance(readable, state["hits"]) if f not in state["read"]]
+            return (rest[0], 1) if rest else None
+
         if tier == "L":
-            # Sequential, whole files, no search, then revisits of the key files (TT §2.1 A-L). The number of
-            # files read is capped at 9–10 so that the whole set keeps the paper's ≈ 7 reads per trajectory
-            # (ref §0; TT §5 consequence 2); 2–3 revisits keep revisit_ratio at ≈ 0.2 (TT §2.1 band 0.12–0.30).
-            cap = 10 if self.p.thoroughness == "exhaustive" else 9
-            n = max(1, min(len(readable), round(cap * budget_scale)))
-            order = sorted(readable)[:n] if self.p.working_style == "methodical" else readable[:n]
-            acts += [lambda f=f: self.read(f) for f in order]
-            k = 3 if len(order) >= 10 else 2 if len(order) >= 5 else 1
+            # Whole-file reads in order of relevance, then revisits of the key files (TT §2.1 A-L). The number
+            # read is a draw around 9.5 so the set keeps ≈ 7 reads per trajectory (ref §0); revisits ~
+            # Poisson(2.4 at A-L) keep revisit_ratio near 0.2 (band 0.12–0.30).
+            n = max(1, min(len(readable), round(rng.gauss(self.lerp("A", 9.5, 7.0, 8.0) * budget_scale
+                                                          * thorough, 1.6))))
+
+            def read_next() -> None:
+                nxt = next_file()
+                if nxt:
+                    state["read"].add(nxt[0])
+                    self.read(nxt[0])
+
+            grep_at = rng.randrange(2, max(3, n)) if self.chance("A", 0.25, 0.9, 0.2) else -1
+            for i in range(n):
+                if i == grep_at:  # a person who reads through still looks a name up now and then
+                    acts.append(search_seen)
+                acts.append(read_next)
+            k = self.count("A", 2.4, 0.6, 0.15, hi=4)
             acts.append(lambda k=k: [self.read(f) for f in self.nb.richest(k)])
         elif tier == "M":
-            # ≥ 3 keyword greps + 1 type glob before any read; reads of the hit windows; a search before each
-            # further read; searches ÷ reads ≥ 0.3 (TT §2.1 A-M).
-            kws = self.keywords(7)
-            ext = self.dominant_ext()
-            n_search = 5 if self.p.thoroughness == "exhaustive" else 4
-            n_reads = rng.randint(5, 8) if self.p.thoroughness == "exhaustive" else rng.randint(3, 6)
-            state: dict[str, Any] = {"hits": [], "read": set()}
-
-            def search(kw: str) -> None:
-                for h in self.grep(kw):
-                    if h[0] not in state["read"] and h not in state["hits"]:
-                        state["hits"].append(h)
-
-            acts.append(lambda: self.ls("."))  # one look at the top level (TT §2.1 A-M browses 0–1)
-            for kw in kws[:3]:
-                acts.append(lambda kw=kw: search(kw))
-            if self.p.thoroughness == "exhaustive":
-                acts.append(lambda: state["hits"].extend((f, 1) for f in self.glob(f"**/*{ext}")
-                                                         if (f, 1) not in state["hits"]))
+            # Search first, then read the windows around the hits; a search before further reads; searches ÷
+            # reads ≥ 0.3 on average (TT §2.1 A-M).
+            n_search = max(2, self.count("A", 1.5, 4.5, 1.2, hi=8))
+            n_reads = max(2, min(len(readable), round(rng.gauss(self.lerp("A", 8.0, 5.0, 6.0) * budget_scale
+                                                                 * thorough, 1.3))))
+            if self.chance("A", 0.5, 0.35, 0.8):
+                acts.append(lambda: self.ls("."))  # a look at the top level (TT §2.1 A-M browses 0–1)
 
             def read_hit() -> None:
-                hits = [h for h in state["hits"] if h[0] not in state["read"] and h[0] in self.files]
-                if not hits:
-                    rest = [f for f in readable if f not in state["read"]]
-                    if not rest:
-                        return
-                    hits = [(rest[0], 1)]
-                f, line = hits[0]
+                nxt = next_file()
+                if not nxt:
+                    return
+                f, line = nxt
                 state["read"].add(f)
                 self.read(f, offset=max(1, line - 12), limit=40)
 
-            extra = kws[3:3 + max(0, n_search - 3)]
+            acts.append(search_name)
+            left = n_search - 1
             for i in range(n_reads):
-                if i and i % 2 == 0 and extra:
-                    kw_next = extra.pop(0)
-                    acts.append(lambda kw=kw_next: search(kw))
                 acts.append(read_hit)
+                if left and (i % 2 == 0 or n_reads - i <= left):
+                    acts.append(search_seen)
+                    left -= 1
         else:
-            # Survey with `ls` (root and each subfolder), one type glob, then the first 10–20 lines of many files
-            # in listing order; no grep, no revisit (TT §2.1 A-R).
+            # Survey with `ls` (root and subfolders, sometimes with details or by time), a glob, then the first
+            # 10–20 lines of many files, most relevant first; no revisit (TT §2.1 A-R).
             subs = [d for d in self.dirs if "/" not in d][:5]
-            if len(subs) < 2:
+            if len(subs) < 2 or self.chance("A", 0.3, 0.3, 0.5):
                 acts.append(lambda: self.bash("ls -la"))
-            if len(subs) < 3:
+            if len(subs) < 3 and self.chance("A", 0.3, 0.4, 0.7):
                 acts.append(lambda: self.bash("ls -lt"))
-            ext = self.dominant_ext()
-            if self.p.thoroughness != "minimal":
-                acts.append(lambda: self.glob(f"**/*{ext}"))
-            # Many shallow reads, but ≤ 10 per session so the set keeps ≈ 7 reads per trajectory (ref §0).
-            cap = {"exhaustive": 10, "balanced": 9, "minimal": 7}.get(self.p.thoroughness, 9)
-            n = max(1, min(len(readable), round(cap * budget_scale)))
+            if self.chance("A", 0.6, 0.8, 0.75):
+                acts.append(search_name)
+            n = max(1, min(len(readable), round(rng.gauss(self.lerp("A", 9.0, 7.0, 8.5) * budget_scale
+                                                          * thorough, 1.6))))
             head = rng.choice((10, 15, 20))
-            acts += [lambda f=f: self.read(f, limit=head) for f in readable[:n]]
-        return acts
 
-    def keywords(self, k: int) -> list[str]:
-        words = re.findall(r"[A-Za-z][A-Za-z0-9_-]{3,}", self.prompt_en)
-        caps = [w for w in words if w[0].isupper() and w.lower() not in _STOP]
-        rest = [w.lower() for w in words if w.lower() not in _STOP and len(w) >= 5]
-        stems = [t for f in self.files for t in re.split(r"[_\-. /]", PurePosixPath(f).stem) if len(t) >= 4]
-        out: list[str] = []
-        for w in caps + rest + stems:
-            if w.lower() not in {o.lower() for o in out}:
-                out.append(w)
-        return (out + ["summary", "total", "date", "report", "note", "plan", "name"])[:k]
+            def skim() -> None:
+                nxt = next_file()
+                if nxt:
+                    state["read"].add(nxt[0])
+                    self.read(nxt[0], limit=head)
+
+            grep_at = rng.randrange(1, max(2, n)) if self.chance("A", 0.3, 0.9, 0.12) else -1
+            for i in range(n):
+                if i == grep_at:
+                    acts.append(search_seen)
+                acts.append(skim)
+        return acts
 
     def dominant_ext(self) -> str:
         counts: dict[str, int] = {}
@@ -401,6 +515,8 @@ class PersonaAgent:
             chunk = pairs[i:i + 3]
             self.bash(*(f"mv {shlex.quote(a)} {shlex.quote(b)}" for a, b in chunk))
             for a, b in chunk:
+                if a not in self.own:
+                    self.moved.append((a, b))
                 if a in self.own:
                     self.own[b] = self.own.pop(a)
                     self.own_order[self.own_order.index(a)] = b
@@ -431,22 +547,24 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ shapes per tier (TT §2.2, §2.6)
     def doc_spec(self, kind: str, title: str) -> DocSpec:
-        B, F, rng, lang = self.T["B"], self.T["F"], self.rng, self.lang
+        B, rng, lang = self.T["B"], self.rng, self.lang
         zh = lang == "zh"
         structure = self.p.structure
+        # Issue #28: lengths are log-normal draws (σ = 0.25) around means that follow the session's B position
+        # (TT §2.2: B-L main 200–350, B-M 80–150 / English 80–100, B-R 20–60 lines).
+        wobble = math.exp(rng.gauss(0.0, 0.25))
         if kind == "main":
-            lines = {"L": rng.randint(210, 320), "M": rng.randint(82, 98) if not zh else rng.randint(90, 140),
-                     "R": rng.randint(22, 38)}[B]
+            lines = max(12, round(self.lerp("B", 265, 90 if not zh else 115, 30) * wobble))
             depth = {"L": 4, "M": 3, "R": 2}[B]
             maxc = {"L": 70, "M": 48, "R": 50}[B] if not zh else {"L": 46, "M": 36, "R": 34}[B]
         elif kind in ("readme", "index"):
-            lines = {"L": rng.randint(100, 115), "M": rng.randint(18, 30), "R": rng.randint(4, 6)}[B]
+            lines = max(4, round(self.lerp("B", 107, 24, 5) * wobble))
             depth = {"L": 3, "M": 2, "R": 1}[B]
             maxc = {"L": 50, "M": 45, "R": 30}[B] if not zh else {"L": 34, "M": 30, "R": 18}[B]
         elif kind in ("scratch", "outline"):
             lines, depth, maxc = rng.randint(6, 12), 1, 40 if not zh else 26
         else:  # appendix, references, log, notes
-            lines = {"L": rng.randint(100, 140), "M": rng.randint(60, 85), "R": rng.randint(15, 30)}[B]
+            lines = max(8, round(self.lerp("B", 120, 72, 22) * wobble))
             depth = {"L": 3, "M": 3, "R": 2}[B]
             maxc = {"L": 55, "M": 45, "R": 45}[B] if not zh else {"L": 36, "M": 30, "R": 30}[B]
         if "max_lines" in self.rules and kind == "main":
@@ -456,8 +574,10 @@ class PersonaAgent:
         elif structure == "narrative":
             depth = min(depth, 3)
         rows = 0
-        if kind in ("main", "appendix", "log") and F in ("L", "M"):
-            rows = rng.randint(5, 10) if B != "R" else 5
+        if kind in ("main", "appendix", "log"):
+            # issue #28: table size is a draw whose mean follows F (8 rows at F-L/F-M, 0.3 at F-R; TT §2.6)
+            rows = self.count("F", 8.0, 7.0, 0.3, hi=14)
+            rows = 0 if rows < 2 else max(rows, 5)
         if kind == "main" and "max_lines" in self.rules:
             rows = min(rows, 5)
         return DocSpec(title=title, lines=lines, max_depth=depth, structure=structure, table_rows=rows,
@@ -465,8 +585,13 @@ class PersonaAgent:
                        numbered=structure == "hierarchical" and B != "R", topic=self.topic(),
                        closing=kind not in ("scratch", "outline", "readme"))
 
+    def visual_plan(self) -> tuple[bool, bool]:
+        """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; issue #28: drawn,
+        with probabilities 0.85 / 0.1 / 0 for the CSV and 0.9 / 0.08 / 0 for the chart at F-L / F-M / F-R)."""
+        return self.chance("F", 0.85, 0.1, 0.0), self.chance("F", 0.9, 0.08, 0.0)
+
     def topic(self) -> str:
-        return (self.topic_zh or self.topic_en) if self.lang == "zh" else self.topic_en
+        return (self.topic_zh_full or self.topic_en) if self.lang == "zh" else self.topic_en
 
     def title(self, kind: str) -> str:
         t = self.topic()
@@ -486,6 +611,28 @@ class PersonaAgent:
     def fallback_lines(self) -> list[str]:
         sents = re.split(r"(?<=[.!?。！？])\s*|\n+", self.prompt)
         return [s.strip() for s in sents if len(s.strip()) > 10]
+
+    def render_log(self, spec: DocSpec | None = None) -> str:
+        """The task's note of what was done (T-09 "a short file recording what you changed and why"): one line
+        per edit (the file and its new wording, or what was cut) and per file moved, then the facts read, to the
+        length of the B band."""
+        spec = spec or self.doc_spec("log", self.title("log"))
+        zh = self.lang == "zh"
+        lines = [f"# {spec.title}", ""]
+        if self.changes or self.moved:
+            lines += ["## 修改内容" if zh else "## Changes", ""]
+        for rel, old, new in self.changes:
+            name = PurePosixPath(rel).name
+            if len(new) < len(old) and old.startswith(new.rstrip()[:20]):
+                lines.append(f"- `{name}`：删减为“{new.strip()}”" if zh else f"- `{name}`: cut to “{new.strip()}”")
+            else:
+                lines.append(f"- `{name}`：改为“{new.strip()}”" if zh else f"- `{name}`: now reads “{new.strip()}”")
+        lines += [f"- `{a}` → `{b}`" for a, b in self.moved]
+        if len(lines) > 2:
+            lines.append("")
+        spec.lines = max(0, spec.lines - len(lines))
+        body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] if spec.lines > 6 else []
+        return "\n".join(lines + body).rstrip("\n") + "\n"
 
     def render(self, kind: str, title: str | None = None, spec: DocSpec | None = None) -> str:
         spec = spec or self.doc_spec(kind, title or self.title(kind))
@@ -507,18 +654,26 @@ class PersonaAgent:
                 base = base.split("_")[0][:10]
             a = f"{base}/analysis" if not zh else f"{base}/分析"
             main = f"{a}/reports" if not zh else f"{a}/报告"
-            return {"main": main, "aux": f"{base}/references/sources" if not zh else f"{base}/参考/来源",
-                    "fig": main, "scratch": "", "base": base, "mid": a,
-                    "notes": f"{base}/notes/working" if not zh else f"{base}/笔记/工作"}
-        if C == "M":
+            # Issue #28: how many branches a C-L session builds is drawn, not fixed (sources and working notes
+            # get their own branch in most sessions; otherwise they sit one level up in the analysis folder).
+            aux = (f"{base}/references/sources" if not zh else f"{base}/参考/来源") \
+                if self.chance("C", 0.85, 0.5, 0.2) else a
+            notes = (f"{base}/notes/working" if not zh else f"{base}/笔记/工作") \
+                if self.chance("C", 0.75, 0.4, 0.1) else ""
+            return {"main": main, "aux": aux, "fig": main, "scratch": "", "base": base, "mid": a, "notes": notes}
+        if C == "M" and self.chance("C", 1.0, 0.85, 0.1):
             out_dir = "notes" if self.ttype in ("iterate", "maintain") else "reports"
             return {"main": out_dir, "aux": out_dir, "fig": out_dir, "scratch": "", "base": "", "mid": ""}
         return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
 
-    def setup_dirs(self, lay: dict[str, str]) -> None:
+    def setup_dirs(self, lay: dict[str, str], aux: bool = True, notes: bool = True) -> None:
+        """Create the output folders this session will fill (issue #28: a folder is named for, and made for,
+        what goes in it): the main branch, the sources branch only when auxiliaries are written, the notes
+        branch only when there are working notes to file."""
         C = self.T["C"]
         if C == "L":
-            paths = [lay["main"], lay["aux"], lay["notes"]]
+            paths = dict.fromkeys(p for p in (lay["main"], lay["aux"] if aux else "", lay["notes"] if notes else "")
+                                  if p)
             for p in paths:  # one mkdir -p per branch: each is one dir_create at depth 3 (TT §1)
                 self.mkdir(p)
         elif C == "M":
@@ -580,13 +735,13 @@ class PersonaAgent:
         """Understand / synthesize / create: read (A), write the deliverable set (B, C, F), self-revise (D),
         curate own scratch files (E)."""
         lay = self.layout()
-        B, F = self.T["B"], self.T["F"]
+        B = self.T["B"]
         reads = self.reading_actions()
         prescribed = self.prescribed_names()
         main_name = prescribed[0] if prescribed else self.name("main", ".md")
         plan: list[tuple[str, str]] = []  # (kind, relpath)
         writes: list[Any] = []
-        writes.append(lambda: self.setup_dirs(lay))
+        writes.append(lambda: self.setup_dirs(lay, aux=bool(aux), notes=bool(plan)))
         if self.p.error_handling == "defensive" and self.T["A"] != "L":
             writes.append(lambda: self.ls("."))
         for kind, ext in self.scratch_plan():
@@ -594,20 +749,23 @@ class PersonaAgent:
             plan.append((kind, rel))
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         fig_refs: list[tuple[int, str]] = []
-        if F == "L":
-            csv_rel = self.join(lay["fig"], ("fig_" if self.T["C"] == "R" else "") + self.name("csv", ".csv"))
-            ext = ".png" if self.chart_format == "png" else ".svg"
-            chart_rel = self.join(lay["fig"], ("fig_" if self.T["C"] == "R" else "") + self.name("chart", ext))
-            if csv_rel == chart_rel.rsplit(".", 1)[0] + ".csv":
-                pass
-            fig_refs.append((1, chart_rel))
+        want_csv, want_chart = self.visual_plan()
+        if want_csv:
+            csv_rel = self.join(lay["fig"], ("fig_" if not lay["fig"] else "") + self.name("csv", ".csv"))
             writes.append(lambda: self.write(csv_rel, csv_text(chart_figures(self.nb))))
+        if want_chart:
+            ext = ".png" if self.chart_format == "png" else ".svg"
+            chart_rel = self.join(lay["fig"], ("fig_" if not lay["fig"] else "") + self.name("chart", ext))
+            fig_refs.append((1, chart_rel))
             writes.append(lambda: self.write(chart_rel, self.chart(self.topic())))
         aux: list[tuple[str, str]] = []
-        if B == "L":
-            aux.append(("appendix", self.join(lay["aux"], self.name("appendix", ".md", 2))))
-            aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 3))))
-            if self.T["C"] != "R":
+        if B == "L" or self.pos["B"] < 0.8:
+            # B-L auxiliaries (TT §2.2: ≥ 2, README/index, appendix, references), each drawn (issue #28)
+            if self.chance("B", 0.85, 0.2, 0.0):
+                aux.append(("appendix", self.join(lay["aux"], self.name("appendix", ".md", 2))))
+            if self.chance("B", 0.9, 0.2, 0.0):
+                aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 3))))
+            if self.T["C"] != "R" and self.chance("B", 0.7, 0.0, 0.0):
                 aux.append(("index", self.join(lay["base"] or lay["aux"], self.name("index", ".md", 4))))
         elif B == "M" and (self.p.a("documentation") == "comprehensive" or "max_lines" in self.rules):
             # p9's comprehensive documentation, or a task that caps the main file (T-16: ≤ 30 lines): a balanced
@@ -620,8 +778,9 @@ class PersonaAgent:
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         # The main deliverable: drafted in the root and moved into place when done under C-L and C-M (TT §2.3:
         # C-L puts files in place with mv; C-M files 0–3 things), so files_moved keeps the tier order L > M > R
-        # in every task type.
-        main_tmp = main_name if self.T["C"] in ("L", "M") else self.join(lay["main"], main_name)
+        # on average; whether this session drafts in the root first is drawn (issue #28).
+        draft_in_root = self.T["C"] in ("L", "M") and self.chance("C", 0.85, 0.6, 0.0)
+        main_tmp = main_name if draft_in_root else self.join(lay["main"], main_name)
         main_final = self.join(lay["main"], main_name)
 
         def write_main() -> None:
@@ -680,8 +839,11 @@ class PersonaAgent:
         return png_chart(figs, title) if self.chart_format == "png" else svg_chart(figs, title)
 
     def readmes(self, lay: dict[str, str]) -> None:
-        """One README per created level (≤ 4), sized to the B band (TT §3; p14 tiny ≤ 300 chars, §6)."""
+        """One README per created level (≤ 4), sized to the B band (TT §3; p14 tiny ≤ 300 chars, §6): what the
+        level holds (its files and folders, each with its title), then, as far as the B band allows, the key
+        facts behind them."""
         levels = [lay["base"], lay["mid"]] + ([lay["main"]] if self.T["B"] == "L" else [])
+        zh = self.lang == "zh"
         for lvl in levels:
             if not lvl:
                 continue
@@ -689,9 +851,17 @@ class PersonaAgent:
             if rel in self.own:
                 continue
             spec = self.doc_spec("readme", self.title("readme"))
-            listing = [p for p in self.own_order if p.startswith(lvl + "/")]
-            spec.sections = ["Contents" if self.lang == "en" else "目录"] + [PurePosixPath(p).name for p in listing][:6]
-            self.write(rel, compose(spec, self.nb, self.rng, self.fallback_lines()))
+            inside = [p for p in self.own_order if p.startswith(lvl + "/") and p in self.own]
+            subs = sorted({p[len(lvl) + 1:].split("/")[0] for p in inside if "/" in p[len(lvl) + 1:]})
+            here = [p for p in inside if "/" not in p[len(lvl) + 1:]]
+            head = [f"# {spec.title}", "", "## 目录" if zh else "## Contents", ""]
+            for p in here:
+                first = next((ln.lstrip("# ") for ln in self.own[p].split("\n") if ln.startswith("# ")), "")
+                head.append(f"- `{PurePosixPath(p).name}`: {first}" if first else f"- `{PurePosixPath(p).name}`")
+            head += [f"- `{d}/`" for d in subs] + [""]
+            spec.lines = max(0, spec.lines - len(head))
+            body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] if spec.lines > 6 else []
+            self.write(rel, "\n".join(head + body).rstrip("\n") + "\n")
 
     def read_back(self, rel: str) -> None:
         """Defensive read-back of its own output (TT §4 error_handling=defensive)."""
@@ -703,21 +873,23 @@ class PersonaAgent:
 
     # ------------------------------------------------------------------ D: self-revision (TT §2.4)
     def self_revise(self, rel: str) -> None:
-        D, rng = self.T["D"], self.rng
+        """Revise the agent's own deliverable (TT §2.4; issue #28): the numbers of small edits (≤ 4 lines), block
+        edits (a run of bullets rewritten as a paragraph or back) and whole rewrites are Poisson/Bernoulli draws
+        whose means follow the session's D position (small: 3.2 / 0.8 / 0.2; block: 0.3 / 1.6 / 0.2; rewrite:
+        2 % / 10 % / 60 % at D-L / D-M / D-R), with a ``.bak`` first when the version strategy keeps history."""
         if rel not in self.own:
             return
-        if D == "L":
-            if self.p.version != "overwrite":
-                self.cp(rel, rel + ".bak")
-            for _ in range(3):  # TT §2.4 D-L create task [2–5]; 3 keeps the set near the paper's 1.65 edits (ref §0)
-                self.small_edit(rel)
-        elif D == "M":
-            for _ in range(rng.randint(1, 2)):
-                self.block_edit(rel)
-        else:
-            if rng.random() < 0.6:  # one decisive rewrite of the whole file (overwrite, TT §2.4 D-R)
-                spec = self.doc_spec("main", self.title("main"))
-                self.write(rel, compose(spec, self.nb, self.rng, self.fallback_lines()))
+        n_small = self.count("D", 3.2, 0.8, 0.2, hi=6)
+        n_block = self.count("D", 0.3, 1.6, 0.2, hi=3)
+        if n_small + n_block and self.p.version != "overwrite" and self.chance("D", 0.9, 0.3, 0.05):
+            self.cp(rel, rel + ".bak")
+        for _ in range(n_small):
+            self.small_edit(rel)
+        for _ in range(n_block):
+            self.block_edit(rel)
+        if self.chance("D", 0.02, 0.1, 0.6):  # one decisive rewrite of the whole file (overwrite, TT §2.4 D-R)
+            spec = self.doc_spec("main", self.title("main"))
+            self.write(rel, compose(spec, self.nb, self.rng, self.fallback_lines()))
 
     def _content_lines(self, text: str) -> list[int]:
         lines = text.split("\n")
@@ -727,37 +899,95 @@ class PersonaAgent:
         return [i for i, ln in enumerate(lines) if len(ln.strip()) > 8 and counts[ln] == 1
                 and not ln.lstrip().startswith("#") and not ln.startswith("|")]
 
-    def small_edit(self, rel: str) -> bool:
-        """Replace 1–2 lines (≤ 4 changed lines, small edit < 10, TT §1 edit size)."""
-        text = self.own.get(rel)
-        if text is None:
-            return False
-        idx = self._content_lines(text)
-        if not idx:
-            return False
-        i = self.rng.choice(idx)
-        lines = text.split("\n")
-        k = 2 if i + 1 in idx and self.rng.random() < 0.4 else 1
-        old = "\n".join(lines[i:i + k])
-        new = "\n".join(revise_line(ln, self.lang, self.rng) for ln in lines[i:i + k])
-        return self.edit(rel, old, new)
+    def fixes(self) -> list[tuple[str, str, str]]:
+        """Inconsistencies found in what was read: ``(label, wrong, right)`` for a figure whose label occurs in
+        two sources with different values; the value of a data file (csv/xlsx/json/tsv) wins, else the value
+        most sources agree on, else the one read first (issue #28 item 2: a repair fixes what it found)."""
+        by_label: dict[str, list[Any]] = {}
+        for f in self.nb.figures_all():
+            by_label.setdefault(f.label.lower(), []).append(f)
+        out: list[tuple[str, str, str]] = []
+        for figs in by_label.values():
+            raws = list(dict.fromkeys(f.raw for f in figs))
+            if len(raws) < 2 or len({f.source for f in figs}) < 2:
+                continue
+            data = [f for f in figs if PurePosixPath(f.source).suffix.lower() in FAMILY["data"]]
+            votes = {r: sum(f.raw == r for f in figs) for r in raws}
+            right = data[0].raw if data else max(raws, key=lambda r: (votes[r], -raws.index(r)))
+            out += [(figs[0].label, r, right) for r in raws if r != right]
+        return out
 
-    def block_edit(self, rel: str, k: int | None = None) -> bool:
-        """Replace a block of 10–20 lines (15–45 changed lines, TT §2.4 D-M)."""
+    def small_edit(self, rel: str) -> bool:
+        """Replace 1–2 lines (≤ 4 changed lines, small edit < 10, TT §1 edit size) with a real repair
+        (:func:`revise_line`): a figure that disagrees with another source is corrected first; otherwise a
+        pseudo-heading, a ``*`` bullet or an over-long sentence is fixed. No fixable line → no edit."""
+        text = self.own.get(rel)
+        if text is None:
+            return False
+        fixes = self.fixes()
+        lines = text.split("\n")
+        fix = condense_line if self.condense else revise_line
+        cands = [(i, new) for i in self._content_lines(text) if (new := fix(lines[i], self.lang, fixes))]
+        if not cands:
+            return False
+        first = [c for c in cands if any(w in lines[c[0]] and lab.lower() in lines[c[0]].lower()
+                                         for lab, w, _ in fixes)]
+        i, new = first[0] if first else self.rng.choice(cands)
+        return self.edit(rel, lines[i], new)
+
+    def block_edit(self, rel: str) -> bool:
+        """Rewrite one section (TT §2.4 D-M: 15–45 changed lines): its bullet list becomes paragraphs of up to
+        three sentences, or, in a section without bullets, its paragraphs become bullets (one per sentence).
+        Nothing is dropped or added; falls back to :meth:`small_edit` when no section qualifies."""
         text = self.own.get(rel)
         if text is None:
             return False
         lines = text.split("\n")
-        k = k or self.rng.randint(10, 20)
-        if len(lines) <= k + 2:
-            k = max(1, len(lines) // 2)
-        start = self.rng.randint(2, max(2, len(lines) - k))
-        block = lines[start:start + k]
-        old = "\n".join(block)
-        if not old.strip() or text.count(old) != 1:
-            return self.small_edit(rel)
-        new = "\n".join(revise_line(ln, self.lang, self.rng) if ln.strip() else ln for ln in block)
-        return self.edit(rel, old, new)
+        heads = [i for i, ln in enumerate(lines) if ln.startswith("## ")] + [len(lines)]
+        spans = [(heads[k] + 1, heads[k + 1]) for k in range(len(heads) - 1)]
+        self.rng.shuffle(spans)
+        for a, b in spans:
+            block = lines[a:b]
+            bullets = [ln for ln in block if re.match(r"^\s*- ", ln)]
+            paras = [ln for ln in block if ln.strip() and not ln.startswith(("#", "|", " ", "-"))]
+            if self.condense and len(bullets) + len(paras) >= 3:
+                # cut the section to what matters: the first sentence of each paragraph, the first 3 bullets
+                keep_b = set(bullets[:3])
+                new_block = [condense_line(ln, self.lang) or ln if ln in paras else ln for ln in block
+                             if ln not in bullets or ln in keep_b]
+            elif len(bullets) >= 4:
+                sents = [re.sub(r"^\s*- ", "", ln).strip() for ln in bullets]
+                joiner = "" if re.search(r"[\u4e00-\u9fff]", "".join(sents)) else " "
+                new_par = [joiner.join(sents[j:j + 3]) for j in range(0, len(sents), 3)]
+                new_block = self._reflow(block, bullets, [x for p_ in new_par for x in (p_, "")])
+            elif len(paras) >= 2:
+                split = _SENTENCE
+                new_block = []
+                for ln in block:
+                    if ln in paras:
+                        new_block += [f"- {x.strip()}" for x in split.split(ln) if x.strip()]
+                    else:
+                        new_block.append(ln)
+            else:
+                continue
+            old, new = "\n".join(block), "\n".join(new_block)
+            if old.strip() and text.count(old) == 1 and old != new:
+                return self.edit(rel, old, new)
+        return self.small_edit(rel)
+
+    @staticmethod
+    def _reflow(block: list[str], bullets: list[str], paragraphs: list[str]) -> list[str]:
+        """``block`` with its bullet lines replaced by ``paragraphs`` at the place of the first bullet."""
+        out: list[str] = []
+        placed = False
+        for ln in block:
+            if ln in bullets:
+                if not placed:
+                    out += paragraphs
+                    placed = True
+                continue
+            out.append(ln)
+        return out
 
     def edit(self, rel: str, old: str, new: str) -> bool:
         if old == new:
@@ -765,26 +995,44 @@ class PersonaAgent:
         res = self.call("edit", file_path=rel, old_string=old, new_string=new)
         if getattr(res, "ok", False):
             self.own[rel] = self.own[rel].replace(old, new, 1)
+            self.changes.append((rel, old, new))
             return True
         return False
 
     # ------------------------------------------------------------------ E: curation of own files (TT §2.5)
     def curate(self, plan: list[tuple[str, str]]) -> None:
-        """Curation of the workspace's own clutter and of the agent's scratch files (TT §2.5; issue #16).
+        """Curation of the workspace's own clutter and of the agent's scratch files (TT §2.5; issues #16, #28).
 
-        E-L (selective) deletes every clutter file of the workspace (:func:`clutter_category`: temporary files,
-        duplicates, superseded versions) and its own scratch notes; E-M (pragmatic) deletes the obvious
-        temporary files only and keeps drafts, duplicates and its own notes; E-R (preservative) deletes nothing.
-        Every non-empty bundle carries clutter (``workspace.scenarios._plant_clutter``) and an empty one gets the
-        session's own scratch (:meth:`scratch_plan`), so the tier shows in one session: L 4 deletes (3 clutter files
-        and the outline; 2 in an empty workspace), M 1, R 0 (more where a task plants more junk: T-17, T-21)."""
-        E = self.T["E"]
+        Candidates, in the order a person would let them go: temporary files, duplicates, superseded versions
+        (:func:`clutter_category`), then the session's own scratch notes. How many go is a Poisson draw whose
+        mean follows the session's E position (:meth:`count`: about 2.6 at E-L, 0.35 at E-M, 0.03 at E-R; TT §2.5
+        E-L 1–4, E-M 0–1, E-R 0), so sessions of one tier differ and neighbouring tiers overlap; E-M-like sessions
+        reach past temporary files only when the draw asks for more. Every file is inspected first
+        (:meth:`inspect`): a person checks what a file is before deleting it (issue #28 item 2)."""
         clutter = [(f, c) for f in self.files if (c := clutter_category(f))]
-        scratch = [rel for _, rel in plan if rel in self.own]
-        if E == "L":
-            self.rm([f for f, _ in clutter] + scratch)
-        elif E == "M":
-            self.rm([f for f, c in clutter if c == "temp"] + [r for r in scratch if clutter_category(r) == "temp"])
+        order = {"temp": 0, "duplicate": 1, "superseded": 2}
+        cands = [f for f, c in sorted(clutter, key=lambda fc: order[fc[1]])]
+        cands += [rel for _, rel in plan if rel in self.own]
+        n = self.count("E", 2.6, 0.35, 0.03, hi=len(cands))
+        doomed = cands[:n]
+        if doomed:
+            self.inspect(doomed)
+            self.rm(doomed)
+
+    def inspect(self, paths: list[str]) -> None:
+        """Look at each file before deleting, moving or renaming it (issue #28 item 2): a file read in this
+        session or written by the agent is known already; a text file is opened at its first lines (the read is
+        not taken into the notes: clutter is not material); anything else is listed with details (``ls -l``,
+        one browse per file)."""
+        unknown = [p for p in paths if p not in self.view and p not in self.own]
+        texts = [p for p in unknown if PurePosixPath(p).suffix.lower() in DOC_EXT | TEMP_EXT]
+        for p in texts:
+            res = self.call("read", file_path=p, limit=self.rng.choice((5, 8, 10)))
+            if getattr(res, "ok", False):
+                self.view[p] = self.view.get(p, 0) + 1
+        rest = [p for p in unknown if p not in texts]
+        if rest:
+            self.bash("ls -l " + " ".join(shlex.quote(p) for p in rest))
 
     # ------------------------------------------------------------------ revision tasks (iterate / maintain)
     def flow_revise(self) -> None:
@@ -794,13 +1042,14 @@ class PersonaAgent:
         reads = self.reading_actions(budget_scale=0.8)
         targets = self.edit_targets()
         lay = self.layout()
-        C, F = self.T["C"], self.T["F"]
+        C = self.T["C"]
         notes_ok = not (self.rules.get("no_new_files") and self.T["B"] == "R")
-        visuals = F == "L" and not self.rules.get("no_new_files")
+        want_csv, want_chart = self.visual_plan() if not self.rules.get("no_new_files") else (False, False)
+        visuals = want_csv or want_chart
         writes: list[Any] = []
         plan: list[tuple[str, str]] = []
         if notes_ok or visuals:
-            writes.append(lambda: self.setup_dirs(lay))
+            writes.append(lambda: self.setup_dirs(lay, aux=False, notes=bool(plan)))
         for kind, ext in self.scratch_plan():
             rel = self.join(lay["scratch"] if notes_ok or visuals else "", self.name(kind, ext))
             plan.append((kind, rel))
@@ -810,15 +1059,16 @@ class PersonaAgent:
         if notes_ok:
             names = self.prescribed_names()
             note = names[0] if names else self.name("log", ".md")
-            note_tmp = note if C in ("L", "M") else self.join(lay["main"], note)
+            note_tmp = note if C in ("L", "M") and self.chance("C", 0.85, 0.6, 0.0) else self.join(lay["main"], note)
             note_final = self.join(lay["main"], note)
-            final.append(lambda: self.write(note_tmp, self.render("log")))
+            final.append(lambda: self.write(note_tmp, self.render_log()))
             if note_tmp != note_final:
                 final.append(lambda: self.mv([(note_tmp, note_final)]))
-        if visuals:
-            pre = "" if lay["fig"] else "fig_"
+        pre = "" if lay["fig"] else "fig_"
+        if want_csv:
             final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("csv", ".csv")),
                                             csv_text(chart_figures(self.nb))))
+        if want_chart:
             ext = ".png" if self.chart_format == "png" else ".svg"
             final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("chart", ext)),
                                             self.chart(self.topic())))
@@ -832,11 +1082,13 @@ class PersonaAgent:
         self.interleave(reads, writes, final)
 
     def edit_targets(self) -> list[str]:
-        eds = [f for f in self.files if PurePosixPath(f).suffix.lower() in EDITABLE_EXT]
+        """The workspace files to change: editable text that is not clutter (a duplicate or an old version is
+        not what the task means) and not feedback about it, most relevant first (:meth:`relevance`)."""
+        eds = [f for f in self.files if PurePosixPath(f).suffix.lower() in EDITABLE_EXT and not clutter_category(f)]
         skip = re.compile(r"(feedback|review|update|batch|comment)", re.IGNORECASE)
         prim = [f for f in eds if not skip.search(f)] or eds
-        n = {"L": self.rng.randint(1, 3), "M": self.rng.randint(1, 2), "R": self.rng.randint(1, 3)}[self.T["D"]]
-        return prim[:n]
+        n = 1 + self.count("D", 1.0, 0.5, 0.8, hi=2)
+        return self.relevance(prim)[:n]
 
     def load(self, rel: str) -> str | None:
         """Full content of a workspace file through a whole-file read (needed before editing it)."""
@@ -849,33 +1101,37 @@ class PersonaAgent:
         return "\n".join(lines)
 
     def revise_files(self, targets: list[str]) -> None:
-        D = self.T["D"]
+        """Change the workspace files the task is about (TT §2.4; issue #28): each target is read whole first,
+        then repaired with drawn numbers of small edits (means 3 / 0.7 / 0.15 per file at D-L / D-M / D-R) and
+        block edits (0.2 / 1.5 / 0.1), or rewritten as a whole (overwrite; 3 % / 10 % / 75 %). Before the first
+        change a history-keeping profile copies to ``.bak`` and an archiving one (C allows folders) to
+        ``archive/<stem>_v1``."""
         archived = False
         for n, rel in enumerate(targets):
             text = self.own.get(rel) or self.load(rel)
             if text is None:
                 continue
             self.own[rel] = text
-            if D == "L":
-                if self.p.version != "overwrite":
-                    self.cp(rel, rel + ".bak")  # backup before the first edit (TT §2.4 D-L)
-                for _ in range(max(3, -(-self.rng.randint(6, 8) // len(targets)))):  # TT §2.4: 6–15, ≥ 3
-                    self.small_edit(rel)
-            elif D == "M":
-                if self.p.version == "archive_old" and self.T["C"] != "R":
-                    if not archived:
-                        self.mkdir("archive")
-                        archived = True
-                    p = PurePosixPath(rel)
-                    self.cp(rel, f"archive/{p.stem}_v1{p.suffix}")
-                elif n == 0 and self.rng.random() < 0.3:
-                    self.cp(rel, rel + ".bak")  # p16/p19: at most one .bak of an important file (TT §6)
-                for _ in range(self.rng.randint(2, 3) if n == 0 else 1):
-                    self.block_edit(rel)
-            else:
-                new = "\n".join(revise_line(ln, self.lang, self.rng) if ln.strip() else ln
-                                for ln in text.split("\n")) + "\n"
-                self.write(rel, new)  # one decisive overwrite per changed file (TT §2.4 D-R)
+            n_small = self.count("D", 3.0, 0.7, 0.15, hi=6)
+            n_block = self.count("D", 0.2, 1.5, 0.1, hi=3)
+            rewrite = self.chance("D", 0.03, 0.1, 0.75)
+            if n_small + n_block + rewrite == 0:
+                n_small = 1  # the task asks for a change: at least one
+            if self.p.version == "archive_old" and self.T["C"] != "R" and self.chance("D", 0.3, 0.8, 0.1):
+                if not archived:
+                    self.mkdir("archive")
+                    archived = True
+                p = PurePosixPath(rel)
+                self.cp(rel, f"archive/{p.stem}_v1{p.suffix}")
+            elif self.p.version != "overwrite" and self.chance("D", 0.9, 0.3, 0.05):
+                self.cp(rel, rel + ".bak")  # backup before the first edit (TT §2.4 D-L; p16/p19 at most one)
+            for _ in range(n_small):
+                self.small_edit(rel)
+            for _ in range(n_block):
+                self.block_edit(rel)
+            if rewrite:
+                self.write(rel, condensed_text(self.own[rel], self.lang) if self.condense
+                           else repaired_text(self.own[rel], self.fixes(), self.lang))
 
     def reorganise(self, tops: tuple[str, ...]) -> None:
         subs = [d for d in self.dirs if "/" not in d]
@@ -886,6 +1142,7 @@ class PersonaAgent:
         self.mkdir(*tops)
         half = max(1, len(subs) // 2)
         pairs = [(d, f"{tops[0] if i < half else tops[1]}/{d}") for i, d in enumerate(subs)]
+        self.bash("ls -l " + " ".join(shlex.quote(d) for d in subs))  # look into each folder before moving it
         self.mv(pairs)
 
     # ------------------------------------------------------------------ organize tasks (TT §2.3 organize row)
@@ -911,15 +1168,17 @@ class PersonaAgent:
             spec = self.doc_spec("log", self.title("log"))
             if index_table:  # the index carries this session's table (F-M: one table set per deliverable)
                 spec.table_rows = 0
-            self.write(note, self.render("log", spec=spec))
+            self.write(note, self.render_log(spec))
 
         final.append(write_note)
-        if F == "L":
+        want_csv, want_chart = self.visual_plan()
+        if want_csv:
             final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
+        if want_chart:
             ext = ".png" if self.chart_format == "png" else ".svg"
             final.append(lambda: self.write(("fig_" if self.T["C"] == "R" else "") + self.name("chart", ext),
                                             self.chart(self.topic())))
-        elif self.rules.get("index_file"):
+        if not want_csv and self.rules.get("index_file"):
             final.append(lambda: self.write(self.name("index", ".md"), self.index_md(table=F == "M")))
         final.append(lambda: self.self_revise(note))
         self.interleave(reads, writes, final)
@@ -956,11 +1215,6 @@ class PersonaAgent:
             for f in only:
                 tok = re.split(r"[_\-. ]", PurePosixPath(f).stem)[0].lower() or "misc"
                 groups.setdefault(tok if not tok.isdigit() else "misc", []).append(f)
-            if len(groups) > 6:
-                merged: OrderedDict[str, list[str]] = OrderedDict()
-                for i, (_, fs) in enumerate(groups.items()):
-                    merged.setdefault(f"set_{i % 4 + 1}", []).extend(fs)
-                groups = merged
         pairs: list[tuple[str, str]] = []
 
         def capped(n: int) -> list[tuple[str, list[str]]]:
@@ -968,65 +1222,146 @@ class PersonaAgent:
             items = list(groups.items())
             if len(items) <= n:
                 return items
+            items.sort(key=lambda kv: -len(kv[1]))
             return items[:n - 1] + [("misc", [f for _, fs in items[n - 1:] for f in fs])]
 
+        # Issue #28: each file is sorted with a probability that follows the C position (a C-R-like session
+        # leaves more in place; the share is a Beta draw per session), and every folder is named for what goes in it.
+        mean = self.lerp("C", 0.9, 0.7, 0.4)
+        p_sort = self.rng.betavariate(2.5 * mean, 2.5 * (1 - mean))  # this session's share (Beta, mean above)
+
+        def take(fs: list[str]) -> list[str]:
+            return [f for f in fs if self.rng.random() < p_sort]
+
         if C == "L":
-            # TT §2.3 organize row, C-L: depth 3, 6–15 folders; one <root>/<family>/files branch per group, padded
-            # to 6 with an index and a notes branch (a steady count across organize tasks).
+            # TT §2.3 organize row, C-L: depth 3, 6–15 folders: <root>/<family>/<file type> for every group.
             root = ("01_organized_archive" if not zh else "01_归档整理") if self.p.naming != "short_abbrev" else "arch"
             dirs = []
             for fam, fs in capped(5):
-                d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}/{'files' if not zh else '文件'}"
-                dirs.append(d)
-                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in fs]
-            pad = [f"{root}/{'indexes' if not zh else '索引'}/by_date", f"{root}/notes/working",
-                   f"{root}/{'reference' if not zh else '参考'}/sources"]
-            dirs += pad[: max(0, 6 - len(dirs))]
+                moved = take(fs)
+                by_ext: OrderedDict[str, list[str]] = OrderedDict()
+                for f in moved:
+                    by_ext.setdefault(PurePosixPath(f).suffix.lower().lstrip(".") or "other", []).append(f)
+                for ext, group in by_ext.items():
+                    d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}/{ext}"
+                    dirs.append(d)
+                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in group]
             self.mkdir(*dirs)
         elif C == "M":
-            # C-M: one top-level folder per group, at most 3 (TT §2.3: 1–2 levels, 3–8 folders; kept at one
-            # level and 3 folders so that C-M sits between C-L and C-R in organize tasks as in every other task).
+            # C-M: one top-level folder per group, at most 3 (TT §2.3: 1–2 levels, 3–8 folders), named for it.
             dirs = []
             for fam, fs in capped(3):
+                moved = take(fs)
+                if not moved:
+                    continue
                 top = FAMILY_ZH.get(fam, fam) if zh else fam
                 dirs.append(top)
-                pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in fs]
+                pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in moved]
             self.mkdir(*dirs)
         else:
             if self.rules.get("flat_allowed"):
                 # In-place renames: same-parent mv = file_rename (ref §3.4), not a move.
-                for f in keep[:6]:
+                for f in take(keep)[:6]:
                     p = PurePosixPath(f)
                     new = re.sub(r"[^a-z0-9]+", "_", p.stem.lower()).strip("_")[:12] + p.suffix.lower()
                     if new != p.name and str(p.parent) in (".", ""):
                         pairs.append((f, new))
-            else:  # C-R where the task needs folders: the fewest that do the job, one short folder (TT §2.3: ≤ 4)
-                d = (max(groups, key=lambda k: len(groups[k])) if groups else "files")[:6]
-                self.mkdir(d)
-                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in keep]
+            else:  # C-R where the task needs folders: the fewest that do the job — the largest group only
+                big = max(groups, key=lambda k: len(groups[k])) if groups else "files"
+                moved = take(groups.get(big, keep))
+                if moved:
+                    d = (FAMILY_ZH.get(big, big) if zh else big)[:9]
+                    self.mkdir(d)
+                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in moved]
         pairs = [(a, b) for a, b in pairs if a != b]
+        if pairs:
+            self.inspect_folders([a for a, _ in pairs])
         self.mv(pairs)
 
+    def inspect_folders(self, paths: list[str]) -> None:
+        """Before sorting many files: list the ones not read or written in this session with details, ten to a
+        command (``ls -l a b …``: one browse per file), so each file is looked at before it is moved or renamed
+        (issue #28 item 2)."""
+        unknown = [p for p in paths if p not in self.view and p not in self.own]
+        for i in range(0, len(unknown), 10):
+            self.bash("ls -l " + " ".join(shlex.quote(p) for p in unknown[i:i + 10]))
 
-def revise_line(line: str, lang: str, rng: random.Random) -> str:
-    """A real rewrite of one line: pseudo-headings become headings, ``*`` bullets become ``-``, long sentences
-    are condensed at a clause boundary, short ones get a clarifying tag; never returns the input unchanged."""
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
+
+
+def revise_line(line: str, lang: str, fixes: list[tuple[str, str, str]] | None = None) -> str | None:
+    """A real repair of one line, or None when the line needs none (issue #28: never a marker, never a cut).
+
+    In order: a figure that another source gives differently (``fixes``: ``(label, wrong, right)``, label in the
+    line) is corrected; a pseudo-heading (``**x**``) becomes a heading; a ``*`` bullet becomes ``-``; a long
+    sentence (> 90 chars) joined by a comma or semicolon is split there into two sentences (all words kept);
+    doubled spaces are collapsed.
+    """
     s = line.rstrip()
+    for label, wrong, right in fixes or []:
+        if label.lower() in s.lower() and re.search(rf"(?<![\d.]){re.escape(wrong)}(?![\d])", s):
+            return re.sub(rf"(?<![\d.]){re.escape(wrong)}(?![\d])", right, s, count=1)
     m = re.match(r"^\s*\*\*(.+?)\*\*\s*$", s)
     if m:
         return f"## {m.group(1)}"
     if re.match(r"^\s*\*\s+", s):
         return re.sub(r"^(\s*)\*\s+", r"\1- ", s)
-    body = s
-    if len(body) > 70:
-        cut = max(body.rfind(",", 0, 70), body.rfind(";", 0, 70), body.rfind("，", 0, 70))
-        if cut > 25:
-            new = body[:cut].rstrip() + ("." if lang == "en" else "。")
-            if new != s:
-                return new
-    tag = rng.choice((" (verified)", " (updated)", " (see sources)")) if lang == "en" else rng.choice(
-        ("（已核实）", "（已更新）", "（见来源）"))
-    return s + tag
+    if len(s) > 90:
+        if not re.search(r"[\u4e00-\u9fff]", s):
+            m = re.search(r"^(.{30,}?[a-z0-9)]), (?:and |but |which )?([a-z][^,]{20,})$", s)
+            if m:
+                return f"{m.group(1)}. {m.group(2)[0].upper()}{m.group(2)[1:]}"
+            if "; " in s[20:-20]:
+                i = s.index("; ", 20)
+                return f"{s[:i]}. {s[i + 2].upper()}{s[i + 3:]}"
+        elif "，" in s[15:-10]:
+            i = s.index("，", 15)
+            return s[:i] + "。" + s[i + 1:]
+    if "  " in s.strip():
+        return re.sub(r"(?<=\S) {2,}", " ", s)
+    return None
+
+
+def condense_line(line: str, lang: str, fixes: list[tuple[str, str, str]] | None = None) -> str | None:
+    """A line cut to its first sentence (whole sentences only, issue #28), or None when it has just one."""
+    s = line.rstrip()
+    lead = re.match(r"^(\s*(?:[-*+]\s+|\d+[.)]\s+)?)", s).group(1)
+    body = s[len(lead):]
+    parts = _SENTENCE.split(body)  # by the line's own script, whatever the persona's language
+    parts = [p for p in parts if p.strip()]
+    if len(parts) < 2:
+        return None
+    return lead + parts[0].strip()
+
+
+def repaired_text(text: str, fixes: list[tuple[str, str, str]], lang: str) -> str:
+    """``text`` with every repairable line repaired (:func:`revise_line`): the D-R whole-file rewrite."""
+    out = []
+    for ln in text.split("\n"):
+        new = revise_line(ln, lang, fixes) if ln.strip() and not ln.startswith("|") else None
+        out.append(new if new is not None else ln)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def condensed_text(text: str, lang: str) -> str:
+    """``text`` cut for a shorter brief (the D-R whole-file rewrite of a shortening task): every paragraph to
+    its first sentence, at most three bullets per section; headings and tables kept."""
+    out: list[str] = []
+    bullets = 0
+    for ln in text.split("\n"):
+        if ln.startswith("#"):
+            bullets = 0
+            out.append(ln)
+        elif re.match(r"^\s*[-*+]\s", ln):
+            bullets += 1
+            if bullets <= 3:
+                out.append(ln)
+        elif ln.strip() and not ln.startswith("|"):
+            out.append(condense_line(ln, lang) or ln)
+        else:
+            out.append(ln)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).rstrip("\n") + "\n"
 
 
 def parse_listing(text: str) -> tuple[list[str], list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 _LINE_PREFIX = re.compile(r"^\s*\d{1,6}(?:\t|\|\s?|:\s|→)")
 _MD_MARK = re.compile(r"^\s*(?:#{1,6}\s+|[-*+>]\s+|\d{1,3}[.)]\s+|\|)")
@@ -41,6 +42,39 @@ class Figure:
     value: float
     raw: str
     source: str
+
+
+@dataclass
+class Fact:
+    """One statement from a source: ``source`` (workspace path), ``text`` (whole sentence or table row),
+    ``kind`` (date | figure | name | text), ``row`` (header, cells) for a table row."""
+
+    source: str
+    text: str
+    kind: str
+    row: tuple[list[str], list[str]] | None = None
+
+
+_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？；])")
+_DATE = re.compile(r"\b(?:19|20)\d\d-\d\d(?:-\d\d)?\b|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d"
+                   r"|\d{1,2}月|\d{4}年")
+
+
+def _is_fact(sent: str) -> bool:
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", sent))
+    if cjk >= 10:
+        return True
+    return len(sent) >= 30 and len(sent.split()) >= 6 and "…" not in sent and not sent.endswith((":", ","))
+
+
+def _kind(sent: str) -> str:
+    if _DATE.search(sent):
+        return "date"
+    if re.search(r"\d", sent):
+        return "figure"
+    if _NAME.search(sent):
+        return "name"
+    return "text"
 
 
 @dataclass
@@ -87,14 +121,16 @@ class Notebook:
                 src.lines.append(line)
                 kept += 1
             for m in _FIGURE.finditer(line):
-                label = clean_line(m.group(1)).strip(" :-=")
+                # the label is the words of the same sentence before the number, at most 6 whole words
+                label = re.split(r"[.!?;:。；：]\s*", clean_line(m.group(1)))[-1]
+                label = " ".join(label.split()[-6:]).strip(" :-=")
                 try:
                     val = float(m.group(2).replace(",", ""))
                 except ValueError:
                     continue
                 if len(label) >= 2 and len(src.figures) < 30 and not label.isdigit():
                     raw_txt = (m.group(2) + (m.group(3) or "")).strip()
-                    src.figures.append(Figure(label=label[-30:].strip(), value=val, raw=raw_txt, source=path))
+                    src.figures.append(Figure(label=label, value=val, raw=raw_txt, source=path))
             for m in _NAME.finditer(line):
                 nm = m.group(1)
                 if nm.split()[0] not in _STOP_NAMES and nm not in src.names and len(src.names) < 12:
@@ -145,6 +181,53 @@ class Notebook:
                     seen.add(key)
                     out.append(f)
         return out
+
+    def facts(self) -> list[Fact]:
+        """Statements taken from what was read (issue #28 item 3), round-robin over sources in read order.
+
+        A table source (``.csv``/``.tsv``, or a first line of ≥ 2 commas and no digit) gives one statement per
+        row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``). Any other source gives
+        its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
+        ≥ 30 characters (English) or ≥ 10 CJK characters; the source's title line and headings are not facts.
+        Nothing is cut: a sentence is used whole or not at all. Kinds: ``"date"`` (a date or month name),
+        ``"figure"`` (a number), ``"name"`` (a person's name), else ``"text"``.
+        """
+        per: list[list[Fact]] = []
+        for p in self.order:
+            src = self.sources[p]
+            out: list[Fact] = []
+            lines = src.lines
+            tabular = PurePosixPath(p).suffix.lower() in (".csv", ".tsv") or bool(
+                lines and lines[0].count(",") >= 2 and not re.search(r"\d", lines[0]))
+            if tabular and lines:
+                header = [h.strip() for h in lines[0].split(",")]
+                for ln in lines[1:]:
+                    cells = [c.strip() for c in ln.split(",")]
+                    if len(cells) == len(header) >= 2 and cells[0]:
+                        pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], cells[1:]) if c)
+                        out.append(Fact(p, f"{cells[0]}: {pairs}", "figure", row=(header, cells)))
+            else:
+                for ln in lines:
+                    if ln == src.title or ln.endswith(":"):
+                        continue
+                    for sent in _SENT_END.split(ln):
+                        sent = sent.strip()
+                        if _is_fact(sent):
+                            out.append(Fact(p, sent, _kind(sent)))
+            per.append(out)
+        facts: list[Fact] = []
+        seen: set[str] = set()
+        for i in range(max((len(x) for x in per), default=0)):
+            for x in per:
+                key = re.sub(r"\W+", " ", x[i].text).strip().lower() if i < len(x) else ""
+                if key and key not in seen:  # the same sentence in two files is stated once
+                    seen.add(key)
+                    facts.append(x[i])
+        return facts
+
+    def figures_all(self) -> list[Figure]:
+        """Every figure of every source, in read order (no de-duplication: used to find disagreements)."""
+        return [f for p in self.order for f in self.sources[p].figures]
 
     def names(self) -> list[str]:
         out: list[str] = []

@@ -16,51 +16,42 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from filegram_ray.engine.simulator.notebook import Figure, Notebook
+from filegram_ray.engine.simulator.notebook import Fact, Figure, Notebook
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
+#: Sections of a deliverable and the kind of fact each collects (issue #28 item 3: organised by what the facts
+#: are about); ``None`` = any fact. The last one, "Evidence by Source", is where a long document lists every
+#: source's facts once more, source by source (B-L reports, TIER_TARGETS §2.2 "every claim cites evidence").
 SECTIONS = {
-    "en": ["Overview", "Key Findings", "Evidence by Source", "Figures and Data", "People and Parties",
-           "Timeline and Deadlines", "Risks and Open Issues", "Recommendations", "Next Steps", "Cross-checks",
-           "Method Notes", "Remaining Questions"],
-    "zh": ["概述", "主要发现", "分来源证据", "数据与指标", "相关人员与机构", "时间线与截止日期", "风险与待解决问题",
-           "建议", "后续步骤", "交叉核对", "方法说明", "遗留问题"],
+    "en": [("Key Findings", "text"), ("Figures and Data", "figure"), ("People and Parties", "name"),
+           ("Timeline and Deadlines", "date"), ("Further Points", None)],
+    "zh": [("主要发现", "text"), ("数据与指标", "figure"), ("相关人员与机构", "name"), ("时间线与截止日期", "date"),
+           ("其他要点", None)],
 }
-SUBSECTIONS = {"en": ["Context", "Details", "Implications", "Supporting Notes"],
-               "zh": ["背景", "细节", "影响", "补充说明"]}
+BY_SOURCE = {"en": "Evidence by Source", "zh": "分来源证据"}
+FIGURE_SUB = {"en": "Figures", "zh": "数据"}
 
 FRAMES = {
-    ("en", "professional"): ["{x} ({s}).", "According to {s}, {x}.", "{s} records that {x}.",
-                             "Evidence from {s}: {x}."],
-    ("en", "friendly"): ["You'll find in {s} that {x}.", "Good to know: {x} ({s}).", "Worth a look: {x} ({s}).",
-                         "{s} tells us {x}."],
-    ("en", "casual"): ["{x} (per {s})", "FYI: {x}", "{s}: {x}", "Quick note, {x}"],
-    ("zh", "professional"): ["根据{s}，{x}。", "{s}显示：{x}。", "资料{s}指出，{x}。", "证据来自{s}：{x}。"],
-    ("zh", "friendly"): ["你可以在{s}里看到：{x}。", "值得留意：{x}（见{s}）。", "{s}提到了{x}，供你参考。"],
-    ("zh", "casual"): ["{s}里写着：{x}，挺关键的。", "顺便说下，{x}（{s}）。", "{x}，见{s}哈。"],
-}
-ZH_COMMENT = {
-    "professional": ["该信息需要在后续工作中重点跟进", "这一点与其他资料可以相互印证", "建议将其作为决策依据之一",
-                     "相关数据仍需进一步核实", "此项对整体判断影响较大"],
-    "friendly": ["这一点你可以多留意一下", "希望这条信息对你有帮助", "有需要的话我们可以再一起看看"],
-    "casual": ["先记一下，回头再看", "这个挺重要的", "大概就是这样"],
+    ("en", "professional"): ["{x} ({s}).", "{s} records: {x}.", "{x} (source: {s})."],
+    ("en", "friendly"): ["You'll find in {s}: {x}.", "Good to know: {x} ({s}).", "{s} tells us: {x}."],
+    ("en", "casual"): ["{x} (per {s})", "{s}: {x}", "{x} ({s})"],
+    ("zh", "professional"): ["据{s}记载：{x}。", "{s}显示：{x}。", "来源{s}：{x}。"],
+    ("zh", "friendly"): ["你可以在{s}里看到：{x}。", "值得留意（见{s}）：{x}。", "{s}提到：{x}。"],
+    ("zh", "casual"): ["{s}里写着：{x}。", "顺便说下（{s}）：{x}。", "{s}：{x}。"],
 }
 INTRO = {
-    ("en", "professional"): "This document covers {t}. It draws on {n} source files reviewed for this task.",
-    ("en", "friendly"): "Hi! Here is what I put together on {t}. I went through {n} files so you don't have to.",
-    ("en", "casual"): "Quick rundown on {t}. Went through {n} files.",
-    ("zh", "professional"): "本文档围绕“{t}”展开，依据本次任务中查阅的{n}份资料整理而成。",
-    ("zh", "friendly"): "你好！这是关于“{t}”的整理结果，我看了{n}份资料，希望对你有帮助。",
-    ("zh", "casual"): "关于“{t}”的简单梳理，翻了{n}个文件。",
+    ("en", "professional"): "Sources read for {t}: {names}.",
+    ("en", "friendly"): "Hi! For {t} I went through these files: {names}.",
+    ("en", "casual"): "Read for {t}: {names}.",
+    ("zh", "professional"): "本文档“{t}”依据以下资料整理：{names}。",
+    ("zh", "friendly"): "你好！关于“{t}”，我看了这些资料：{names}。",
+    ("zh", "casual"): "“{t}”，看了这些：{names}。",
 }
+#: Only the friendly tone closes with a line to the reader (TIER_TARGETS §4); other tones end on the last fact.
 CLOSING = {
-    ("en", "professional"): "End of document.",
     ("en", "friendly"): "Hope this helps. Let me know if you want me to dig deeper into any part!",
-    ("en", "casual"): "That's it for now.",
-    ("zh", "professional"): "以上为本文档全部内容。",
     ("zh", "friendly"): "希望这些整理对你有帮助，有问题随时找我！",
-    ("zh", "casual"): "先这样，有事再说。",
 }
 
 
@@ -69,11 +60,13 @@ class DocSpec:
     """Shape of one text document.
 
     Attributes:
-        title: heading text.  lines: target line count (blank lines included).  max_depth: deepest heading level.
+        title: heading text.  lines: target line count (blank lines included); a document ends earlier when
+        the facts read run out.  max_depth: deepest heading level.
         structure: hierarchical | flat_list | narrative.  table_rows: data rows of one Markdown table (0 = none).
         figure_refs: ``(number, relpath)`` visuals to reference ("Figure 1" / "图1").  lang / tone: §4.
-        max_line_chars: cap on one content line (controls the char bands).  numbered: numbered section titles.
+        max_line_chars: kept for callers (sentences are never cut, issue #28).  numbered: numbered section titles.
         topic: what the document is about (used in the intro).  closing: add the tone's closing line.
+        sections: explicit section titles (any fact in each) instead of :data:`SECTIONS`.
     """
 
     title: str
@@ -97,94 +90,130 @@ def cjk_ratio(text: str) -> float:
     return sum(bool(_CJK.match(c)) for c in letters) / max(len(letters), 1)
 
 
-def short_src(path: str) -> str:
-    stem = PurePosixPath(path).stem
-    return stem[:28]
-
-
-def _cut(text: str, n: int) -> str:
-    if len(text) <= n:
-        return text
-    cut = text[:n]
-    sp = cut.rfind(" ")
-    if sp > n * 0.6:
-        cut = cut[:sp]
-    return cut.rstrip(" ,;:·-") + "…"
+def source_name(path: str) -> str:
+    """How a source is named in a document: its whole file name (issue #28: no truncated stems)."""
+    return PurePosixPath(path).name
 
 
 class FactStream:
-    """Cycles through the notebook's lines (round-robin over sources), phrasing each one in the persona's
-    language and tone; after one full pass it restates facts as cross-checks so long documents stay grounded."""
+    """Hands out the facts read in the session (:meth:`Notebook.facts`), each once, phrased in the persona's
+    language and tone with its source named; a fact of the asked kind (and source) first, else any unused fact.
+    With ``repeat`` (long documents) the facts may be listed once more, source by source (:meth:`by_source`).
+    Returns None when nothing is left: documents end there rather than pad."""
 
-    def __init__(self, nb: Notebook, rng: random.Random, lang: str, tone: str, fallback: list[str]):
-        self.items = nb.all_lines() or [("task", t) for t in fallback if t]
-        if not self.items:
-            self.items = [("task", "no input material was available")]
-        self.rng, self.lang, self.tone = rng, lang, tone
-        self.i = 0
+    def __init__(self, nb: Notebook, lang: str, tone: str, fallback: list[str]):
+        self.facts = nb.facts() or [Fact("task", t, "text") for t in fallback if t]
+        self.used: set[int] = set()
+        self.lang, self.tone = lang, tone
+        self.frames = FRAMES[(lang, tone if (lang, tone) in FRAMES else "professional")]
+        self.n = 0
 
-    def next(self, max_chars: int) -> tuple[str, str]:
-        src, line = self.items[self.i % len(self.items)]
-        rnd = self.i // len(self.items)
-        self.i += 1
-        frames = FRAMES[(self.lang, self.tone if (self.lang, self.tone) in FRAMES else "professional")]
-        frame = frames[(self.i + rnd) % len(frames)]
-        s = short_src(src)
-        if self.lang == "zh":
-            s = s[:14]
-            x = _cut(line, max(14, max_chars // 3 if not _CJK.search(line) else max_chars // 2))
-            text = frame.format(s=s, x=x)
-            if cjk_ratio(text) < 0.55:
-                pool = ZH_COMMENT.get(self.tone, ZH_COMMENT["professional"])
-                text = text.rstrip("。") + "，" + pool[self.i % len(pool)] + "。"
-                if cjk_ratio(text) < 0.5:
-                    text += pool[(self.i + 1) % len(pool)] + "。"
-        else:
-            x = _cut(line, max(20, max_chars - 18))
-            if rnd:
-                x = ("cross-check: " if self.tone != "casual" else "again: ") + x
-            text = frame.format(s=s, x=x[0].lower() + x[1:] if frame.startswith(("According", "{s}")) else x)
-        return src, text
+    @property
+    def left(self) -> int:
+        return len(self.facts) - len(self.used)
+
+    def sources(self, kind: str | None = None) -> list[str]:
+        """Sources with unused facts (of ``kind``), in read order."""
+        return list(dict.fromkeys(f.source for i, f in enumerate(self.facts)
+                                  if i not in self.used and (kind is None or f.kind == kind)))
+
+    def next(self, kind: str | None = None, source: str | None = None, strict: bool = False) -> str | None:
+        pick = None
+        for i, f in enumerate(self.facts):
+            if i in self.used:
+                continue
+            if (kind is None or f.kind == kind) and (source is None or f.source == source):
+                pick = i
+                break
+        if pick is None and not strict:
+            pick = next((i for i in range(len(self.facts)) if i not in self.used), None)
+        if pick is None:
+            return None
+        self.used.add(pick)
+        return self.phrase(self.facts[pick])
+
+    def phrase(self, f: Fact) -> str:
+        x = f.text.rstrip(" .。")
+        if f.source == "task":
+            return x + ("." if self.lang == "en" else "。")
+        frame = self.frames[self.n % len(self.frames)]
+        self.n += 1
+        return frame.format(s=source_name(f.source), x=x)
+
+    def by_source(self) -> list[tuple[str, list[str]]]:
+        """Every fact once more, grouped by source (read order): ``[(source name, [fact texts])]``."""
+        out: dict[str, list[str]] = {}
+        for f in self.facts:
+            if f.source != "task":
+                out.setdefault(source_name(f.source), []).append(f.text.rstrip(" .。")
+                                                                 + ("." if self.lang == "en" else "。"))
+        return list(out.items())
 
 
 def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str] | None = None) -> str:
-    """A Markdown document of about ``spec.lines`` lines (module docstring). Deterministic given ``rng``."""
+    """A Markdown document of at most about ``spec.lines`` lines built from the facts read (module docstring;
+    issue #28 item 3): an intro naming the sources, thematic sections (:data:`SECTIONS`) whose bullets (or
+    paragraphs, ``narrative``) are whole sentences and table rows from the inputs with their source named,
+    per-source subsections at depth ≥ 3, a figures subsection at depth 4, one Markdown table of real rows, and,
+    when lines remain, the evidence listed source by source. Ends early when the facts run out; never pads.
+    Deterministic given ``rng``."""
     lang, tone = spec.lang, spec.tone
-    fs = FactStream(nb, rng, lang, tone, fallback or [])
+    fs = FactStream(nb, lang, tone, fallback or [])
     depth = max(1, spec.max_depth)
     out: list[str] = [f"# {spec.title}", ""]
-    intro = INTRO.get((lang, tone), INTRO[(lang, "professional")])
-    out += [intro.format(t=spec.topic or spec.title, n=max(nb.n_sources, 1)), ""]
-    sec_names = list(spec.sections or SECTIONS[lang])
-    closing = [CLOSING.get((lang, tone), CLOSING[(lang, "professional")])] if spec.closing else []
+    names = [source_name(p) for p in nb.order]
+    shown = ", ".join(names[:6]) + ((f" and {len(names) - 6} more" if lang == "en" else f"等{len(names)}份")
+                                    if len(names) > 6 else "")
+    if names:
+        intro = INTRO.get((lang, tone), INTRO[(lang, "professional")])
+        out += [intro.format(t=spec.topic or spec.title, names=shown), ""]
+    secs: list[tuple[str, str | None]] = ([(s, None) for s in spec.sections] if spec.sections
+                                          else list(SECTIONS[lang]))
+    closing = [CLOSING[(lang, tone)]] if spec.closing and (lang, tone) in CLOSING else []
     budget = spec.lines - len(closing)
     fig_refs = list(spec.figure_refs)
     table_done = spec.table_rows <= 0
-    sec = 0
 
-    def body(k: int) -> list[str]:
+    def body(k: int, kind: str | None, source: str | None = None, strict: bool = False) -> list[str]:
         lines: list[str] = []
         if spec.structure == "narrative":
             for _ in range(max(1, k // 2)):
-                a = fs.next(spec.max_line_chars)[1]
-                b = fs.next(spec.max_line_chars)[1]
-                lines += [a + " " + b if lang == "en" else a + b, ""]
+                pair = [t for t in (fs.next(kind, source, strict), fs.next(kind, source, strict)) if t]
+                if pair:
+                    lines += [(" " if lang == "en" else "").join(pair), ""]
         else:
             for j in range(k):
-                txt = fs.next(spec.max_line_chars)[1]
-                if spec.structure == "hierarchical" and j % 3 == 2:
-                    lines.append(f"  - {txt}")
-                else:
-                    lines.append(f"- {txt}")
-            lines.append("")
+                txt = fs.next(kind, source, strict)
+                if txt is None:
+                    break
+                lines.append(f"  - {txt}" if spec.structure == "hierarchical" and j % 3 == 2 else f"- {txt}")
+            if lines:
+                lines.append("")
         return lines
 
-    while len(out) < budget:
-        name = sec_names[sec % len(sec_names)]
-        if sec >= len(sec_names):
-            name += f" ({sec // len(sec_names) + 1})"
+    sec = 0
+    for name, kind in secs:
+        if len(out) >= budget or fs.left == 0:
+            break
         sec += 1
         num = f"{sec}. " if spec.numbered else ""
+        block: list[str] = []
+        if depth >= 3 and not spec.sections:
+            for j, src in enumerate(fs.sources(kind)[: (2 if depth >= 4 else rng.choice((1, 2)))]):
+                sub = body(rng.randint(3, 5), kind, src, strict=True)
+                if not sub:
+                    continue
+                block += [f"### {sec}.{j + 1} {source_name(src)}" if spec.numbered
+                          else f"### {source_name(src)}", ""] + sub
+                if depth >= 4 and j == 0:
+                    figs = body(rng.randint(2, 4), "figure", src, strict=True)
+                    if figs:
+                        block += [f"#### {FIGURE_SUB[lang]}: {source_name(src)}", ""] + figs
+        else:
+            block = body(rng.randint(3, 6), kind)
+        if not block and table_done and not fig_refs:
+            sec -= 1
+            continue
         if depth >= 2:
             out += [f"## {num}{name}", ""]
         if not table_done and sec >= 2:
@@ -192,61 +221,59 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
             table_done = True
         if fig_refs and sec >= 2:
             n, rel = fig_refs.pop(0)
-            cap = (f"Figure {n}: chart of the key figures, see `{rel}` (data in the matching CSV)." if lang == "en"
-                   else f"图{n}：关键数据图表，见 `{rel}`（数据见对应的 CSV 文件）。")
+            cap = (f"Figure {n}: the figures read, charted in `{rel}` (data in the matching CSV)." if lang == "en"
+                   else f"图{n}：所读数据的图表，见 `{rel}`（数据见对应的 CSV 文件）。")
             out += [cap, ""]
-        if depth >= 3:
-            subs = SUBSECTIONS[lang]
-            for j in range(2 if depth >= 4 else rng.choice((1, 2))):
-                sub = subs[(sec + j) % len(subs)]
-                out += [f"### {num}{sec}.{j + 1} {sub}" if spec.numbered else f"### {sub}", ""]
-                out += body(rng.randint(3, 5))
-                if depth >= 4 and j == 0:
-                    src = nb.order[sec % len(nb.order)] if nb.order else "task"
-                    label = ("Source: " if lang == "en" else "来源：") + short_src(src)
-                    out += [f"#### {label}", ""] + body(rng.randint(2, 4))
-        else:
-            out += body(rng.randint(3, 6))
+        out += block
     if not table_done:
         out += table(nb, spec.table_rows, lang) + [""]
     for n, rel in fig_refs:
         out += [f"Figure {n}: see `{rel}`." if lang == "en" else f"图{n}：见 `{rel}`。", ""]
+    if len(out) < budget - 6 and depth >= 2 and not spec.sections and spec.lines >= 150:
+        # A long (B-L) report lists its evidence source by source, each fact once more (TT §2.2 B-L).
+        num = f"{sec + 1}. " if spec.numbered else ""
+        out += [f"## {num}{BY_SOURCE[lang]}", ""]
+        for src, texts in fs.by_source():
+            if len(out) >= budget - 3:
+                break
+            out += [f"### {src}", ""] + [f"- {t}" for t in texts[: max(1, budget - len(out) - 2)]] + [""]
     out = out[: max(budget, 4)]
-    while out and out[-1] == "":
+    while out and (out[-1] == "" or out[-1].startswith("#")):
         out.pop()
-    # A heading left dangling by the cut gets one body line.
-    if out and out[-1].startswith("#"):
-        out += ["", fs.next(spec.max_line_chars)[1]]
     if closing:
         out += [""] + closing
     return "\n".join(out) + "\n"
 
 
+def _good_label(label: str) -> bool:
+    words = re.findall(r"[A-Za-z\u4e00-\u9fff]{3,}", label)
+    return len(words) >= 2 or bool(re.search(r"[\u4e00-\u9fff]{2,}", label))
+
+
 def table(nb: Notebook, rows: int, lang: str) -> list[str]:
-    """A Markdown table with ``rows`` data rows (header and separator come on top, TIER_TARGETS §1 'table rows')."""
-    figs = nb.figures()
+    """A Markdown table with up to ``rows`` data rows of real data (header and separator on top, TIER_TARGETS §1
+    'table rows'): the rows of a table file that was read (first four columns, its own header), else the
+    labelled figures found in the text (source file, label, value). No data → no table."""
+    tab = [f for f in nb.facts() if f.row is not None]
+    if tab:
+        header = tab[0].row[0][:4]
+        same = [f for f in tab if f.row[0][:4] == header][:rows]
+        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(c.replace("|", "/") for c in f.row[1][:4]) + " |" for f in same]
+        return out
+    figs = [f for f in nb.figures() if _good_label(f.label) and not re.fullmatch(r"(19|20)\d\d", f.raw)][:rows]
+    if not figs:
+        return []
     head = ("| Source | Item | Value |" if lang == "en" else "| 来源 | 指标 | 数值 |")
-    out = [head, "|---|---|---|"]
-    if figs:
-        for f in (figs * (rows // max(len(figs), 1) + 1))[:rows]:
-            out.append(f"| {short_src(f.source)} | {f.label[:28]} | {f.raw} |")
-    else:
-        srcs = nb.order or ["task"]
-        for i in range(rows):
-            p = srcs[i % len(srcs)]
-            lines = nb.sources[p].lines if p in nb.sources else []
-            point = _cut(lines[i // len(srcs) % len(lines)], 40) if lines else "-"
-            out.append(f"| {short_src(p)} | {'point' if lang == 'en' else '要点'} {i // len(srcs) + 1} | "
-                       f"{point.replace('|', '/')} |")
-    return out
+    return [head, "|---|---|---|"] + [f"| {source_name(f.source)} | {f.label} | {f.raw} |" for f in figs]
 
 
 def chart_figures(nb: Notebook, k: int = 6) -> list[Figure]:
     """Up to ``k`` figures for a chart, falling back to per-source line counts when no numbers were read."""
-    figs = [f for f in nb.figures() if abs(f.value) < 1e12][:k]
+    figs = [f for f in nb.figures() if abs(f.value) < 1e12 and _good_label(f.label)][:k]
     if len(figs) >= 2:
         return figs
-    return [Figure(label=short_src(p)[:16], value=float(len(nb.sources[p].lines)), raw=str(len(nb.sources[p].lines)),
+    return [Figure(label=source_name(p), value=float(len(nb.sources[p].lines)), raw=str(len(nb.sources[p].lines)),
                    source=p) for p in nb.order[:k]] or [Figure("none", 0.0, "0", "task")]
 
 
@@ -258,7 +285,7 @@ def csv_text(figs: list[Figure]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["source", "item", "value"])
     for f in figs[:8]:
-        w.writerow([short_src(f.source)[:24], f.label[:24], f"{f.value:g}"])
+        w.writerow([source_name(f.source), f.label, f"{f.value:g}"])
     return buf.getvalue()
 
 

@@ -1,0 +1,96 @@
+"""Tendencies, not quotas (issue #28 item 1): each profile draws its own latent position on every dimension around
+its tier, and each session draws where it acts from a distribution around that position, so neighbouring tiers
+overlap session by session while a profile's sessions, taken together, still show its tier.
+
+Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`).
+
+* Profile level (:func:`profile_tendency`): ``offset`` ~ N(0, 0.18) clipped to ±0.35 (stays inside the tier's
+  half-width 0.5, so the profile's own mean is still its tier) and a session spread ``sigma`` ~ U(0.30, 0.48);
+  both seeded from SHA-256(master seed, profile id, dimension), so two profiles with the same tiers differ and
+  a perturbed session of a profile keeps the profile's own offset and spread.
+* Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
+  from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
+  counterfactual re-simulation differs only by the shift. The shifted dimension of a perturbed session uses
+  40 % of the spread: the perturbation is an explicit instruction (FILEGRAM_REFERENCE §5.7), so it shows.
+* The *acting tier* of a session is the tier nearest to ``s``; about 10–15 % (L, R) and 20–30 % (M) of a
+  profile's sessions act a neighbouring tier (a session may go against type), and counts inside a tier are
+  drawn from distributions whose means move continuously with ``s`` (:func:`lerp`).
+
+The constants are ours (no source gives them); they were chosen so that a one-feature depth-2 tree reads the tier
+of a single session with ≤ 0.80 accuracy while a profile's 32 sessions still recover its tier (issue #28 bounds).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from filegram_ray.engine.simulator.persona import DIMENSIONS, derive_seed
+
+TIER_POS = {"L": 0.0, "M": 1.0, "R": 2.0}
+#: Profile offset: N(0, OFFSET_SD) clipped to ±OFFSET_MAX (tier half-width is 0.5).
+OFFSET_SD, OFFSET_MAX = 0.18, 0.35
+#: Session spread range (uniform per profile and dimension).
+SIGMA_RANGE = (0.30, 0.48)
+#: Share of the spread left on the shifted dimension of a perturbed session.
+PERTURBED_SPREAD = 0.4
+
+
+@dataclass(frozen=True)
+class Tendency:
+    """One profile's latent parameters: ``offset[d]`` (position units) and ``sigma[d]`` (session spread)."""
+
+    offset: dict[str, float]
+    sigma: dict[str, float]
+
+
+def profile_tendency(profile_id: str, seed: int) -> Tendency:
+    """The profile's latent offsets and spreads (module docstring); deterministic in (seed, profile_id)."""
+    off: dict[str, float] = {}
+    sig: dict[str, float] = {}
+    for d in DIMENSIONS:
+        rng = random.Random(derive_seed(seed, profile_id, d, "tendency"))
+        off[d] = max(-OFFSET_MAX, min(OFFSET_MAX, rng.gauss(0.0, OFFSET_SD)))
+        sig[d] = rng.uniform(*SIGMA_RANGE)
+    return Tendency(offset=off, sigma=sig)
+
+
+def session_positions(tiers: dict[str, str], tendency: Tendency, seed: int, profile_id: str, task_id: str,
+                      shifted: str | None = None) -> dict[str, float]:
+    """The session's position per dimension, ``s`` in about [-1, 3] (module docstring).
+
+    Args:
+        tiers: effective tiers A..F (after a perturbation).
+        shifted: the perturbed dimension, or None.
+    """
+    out: dict[str, float] = {}
+    for d in DIMENSIONS:
+        rng = random.Random(derive_seed(seed, profile_id, task_id, d, "session"))
+        z = rng.gauss(0.0, 1.0)
+        sd = tendency.sigma[d] * (PERTURBED_SPREAD if d == shifted else 1.0)
+        out[d] = TIER_POS[tiers[d]] + tendency.offset[d] + sd * z
+    return out
+
+
+def acting_tier(s: float) -> str:
+    """The tier nearest to position ``s`` (L below 0.5, R from 1.5)."""
+    return "L" if s < 0.5 else "M" if s < 1.5 else "R"
+
+
+def lerp(s: float, at_l: float, at_m: float, at_r: float) -> float:
+    """Piecewise-linear value at position ``s`` through (0, at_l), (1, at_m), (2, at_r); clamped outside [0, 2]."""
+    s = max(0.0, min(2.0, s))
+    return at_l + (at_m - at_l) * s if s <= 1.0 else at_m + (at_r - at_m) * (s - 1.0)
+
+
+def poisson(rng: random.Random, lam: float) -> int:
+    """A Poisson draw (Knuth's method; ``lam`` ≤ 30 here), 0 for ``lam`` ≤ 0."""
+    if lam <= 0:
+        return 0
+    limit, k, p = math.exp(-lam), 0, 1.0
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
