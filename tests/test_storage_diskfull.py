@@ -84,6 +84,8 @@ class _Writer:
 
 
 def test_rel2_fault_diskfull_orphan_tmp_files_failed_write_removes_its_temp(tmp_path, monkeypatch):
+    """REL2-FAULT-diskfull-orphan-tmp-files: a write that hits ENOSPC part-way removes its temporary file and leaves
+    the target as it was."""
     run = RunDir(tmp_path / "run")
     run.write_text("a/keep.json", "old\n")
     disk = _FullDisk(budget=3)
@@ -100,7 +102,7 @@ def test_rel2_fault_diskfull_orphan_tmp_files_failed_write_removes_its_temp(tmp_
 
 
 def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_path):
-    """What a killed job left (temporary files of the storage's own pattern) is removed when the next stage starts;
+    """REL2-FAULT-diskfull-orphan-tmp-files: what a killed job left (temporary files of the storage's own pattern) is removed when the next stage starts;
     files that only look alike (a bundle's ``autosave_x.tmp``, ``.x.tmp-notahex``) stay."""
     from filegram_ray.config import load_config
     from filegram_ray.runtime import exclusive_stage
@@ -145,7 +147,7 @@ def _clean(seeded: Path, tmp_path: Path) -> Path:
 
 
 def test_rel2_fault_diskfull_orphan_tmp_files_resumed_run_equals_clean_run(seeded, tmp_path, monkeypatch):
-    """ENOSPC injected through the storage's own write path part-way through generate (the disk fills after 300 kB):
+    """REL2-FAULT-diskfull-orphan-tmp-files: ENOSPC injected through the storage's own write path part-way through generate (the disk fills after 300 kB):
     units fail with error rows, no temporary file stays, and a rerun on a disk with room equals a clean run."""
     clean = _clean(seeded, tmp_path)
     resumed = tmp_path / "resumed"
@@ -172,7 +174,7 @@ def _can_mount_tmpfs(where: Path) -> bool:
 
 
 def test_rel2_fault_diskfull_orphan_tmp_files_real_tmpfs(seeded, tmp_path):
-    """The case as reported: generate on a 900 kB tmpfs runs out of space (exit 2 or error rows, no traceback), leaves
+    """REL2-FAULT-diskfull-orphan-tmp-files as reported: generate on a 900 kB tmpfs runs out of space (exit 2 or error rows, no traceback), leaves
     no temporary file, and the run copied to a real disk and rerun equals a clean run. Needs root to mount."""
     mnt = tmp_path / "mnt"
     if not _can_mount_tmpfs(mnt):

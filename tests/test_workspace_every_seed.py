@@ -25,7 +25,7 @@ def _plan(tid: str, seed: int):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_rel2_seed_11_t21_same_file_plans_never_collide(seed):
-    """Every plan of the 32 tasks for this seed has distinct paths (case-insensitively), none inside another
+    """REL2-seed-11-T21-same-file: every plan of the 32 tasks for this seed has distinct paths (case-insensitively), none inside another
     file, every copy has a different source than itself, and each fact names a planned file."""
     for tid in TASKS:
         specs, facts = _plan(tid, seed)
@@ -57,7 +57,7 @@ def test_check_unique_paths_names_the_collision():
 
 
 def test_rel2_seed_11_t21_same_file_builds(tmp_path):
-    """The case's command: T-21 with seed 11 builds, every planned file is on disk with its own bytes, and the
+    """REL2-seed-11-T21-same-file, the case's command: T-21 with seed 11 builds, every planned file is on disk with its own bytes, and the
     renamed duplicate is a byte copy of its original."""
     info = build_bundle("T-21", 11, tmp_path / "t21", tts="tone")
     meta = json.loads((info.out_dir / "bundle.json").read_text(encoding="utf-8"))
@@ -71,7 +71,7 @@ def test_rel2_seed_11_t21_same_file_builds(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", (0, 11, 12345))
 def test_all_32_bundles_build_for_other_seeds(tmp_path, seed):
-    """All 32 bundles build for seeds other than the default, each holding exactly its planned files."""
+    """REL2-seed-11-T21-same-file: all 32 bundles build for seeds other than the default, each holding exactly its planned files."""
     for tid in TASKS:
         info = build_bundle(tid, seed, tmp_path / tid, tts="tone")
         files = load_bundle(info.out_dir).files
