@@ -110,6 +110,26 @@ def test_cross_set_recovery_and_cli(mini_run, capsys):
     assert "validity of" in out and "task-std" in out
     res = json.loads((run_dir / "results" / "validity.json").read_text())
     assert set(res["cross"]) == set(DIMENSIONS)
+    # issue #28: every bounded figure is printed with its bound and PASS / FAIL (n/a with a reason)
+    checks = res["realism"]["checks"]
+    names = [c["name"] for c in checks]
+    for d in DIMENSIONS:
+        assert f"single-session separability {d}, cross-set" in names
+        assert f"profile-level recovery {d}, cross-set" in names
+    for want in ("no-op perturbations", "count-rule answerer ShiftAna", "count-rule answerer AnomDet",
+                 "motivation: searches", "motivation: deletes/moves/renames", "motivation: output sentences"):
+        assert any(n.startswith(want) for n in names), want
+    printed = [ln.split() for ln in out.splitlines() if ln.startswith("    ") and ln.split()[0] in ("PASS", "FAIL", "n/a")]
+    assert len(printed) == len(checks)
+    for c, ln in zip(checks, printed):
+        assert ln[0] == ("n/a" if c["pass"] is None else "PASS" if c["pass"] else "FAIL")
+        if c["pass"] is not None:
+            ok = {"<=": c["value"] <= c["bound"], ">=": c["value"] >= c["bound"], "==": c["value"] == c["bound"]}
+            assert c["pass"] == ok[c["op"]], c
+    # 3 tasks a profile leave 2 unperturbed sessions to compare a perturbed one with: visibility is n/a, not a number
+    vis = next(c for c in checks if c["name"].startswith("perturbation visible"))
+    assert res["realism"]["visibility"]["n_perturbed"] == 0 and vis["pass"] is None and vis["value"] is None
+    assert "## 5. Behaviour like a person" in (run_dir / "results" / "validity.md").read_text()
 
 
 def test_task_scaler_standardises_per_task_with_a_floor():
