@@ -123,14 +123,15 @@ def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone(tmp_path):
     repo = Path(__file__).resolve().parent.parent
     job = yaml.safe_load((repo / "cluster" / "kuberay-rayjob-evaluate-vllm.yaml").read_text())
     argv = shlex.split(job["spec"]["entrypoint"])
-    assert argv[:2] == ["python", "jobs/evaluate.py"]
+    assert argv[:2] == ["python", "/home/ray/filegram/jobs/evaluate.py"]  # the image's copy (cluster/Dockerfile)
     args = add_evaluate_options(common_parser("evaluate")).parse_args(
-        [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
+        [a.replace("/home/ray/filegram/conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
         + ["--run-dir", str(tmp_path / "run")])
     cfg = config_from_args(args)
     spec = chat_spec(EvaluateConfig.model_validate(cfg.section("evaluate")).backbone)
     assert spec.kind == "vllm_engine" and spec.model_source.startswith("/models/")
-    assert spec.runtime_env == {"pip": ["vllm>=0.8"]} and spec.engine_args()["tensor_parallel_size"] == 1
+    # the -gpu image holds vLLM: nothing is installed into the engine actors at run time
+    assert spec.runtime_env is None and spec.engine_args()["tensor_parallel_size"] == 1
 
 
 def test_vllm_engine_processor_is_built_as_ray_documents(ray_local, tmp_path):
