@@ -180,7 +180,8 @@ def test_xlsx_every_sheet_shared_strings_and_comments(tmp_path):
     assert "# sheet: Budget" in lines and "Travel\t1200" in lines and "[comment B2, Lee] Approved by finance" in lines
     assert "# sheet: Archive (hidden)" in lines and "same text\t3" in lines
     assert "[comment A1] Keep until 2026" in lines
-    assert lines[-1] == "[not extracted: chart sheet 'Chart1']"
+    assert "[chart] (untitled)" in lines  # the chart sheet's chart: read from its part, its data named below
+    assert lines[-1] == "[not extracted: chart sheet 'Chart1'; chart data]"
 
 
 def test_pdf_annotations_forms_attachments_and_image_only_pages(tmp_path):
@@ -259,3 +260,52 @@ def test_eml_html_only_body_is_its_text(tmp_path, html):
     view = extract_text(tmp_path / "h.eml")
     assert "Fish & chips at noon" in view and "a\tb" in view
     assert "color:red" not in view and "var x" not in view and "<p>" not in view
+
+
+def test_pptx_slide_comments_legacy_and_modern(tmp_path):
+    """Review comments (the comments pane) of a slide, in both part formats PowerPoint writes; python-pptx has no
+    comments API, so the parts are added to the package by hand."""
+    from pptx import Presentation
+    from pptx.opc.package import Part
+    from pptx.opc.packuri import PackURI
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    p = "http://schemas.openxmlformats.org/presentationml/2006/main"
+    legacy = (f'<p:cmLst xmlns:p="{p}"><p:cm authorId="0" idx="1"><p:pos x="1" y="1"/>'
+              '<p:text>Legacy: swap the chart colours</p:text></p:cm></p:cmLst>').encode()
+    a = "http://schemas.openxmlformats.org/drawingml/2006/main"
+    modern = ('<p188:cmLst xmlns:p188="http://schemas.microsoft.com/office/powerpoint/2018/8/main" '
+              f'xmlns:a="{a}"><p188:cm id="{{1}}" authorId="{{2}}"><p188:txBody><a:bodyPr/><a:p><a:r>'
+              '<a:t>Modern: cite the source</a:t></a:r></a:p></p188:txBody></p188:cm></p188:cmLst>').encode()
+    for uri, ctype, blob, rt in (
+            ("/ppt/comments/comment1.xml", "application/vnd.openxmlformats-officedocument.presentationml.comments+xml",
+             legacy, "http://schemas.openxmlformats.org/officeDocument/2006/relationships/comments"),
+            ("/ppt/comments/modernComment_1.xml", "application/vnd.ms-powerpoint.comments+xml", modern,
+             "http://schemas.microsoft.com/office/2018/10/relationships/comments")):
+        slide.part.relate_to(Part(PackURI(uri), ctype, deck.part.package, blob), rt)
+    deck.save(tmp_path / "c.pptx")
+    view = extract_text(tmp_path / "c.pptx")
+    assert "[comment] Legacy: swap the chart colours" in view and "[comment] Modern: cite the source" in view
+
+
+def test_xlsx_charts_and_pictures_in_sheets(tmp_path):
+    import openpyxl
+    from openpyxl.chart import LineChart, Reference
+    from openpyxl.drawing.image import Image as XLImage
+    from PIL import Image
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["Month", "Visits"])
+    ws.append(["Jan", 10])
+    chart = LineChart()
+    chart.title = "Visits per month"
+    chart.add_data(Reference(ws, min_col=2, min_row=1, max_row=2), titles_from_data=True)
+    ws.add_chart(chart, "D2")
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "logo.png")
+    ws.add_image(XLImage(str(tmp_path / "logo.png")), "D20")
+    wb.save(tmp_path / "c.xlsx")
+    view = extract_text(tmp_path / "c.xlsx")
+    assert "[chart] Visits per month" in view.splitlines()
+    assert view.splitlines()[-1] == "[not extracted: chart data; picture (no text)]"

@@ -212,7 +212,7 @@ def _pdf(path: Path) -> str:
     out = "\n\n".join(texts).strip()
     if extra:
         out += "\n\n" + "\n".join(extra)
-    return "\n".join([out, *_not_extracted(notes)]).strip()
+    return _not_extracted(out, notes)
 
 
 #: OOXML namespaces the extractors look up by hand (ECMA-376 part 1, §8; the markup-compatibility namespace: part 3)
@@ -226,15 +226,17 @@ _NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
        "pr": "http://schemas.openxmlformats.org/package/2006/relationships"}
 
 
-def _not_extracted(notes: list[str]) -> list[str]:
-    """The closing line of a view that names what a reader sees but the view does not hold (``[]`` when nothing):
-    ``[not extracted: 2 pictures (no text); 1 SmartArt graphic]``."""
+def _not_extracted(text: str, notes: list[str]) -> str:
+    """``text`` stripped, closed by a line naming what a reader sees but the view does not hold (nothing added when
+    ``notes`` is empty): ``[not extracted: chart data; picture (no text) ×2]`` after a blank line."""
     counts: dict[str, int] = {}
     for n in notes:
         counts[n] = counts.get(n, 0) + 1
+    text = text.strip()
     if not counts:
-        return []
-    return ["", "[not extracted: " + "; ".join(f"{k} ×{c}" if c > 1 else k for k, c in counts.items()) + "]"]
+        return text
+    line = "[not extracted: " + "; ".join(f"{k} ×{c}" if c > 1 else k for k, c in counts.items()) + "]"
+    return f"{text}\n\n{line}" if text else line
 
 
 def _xp(expr: str):
@@ -365,7 +367,7 @@ def _docx(path: Path) -> str:
                                         "chart'][not(ancestor::mc:Fallback)]")(body))
     if extra:
         parts += ["", *(budget.take(e) for e in extra)]
-    return "\n".join(parts + _not_extracted(notes)).strip()
+    return _not_extracted("\n".join(parts), notes)
 
 
 def _fmt_cell(value) -> str:
@@ -418,9 +420,34 @@ def _xlsx(path: Path) -> str:
                 out.append(chars.take(f"[comment {ref}{', ' + author if author else ''}] {text}"))
             out.append("")
         notes = unread + ["chart sheet " + repr(cs.title) for cs in wb.chartsheets]
-        return "\n".join(out + _not_extracted(notes)).strip()
+        try:
+            titles, pictures = _xlsx_drawings(path)
+        except Exception:  # noqa: BLE001 - a malformed chart part does not cost the cells
+            titles, pictures = [], 0
+            notes.append("unreadable charts")
+        out += [chars.take(f"[chart] {t}") for t in titles]
+        notes += ["chart data"] * len(titles) + ["picture (no text)"] * pictures
+        return _not_extracted("\n".join(out), notes)
     finally:
         wb.close()
+
+
+def _xlsx_drawings(path: Path) -> tuple[list[str], int]:
+    """(titles of the workbook's charts — ``""`` for an untitled one — in part order, number of pictures) from
+    its ``xl/charts/*.xml`` and ``xl/media/*`` parts (openpyxl's read-only mode loads neither)."""
+    import zipfile
+
+    titles: list[str] = []
+    with zipfile.ZipFile(path) as zf:
+        names = sorted(zf.namelist(), key=lambda n: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", n)])
+        for name in names:
+            if re.fullmatch(r"xl/charts/chart\d+\.xml", name):
+                root = _safe_xml(zf.read(name))
+                title = root.find(".//{http://schemas.openxmlformats.org/drawingml/2006/chart}title")
+                titles.append("".join(t.text or "" for t in title.iter(f"{{{_NS['a']}}}t")).strip()
+                              if title is not None else "")
+        pictures = sum(1 for n in names if n.startswith("xl/media/"))
+    return [t or "(untitled)" for t in titles], pictures
 
 
 def _xlsx_comments(path: Path) -> dict[str, list[tuple[str, str, str]]]:
@@ -508,6 +535,34 @@ def _pptx_shape(shape, out: list[str], notes: list[str], depth: int = 0) -> None
         notes.append("SmartArt or embedded object")
 
 
+#: relationship types of a slide's review comments: legacy (ECMA-376) and modern (PowerPoint 365, MS-PPTX)
+_PPTX_COMMENT_RELS = ("http://schemas.openxmlformats.org/officeDocument/2006/relationships/comments",
+                      "http://schemas.microsoft.com/office/2018/10/relationships/comments")
+
+
+def _pptx_comments(slide, notes: list[str]) -> list[str]:
+    """The texts of a slide's review comments (the comments pane), legacy ``p:cm/p:text`` and modern threads'
+    ``a:t`` runs; python-pptx has no API for them, so the parts are read as XML."""
+    texts: list[str] = []
+    for rel in slide.part.rels.values():
+        if rel.reltype not in _PPTX_COMMENT_RELS or rel.is_external:
+            continue
+        try:
+            root = _safe_xml(rel.target_part.blob)
+        except Exception:  # noqa: BLE001 - a malformed comments part does not cost the slide
+            notes.append("unreadable slide comments")
+            continue
+        for cm in root:
+            if not isinstance(cm.tag, str) or cm.tag.rsplit("}", 1)[-1] != "cm":
+                continue
+            legacy = [t.text or "" for t in cm if isinstance(t.tag, str) and t.tag.rsplit("}", 1)[-1] == "text"]
+            modern = [t.text or "" for t in cm.iter(f"{{{_NS['a']}}}t")]
+            text = " ".join(x.strip() for x in (legacy or modern) if x.strip())
+            if text:
+                texts.append(text)
+    return texts
+
+
 def _pptx(path: Path) -> str:
     """Per slide ``## Slide N: <title>``, then every shape in order — groups recursively, text frames, table
     cells, chart titles, pictures' alt text — then the speaker notes; a closing ``[not extracted: …]`` line names
@@ -532,8 +587,9 @@ def _pptx(path: Path) -> str:
             text = slide.notes_slide.notes_text_frame.text.strip()
             if text:
                 out.append(budget.take(f"[notes] {text}"))
+        out += [budget.take(f"[comment] {c}") for c in _pptx_comments(slide, notes)]
         out.append("")
-    return "\n".join(out + _not_extracted(notes)).strip()
+    return _not_extracted("\n".join(out), notes)
 
 
 _TAG = re.compile(r"<[^>]+>")
