@@ -122,3 +122,21 @@ def test_one_id_rule_accepts_the_bundled_ids():
 def test_bundled_profile_dir_copy_still_loads(tmp_path):
     shutil.copytree(ROOT / "conf" / "profiles", tmp_path / "p")
     assert len(load_profiles(tmp_path / "p")) == 20
+
+
+@pytest.mark.parametrize("bad", ["../../x", "T-01/..", "/T-01", "", "T-01\n", "T-01\x00"])
+def test_rel2_config_profile_id_path_accepted_task_ids_too(tmp_path, bad):
+    """REL2-CONFIG-profile-id-path-accepted, task side: a task file whose task_id is a path or holds a control
+    character is refused when the set loads, naming the file and the field."""
+    import yaml
+
+    from filegram_ray.tasks import TaskError, load_tasks
+
+    src = sorted((ROOT / "conf" / "tasks").glob("*.yaml"))[0]
+    data = yaml.safe_load(src.read_text(encoding="utf-8"))
+    data["task_id"] = bad
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(TaskError) as info:
+        load_tasks(tmp_path)
+    assert str(info.value).startswith(f"{f}: field 'task_id':")
