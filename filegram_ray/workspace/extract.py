@@ -11,9 +11,11 @@ the engine's ``read`` tool, the import path and the memory methods see the same 
   ``[header]`` / ``[footer]`` (each distinct one once), ``[footnote N]`` / ``[endnote N]``, ``[comment, author]``
   and pictures' alt text (``[picture]``)
 * xlsx — openpyxl (read-only, cached values, shared strings resolved), every sheet (hidden ones marked
-  ``(hidden)``) as ``# sheet: <name>`` then tab-separated rows, then its cell comments ``[comment B2, author]``
+  ``(hidden)``) as ``# sheet: <name>`` then tab-separated rows, then its cell comments ``[comment B2, author]``;
+  the workbook's chart titles ``[chart] <title>`` at the end
 * pptx — python-pptx, ``## Slide N: <title>`` then every shape in order: text frames, table cells, groups
   recursively (nested groups too, case BR2-01), ``[chart] <title>``, ``[picture] <alt text>``; then ``[notes]``
+  and the slide's review comments ``[comment]``
 * eml  — stdlib ``email``: From/To/Cc/Date/Subject headers **as written** (unfolded, encoded words decoded, never
   parsed and re-formatted: :func:`header_as_written`), then the body (text/plain preferred; an HTML-only body as
   the text a browser shows: no tags, scripts or styles, entities decoded), further inline text parts, forwarded
