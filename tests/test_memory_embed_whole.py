@@ -149,3 +149,23 @@ def test_bf16_vectors_are_close_to_fp32_stable_and_recorded_in_the_index(tmp_pat
     ident = build_index(b, [{"text": t} for t in texts], bf16).embedder
     assert ident["dtype"] == "bf16" and ident["dtype_detection"]["source"] == "argument"
     assert build_index(a, [{"text": t} for t in texts], fp32).embedder["dtype"] == "fp32"
+
+
+def test_encode_stage_records_the_embed_dtype_in_run_json(tmp_path, monkeypatch):
+    """run.json's encode record says which dtype this machine's embedder uses and why (FILEGRAM_EMBED_DTYPE
+    forces one), and each index's embedder.json carries the dtype its vectors were made in."""
+    from test_memory_stage import make_run
+
+    from filegram_ray.config import load_config
+    from filegram_ray.memory.stage import run_encode
+    from filegram_ray.storage import RunDir
+
+    monkeypatch.setenv(DTYPE_ENV, "fp32")
+    root = make_run(tmp_path / "run", bad=None)
+    run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=minilm", "profiles=[pa_reader]",
+                                  "tasks=[T-01]"]), serial=True)
+    run = RunDir(root)
+    rec = run.read_json("run.json")["stages"]["encode"]["embed_dtype"]
+    assert rec["dtype"] == "fp32" and rec["source"] == DTYPE_ENV and set(rec["cpu"]) >= {"amx_bf16", "avx512_bf16"}
+    ident = run.read_json("indices/pa_reader/embedder.json")
+    assert ident["dtype"] == "fp32" and ident["dtype_detection"]["source"] == DTYPE_ENV

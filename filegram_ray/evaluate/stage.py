@@ -265,6 +265,13 @@ def public_view(item: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _embed_dtype() -> dict[str, Any]:
+    """The MiniLM embedder's dtype on this machine and why (:func:`filegram_ray.memory.embed.embed_dtype`)."""
+    from filegram_ray.memory.embed import embed_dtype
+
+    return embed_dtype()
+
+
 def retrieval_query(item: Mapping[str, Any]) -> str:
     """The query a method retrieves with: the question followed by the option texts."""
     return " ".join([str(item.get("question", "")), *[str(c) for c in item.get("choices") or []]]).strip()
@@ -973,6 +980,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
             "method_rows": {m: str(getattr(shown[m], "row_name", lambda: "")() or getattr(shown[m], "display", m))
                             for m in shown},
             "multimodal_content": mm_mode,
+            "embed_dtype": _embed_dtype(),  # the methods' embedder dtype on this machine and why (issue 31)
             "n_units": sum(len(u) for u in plan.values()), "n_failed_units": len(failed),
             "units": unit_counts(planned=sum(len(u) for u in plan.values()),
                                  done=sum(1 for r in unit_status if r.get("status") != "error")
