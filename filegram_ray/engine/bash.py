@@ -220,9 +220,10 @@ class _Run:
             missing = exc.strerror.startswith("No such")
             if self.prog == "rm" and "f" in self.flags:
                 pass  # rm -f: neither a missing name nor a file before ".." is an error (coreutils 9.1)
+            elif self.prog == "touch" and not missing:
+                self.fail(f"setting times of '{arg}': {exc.strerror}")
             elif self.prog == "touch" and "c" in self.flags:
-                if not missing:  # touch -c: a missing name is skipped silently, ENOTDIR is reported
-                    self.fail(f"setting times of '{arg}': {exc.strerror}")
+                pass  # touch -c: a missing name is skipped silently
             else:
                 self.fail(f"{what or _LOOKUP_VERB[self.prog]} '{arg}': {exc.strerror}")
             return None
@@ -433,7 +434,9 @@ def _mv_cp(r: _Run) -> None:
     else:
         no_clobber = "n" in r.flags
     *sources, darg = ops
-    drel = r.resolve(darg, "cannot create regular file" if prog == "cp" else "cannot move to")
+    # a trailing "/" on the destination is judged below, per source, as coreutils does (mv -n onto "file/" is silent)
+    drel = r.resolve(darg.rstrip("/") or darg,
+                     "cannot create regular file" if prog == "cp" else f"cannot move '{sources[0]}' to")
     if drel is None:
         return
     dkind = "dir" if drel == "." else sb.kind(drel, darg)
@@ -441,7 +444,7 @@ def _mv_cp(r: _Run) -> None:
         r.fail(f"target '{darg}' is not a directory")
         return
     for sarg in sources:
-        srel = r.resolve(sarg)
+        srel = r.resolve(sarg.rstrip("/") or sarg)  # "file/" is judged below, after mv -n's existence check
         if srel is None:
             continue
         if prog == "mv" and _dot_last(sarg):  # rename(2) of "d/." or "d/..": EBUSY (coreutils 9.1) ...
@@ -480,7 +483,7 @@ def _mv_cp(r: _Run) -> None:
                    f"cannot create regular file '{darg}': Not a directory")
             continue
         if trel == srel:
-            if not (no_clobber and skind == "file"):  # cp -n skips before comparing (coreutils)
+            if not (no_clobber and (skind == "file" or r.flags & {"r", "R", "a"})):  # cp -n skips before comparing
                 r.fail(f"'{sarg}' and '{darg}' are the same file")
             continue
         if trel.startswith(srel + "/"):

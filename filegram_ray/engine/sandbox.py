@@ -409,7 +409,8 @@ class Sandbox:
 
     def resolve(self, path: str, *, must_exist: bool = False) -> str:
         """Relative NFC path of ``path`` after checking the disk as it is now: ``.`` and ``..`` are followed
-        as the kernel follows them (:class:`PathLookupError` for ``missing/..`` or ``file.txt/..``); refuses a
+        as the kernel follows them, and a trailing ``/`` asks for a folder (:class:`PathLookupError` for
+        ``missing/..``, ``file.txt/..`` or ``file.txt/``); refuses a
         path that names or passes through a link (a hard link planted from outside counts as one: the link
         rule), and device/FIFO/socket files; ``must_exist`` refuses an absent path. Every later filesystem call
         re-checks at its own moment of use."""
@@ -423,6 +424,8 @@ class Sandbox:
             raise self._link_error(path, st)
         elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             raise SandboxError(f"not a regular file or directory: {path!r}")
+        elif stat.S_ISREG(st.st_mode) and path.endswith("/"):  # "a.txt/" names a folder, as in the kernel
+            raise PathLookupError(path, "Not a directory")
         return rel
 
     # --- descriptor walking ------------------------------------------------------------------------------------
