@@ -30,10 +30,19 @@ def test_gold_evidence_states_the_truth_per_sub_task(tmp_path):
         gold = gold_evidence(it, key[it["question_id"]])
         k = key[it["question_id"]]
         truth = it["choices"]["ABCD".index(k["correct"])] if it["choices"] else k["correct_text"]
-        assert gold.endswith(": " + truth), (it["sub_track"], gold)  # the answer in words, never a bare letter
+        # the answer in words, never a bare letter (open-ended: the value, then its plain-words description)
+        assert gold.endswith(": " + truth) or ": " + truth + " — " in gold, (it["sub_track"], gold)
         assert f"({it['sub_track'] if it['sub_track'] != 'FileGrd' else 'AttrRec'})" in gold
     prof = next(it for it in items if it["sub_track"] == "ProfRec")
-    assert "output detail" in gold_evidence(prof, key[prof["question_id"]])  # open-ended: names the attribute
+    from filegram_ray.bench.vocab import ATTRIBUTE_TOPIC, VALUE_BEHAVIOUR
+
+    text = gold_evidence(prof, key[prof["question_id"]])  # open-ended: the attribute in the question's words
+    assert ATTRIBUTE_TOPIC["output_detail"] in text and VALUE_BEHAVIOUR["output_detail"]["detailed"] in text
+    from filegram_ray.evaluate.scoring import RubricJudge, likert_to_100
+    from filegram_ray.llm import make_backbone
+
+    answer = make_backbone("lexical").answer(public_view(prof), text).text  # the CPU reader finds it
+    assert likert_to_100(RubricJudge().judge(prof, "detailed", answer)) >= 75
     assert gold_evidence(items[0], {}) == ""
 
 

@@ -56,7 +56,7 @@ def _findings(args: argparse.Namespace) -> int:
               "one by one, so the intervals are too narrow; rerun evaluate for profile-level intervals")
     print("  " + headroom_lines(stats["reader"])[0].replace("**", ""))
     for f in stats["findings"]:
-        items = f" — about {f['items']:,} items would decide it" if f["items"] else ""
+        items = f" — about {f['items']:,} items would decide it ({f['toward']})" if f["items"] else ""
         print(f"  {f['id']} {f['verdict'].upper():9s} {f['statement']}{items}")
         if f["missing"]:
             print(f"       not evaluated: {', '.join(f['missing'])}")

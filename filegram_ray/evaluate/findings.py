@@ -21,9 +21,12 @@ Each finding is a set of *claims*; each claim is decided from the paired tests o
 A claim holds when its test is significant in the claimed direction, fails when significant against it (or, for
 thresholds, when the interval is entirely on the wrong side), and is otherwise undecided. A finding holds when
 every claim holds, fails when any claim fails, else is undecided; a finding whose methods were not evaluated is
-undecided and says which are missing. ``items`` = the items a claim would need to be decided at the observed effect
-(:func:`~filegram_ray.evaluate.stats.items_for_paired` for paired claims, the normal-approximation n for threshold
-claims, times the design effect of resampling profiles); None when the observed effect is 0 or points the wrong way.
+undecided and says which are missing. A claim's ``items`` = the items it would need to be decided, either way, at
+the observed effect, and ``toward`` the way it leans (:func:`~filegram_ray.evaluate.stats.items_for_paired` for
+paired claims, the normal-approximation n times the design effect of resampling profiles for threshold claims, the
+interval's half-width scaled as 1/√n for F3 and F5); None when the observed effect is 0. An undecided finding
+would fail once its cheapest claim leaning against it is decided, and hold once all its claims are decided for it
+(:func:`_items_to_decide`).
 """
 
 from __future__ import annotations
@@ -79,14 +82,14 @@ def _decide_greater(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for t, ph in zip(tests, holm([t["p"] for t in tests])):
         t["p_holm"] = ph
         if not t["n"]:
-            t.update(verdict="undecided", items=None, why="no paired items")
+            t.update(verdict="undecided", items=None, toward=None, why="no paired items")
             continue
         sig = ph is not None and ph < ALPHA
         t["verdict"] = ("holds" if t["diff"] > 0 else "fails") if sig else "undecided"
-        t["items"] = None
-        if t["verdict"] == "undecided" and t["diff"] and t["diff"] > 0:
-            n = items_for_paired(t["discordance"] or 0.0, t["diff"] / 100, alpha=ALPHA / max(1, len(tests)))
-            t["items"] = n
+        t["items"], t["toward"] = None, None
+        if t["verdict"] == "undecided" and t["diff"]:
+            t["items"] = items_for_paired(t["discordance"] or 0.0, t["diff"] / 100, alpha=ALPHA / max(1, len(tests)))
+            t["toward"] = "holds" if t["diff"] > 0 else "fails"
         t["why"] = (f"diff {t['diff']:+.1f} [{t['lo']:.1f}, {t['hi']:.1f}], {t['test']} p_holm "
                     f"{'–' if ph is None else f'{ph:.3g}'}, n {t['n']}")
     return tests
@@ -118,7 +121,7 @@ def _threshold(results: pl.DataFrame, method: str, sub: str, *, at_least: float 
     bound = at_least if at_least is not None else at_most
     claim = f"{method} {sub} {'≥' if at_least is not None else '≤'} {bound:.1f}"
     out: dict[str, Any] = {"claim": claim, "method": method, "n": df.height, "p": None, "p_holm": None,
-                           "items": None}
+                           "items": None, "toward": None}
     if not df.height:
         out.update(verdict="undecided", why="no items", diff=None, lo=None, hi=None)
         return out
@@ -131,24 +134,26 @@ def _threshold(results: pl.DataFrame, method: str, sub: str, *, at_least: float 
     else:
         verdict = "holds" if hi <= at_most else "fails" if lo > at_most else "undecided"
         gap = at_most - mean
-    if verdict == "undecided" and gap > 0:
+    if verdict == "undecided" and gap != 0:  # the interval's half-width must shrink below |gap|
         p = min(max(mean / 100, 0.01), 0.99)
         out["items"] = int(math.ceil(_Z ** 2 * p * (1 - p) / (gap / 100) ** 2 * _design_effect(scores, prof)))
+        out["toward"] = "holds" if gap > 0 else "fails"
     out.update(verdict=verdict, diff=mean, lo=lo, hi=hi, why=f"mean {mean:.1f} [{lo:.1f}, {hi:.1f}], n {df.height}")
     return out
 
 
 def _f3(results: pl.DataFrame, seed: int) -> dict[str, Any]:
     t = paired_test(results, "full_context", "filegramos", pl.col("sub_track") == "TraceDis", seed=seed)
-    t.update(claim="|full_context − filegramos| on TraceDis ≤ 5", p_holm=None, items=None)
+    t.update(claim="|full_context − filegramos| on TraceDis ≤ 5", p_holm=None, items=None, toward=None)
     if not t["n"]:
         t.update(verdict="undecided", why="no paired TraceDis items")
         return t
     lo, hi, d = t["lo"], t["hi"], t["diff"]
     t["verdict"] = "holds" if -5 <= lo and hi <= 5 else "fails" if lo > 5 or hi < -5 else "undecided"
     half = (hi - lo) / 2
-    if t["verdict"] == "undecided" and abs(d) < 5 and half > 0:
-        t["items"] = int(math.ceil(t["n"] * (half / (5 - abs(d))) ** 2))
+    if t["verdict"] == "undecided" and abs(d) != 5 and half > 0:  # half-width below the distance to ±5
+        t["items"] = int(math.ceil(t["n"] * (half / abs(5 - abs(d))) ** 2))
+        t["toward"] = "holds" if abs(d) < 5 else "fails"
     t["why"] = f"diff {d:+.1f} [{lo:.1f}, {hi:.1f}], n {t['n']}"
     return t
 
@@ -157,7 +162,8 @@ def _f5(results: pl.DataFrame, methods: Sequence[str], seed: int) -> dict[str, A
     text_only = [m for m in methods if not m.startswith("filegramos") and m not in _MULTIMODAL_METHODS
                  and m != "no_context"]
     claim = "text-only methods' Text→Multimodal drop > FileGramOS's"
-    out: dict[str, Any] = {"claim": claim, "n": 0, "p": None, "p_holm": None, "items": None, "diff": None,
+    out: dict[str, Any] = {"claim": claim, "n": 0, "p": None, "p_holm": None, "items": None, "toward": None,
+                           "diff": None,
                            "lo": None, "hi": None}
     if "text_twin" not in results.columns or not text_only:
         out.update(verdict="undecided", why="no text-only method or no twin pairs")
@@ -179,18 +185,35 @@ def _f5(results: pl.DataFrame, methods: Sequence[str], seed: int) -> dict[str, A
     verdict = "holds" if lo > 0 else "fails" if hi < 0 else "undecided"
     out.update(n=j.height, diff=mean, lo=lo, hi=hi, p=p, verdict=verdict,
                why=f"drop difference {mean:+.1f} [{lo:.1f}, {hi:.1f}] points, {j.height} pairs")
-    if verdict == "undecided" and mean > 0 and hi > lo:
-        out["items"] = int(math.ceil(j.height * ((hi - lo) / 2 / mean) ** 2))
+    if verdict == "undecided" and mean and hi > lo:
+        out["items"] = int(math.ceil(j.height * ((hi - lo) / 2 / abs(mean)) ** 2))
+        out["toward"] = "holds" if mean > 0 else "fails"
     return out
+
+
+def _items_to_decide(claims: list[dict[str, Any]], verdict: str) -> dict[str, Any]:
+    """``{items, toward}`` of an undecided finding: it fails as soon as one claim leaning against it is decided
+    (the fewest items of those), and holds once every claim is decided for it (the most items of those, when every
+    undecided claim leans that way); None when some undecided claim has no effect to detect."""
+    if verdict != "undecided":
+        return {"items": None, "toward": None}
+    open_ = [c for c in claims if c["verdict"] == "undecided"]
+    against = [c["items"] for c in open_ if c.get("toward") == "fails" and c.get("items")]
+    if against:
+        return {"items": min(against), "toward": "fails"}
+    if open_ and all(c.get("toward") == "holds" and c.get("items") for c in open_):
+        return {"items": max(c["items"] for c in open_), "toward": "holds"}
+    return {"items": None, "toward": None}
 
 
 def decide_findings(results: pl.DataFrame, methods: Sequence[str], *, seed: int = 0) -> list[dict[str, Any]]:
     """Decide F1–F6 on ``results`` (validity rows are ignored: only ``methods`` count).
 
-    Returns one dict per finding: ``{id, statement, verdict, items, missing, claims}`` — ``verdict`` holds / fails /
-    undecided; ``items`` the most items any undecided claim would need (None: none can be decided at the observed
-    effect, or nothing undecided); ``missing`` the methods the finding needs that were not evaluated; ``claims`` the
-    per-claim dicts (claim, verdict, diff, lo, hi, p, p_holm, n, items, why).
+    Returns one dict per finding: ``{id, statement, verdict, items, toward, missing, claims}`` — ``verdict`` holds /
+    fails / undecided; ``items`` / ``toward``: for an undecided finding, about how many items would decide it at the
+    observed effects and which way (:func:`_items_to_decide`; None when no effect points anywhere); ``missing`` the
+    methods the finding needs that were not evaluated; ``claims`` the per-claim dicts (claim, verdict, diff, lo, hi,
+    p, p_holm, n, items, toward, why).
     """
     have = [m for m in methods if results.height and m in set(results["method"].to_list())]
     res = results.filter(pl.col("method").is_in(have)) if results.height else results
@@ -200,10 +223,8 @@ def decide_findings(results: pl.DataFrame, methods: Sequence[str], *, seed: int 
         missing = [m for m in needs if m not in have]
         claims = [] if missing else claims_fn()
         verdict = "undecided" if missing else _verdict([c["verdict"] for c in claims])
-        need = [c["items"] for c in claims if c["verdict"] == "undecided" and c.get("items")]
         out.append({"id": fid, "statement": FINDINGS[fid], "verdict": verdict,
-                    "items": max(need) if need and verdict == "undecided" else None, "missing": missing,
-                    "claims": claims})
+                    **_items_to_decide(claims, verdict), "missing": missing, "claims": claims})
 
     mcq = ~pl.col("is_open")
     f1_low = [m for m in ("mem0", "zep", "memos", "simplemem") if m in have]
@@ -213,7 +234,11 @@ def decide_findings(results: pl.DataFrame, methods: Sequence[str], *, seed: int 
 
     def f2() -> list[dict[str, Any]]:
         anom = res.filter((pl.col("sub_track") == "AnomDet") & mcq)
-        chance = float((100.0 / anom["n_choices"].cast(pl.Float64)).mean()) if anom.height else 0.0
+        if not anom.height:
+            return [{"claim": "AnomDet items evaluated", "verdict": "undecided", "why": "no AnomDet item in this run",
+                     "n": 0, "p": None, "p_holm": None, "items": None, "toward": None, "diff": None, "lo": None,
+                     "hi": None}]
+        chance = float((100.0 / anom["n_choices"].cast(pl.Float64)).mean())
         parts = [_threshold(res, m, "AnomDet", at_least=70.0, seed=seed) for m in ("evermemos", "filegramos")]
         parts += [_threshold(res, m, "AnomDet", at_most=chance + _NEAR_CHANCE, seed=seed)
                   for m in ("mem0", "simplemem") if m in have]
@@ -237,15 +262,16 @@ def findings_lines(findings: list[dict[str, Any]]) -> list[str]:
     ``filegram findings``)."""
     lines = ["## The paper's findings, tested", "",
              ("Each finding of the paper (reference §8.4) decided on this run: paired tests of the same items (exact "
-              "McNemar, Holm across a finding's comparisons) or 95 % intervals bootstrapped over profiles. *items* = "
-              "how many items an undecided finding would need at the observed effect (– : the observed effect is 0 "
-              "or points the other way, more items would not decide it for the claim)."), "",
+              "McNemar, Holm across a finding's comparisons) or 95 % intervals bootstrapped over profiles. *items to "
+              "decide* = about how many items (per method, same design) would decide an undecided finding at the "
+              "observed effects, and which way it would go (– : some claim shows no effect, or nothing was "
+              "measured)."), "",
              "| finding | verdict | items to decide | evidence |", "|---|---|---|---|"]
     for f in findings:
         if f["missing"]:
             ev = f"not evaluated: {', '.join(f['missing'])}"
         else:
             ev = "; ".join(f"{c['claim']}: **{c['verdict']}** ({c['why']})" for c in f["claims"]) or "–"
-        items = f"{f['items']:,}" if f["items"] else "–"
+        items = f"{f['items']:,} ({f['toward']})" if f["items"] else "–"
         lines.append(f"| {f['id']} {f['statement']} | **{f['verdict']}** | {items} | {ev} |")
     return lines

@@ -9,8 +9,10 @@ rows of :func:`filegram_ray.evaluate.stage._validity_rows`:
 * ``gold`` — **gold evidence**: the ground truth the item asks about, written as plain memory text
   (:func:`gold_evidence`; the only row that sees the answer key). Per sub-task:
 
-  - AttrRec, BehavInf, ProfRec (and VisGrd): the user's attribute or behaviour description the key names
-    ("What this user's sessions show about them: <the true description>");
+  - AttrRec, BehavInf: the user's attribute or behaviour description the key names ("What this user's sessions
+    show about them: <the true description>");
+  - ProfRec, VisGrd (open-ended): the attribute in the question's words, its true value and that value's plain-words
+    description (``bench.vocab.ATTRIBUTE_TOPIC`` / ``VALUE_BEHAVIOUR``);
   - BehavFP: the true author's behaviour description;
   - TraceDis: the true difference between the two users;
   - AnomDet: which session was not produced by the user;
@@ -98,8 +100,12 @@ def gold_evidence(item: Mapping[str, Any], key: Mapping[str, Any]) -> str:
                   or "AttrRec")
     lead = _GOLD_LEAD.get(sub, "What this user's sessions show about them")
     attr = str((item.get("metadata") or {}).get("attribute") or "")
-    if attr and not item.get("choices"):  # open-ended: name the attribute asked about
-        lead = f"This user's {attr.replace('_', ' ')} ({attr})"
+    if attr and not item.get("choices"):  # open-ended: the attribute in the question's words, its value described
+        from filegram_ray.bench.vocab import ATTRIBUTE_TOPIC, VALUE_BEHAVIOUR
+
+        lead = f"{ATTRIBUTE_TOPIC.get(attr, 'this user' + chr(39) + 's ' + attr.replace('_', ' '))} ({attr})"
+        desc = VALUE_BEHAVIOUR.get(attr, {}).get(truth)
+        truth = f"{truth} — {desc}" if desc else truth
     return f"Memory of this user ({sub}) — {lead}: {truth}"
 
 
