@@ -117,6 +117,23 @@ def section(label: str, sets: list[dict], results: list[dict], digests: list[str
             f"{d} {sep[d].get('feature')} {sep[d].get('accuracy', float('nan')):.2f}" for d in DIMENSIONS
             if "na" not in sep[d]))
         L.append("")
+    from filegram_ray.validity.separability import FINGERPRINT_NAMES
+
+    L += ["### Task × tier η² per fingerprint feature (set " + " / set ".join(str(s["seed"]) for s in sets) + ")",
+          "", "| feature | η² | tier of |", "|---|---|---|"]
+    for n in FINGERPRINT_NAMES:
+        vals = [r["realism"]["eta2"][n] for r in results]
+        L.append(f"| {n} | " + " / ".join("–" if v["eta2"] is None else f"{v['eta2']:.3f}" for v in vals)
+                 + " | " + " / ".join(v["dimension"] or "–" for v in vals) + " |")
+    L.append("")
+    for s, r in zip(sets, results):
+        m = r["realism"]["motivation"]
+        if "counts" in m:
+            L.append(f"Motivation, set {s['seed']}: {m['counts']}; searches after which a hit was opened "
+                     f"{m['search_opened']:.2f}; fact kinds {m['fact_kinds']}.")
+            for k, xs in m["examples"].items():
+                L += [f"- {k}: " + " · ".join(f"`{x}`" for x in xs)] if xs else []
+    L.append("")
     if digests:
         L += ["### Three sessions of one task by three profiles", "", *[f"- {x}" for x in digests], ""]
     return "\n".join(L) + "\n"
