@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md"),
     "findings": ("filegram_ray.evaluate.cli", "the paper's findings F1–F6 decided on an evaluated run (paired "
                  "tests, intervals; holds / fails / undecided with the items to decide)"),
+    "view": ("filegram_ray.view.cli", "write a static viewer of a run (results, items with contexts, trajectories, "
+             "run) → RUN/view/index.html"),
 }
 
 #: modules providing ``register(subparsers)``, in the order their commands appear in ``--help``.

@@ -376,7 +376,7 @@ class EvalWorker:
         """Answer one unit's items; ``views`` / ``shared``: see :meth:`_state` (:class:`SpecWorker` passes them)."""
         self._load_s = self._views_s = 0.0
         state, ingest_s, cached = self._state(unit, views, shared)
-        rows = []
+        rows, contexts = [], []
         retrieve_s = answer_s = 0.0
         for item in unit["items"]:
             base = {"method": self.method_name, "question_id": item["question_id"], "cache_key": unit["cache_key"],
@@ -389,6 +389,8 @@ class EvalWorker:
                 ans = self.backbone.answer(pv, ctx.text)
                 retrieve_s += t1 - t0
                 answer_s += time.perf_counter() - t1
+                contexts.append({"question_id": item["question_id"], "context_text": ctx.text[:CONTEXT_KEEP_CHARS],
+                                 "context_chars": len(ctx.text), "context_tokens": int(ctx.tokens_out)})
                 rows.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
                              "prompt_sha": prompt_sha(pv, ctx.text),
                              "answer_text": ans.text[:4000], "tokens_in_memory": int(ctx.tokens_in_memory),
@@ -398,6 +400,8 @@ class EvalWorker:
                 log.warning("evaluate: %s %s failed: %s", self.method_name, item["question_id"], exc)
                 rows.append({**base, "status": "error", "error": _err(exc), "choice": "", "answer_text": "",
                              "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
+        if contexts:  # what the reader was shown, for `filegram view` (written before the answers: done = both)
+            self.run.write_table(context_path(unit["out_path"]), pl.DataFrame(contexts, schema=_CONTEXT_SCHEMA))
         self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
         n_err = sum(r["status"] != "ok" for r in rows)
         times = {"ingest_s": round(ingest_s, 4), "state_load_s": round(self._load_s, 4),
@@ -488,6 +492,21 @@ def _spec_units(plan: dict[str, list[dict[str, Any]]], todo: set[str]) -> list[d
             su = specs.setdefault(u["spec_id"], {"unit_id": u["spec_id"], "setting": u["setting"], "spec": u["spec"], "units": []})
             su["units"].append(u)
     return sorted(specs.values(), key=lambda su: (-len(su["spec"].get("trajectories") or []), su["unit_id"]))
+
+
+#: characters of each returned context kept in ``results/contexts/…``: the whole of every default context (the
+#: longest, Full Context, is capped at ``FULL_CONTEXT_CAP_CHARS`` = 160,000 characters, reference §8.2); a longer one
+#: is cut and ``context_chars`` keeps its full length
+CONTEXT_KEEP_CHARS = 160_000
+_CONTEXT_SCHEMA = {"question_id": pl.Utf8, "context_text": pl.Utf8, "context_chars": pl.Int64,
+                   "context_tokens": pl.Int64}
+
+
+def context_path(out_path: str) -> str:
+    """``results/contexts/<backbone>/<method>/<unit>.parquet``: the contexts one method returned for one unit's items
+    (question_id, context_text ≤ :data:`CONTEXT_KEEP_CHARS` characters, context_chars, context_tokens), beside its
+    answer table ``results/units/…`` (same relative name)."""
+    return out_path.replace("results/units/", "results/contexts/", 1)
 
 
 _UNIT_SCHEMA = {"method": pl.Utf8, "question_id": pl.Utf8, "cache_key": pl.Utf8, "backbone": pl.Utf8,
