@@ -78,6 +78,9 @@ def test_order_stats_counts_consistency_and_position_bias():
     assert st["n"] == 2 and st["consistency"] == 50.0
     assert st["bias"] == [{"letter": "A", "answers": 0.0, "keys": 0.0}, {"letter": "B", "answers": 100.0,
                                                                        "keys": 100.0}]
+    # the method's own answers in the original order: A once, B once; keys both A
+    assert st["bias_original"] == [{"letter": "A", "answers": 50.0, "keys": 100.0},
+                                   {"letter": "B", "answers": 50.0, "keys": 0.0}]
 
 
 def _perfect_reader(req, n):

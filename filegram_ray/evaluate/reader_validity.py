@@ -279,8 +279,9 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
 def order_stats(results: pl.DataFrame, method: str | None) -> dict[str, Any]:
     """Option-order check of the ``order`` rows against ``method``'s own answers (same items, original order):
     ``{method, n, consistency}`` (share of items whose answer, mapped back to the original letters, is the same
-    option; 0–100) and ``bias``: per shown letter ``{letter, answers, keys}`` — its share (0–100) among the
-    answers of the rotated asking and among the keys as shown. Empty dict without ``order`` rows."""
+    option; 0–100), ``bias``: per shown letter ``{letter, answers, keys}`` — its share (0–100) among the answers of
+    the rotated asking and among the keys as shown — and ``bias_original``: the same for ``method``'s own answers in
+    the original order. Empty dict without ``order`` rows."""
     if not results.height or "shift" not in results.columns or method is None:
         return {}
     rot = results.filter((pl.col("method") == "order") & (pl.col("status") == "ok"))
@@ -292,10 +293,13 @@ def order_stats(results: pl.DataFrame, method: str | None) -> dict[str, Any]:
     n_letters = max(int(x) for x in rot["n_choices"].to_list()) if "n_choices" in rot.columns else 4
     shown_keys = [LETTERS[(LETTERS.index(k) + int(s)) % int(n)] if k and k in LETTERS else ""
                   for k, s, n in zip(rot["correct"].to_list(), rot["shift"].to_list(), rot["n_choices"].to_list())]
-    answers = [c or "" for c in rot["shown_choice"].to_list()]
-    bias = []
-    for letter in LETTERS[:n_letters]:
-        bias.append({"letter": letter, "answers": 100 * answers.count(letter) / len(answers),
-                     "keys": 100 * shown_keys.count(letter) / len(shown_keys)})
+    own = results.filter((pl.col("method") == method) & (pl.col("n_choices") > 0))
+
+    def shares(answers: list[str], keys: list[str]) -> list[dict[str, Any]]:
+        return [{"letter": letter, "answers": 100 * answers.count(letter) / max(1, len(answers)),
+                 "keys": 100 * keys.count(letter) / max(1, len(keys))} for letter in LETTERS[:n_letters]]
+
     return {"method": method, "n": j.height, "consistency": 100 * same / j.height if j.height else None,
-            "bias": bias}
+            "bias": shares([c or "" for c in rot["shown_choice"].to_list()], shown_keys),
+            "bias_original": shares([c or "" for c in own["choice"].to_list()],
+                                    [c or "" for c in own["correct"].to_list()])}

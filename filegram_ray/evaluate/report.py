@@ -391,7 +391,10 @@ def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None
     if order:
         out += [(f"- Option order ({_name(order['method'], row_names)}'s memory, options rotated): the same option "
                  f"chosen for {order['consistency']:.1f} % of {order['n']} items."),
-                "- Position bias (rotated asking): share of each shown letter among the answers vs among the keys: "
+                "- Position bias: share of each letter among the answers vs among the keys — original order: "
+                + ", ".join(f"{b['letter']} {b['answers']:.0f} % vs {b['keys']:.0f} %"
+                            for b in order.get("bias_original", []))
+                + "; rotated asking (letters as shown): "
                 + ", ".join(f"{b['letter']} {b['answers']:.0f} % vs {b['keys']:.0f} %" for b in order["bias"])
                 + "."]
     elif wu is None:
