@@ -237,7 +237,7 @@ def fingerprint_svg(values: list[float], mean: list[float] | None, names: list[s
     """
     from html import escape
 
-    w, bar_h, gap, label_w = 360, 12, 4, 170
+    w, bar_h, gap, label_w = 200, 12, 4, 180
     h = len(values) * (bar_h + gap) + 4
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="fp" width="{label_w + w + 60}" height="{h}" '
              f'role="img" aria-label="fingerprint">']
@@ -264,9 +264,10 @@ def trajectories_section(run: RunDir, data: Path, site: Path) -> dict[str, Any]:
     trajectory (events, snapshots/diffs, perturbation, fingerprint SVG); guidance videos are copied to
     ``media/``. Returns counts for the page. A trajectory whose events.json cannot be read becomes an error
     entry (its message shown), never a failed build."""
-    from filegram_ray.memory.constants import FINGERPRINT_NAMES
+    from filegram_ray.memory.constants import FINGERPRINT_FEATURES
 
     ids = _trajectory_ids(run)
+    names = [f"{dim} {key}" for dim, _, key in FINGERPRINT_FEATURES]  # e.g. "A search_ratio" (reference §7.3)
     fps: dict[str, list[float]] = {}
     for tid in ids:
         rel = f"engrams/{tid}.json"
@@ -320,7 +321,7 @@ def trajectories_section(run: RunDir, data: Path, site: Path) -> dict[str, Any]:
             dest.write_bytes(run.read_bytes(video))
             doc["video"] = f"media/{name}.mp4"
         if tid in fps:
-            doc["fingerprint_svg"] = fingerprint_svg(fps[tid], means.get(pid), list(FINGERPRINT_NAMES))
+            doc["fingerprint_svg"] = fingerprint_svg(fps[tid], means.get(pid), names)
         (data / "traj" / f"{name}.js").write_text(_js("FG_T", doc), encoding="utf-8")
         index.append([tid, name, pid, task, len(doc["events"]), pert is not None, bool(doc.get("video")),
                       doc["error"]])

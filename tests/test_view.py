@@ -1,0 +1,250 @@
+"""``filegram view``: the static site built from a small evaluated run, checked as files and in headless Chromium.
+
+The run is the hand-made one of tests/evaluate_fixtures.py (2 profiles × 3 tasks), evaluated with two cheap methods
+and the lexical reader; Engrams come from the real encoder (:func:`filegram_ray.memory.engram.encode_engram`).
+Browser tests drive Debian's chromium through Selenium with the driver path set (no Selenium Manager, no browser
+download); they skip, saying why, where chromium or chromedriver is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from evaluate_fixtures import PROFILES, TASKS, make_run
+
+from filegram_ray.config import load_config
+from filegram_ray.evaluate.stage import run_evaluate
+from filegram_ray.storage import RunDir, StorageError
+from filegram_ray.view.build import build_view, site_name
+
+METHODS = ["no_context", "full_context"]
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+PERTURBED = f"{PROFILES[1]}/{TASKS[2]}"
+
+
+def _evaluated_run(root: Path) -> RunDir:
+    from filegram_ray.memory.engram import encode_engram
+
+    run = make_run(root, n_filler=12)
+    for p in PROFILES:
+        for t in TASKS:
+            base = root / "trajectories" / p / t
+            events = json.loads((base / "events.json").read_text())
+            run.write_json(f"engrams/{p}/{t}.json", encode_engram(events, f"{p}/{t}", t, base / "media")
+                           .model_dump(mode="json"))
+    meta = run.read_json(f"trajectories/{PERTURBED}/meta.json")
+    meta["perturbation"] = {"dimension": "C", "tier": "M"}
+    run.write_json(f"trajectories/{PERTURBED}/meta.json", meta)
+    run_evaluate(load_config(overrides={"run_dir": str(root), "evaluate": {
+        "methods": METHODS, "serial": True, "plots": True, "sample_per_sub_task": None}}))
+    return run
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("view_run")
+    run = _evaluated_run(root)
+    index = build_view(run)
+    return run, Path(index).parent
+
+
+def _data(path: Path, var: str):
+    text = path.read_text(encoding="utf-8")
+    prefix = f"window.{var} = "
+    assert text.startswith(prefix)
+    return json.loads(text[len(prefix):].rstrip().rstrip(";"))
+
+
+def test_site_files_hold_every_item_trajectory_and_context(site):
+    run, out = site
+    results = run.read_table("results/results.parquet")
+    for page in ("index", "items", "item", "trajectories", "trajectory", "run"):
+        assert (out / f"{page}.html").stat().st_size > 0
+    idx = _data(out / "data/items_index.js", "FG_ITEMS")
+    assert {r[0] for r in idx["rows"]} == set(results["question_id"])
+    qid = "AttrRec-00001"
+    item = _data(out / "data/items" / f"{site_name(qid)}.js", "FG_ITEM")
+    by_method = {a["method"]: a for a in item["answers"]}
+    ctx = run.read_table(next(f for f in run.walk_files("results/contexts/lexical/full_context")))
+    assert by_method["full_context"]["context"] and "Quarterly review" in by_method["full_context"]["context"]
+    assert by_method["no_context"]["context"] == ""
+    assert by_method["full_context"]["context_tokens"] > 0 and ctx.height >= 1
+    assert item["key"] == "A" and item["choices"][0].startswith("deeply nested")
+    traj = _data(out / "data/traj" / f"{site_name(PROFILES[0] + '/T-01')}.js", "FG_T")
+    events = run.read_json(f"trajectories/{PROFILES[0]}/T-01/events.json")
+    assert [e["type"] for e in traj["events"]] == [e["event_type"] for e in events]
+    write = next(e for e in traj["events"] if e["type"] == "file_write")
+    assert write["snapshot"].startswith("# Quarterly review")
+    assert any(e["diff"] and "+cost | 8" in e["diff"] for e in traj["events"] if e["type"] == "file_edit")
+    assert "<svg" in traj["fingerprint_svg"] and traj["fingerprint_svg"].count("<rect") == 17
+    pert = _data(out / "data/traj" / f"{site_name(PERTURBED)}.js", "FG_T")
+    assert pert["perturbation"] == {"dimension": "C", "tier": "M"}
+
+
+def test_same_run_same_bytes_and_no_half_written_site(site, tmp_path):
+    run, _ = site
+    a, b = Path(build_view(run, tmp_path / "a")).parent, Path(build_view(run, tmp_path / "b")).parent
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for f in files:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_older_run_without_intervals_shows_plain_table_and_says_so(site, tmp_path):
+    run, _ = site
+    old = RunDir(str(tmp_path / "old"))
+    for rel in ("results/summary.parquet", "results/results.parquet", "bench/items.parquet", "run.json"):
+        old.write_bytes(rel, run.read_bytes(rel))
+    index = Path(build_view(old)).read_text()
+    assert "intervals are missing" in index
+    assert "no_context" in index and "[" not in index.split('id="results"')[1].split("</table>")[0]
+    assert "no contexts" in (Path(old.root) / "view/items.html").read_text()
+
+
+def test_object_store_run_gets_its_view_inside_the_run(site):
+    run, _ = site
+    mem = RunDir("memory://view-test-run")
+    for rel in run.walk_files(""):
+        if rel.startswith(("results/summary", "results/intervals", "results/results.", "bench/", "run.json",
+                           "trajectories/")):
+            mem.write_bytes(rel, run.read_bytes(rel))
+    url = build_view(mem)
+    assert url == mem.url("view/index.html") and mem.exists("view/data/items_index.js")
+    assert mem.exists(f"view/data/traj/{site_name(PERTURBED)}.js")
+
+
+def test_not_a_run_directory_is_one_clear_error(tmp_path):
+    with pytest.raises(StorageError, match="not a run directory"):
+        build_view(str(tmp_path / "empty"))
+
+
+def test_cli_prints_the_path_to_open(site, tmp_path, capsys):
+    from filegram_ray.cli import main
+
+    run, _ = site
+    assert main(["view", run.root, "--out", str(tmp_path / "site")]) == 0
+    assert capsys.readouterr().out.strip() == f"open {tmp_path / 'site' / 'index.html'}"
+
+
+# ------------------------------------------------------------------------------------------------ real browser
+def _browser():
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    if missing:
+        pytest.skip(f"headless browser tests need Debian's chromium and chromium-driver ({', '.join(missing)} "
+                    "missing: apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (dev extra)")
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager look for a browser or driver
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                "--disable-gpu"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = _browser()
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, css, timeout=10.0):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+    return driver.find_elements(By.CSS_SELECTOR, css)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: $FILEGRAM_VIEW_SHOTS (docs/img/ was filled that way) or a temporary folder."""
+    out = Path(os.environ.get("FILEGRAM_VIEW_SHOTS") or tmp_path_factory.mktemp("view_shots"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _shot(driver, out: Path, name: str) -> Path:
+    driver.save_screenshot(str(out / name))
+    assert (out / name).stat().st_size > 1000
+    return out / name
+
+
+def test_browser_results_table_one_row_per_method_with_intervals(site, browser, shots):
+    run, out = site
+    browser.get((out / "index.html").as_uri())
+    rows = _wait(browser, "#results tbody tr")
+    assert [r.get_attribute("data-method") for r in rows] == \
+        [m for m in run.read_table("results/summary.parquet")["method"] if m in METHODS]
+    for r in rows:
+        assert "[" in r.text and "]" in r.text  # 95 % interval beside each score
+    validity = [r.get_attribute("data-method") for r in _wait(browser, "#validity tbody tr")]
+    assert "oracle" in validity and "random" in validity
+    header = _wait(browser, "#results thead th")[3]  # first score column: click sorts
+    header.click()
+    header.click()
+    assert len(_wait(browser, "#results tbody tr")) == len(rows)
+    _shot(browser, shots, "view-results.png")
+
+
+def test_browser_item_page_shows_two_methods_contexts_side_by_side(site, browser, shots):
+    _, out = site
+    browser.get((out / "items.html").as_uri())
+    links = _wait(browser, "#items tbody a")
+    assert len(links) >= 10
+    browser.get((out / "item.html").as_uri() + f"?id={site_name('AttrRec-00001')}&a=full_context&b=no_context")
+    left = _wait(browser, "#left pre.context")[0]
+    right = _wait(browser, "#right pre.context")[0]
+    assert "Quarterly review" in left.text  # Full Context hands the reader the sessions
+    assert right.text == "(empty context)"  # No Context hands it nothing
+    assert "How does this user organise" in browser.find_element("id", "question").text
+    assert "tokens" in browser.find_element("css selector", "#left .answer").text
+    _shot(browser, shots, "view-item.png")
+
+
+def test_browser_trajectory_timeline_lists_its_events(site, browser, shots):
+    run, out = site
+    tid = f"{PROFILES[0]}/T-01"
+    browser.get((out / "trajectory.html").as_uri() + f"?id={site_name(tid)}")
+    rows = _wait(browser, "#timeline tbody tr")
+    events = run.read_json(f"trajectories/{tid}/events.json")
+    assert len(rows) == len(events)
+    assert "file_write" in rows[[e["event_type"] for e in events].index("file_write")].text
+    assert _wait(browser, "#fingerprint svg")
+    browser.get((out / "trajectories.html").as_uri())
+    assert any("yes" in r.text for r in _wait(browser, "#trajs tbody tr"))  # the perturbed one is marked
+    browser.get((out / "trajectory.html").as_uri() + f"?id={site_name(tid)}")
+    _wait(browser, "#timeline tbody tr")
+    browser.find_element("css selector", "#timeline details summary").click()  # open the first snapshot
+    _shot(browser, shots, "view-trajectory.png")
+
+
+def test_browser_full_size_index_loads_under_two_seconds(site, browser, tmp_path):
+    """A default run's size (≈ 7K answer rows over 16 methods, 640 trajectories): the list pages load their index
+    data and draw the first page in < 2 s."""
+    _, out = site
+    big = tmp_path / "big"
+    shutil.copytree(out, big)
+    rows = [[f"Q{i:05d}", f"Q{i:05d}", "AttrRec", "procedural", "text", {f"m{k:02d}": (i + k) % 2 for k in range(16)}]
+            for i in range(440)]  # 440 items × 16 methods = 7,040 answer rows
+    (big / "data/items_index.js").write_text("window.FG_ITEMS = " + json.dumps(
+        {"methods": [f"m{k:02d}" for k in range(16)], "rows": rows, "sub_tasks": ["AttrRec"]}) + ";")
+    (big / "data/traj_index.js").write_text("window.FG_TRAJ = " + json.dumps(
+        [[f"p{i // 20:02d}/T-{i % 20:02d}", f"p{i // 20:02d}__T-{i % 20:02d}", f"p{i // 20:02d}", f"T-{i % 20:02d}",
+          40, i % 5 == 0, False, ""] for i in range(640)]) + ";")
+    for page, css in (("items", "#items tbody tr"), ("trajectories", "#trajs tbody tr"), ("index", "#results tr")):
+        t0 = time.perf_counter()
+        browser.get((big / f"{page}.html").as_uri())
+        _wait(browser, css)
+        secs = time.perf_counter() - t0
+        assert secs < 2.0, f"{page}.html took {secs:.2f} s"
