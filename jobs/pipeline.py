@@ -25,6 +25,9 @@ def main(argv=None) -> int:
     timings = run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
     if "evaluate" in timings:  # only a pipeline that evaluated has a report of this run to point at
         print(f"\nReport: {cfg.run().url('results/report.md')}")
+        from filegram_ray.view.build import view_after_pipeline
+
+        view_after_pipeline(cfg.run())  # the last line: "open RUN/view/index.html"
     return 0
 
 

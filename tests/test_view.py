@@ -248,3 +248,17 @@ def test_browser_full_size_index_loads_under_two_seconds(site, browser, tmp_path
         _wait(browser, css)
         secs = time.perf_counter() - t0
         assert secs < 2.0, f"{page}.html took {secs:.2f} s"
+
+
+def test_pipeline_ends_by_printing_the_viewer_path(tmp_path, capsys):
+    """`filegram pipeline` that ran evaluate builds RUN/view and prints "open RUN/view/index.html" last."""
+    from filegram_ray.cli import main
+
+    make_run(tmp_path / "run", n_filler=0)
+    rc = main(["pipeline", "--only", "evaluate", "--serial", "--run-dir", str(tmp_path / "run"),
+               "--set", "evaluate.methods=[no_context]", "--set", "evaluate.plots=false",
+               "--set", "evaluate.sample_per_sub_task=null"])
+    assert rc == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"open {tmp_path / 'run' / 'view' / 'index.html'}"
+    assert (tmp_path / "run" / "view" / "data" / "items_index.js").exists()

@@ -445,3 +445,18 @@ def serve(site_dir: str | os.PathLike, port: int = 8000) -> None:  # pragma: no 
             httpd.serve_forever()
         except KeyboardInterrupt:
             pass
+
+
+def view_after_pipeline(run: RunDir) -> str | None:
+    """Build ``RUN/view/`` at the end of a pipeline that evaluated and print ``open <index.html>`` (its last line).
+
+    The evaluate results are already written by then: a viewer that fails to build is logged with its traceback and
+    the pipeline still succeeds (``filegram view RUN`` rebuilds it). Returns the index path, or None on failure.
+    """
+    try:
+        index = build_view(run)
+    except Exception:  # noqa: BLE001 - the run's results stand; the traceback is kept in the log
+        log.exception("view: the run viewer could not be built (rerun `filegram view %s`)", run.uri)
+        return None
+    print(f"open {index}", flush=True)
+    return index
