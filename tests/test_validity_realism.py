@@ -223,3 +223,21 @@ def test_check_lines_mark_pass_fail_and_na():
     lines = check_lines(res)
     assert lines[0].split()[0] == "PASS" and lines[1].split()[0] == "FAIL" and lines[2].split()[0] == "n/a"
     assert "reason:" in lines[3] and "0.700 of the perturbed sessions" in lines[3]
+
+
+def test_measurement_page_replaces_only_its_own_section(tmp_path: Path):
+    """bench_validity.py keeps the 'before' figures when it writes 'after', and a rerun replaces its section."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_validity", Path(__file__).parent / "benchmarks" / "bench_validity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    page = tmp_path / "m.md"
+    mod.write_page("## before — t1\n\nold figures\n", "before", page)
+    mod.write_page("## after — t2\n\nfirst after\n", "after", page)
+    mod.write_page("## after — t3\n\nsecond after\n", "after", page)
+    text = page.read_text()
+    assert text.startswith("# Behaviour validity") and text.count("## before") == 1 and "old figures" in text
+    assert text.count("## after") == 1 and "second after" in text and "first after" not in text
+    assert not list(tmp_path.glob("*.tmp"))
