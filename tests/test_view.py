@@ -60,6 +60,13 @@ def _data(path: Path, var: str):
     return json.loads(text[len(prefix):].rstrip().rstrip(";"))
 
 
+def _ctx_text(out: Path, ref: str) -> str:
+    text = (out / "data/ctx" / f"{ref}.js").read_text(encoding="utf-8")
+    prefix = f'(window.FG_CTX = window.FG_CTX || {{}})["{ref}"] = '
+    assert text.startswith(prefix)
+    return json.loads(text[len(prefix):].rstrip().rstrip(";"))
+
+
 def test_site_files_hold_every_item_trajectory_and_context(site):
     run, out = site
     results = run.read_table("results/results.parquet")
@@ -71,9 +78,11 @@ def test_site_files_hold_every_item_trajectory_and_context(site):
     item = _data(out / "data/items" / f"{site_name(qid)}.js", "FG_ITEM")
     by_method = {a["method"]: a for a in item["answers"]}
     ctx = run.read_table(next(f for f in run.walk_files("results/contexts/lexical/full_context")))
-    assert by_method["full_context"]["context"] and "Quarterly review" in by_method["full_context"]["context"]
-    assert by_method["no_context"]["context"] == ""
+    full = _ctx_text(out, by_method["full_context"]["context_ref"])
+    assert "Quarterly review" in full and len(full) == by_method["full_context"]["context_chars"]
+    assert _ctx_text(out, by_method["no_context"]["context_ref"]) == ""
     assert by_method["full_context"]["context_tokens"] > 0 and ctx.height >= 1
+    assert by_method["oracle"]["context_ref"] is None  # validity rows return no context
     assert item["key"] == "A" and item["choices"][0].startswith("deeply nested")
     traj = _data(out / "data/traj" / f"{site_name(PROFILES[0] + '/T-01')}.js", "FG_T")
     events = run.read_json(f"trajectories/{PROFILES[0]}/T-01/events.json")

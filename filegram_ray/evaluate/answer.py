@@ -107,7 +107,7 @@ class PromptBuilder:
                                         {"role": "user", "content": user}],
                     max_tokens=self.max_tokens_open if is_open else self.max_tokens, temperature=self.temperature,
                     tokens_in_memory=int(ctx.tokens_in_memory), tokens_out=int(ctx.tokens_out),
-                    ingest_s=float(ingest_s), cached_state=bool(cached), context_cut=cut))
+                    ingest_s=float(ingest_s), cached_state=bool(cached), context_cut=cut, context_text=text))
             except Exception as exc:  # noqa: BLE001 - one bad item never sinks the unit
                 out.append(_prompt_row(base, it, status="error", error=_err(exc)))
         return out
@@ -116,13 +116,13 @@ class PromptBuilder:
 def _prompt_row(base: dict[str, Any], item: Mapping[str, Any], *, status: str = "ok", error: str = "",
                 messages: list[dict[str, str]] | None = None, max_tokens: int = 1, temperature: float = 0.0,
                 tokens_in_memory: int = 0, tokens_out: int = 0, ingest_s: float = 0.0,
-                cached_state: bool = False, context_cut: bool = False) -> dict[str, Any]:
+                cached_state: bool = False, context_cut: bool = False, context_text: str = "") -> dict[str, Any]:
     choices = [str(c) for c in item.get("choices") or []]
     return {**base, "question_id": item["question_id"], "req_key": request_key(base["unit_id"], item["question_id"]),
             "status": status, "error": error, "messages": messages or [{"role": "user", "content": ""}],
             "max_tokens": int(max_tokens), "temperature": float(temperature), "choices_json": json.dumps(choices),
             "tokens_in_memory": tokens_in_memory, "tokens_out": tokens_out, "ingest_s": ingest_s,
-            "cached_state": cached_state, "context_cut": context_cut}
+            "cached_state": cached_state, "context_cut": context_cut, "context_text": context_text}
 
 
 def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, backbone_name: str,
@@ -182,6 +182,7 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
     """
     import ray.data
 
+    from filegram_ray.evaluate.stage import CONTEXT_KEEP_CHARS, CONTEXT_SCHEMA, context_path
     from filegram_ray.llm.parsing import LETTERS
     from filegram_ray.llm.processors import run_chat
 
@@ -214,6 +215,11 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
         def finish(uid: str) -> None:
             rows = [_answer_row(p, replies.get(p["req_key"]), name, constrain) for p in by_unit[uid]]
             u = meta[uid]
+            contexts = [{"question_id": p["question_id"], "context_text": p["context_text"][:CONTEXT_KEEP_CHARS],
+                         "context_chars": len(p["context_text"]), "context_tokens": int(p["tokens_out"])}
+                        for p in by_unit[uid] if p["status"] == "ok"]
+            if contexts:  # what the model was shown (after any cut), for `filegram view`
+                run.write_table(context_path(u["out_path"]), pl.DataFrame(contexts, schema=CONTEXT_SCHEMA))
             run.write_table(u["out_path"], pl.DataFrame(rows, schema=unit_schema))
             n_err = sum(r["status"] != "ok" for r in rows)
             first = by_unit[uid][0]

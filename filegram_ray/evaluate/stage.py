@@ -41,6 +41,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.config import PipelineConfig
+from filegram_ray.errors import UserError
 from filegram_ray.runtime import exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 
@@ -140,7 +141,7 @@ class EvaluateConfig(BaseModel):
 
         unknown = [m for m in v if m not in method_names()]
         if unknown:
-            raise ValueError(f"unknown method(s) {', '.join(map(repr, unknown))} (registered: "
+            raise UserError(f"unknown method(s) {', '.join(map(repr, unknown))} (registered: "
                              f"{', '.join(method_names())}; `filegram methods` lists them)")
         return v
 
@@ -151,7 +152,7 @@ class EvaluateConfig(BaseModel):
 
         unknown = [m for m in v if m not in method_names()]
         if unknown:
-            raise ValueError(f"options for unknown method(s) {', '.join(map(repr, unknown))} (registered: "
+            raise UserError(f"options for unknown method(s) {', '.join(map(repr, unknown))} (registered: "
                              f"{', '.join(method_names())})")
         from filegram_ray.methods.base import check_options
 
@@ -169,10 +170,10 @@ class EvaluateConfig(BaseModel):
             return v
         kind = str(v if isinstance(v, str) else v.get("kind", "openai" if "base_url" in v else "")).lower()
         if kind == "oracle":
-            raise ValueError("the oracle answers from the key: it is the report's validity row (evaluate.validity), "
+            raise UserError("the oracle answers from the key: it is the report's validity row (evaluate.validity), "
                              "not a backbone for the methods")
         if kind not in BACKBONE_KINDS:
-            raise ValueError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
+            raise UserError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
                              "is a mapping {kind: openai, base_url: …, model: …})")
         if isinstance(v, dict) and kind not in ("lexical", "random", "oracle"):
             chat_spec(v)  # every setting of a language-model backbone (pydantic's message names a wrong one)
@@ -182,7 +183,7 @@ class EvaluateConfig(BaseModel):
     @classmethod
     def _known_judge(cls, v: str) -> str:
         if v not in JUDGES:
-            raise ValueError(f"unknown judge {v!r} (one of {', '.join(JUDGES)})")
+            raise UserError(f"unknown judge {v!r} (one of {', '.join(JUDGES)})")
         return v
 
     @field_validator("settings")
@@ -190,7 +191,7 @@ class EvaluateConfig(BaseModel):
     def _known_settings(cls, v: list[str]) -> list[str]:
         bad = [s for s in v if s not in SETTINGS]
         if bad:
-            raise ValueError(f"unknown setting(s) {', '.join(map(repr, bad))} (one of {', '.join(SETTINGS)})")
+            raise UserError(f"unknown setting(s) {', '.join(map(repr, bad))} (one of {', '.join(SETTINGS)})")
         return v
 
     @field_validator("sub_tracks")
@@ -213,7 +214,7 @@ def _json_field(value: Any, default: Any, qid: str, name: str) -> Any:
     try:
         return json.loads(value)
     except (TypeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"bench/items.parquet: item {qid}: field {name!r} is not valid JSON: {exc}") from exc
+        raise UserError(f"bench/items.parquet: item {qid}: field {name!r} is not valid JSON: {exc}") from exc
 
 
 def load_items(run: RunDir) -> list[dict[str, Any]]:
@@ -227,7 +228,7 @@ def load_items(run: RunDir) -> list[dict[str, Any]]:
     need = {"question_id", "sub_track", "channel", "question", "choices", "context"}
     missing = need - set(df.columns)
     if missing:
-        raise ValueError(f"bench/items.parquet: missing columns {sorted(missing)}")
+        raise UserError(f"bench/items.parquet: missing columns {sorted(missing)}")
     items = []
     for row in df.iter_rows(named=True):
         qid = str(row["question_id"])
@@ -244,7 +245,7 @@ def load_answer_key(run: RunDir) -> dict[str, dict[str, Any]]:
     """``question_id -> {correct, correct_text, …}`` from ``bench/answers_key.parquet``."""
     df = run.read_table("bench/answers_key.parquet")
     if "question_id" not in df.columns or "correct" not in df.columns:
-        raise ValueError("bench/answers_key.parquet: needs columns question_id and correct")
+        raise UserError("bench/answers_key.parquet: needs columns question_id and correct")
     return {str(r["question_id"]): r for r in df.iter_rows(named=True)}
 
 
@@ -330,7 +331,7 @@ class EvalWorker:
         self.method = make_method(method, llm_fn=llm_fn, **options)
         self.method_name = method
         if multimodal_content not in ("auto", "derivatives", "strip"):
-            raise ValueError(f"evaluate.multimodal_content={multimodal_content!r}: expected auto, derivatives or "
+            raise UserError(f"evaluate.multimodal_content={multimodal_content!r}: expected auto, derivatives or "
                              "strip")
         self.multimodal_content = multimodal_content
         self.multimodal_formats = multimodal_formats
@@ -401,7 +402,7 @@ class EvalWorker:
                 rows.append({**base, "status": "error", "error": _err(exc), "choice": "", "answer_text": "",
                              "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
         if contexts:  # what the reader was shown, for `filegram view` (written before the answers: done = both)
-            self.run.write_table(context_path(unit["out_path"]), pl.DataFrame(contexts, schema=_CONTEXT_SCHEMA))
+            self.run.write_table(context_path(unit["out_path"]), pl.DataFrame(contexts, schema=CONTEXT_SCHEMA))
         self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=_UNIT_SCHEMA))
         n_err = sum(r["status"] != "ok" for r in rows)
         times = {"ingest_s": round(ingest_s, 4), "state_load_s": round(self._load_s, 4),
@@ -498,7 +499,7 @@ def _spec_units(plan: dict[str, list[dict[str, Any]]], todo: set[str]) -> list[d
 #: longest, Full Context, is capped at ``FULL_CONTEXT_CAP_CHARS`` = 160,000 characters, reference §8.2); a longer one
 #: is cut and ``context_chars`` keeps its full length
 CONTEXT_KEEP_CHARS = 160_000
-_CONTEXT_SCHEMA = {"question_id": pl.Utf8, "context_text": pl.Utf8, "context_chars": pl.Int64,
+CONTEXT_SCHEMA = {"question_id": pl.Utf8, "context_text": pl.Utf8, "context_chars": pl.Int64,
                    "context_tokens": pl.Int64}
 
 
@@ -849,7 +850,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     try:
         ecfg = EvaluateConfig.model_validate(section)
     except ValidationError as exc:
-        raise ValueError("; ".join(f"evaluate.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+        raise UserError("; ".join(f"evaluate.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
                                    for e in exc.errors())) from exc
     run = config.run()
     t0 = time.perf_counter()
@@ -862,7 +863,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     if ecfg.max_items is not None:
         items = items[:ecfg.max_items]
     if not items:  # 0 of N: refused before anything is written (the last report and results stay as they were)
-        raise ValueError(f"evaluate: no item selected: {run.url('bench/items.parquet')} holds {len(bank)} items, "
+        raise UserError(f"evaluate: no item selected: {run.url('bench/items.parquet')} holds {len(bank)} items, "
                          f"{n_bank} of them in settings {ecfg.settings} and sub-tasks {ecfg.sub_tracks or 'all'}"
                          + (f", max_items {ecfg.max_items}" if ecfg.max_items is not None else ""))
     key = load_answer_key(run)
@@ -1023,7 +1024,7 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
     answered = results.filter(pl.col("method").is_in(ecfg.methods)) if results.height else results
     if answered.height and not answered.filter(pl.col("status") == "ok").height:
         first = answered.filter(pl.col("status") != "ok")["error"][0]
-        raise ValueError(f"evaluate: 0 of {answered.height} answers ok for methods {ecfg.methods} "
+        raise UserError(f"evaluate: 0 of {answered.height} answers ok for methods {ecfg.methods} "
                          f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
                          f"{run.url('results/')}); first error: {first}")
     return info

@@ -142,8 +142,9 @@ def _contexts(run: RunDir) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def items_section(run: RunDir, data: Path) -> dict[str, Any]:
-    """Write ``data/items_index.js`` (``window.FG_ITEMS``) and one ``data/items/<name>.js`` (``window.FG_ITEM``) per
-    item; returns counts for the page. Nothing is written when ``results/results.parquet`` is missing."""
+    """Write ``data/items_index.js`` (``window.FG_ITEMS``), one ``data/items/<name>.js`` (``window.FG_ITEM``) per
+    item and one ``data/ctx/<sha256[:20]>.js`` (``window.FG_CTX[ref]``) per distinct context text (loaded only
+    when a method's answer is shown); returns counts for the page. Nothing is written when ``results/results.parquet`` is missing."""
     results = _table(run, "results/results.parquet")
     if results is None:
         (data / "items_index.js").write_text(_js("FG_ITEMS", {"methods": [], "rows": [], "sub_tasks": []}))
@@ -159,7 +160,8 @@ def items_section(run: RunDir, data: Path) -> dict[str, Any]:
     methods = sorted({r["method"] for r in results.iter_rows(named=True)},
                      key=lambda m: (m in VALIDITY_ROWS, m))
     (data / "items").mkdir(parents=True, exist_ok=True)
-    rows = []
+    (data / "ctx").mkdir(parents=True, exist_ok=True)
+    rows, written = [], set()
     for qid in sorted(by_item):
         answers = sorted(by_item[qid], key=lambda r: (r["method"] in VALIDITY_ROWS, r["method"]))
         first = answers[0]
@@ -179,11 +181,18 @@ def items_section(run: RunDir, data: Path) -> dict[str, Any]:
                "answers": []}
         for a in answers:
             ctx = contexts.get((a["method"], qid))
+            ref = None
+            if ctx is not None:  # one file per distinct context text: items of one spec often share it
+                ref = hashlib.sha256(ctx["text"].encode("utf-8")).hexdigest()[:20]
+                if ref not in written:
+                    written.add(ref)
+                    (data / "ctx" / f"{ref}.js").write_text(
+                        f"(window.FG_CTX = window.FG_CTX || {{}})[{json.dumps(ref)}] = "
+                        f"{json.dumps(ctx['text'], ensure_ascii=False)};\n", encoding="utf-8")
             doc["answers"].append({
                 "method": a["method"], "status": a.get("status"), "error": a.get("error") or "",
                 "choice": a.get("choice") or "", "score": a.get("score"), "correct": a.get("is_correct"),
-                "raw": a.get("answer_text") or "", "tokens_out": a.get("tokens_out"),
-                "context": None if ctx is None else ctx["text"],
+                "raw": a.get("answer_text") or "", "tokens_out": a.get("tokens_out"), "context_ref": ref,
                 "context_tokens": None if ctx is None else ctx["tokens"],
                 "context_chars": None if ctx is None else ctx["chars"]})
         (data / "items" / f"{name}.js").write_text(_js("FG_ITEM", doc), encoding="utf-8")

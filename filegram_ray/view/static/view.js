@@ -94,11 +94,15 @@ var FG = (function () {
     d.appendChild(el("h3", a.method));
     d.appendChild(el("p", "answer: " + (a.choice || "–") + " · score " + fmt(a.score) +
       (a.status !== "ok" ? " · " + a.status + ": " + a.error : ""), a.correct ? "ok" : "bad"));
-    d.appendChild(el("p", "context returned: " + (a.context === null ? "not recorded" :
+    d.appendChild(el("p", "context returned: " + (a.context_ref === null ? "not recorded" :
       (a.context_tokens + " tokens, " + a.context_chars + " characters")), "small"));
-    var pre = el("pre", a.context === null ? "(this run recorded no context for this method)" :
-      (a.context === "" ? "(empty context)" : a.context), "context");
+    var pre = el("pre", a.context_ref === null ? "(this run recorded no context for this method)" : "loading…",
+      "context");
     d.appendChild(pre);
+    if (a.context_ref !== null) {  /* one file per distinct context, loaded when shown */
+      var put = function () { var t = window.FG_CTX[a.context_ref]; pre.textContent = t === "" ? "(empty context)" : t; };
+      if (window.FG_CTX && a.context_ref in window.FG_CTX) put(); else load("data/ctx/" + a.context_ref + ".js", put);
+    }
     d.appendChild(el("p", "reader's raw output:", "small"));
     d.appendChild(el("pre", a.raw || "(empty)", "raw"));
     return d;
