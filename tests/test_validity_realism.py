@@ -169,6 +169,9 @@ def test_sentences_and_sourced_facts():
     src = SourceText(["Sales: 4120 units. Notes by Cynthia Gomez.",
                       "Our quarterly channel checks show stable demand in Asia."])
     assert [src.fact(s) for s in got] == ["number", "number", "name", None, "span"]
+    # a list of the files read is not a fact, even when the inputs mention those names
+    named = SourceText(["see sector watchlist 2024 10 22 and channel checks summary md for details"])
+    assert named.fact("Read for the task: sector_watchlist_2024_10_22.md, channel_checks_summary (1).md") is None
     zh = SourceText(["本季度渠道检查显示各地区需求保持稳定。"])
     assert zh.fact("结论：本季度渠道检查显示各地区需求保持稳定") == "span"
     assert zh.fact("结论：我们认为情况总体来说还是不错的") is None
@@ -189,7 +192,12 @@ def test_motivation_on_a_tiny_run_directory(tmp_path: Path):
            {"event_type": "file_write", "file_path": "/s/report.md", "operation": "create"},
            {"event_type": "file_delete", "file_path": "/s/old.tmp"}]
     (traj / "events_raw.json").write_text(json.dumps(raw))
-    m = motivation(tmp_path, [("p1", "T-01"), ("p2", "T-01")])
+    empty = tmp_path / "trajectories" / "p3" / "T-01"  # reads nothing, writes a report: not counted
+    (empty / "outputs").mkdir(parents=True)
+    (empty / "outputs" / "r.md").write_text("A plan with five words or more.\n")
+    (empty / "events_raw.json").write_text(json.dumps([raw[0], raw[2]]))
+    m = motivation(tmp_path, [("p1", "T-01"), ("p2", "T-01"), ("p3", "T-01")])
+    assert m["counts"]["sessions_without_input_read"] == 1
     # line 2 (Maria Lopez) was not read: only the budget sentence is sourced
     assert m["counts"]["sentences"] == 3 and m["counts"]["sourced"] == 1
     assert m["sourced_sentences"] == pytest.approx(1 / 3)

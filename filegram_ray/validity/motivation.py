@@ -16,9 +16,10 @@ shows it: :func:`filegram_ray.workspace.extract.extract_text`):
   written by the agent, in their final state) that carry a fact found in the input files read in the same session
   (the read lines only, ``view_range``): a number of ≥ 2 digits, a name (≥ 2 capitalised words in a row, or an
   all-caps token of ≥ 3 letters), or a span of ≥ :data:`SPAN_WORDS` consecutive words (CJK: ≥
-  :data:`SPAN_CJK_CHARS` consecutive characters). Sentences = lines split at ``.!?。！？``; headings, table
-  separators, code fences and sentences under 3 words (6 CJK characters) are not sentences. Edited input files
-  are not counted (their sentences were the input's).
+  :data:`SPAN_CJK_CHARS` consecutive characters); file names in a sentence are not facts. Sentences = lines split
+  at ``.!?。！？``; headings, table separators, code fences and sentences under 3 words (6 CJK characters) are not
+  sentences. Edited input files are not counted (their sentences were the input's), nor sessions that read no
+  input file (an empty workspace: counted as ``sessions_without_input_read``).
 
 Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sentence) are ours; the bounds are issue
 #28's (:data:`filegram_ray.validity.separability.BOUNDS`).
@@ -48,6 +49,7 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9\u00c0-\u024f]+(?:['’.][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.:/-]*\d(?:%)?|(?<![\w.])\d{2,}")
 _NAME = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)\b|\b[A-Z]{3,}\b")
+_FILE_NAME = re.compile(r"\S*[_/]\S*|\S+\.[A-Za-z][A-Za-z0-9]{1,4}\b\S*")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 
 
@@ -153,7 +155,9 @@ class SourceText:
 
     def fact(self, sentence: str) -> str | None:
         """The kind of the first fact of ``sentence`` found in this text (``number`` | ``name`` | ``span``), or
-        None."""
+        None. File names in the sentence (a token with ``_`` or ``/``, or ending in a letter-led extension) are
+        dropped first: a list of the files read is not a fact taken from them."""
+        sentence = _FILE_NAME.sub(" ", sentence)
         for n in _NUMBER.findall(sentence):
             if n.rstrip("%").replace(",", "") in self.numbers:
                 return "number"
@@ -256,6 +260,9 @@ def motivation(run_dir: str | Path, trajectories: list[tuple[str, str]], example
             if len(ex_uninspected) < examples:
                 ex_uninspected.append(f"{pid}/{tid}: {m['event']} {m['path']}")
         src, outs = session_sources(raw, tid, inputs)
+        if not src.raw.strip():  # nothing read from an input (an empty workspace): nothing to take facts from
+            tot["sessions_without_input_read"] += 1
+            continue
         for rel in outs:
             f = base / "outputs" / rel
             if not f.is_file():
