@@ -50,8 +50,10 @@ def _validity(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("validity", help="does the behaviour carry the profile? (tier recovery, "
-                              "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md")
+    p = subparsers.add_parser("validity", help="does the behaviour carry the profile, like a person? (tier "
+                              "recovery, single-session separability, η², perturbations, a count-rule answerer, "
+                              "motivation, τ-flags, aggregate counts; each bounded figure PASS/FAIL) → "
+                              "RUN/results/validity.md")
     p.add_argument("run_dir", help="a run directory after the generate stage")
     p.add_argument("--profiles-dir", default=None, help="the run's profile set (default: recorded in run.json)")
     p.add_argument("--train-run", "--cross", dest="train_run", default=None, metavar="RUN2",
