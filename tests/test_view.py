@@ -271,3 +271,26 @@ def test_pipeline_ends_by_printing_the_viewer_path(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"open {tmp_path / 'run' / 'view' / 'index.html'}"
     assert (tmp_path / "run" / "view" / "data" / "items_index.js").exists()
+
+
+@pytest.mark.slow
+def test_language_model_path_records_the_context_the_model_was_shown(ray_local, tmp_path):
+    """Through evaluate's ray.data.llm answering path (a real local HTTP stub server): results/contexts/ holds, per
+    item, the context text that went into the model's prompt, and the item page data carries it."""
+    from scripted_chat_server import ScriptedChatServer, completion
+
+    run = make_run(tmp_path / "run")
+    with ScriptedChatServer(lambda req, _n: completion("A" if "grammar" in req else "Answer: A")) as srv:
+        backbone = {"kind": "openai", "base_url": srv.base_url, "model": "m", "batch_size": 8, "max_retries": 0}
+        run_evaluate(load_config(overrides={"run_dir": str(tmp_path / "run"), "evaluate": {
+            "methods": ["full_context"], "settings": ["text"], "sample_per_sub_task": None, "plots": False,
+            "backbone": backbone, "ingest_llm": False, "num_actors": 1, "judge": "rubric", "validity": False}}))
+        prompts = [r["messages"][-1]["content"] for r in srv.requests if r.get("messages")]
+    tables = [run.read_table(f) for f in run.walk_files("results/contexts") if f.endswith(".parquet")]
+    assert tables and all("/full_context/" in f for f in run.walk_files("results/contexts"))
+    texts = [t for tab in tables for t in tab["context_text"]]
+    assert texts and all(t and any(t in p for p in prompts) for t in texts)
+    out = Path(build_view(run)).parent
+    item = _data(out / "data/items" / f"{site_name('AttrRec-00001')}.js", "FG_ITEM")
+    ref = next(a["context_ref"] for a in item["answers"] if a["method"] == "full_context")
+    assert _ctx_text(out, ref) in texts
