@@ -47,6 +47,7 @@ import glob
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -200,12 +201,17 @@ def _items(run_dir: str, n: int, rng: random.Random) -> list[dict]:
     return rng.sample(rows, min(n, len(rows)))
 
 
+#: the similarity figures FileGramOS prints beside each hit (``sim=0.532``, `` (0.53)``)
+_SCORES = re.compile(r"sim=-?\d\.\d+| \(-?\d\.\d+\)")
+
+
 def compare_dtypes(args) -> list[str]:
     """bf16 vs fp32 on one run's texts (see the module docstring); returns the printed lines."""
     import torch
 
     from filegram_ray.memory.consolidate import MemoryStore
     from filegram_ray.memory.embed import Embedder, embed_dtype
+    from filegram_ray.memory.index import ProfileIndices, build_index, chunk_texts, episode_texts
     from filegram_ray.memory.retrieve import retrieve
 
     rng = random.Random(17)
@@ -251,18 +257,32 @@ def compare_dtypes(args) -> list[str]:
 
     items = _items(args.run_dir, args.items, rng)
     if items:
-        stores = {}
-        same = 0
+        from filegram_ray.llm.backbones import make_backbone
+
+        backbone = make_backbone("lexical")  # conf/default.yaml's evaluate.backbone
+        stores: dict[str, tuple] = {}
+        same = same_hits = same_answer = 0
         for it in items:
             pid = it["profile_id"]
-            if pid not in stores:
-                stores[pid] = MemoryStore.from_json(Path(args.run_dir, "memory", pid, "store.json").read_bytes())
-            q = " ".join([it["question"], *json.loads(it["choices"] or "[]")])
-            ctx = [retrieve(stores[pid], q, embedder=emb[d]).text for d in names]
+            if pid not in stores:  # the store and its indices in each dtype, built once per profile
+                store = MemoryStore.from_json(Path(args.run_dir, "memory", pid, "store.json").read_bytes())
+                ct, cm = chunk_texts(store)
+                et, em = episode_texts(store)
+                stores[pid] = (store, {d: ProfileIndices(build_index(e.encode(ct), cm, e),
+                                                         build_index(e.encode(et), em, e)) for d, e in emb.items()})
+            store, idx = stores[pid]
+            item = {**it, "choices": json.loads(it["choices"] or "[]")}
+            q = " ".join([it["question"], *item["choices"]])
+            ctx = [retrieve(store, q, indices=idx[d], embedder=emb[d]).text for d in names]
             same += ctx[0] == ctx[1]
-        out.append(f"answer agreement: {same} of {len(items)} bench items ({100 * same / len(items):.1f} %) get the "
-                   "identical FileGramOS context in bf16 and fp32 (so the identical answer from a deterministic "
-                   "backbone)")
+            same_hits += _SCORES.sub("", ctx[0]) == _SCORES.sub("", ctx[1])
+            ans = [backbone.answer(item, c) for c in ctx]
+            same_answer += (ans[0].choice, ans[0].text) == (ans[1].choice, ans[1].text)
+        n = len(items)
+        out.append(f"answer agreement (FileGramOS, default lexical backbone): {same_answer} of {n} bench items "
+                   f"({100 * same_answer / n:.1f} %) answered identically from the bf16 and the fp32 context; "
+                   f"contexts identical but for the printed similarity digits: {same_hits} "
+                   f"({100 * same_hits / n:.1f} %); byte-identical contexts: {same} ({100 * same / n:.1f} %)")
     else:
         out.append("answer agreement: no bench/items.parquet in the run (run the bench stage)")
     out.append(f"load average {os.getloadavg()[0]:.1f} at end")
