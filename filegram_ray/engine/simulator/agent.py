@@ -49,7 +49,7 @@ from filegram_ray.engine.simulator.writer import (
     svg_chart,
 )
 
-AGENT_VERSION = "persona-simulator/2"
+AGENT_VERSION = "persona-simulator/3"  # 3: tendencies, motivated actions, extractive outputs (issue #28)
 
 #: Extensions the read tool turns into text (extractors) — ref §1.1; media need an annotation (no event otherwise).
 DOC_EXT = {".md", ".txt", ".csv", ".json", ".eml", ".ics", ".docx", ".pdf", ".xlsx", ".pptx", ".yaml", ".yml",
@@ -875,11 +875,11 @@ class PersonaAgent:
     def self_revise(self, rel: str) -> None:
         """Revise the agent's own deliverable (TT §2.4; issue #28): the numbers of small edits (≤ 4 lines), block
         edits (a run of bullets rewritten as a paragraph or back) and whole rewrites are Poisson/Bernoulli draws
-        whose means follow the session's D position (small: 3.2 / 0.8 / 0.2; block: 0.3 / 1.6 / 0.2; rewrite:
+        whose means follow the session's D position (small: 4.0 / 0.6 / 0.2; block: 0.3 / 1.6 / 0.2; rewrite:
         2 % / 10 % / 60 % at D-L / D-M / D-R), with a ``.bak`` first when the version strategy keeps history."""
         if rel not in self.own:
             return
-        n_small = self.count("D", 3.2, 0.8, 0.2, hi=6)
+        n_small = self.count("D", 4.0, 0.6, 0.2, hi=7)
         n_block = self.count("D", 0.3, 1.6, 0.2, hi=3)
         if n_small + n_block and self.p.version != "overwrite" and self.chance("D", 0.9, 0.3, 0.05):
             self.cp(rel, rel + ".bak")
@@ -929,11 +929,33 @@ class PersonaAgent:
         fix = condense_line if self.condense else revise_line
         cands = [(i, new) for i in self._content_lines(text) if (new := fix(lines[i], self.lang, fixes))]
         if not cands:
+            cands = self.refinements(lines)
+        if not cands:
             return False
         first = [c for c in cands if any(w in lines[c[0]] and lab.lower() in lines[c[0]].lower()
                                          for lab, w, _ in fixes)]
         i, new = first[0] if first else self.rng.choice(cands)
         return self.edit(rel, lines[i], new)
+
+    def refinements(self, lines: list[str]) -> list[tuple[int, str]]:
+        """Own-output lines that can state a more precise fact: a bullet naming a source whose fact has no
+        figure, replaced by an unused figure-bearing fact of the same source (same frame, whole sentences)."""
+        text = "\n".join(lines)
+        spare: dict[str, list[str]] = {}
+        for f in self.nb.facts():
+            if f.kind in ("figure", "date") and f.text not in text:
+                spare.setdefault(PurePosixPath(f.source).name, []).append(f.text)
+        out: list[tuple[int, str]] = []
+        for i, ln in enumerate(lines):
+            if not ln.lstrip().startswith("- ") or re.search(r"\d", ln):
+                continue
+            for name, texts in spare.items():
+                if name in ln and texts:
+                    old = next((f.text for f in self.nb.facts() if f.text in ln), None)
+                    if old:
+                        out.append((i, ln.replace(old, texts[0], 1)))
+                    break
+        return out
 
     def block_edit(self, rel: str) -> bool:
         """Rewrite one section (TT §2.4 D-M: 15–45 changed lines): its bullet list becomes paragraphs of up to
@@ -944,7 +966,14 @@ class PersonaAgent:
             return False
         lines = text.split("\n")
         heads = [i for i, ln in enumerate(lines) if ln.startswith("## ")] + [len(lines)]
-        spans = [(heads[k] + 1, heads[k + 1]) for k in range(len(heads) - 1)]
+        # a block is one section, or consecutive sections together until they hold ≥ 8 bullets (TT §2.4 D-M:
+        # a block edit changes 15–45 lines)
+        spans = []
+        for k in range(len(heads) - 1):
+            j = k + 1
+            while j < len(heads) - 1 and sum(1 for ln in lines[heads[k]:heads[j]] if re.match(r"^\s*- ", ln)) < 8:
+                j += 1
+            spans.append((heads[k] + 1, heads[j]))
         self.rng.shuffle(spans)
         for a, b in spans:
             block = lines[a:b]
@@ -956,10 +985,7 @@ class PersonaAgent:
                 new_block = [condense_line(ln, self.lang) or ln if ln in paras else ln for ln in block
                              if ln not in bullets or ln in keep_b]
             elif len(bullets) >= 4:
-                sents = [re.sub(r"^\s*- ", "", ln).strip() for ln in bullets]
-                joiner = "" if re.search(r"[\u4e00-\u9fff]", "".join(sents)) else " "
-                new_par = [joiner.join(sents[j:j + 3]) for j in range(0, len(sents), 3)]
-                new_block = self._reflow(block, bullets, [x for p_ in new_par for x in (p_, "")])
+                new_block = self._reflow(block)
             elif len(paras) >= 2:
                 split = _SENTENCE
                 new_block = []
@@ -976,17 +1002,28 @@ class PersonaAgent:
         return self.small_edit(rel)
 
     @staticmethod
-    def _reflow(block: list[str], bullets: list[str], paragraphs: list[str]) -> list[str]:
-        """``block`` with its bullet lines replaced by ``paragraphs`` at the place of the first bullet."""
+    def _reflow(block: list[str]) -> list[str]:
+        """``block`` with each run of bullet lines rewritten, in place, as paragraphs of up to three sentences
+        (all sentences kept, in order)."""
         out: list[str] = []
-        placed = False
+        run: list[str] = []
+
+        def flush() -> None:
+            if run:
+                joiner = "" if re.search(r"[\u4e00-\u9fff]", "".join(run)) else " "
+                for j in range(0, len(run), 3):
+                    out.extend([joiner.join(run[j:j + 3]), ""])
+                run.clear()
+
         for ln in block:
-            if ln in bullets:
-                if not placed:
-                    out += paragraphs
-                    placed = True
+            if re.match(r"^\s*- ", ln):
+                run.append(re.sub(r"^\s*- ", "", ln).strip())
+            elif not ln.strip() and run:
                 continue
-            out.append(ln)
+            else:
+                flush()
+                out.append(ln)
+        flush()
         return out
 
     def edit(self, rel: str, old: str, new: str) -> bool:
@@ -1228,7 +1265,7 @@ class PersonaAgent:
         # Issue #28: each file is sorted with a probability that follows the C position (a C-R-like session
         # leaves more in place; the share is a Beta draw per session), and every folder is named for what goes in it.
         mean = self.lerp("C", 0.9, 0.7, 0.4)
-        p_sort = self.rng.betavariate(2.5 * mean, 2.5 * (1 - mean))  # this session's share (Beta, mean above)
+        p_sort = self.rng.betavariate(1.5 * mean, 1.5 * (1 - mean))  # this session's share (Beta, mean above)
 
         def take(fs: list[str]) -> list[str]:
             return [f for f in fs if self.rng.random() < p_sort]
@@ -1240,17 +1277,19 @@ class PersonaAgent:
             for fam, fs in capped(5):
                 moved = take(fs)
                 by_ext: OrderedDict[str, list[str]] = OrderedDict()
+                split = self.chance("C", 0.7, 0.3, 0.0)  # a third level by file type, or the family folder only
                 for f in moved:
-                    by_ext.setdefault(PurePosixPath(f).suffix.lower().lstrip(".") or "other", []).append(f)
+                    ext = PurePosixPath(f).suffix.lower().lstrip(".") or "other"
+                    by_ext.setdefault(ext if split else "", []).append(f)
                 for ext, group in by_ext.items():
-                    d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}/{ext}"
+                    d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}" + (f"/{ext}" if ext else "")
                     dirs.append(d)
                     pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in group]
             self.mkdir(*dirs)
         elif C == "M":
             # C-M: one top-level folder per group, at most 3 (TT §2.3: 1–2 levels, 3–8 folders), named for it.
             dirs = []
-            for fam, fs in capped(3):
+            for fam, fs in capped(self.rng.randint(2, 4)):
                 moved = take(fs)
                 if not moved:
                     continue

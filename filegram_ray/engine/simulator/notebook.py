@@ -63,8 +63,10 @@ _DATE = re.compile(r"\b(?:19|20)\d\d-\d\d(?:-\d\d)?\b|\b(?:Jan|Feb|Mar|Apr|May|J
 def _is_fact(sent: str) -> bool:
     cjk = len(re.findall(r"[\u4e00-\u9fff]", sent))
     if cjk >= 10:
-        return True
-    return len(sent) >= 30 and len(sent.split()) >= 6 and "…" not in sent and not sent.endswith((":", ","))
+        return bool(re.search(r"[。！？.!?]$", sent)) or cjk >= 20
+    # a whole sentence: long enough and closed by its own full stop (a wrapped fragment is not a fact)
+    return len(sent) >= 30 and len(sent.split()) >= 6 and "…" not in sent and bool(re.search(r"[.!?)]$", sent)) \
+        and bool(re.match(r"[A-Z0-9\"'(]", sent))
 
 
 def _kind(sent: str) -> str:
@@ -115,6 +117,8 @@ class Notebook:
             if sum(ch.isalnum() for ch in line) < 0.5 * len(line):
                 continue
             if line.startswith(("[", "<", "{", "(skipped", "Skipped")) and len(line) < 40:
+                continue
+            if line.startswith("[") and line.endswith("]"):  # the read tool's own note ("[… continue with offset]")
                 continue
             seen.add(line)
             if len(src.lines) < 80:
@@ -188,7 +192,8 @@ class Notebook:
         A table source (``.csv``/``.tsv``, or a first line of ≥ 2 commas and no digit) gives one statement per
         row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``). Any other source gives
         its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
-        ≥ 30 characters (English) or ≥ 10 CJK characters; the source's title line and headings are not facts.
+        ≥ 30 characters and ends with its full stop (English) or has ≥ 10 CJK characters; lines wrapped by the
+        extraction are joined back first; the source's title line and headings are not facts.
         Nothing is cut: a sentence is used whole or not at all. Kinds: ``"date"`` (a date or month name),
         ``"figure"`` (a number), ``"name"`` (a person's name), else ``"text"``.
         """
@@ -207,7 +212,14 @@ class Notebook:
                         pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], cells[1:]) if c)
                         out.append(Fact(p, f"{cells[0]}: {pairs}", "figure", row=(header, cells)))
             else:
-                for ln in lines:
+                joined: list[str] = []
+                for ln in lines:  # a sentence wrapped over lines (PDF, DOCX extraction) is joined back first
+                    if joined and joined[-1] != src.title and len(joined[-1]) >= 45 and \
+                            not re.search(r"[.!?。！？:：]$", joined[-1]):
+                        joined[-1] += " " + ln
+                    else:
+                        joined.append(ln)
+                for ln in joined:
                     if ln == src.title or ln.endswith(":"):
                         continue
                     for sent in _SENT_END.split(ln):

@@ -229,8 +229,8 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
         out += table(nb, spec.table_rows, lang) + [""]
     for n, rel in fig_refs:
         out += [f"Figure {n}: see `{rel}`." if lang == "en" else f"图{n}：见 `{rel}`。", ""]
-    if len(out) < budget - 6 and depth >= 2 and not spec.sections and spec.lines >= 150:
-        # A long (B-L) report lists its evidence source by source, each fact once more (TT §2.2 B-L).
+    if len(out) < budget - 6 and depth >= 2 and not spec.sections and spec.lines >= 70:
+        # A longer (B-L, B-M) report lists its evidence source by source, each fact once more (TT §2.2).
         num = f"{sec + 1}. " if spec.numbered else ""
         out += [f"## {num}{BY_SOURCE[lang]}", ""]
         for src, texts in fs.by_source():
