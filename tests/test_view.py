@@ -91,6 +91,8 @@ def test_site_files_hold_every_item_trajectory_and_context(site):
     assert write["snapshot"].startswith("# Quarterly review")
     assert any(e["diff"] and "+cost | 8" in e["diff"] for e in traj["events"] if e["type"] == "file_edit")
     assert "<svg" in traj["fingerprint_svg"] and traj["fingerprint_svg"].count("<rect") == 17
+    stages = (out / "run.html").read_text().split('id="stages"')[1].split("</table>")[0]
+    assert "<td>evaluate</td>" in stages and "error rows" in stages  # run.json's evaluate record
     pert = _data(out / "data/traj" / f"{site_name(PERTURBED)}.js", "FG_T")
     assert pert["perturbation"] == {"dimension": "C", "tier": "M"}
 
@@ -129,8 +131,29 @@ def test_object_store_run_gets_its_view_inside_the_run(site):
 
 
 def test_not_a_run_directory_is_one_clear_error(tmp_path):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(StorageError, match="not a run directory"):
         build_view(str(tmp_path / "empty"))
+    with pytest.raises(StorageError, match="no such run directory"):
+        build_view(str(tmp_path / "typo"))
+    assert not (tmp_path / "typo").exists()  # a mistyped path is not created
+
+
+def test_unreadable_trajectory_is_an_error_entry_not_a_failed_build(site, tmp_path):
+    """One trajectory with a broken events.json: the site is built, that trajectory's entry carries the message
+    naming its file, the others are intact."""
+    run, _ = site
+    bad = RunDir(str(tmp_path / "bad"))
+    for rel in run.walk_files("trajectories"):
+        bad.write_bytes(rel, run.read_bytes(rel))
+    broken = f"trajectories/{PROFILES[0]}/T-02/events.json"
+    bad.write_bytes(broken, b'[{"event_type": "file_read", ')
+    out = Path(build_view(bad)).parent
+    index = _data(out / "data/traj_index.js", "FG_TRAJ")
+    errors = {r[0]: r[7] for r in index}
+    assert len(errors) == len(PROFILES) * len(TASKS)
+    assert "events.json" in errors[f"{PROFILES[0]}/T-02"]
+    assert [t for t, e in errors.items() if e] == [f"{PROFILES[0]}/T-02"]
 
 
 def test_cli_prints_the_path_to_open(site, tmp_path, capsys):

@@ -414,10 +414,13 @@ def build_view(run: RunDir | str, out: str | os.PathLike | None = None) -> str:
     site as it was. Same run → same bytes (sorted keys and rows, no timestamps).
 
     Raises:
-        StorageError: ``run`` has no ``run.json``, ``results/`` or ``trajectories/`` (nothing to show), or a table
-            is unreadable (names the file).
+        StorageError: ``run`` is a local path that does not exist (nothing is created), has no ``run.json``,
+            ``results/`` or ``trajectories/`` (nothing to show), or a table is unreadable (names the file).
     """
-    run = run if isinstance(run, RunDir) else RunDir(str(run))
+    if not isinstance(run, RunDir):
+        if "://" not in str(run) and not os.path.isdir(run):  # RunDir would create it: a typo must not
+            raise StorageError(f"{run}: no such run directory")
+        run = RunDir(str(run))
     if not any(run.exists(p) for p in ("run.json", "results", "trajectories")):
         raise StorageError(f"{run.uri}: not a run directory (no run.json, results/ or trajectories/)")
     if out is None and not run.is_local:

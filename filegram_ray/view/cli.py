@@ -9,11 +9,9 @@ HELP = "write a static viewer of a run (results, items with contexts, trajectori
 
 
 def _view(args: argparse.Namespace) -> int:
-    from filegram_ray.storage import RunDir
     from filegram_ray.view.build import build_view, serve
 
-    run = RunDir(args.run_dir)
-    index = build_view(run, args.out)
+    index = build_view(args.run_dir, args.out)
     print(f"open {index}")
     if args.serve:
         if not os.path.exists(index):
