@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from filegram_ray.errors import UserError
 from filegram_ray.paths import conf_dir
 
 
@@ -52,7 +53,7 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
         got = [a for a in available if names_id(w, a)]
         if not got:
             known = ", ".join(sorted(available, key=_natural)[:12]) + (" …" if len(available) > 12 else "")
-            raise ValueError(f"config field {field}: unknown id {w!r}"
+            raise UserError(f"config field {field}: unknown id {w!r}"
                              + (f" ({where} has: {known or 'none'})" if where else f" (known: {known or 'none'})"))
         hits.update(got)
     return [a for a in available if a in hits]
@@ -127,13 +128,13 @@ class PipelineConfig(BaseModel):
         if v is None:
             return v
         if not v:
-            raise ValueError("empty list: name at least one id, or leave the key out (null) for all")
+            raise UserError("empty list: name at least one id, or leave the key out (null) for all")
         from filegram_ray.schema.profile import id_problem
 
         for i, item in enumerate(v):
             problem = id_problem(item)
             if problem:
-                raise ValueError(f"item {i}: {problem}")
+                raise UserError(f"item {i}: {problem}")
         return v
 
     def section(self, name: str) -> dict[str, Any]:
@@ -164,12 +165,12 @@ def parse_override(item: str) -> dict[str, Any]:
     Raises:
         ValueError: no ``=``, or the value is not valid YAML (names the override)."""
     if "=" not in item:
-        raise ValueError(f"override {item!r} must look like key.sub=value")
+        raise UserError(f"override {item!r} must look like key.sub=value")
     key, raw = item.split("=", 1)
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
-        raise ValueError(f"--set {item}: the value is not valid YAML ({getattr(exc, 'problem', None) or exc}; "
+        raise UserError(f"--set {item}: the value is not valid YAML ({getattr(exc, 'problem', None) or exc}; "
                          "quote it: key='\"text\"')") from exc
     out: dict[str, Any] = {}
     cur = out
@@ -202,7 +203,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
 
     data = load_yaml_file(p) or {}  # names the file when not UTF-8 / not YAML; a key given twice is an error
     if not isinstance(data, dict):
-        raise ValueError(f"{p}: top level must be a mapping")
+        raise UserError(f"{p}: top level must be a mapping")
     blame: list[tuple[tuple[str, ...], str]] = []  # (key path, "--set k=v") of each override, to name in errors
     if isinstance(overrides, dict):
         data = _deep_update(data, overrides)
@@ -236,7 +237,7 @@ def _check_override_shape(data: dict[str, Any], key: tuple[str, ...], upd: dict[
     """
     if len(key) == 1 and key[0] in SECTIONS and not isinstance(upd[key[0]], dict):
         value = upd[key[0]]
-        raise ValueError(f"{label}: {key[0]}: must be a mapping of {key[0]} options, e.g. {key[0]}.<option>=value "
+        raise UserError(f"{label}: {key[0]}: must be a mapping of {key[0]} options, e.g. {key[0]}.<option>=value "
                          f"(got {'null' if value is None else type(value).__name__})")
     cur: Any = data
     for i, part in enumerate(key[:-1]):
@@ -248,7 +249,7 @@ def _check_override_shape(data: dict[str, Any], key: tuple[str, ...], upd: dict[
             earlier = next((lab for path, lab in reversed(blame) if path == loc), None)
             if earlier is None:  # the file's own scalar (`seed: 7` and `--set seed.x=1`): check_config names it
                 return
-            raise ValueError(f"{earlier}: {'.'.join(loc)}: must be a mapping (got {type(cur).__name__}; "
+            raise UserError(f"{earlier}: {'.'.join(loc)}: must be a mapping (got {type(cur).__name__}; "
                              f"{label} sets a key inside it)")
 
 
@@ -313,7 +314,7 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
                 continue
             collect(models[key], value, (key,))
     if problems:
-        raise ValueError("; ".join(problems))
+        raise UserError("; ".join(problems))
 
 
 def _field_names(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:

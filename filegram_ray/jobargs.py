@@ -116,22 +116,23 @@ def _recorded_config(run_dir: str, storage_options: dict[str, Any]) -> dict[str,
 
 
 def run_job(main, argv=None) -> int:
-    """Run a job's ``main``; a user mistake (bad option value, unknown id, missing input, unwritable run
-    directory, invalid config) ends with one line naming the problem and exit code 2 instead of a traceback;
-    Ctrl-C ends with exit code 130 (every stage resumes where it stopped)."""
+    """Run a job's ``main``; a user mistake (:class:`filegram_ray.errors.UserError`: bad option value, unknown id,
+    missing input, unwritable run directory; an invalid config) ends with one line naming the problem and exit
+    code 2; any other exception is an internal error and keeps its traceback (exit 1); Ctrl-C ends with exit
+    code 130 (every stage resumes where it stopped)."""
     import logging
     import sys
 
     from pydantic import ValidationError
 
+    from filegram_ray.errors import UserError
     from filegram_ray.runtime import Interruption, end_process
-    from filegram_ray.storage import StorageError
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # `filegram -v` keeps them
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # model loading's bar (read at transformers import)
     with Interruption() as intr:
         try:
-            return _run_main(main, argv, ValidationError, StorageError)
+            return _run_main(main, argv, ValidationError, UserError)
         except BaseException:
             if intr.signal_number is None:
                 raise
@@ -144,7 +145,7 @@ def run_job(main, argv=None) -> int:
     return 130  # pragma: no cover - end_process does not return
 
 
-def _run_main(main, argv, ValidationError, StorageError) -> int:  # noqa: N803 - exception classes
+def _run_main(main, argv, ValidationError, UserError) -> int:  # noqa: N803 - exception classes
     try:
         rc = int(main(argv) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at interpreter exit
@@ -153,12 +154,14 @@ def _run_main(main, argv, ValidationError, StorageError) -> int:  # noqa: N803 -
         print("\ninterrupted: finished units are kept; run the same command again to resume", file=sys.stderr)
         return 130
     except ValidationError as exc:
-        errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                         for e in exc.errors())
         print(f"error: invalid configuration ({exc.title}): {errs}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, StorageError, KeyError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
+    except (UserError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
+        # the user's mistake (a bad option, id, config value, input file, or a path they named): one line. Any
+        # other ValueError / KeyError / OSError is a bug of ours and keeps its traceback (exit 1).
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and the like: the reader had enough
         try:
@@ -166,9 +169,6 @@ def _run_main(main, argv, ValidationError, StorageError) -> int:  # noqa: N803 -
         except OSError:
             pass
         return 0
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except Exception as exc:
         if type(exc).__module__.split(".")[0] not in _STORE_CLIENTS:
             raise  # an internal error keeps its traceback

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from filegram_ray.errors import UserError
 from filegram_ray.names import find_lone_surrogate
 
 __all__ = [
@@ -72,7 +73,7 @@ MAX_EXTRACTED_CHARS = 32 * 1_000_000
 MAX_TEXT_FILE_BYTES = 64 * MiB
 
 
-class InputLimitError(ValueError):
+class InputLimitError(UserError):
     """An input exceeds one of the limits of this module; the message names the file, what and the limit."""
 
 
@@ -103,7 +104,7 @@ def check_zip(src: str | os.PathLike | bytes, name: str | None = None) -> None:
     try:
         zf = zipfile.ZipFile(io.BytesIO(src) if isinstance(src, (bytes, bytearray)) else src)
     except zipfile.BadZipFile as exc:
-        raise ValueError(f"{label}: not a valid zip container: {exc}") from exc
+        raise UserError(f"{label}: not a valid zip container: {exc}") from exc
     with zf:
         infos = zf.infolist()
         if len(infos) > ZIP_MAX_MEMBERS:
@@ -136,7 +137,7 @@ def read_utf8(path: str | os.PathLike, limit: int = MAX_TEXT_FILE_BYTES) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8: {exc.reason} (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        raise UserError(f"{path}: not UTF-8: {exc.reason} (byte 0x{data[exc.start]:02x} at offset {exc.start})"
                          ) from None
 
 
@@ -180,11 +181,11 @@ def load_yaml(text: str, source: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         what = "; ".join(x for x in (exc.context, exc.problem) if x) or "syntax error"
-        raise ValueError(f"{source}: not valid YAML: {what}{where}") from None
+        raise UserError(f"{source}: not valid YAML: {what}{where}") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{source}: not valid YAML: {exc}") from None
+        raise UserError(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:
-        raise ValueError(f"{source}: not valid YAML: nesting too deep") from None
+        raise UserError(f"{source}: not valid YAML: nesting too deep") from None
 
 
 def load_yaml_file(path: str | os.PathLike) -> Any:
@@ -197,7 +198,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"duplicate key {k!r} in one object")
+            raise UserError(f"duplicate key {k!r} in one object")
         out[k] = v
     return out
 
@@ -220,18 +221,18 @@ def load_json(data: bytes | str, source: str, *, duplicates: bool = False) -> An
         try:
             data = bytes(data).decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{source}: not UTF-8: {exc.reason} at byte {exc.start}") from None
+            raise UserError(f"{source}: not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
         obj = json.loads(data, object_pairs_hook=None if duplicates else _no_duplicates)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{source}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from None
+        raise UserError(f"{source}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from None
     except RecursionError:
-        raise ValueError(f"{source}: invalid JSON: nesting too deep") from None
+        raise UserError(f"{source}: invalid JSON: nesting too deep") from None
     except ValueError as exc:  # from _no_duplicates
-        raise ValueError(f"{source}: invalid JSON: {exc}") from None
+        raise UserError(f"{source}: invalid JSON: {exc}") from None
     if _SURROGATE_ESCAPE.search(data):
         where = find_lone_surrogate(obj)
         if where is not None:
-            raise ValueError(f"{source}: field '{where}': a lone surrogate escape (\\ud800-\\udfff not part of a "
+            raise UserError(f"{source}: field '{where}': a lone surrogate escape (\\ud800-\\udfff not part of a "
                              "pair) is not Unicode text")
     return obj

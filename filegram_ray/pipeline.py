@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from filegram_ray.errors import UserError
+
 if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
     from filegram_ray.config import PipelineConfig
 
@@ -82,7 +84,7 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     names = [n for n, _ in STAGES]
     for s in (only or []) + (skip or []):
         if s not in names:
-            raise ValueError(f"unknown stage {s!r}; stages are {', '.join(names)}")
+            raise UserError(f"unknown stage {s!r}; stages are {', '.join(names)}")
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
     from filegram_ray.config import check_sets
     from filegram_ray.runtime import (

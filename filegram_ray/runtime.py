@@ -31,6 +31,8 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from filegram_ray.errors import UserError
+
 log = logging.getLogger(__name__)
 
 __all__ = ["init_ray", "map_units", "error_row", "Progress", "ResourceRequestError", "check_cpu_request",
@@ -41,7 +43,11 @@ __all__ = ["init_ray", "map_units", "error_row", "Progress", "ResourceRequestErr
 ALLOW_PENDING_ENV = "FILEGRAM_ALLOW_PENDING_RESOURCES"
 
 
-class ResourceRequestError(ValueError):
+class RayAddressError(UserError, ConnectionError):
+    """Nothing answers at the Ray address the user gave (``--address`` / ``RAY_ADDRESS``)."""
+
+
+class ResourceRequestError(UserError):
     """A Ray resource request that no node of the connected cluster can meet (the message names the request and
     the cluster's CPUs); raised before anything is scheduled instead of waiting forever (BR-08)."""
 
@@ -118,7 +124,7 @@ def check_run_seed(run, config, check_ids: bool = False) -> None:
         run.write_json("run.json", man.model_dump(mode="json"))
         return
     if seed != int(config.seed):
-        raise ValueError(f"{run.uri} was made with seed {seed} (run.json) but this run asks for seed {config.seed}: "
+        raise UserError(f"{run.uri} was made with seed {seed} (run.json) but this run asks for seed {config.seed}: "
                          f"a run directory holds one plan — rerun with --seed {seed}, or use a new --run-dir")
 
 
@@ -532,7 +538,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     ``auto``, ``local`` and other forms are left to Ray.
 
     Raises:
-        ConnectionError: names the address and what to do.
+        RayAddressError: (a ``ConnectionError`` and a user mistake) names the address and what to do.
     """
     import re
     import socket
@@ -544,7 +550,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as exc:
-        raise ConnectionError(f"Ray address {address}: nothing answers at {host}:{port} ({exc.strerror or exc}); "
+        raise RayAddressError(f"Ray address {address}: nothing answers at {host}:{port} ({exc.strerror or exc}); "
                               "start a head with `ray start --head` (then --address auto or its address), or leave "
                               "--address and RAY_ADDRESS unset for a local Ray") from None
 

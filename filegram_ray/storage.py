@@ -31,13 +31,15 @@ from typing import Any
 
 import fsspec
 
+from filegram_ray.errors import UserError
+
 __all__ = ["RunDir", "RunDirLockedError", "StorageError", "atomic_write_local", "safe_unit_name"]
 
 # Object stores without a cheap rename: write the final key directly (a single PUT is atomic there).
 _PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
 
 
-class StorageError(RuntimeError):
+class StorageError(UserError, RuntimeError):
     """Raised when a run-directory operation fails; the message names the URI and the relative path."""
 
 

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 __all__ = ["MANIFEST_PATH", "FileCheck", "PackageCheck", "WeightsError", "check_once", "manifest", "verify"]
 
 #: the manifest shipped with the package
 MANIFEST_PATH = Path(__file__).with_name("models.yaml")
 
 
-class WeightsError(ValueError):
+class WeightsError(UserError):
     """An installed weight package differs from the manifest (version, size or sha256 of a file)."""
 
 

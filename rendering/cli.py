@@ -11,6 +11,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 
 def _file(args) -> int:
     from rendering.policy import choose_formats
@@ -27,7 +29,7 @@ def _file(args) -> int:
         fmts = list(FORMATS) if args.formats == ["all"] else args.formats
         bad = sorted(set(fmts) - set(FORMATS))
         if bad:
-            raise ValueError(f"--formats: unknown {bad}; choose from {', '.join(FORMATS)}, all or policy")
+            raise UserError(f"--formats: unknown {bad}; choose from {', '.join(FORMATS)}, all or policy")
         picks = [(s.index, f) for s in doc.sections for f in fmts]
     print(f"{src}: {len(doc.sections)} sections ({doc.language}), {len(picks)} derivatives")
     n_ok = n_skipped = 0

@@ -24,6 +24,7 @@ import re
 import struct
 from pathlib import Path
 
+from filegram_ray.errors import UserError
 from filegram_ray.limits import PDF_MAX_PAGES, InputLimitError, check_zip
 
 __all__ = ["recover_bytes", "recover_text"]
@@ -145,10 +146,10 @@ def recover_bytes(data: bytes, ext: str, name: str = "<bytes>", caption: str | N
     except InputLimitError:
         raise
     except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from exc
+        raise UserError(f"{name}: {exc}") from exc
     except Exception as exc:  # the format's reader failed on a corrupt file: a bad input, named, not a crash
-        raise ValueError(f"{name}: not a readable .{ext} file ({type(exc).__name__}: {exc})") from exc
-    raise ValueError(f"{name}: cannot recover text from a .{ext} file")
+        raise UserError(f"{name}: not a readable .{ext} file ({type(exc).__name__}: {exc})") from exc
+    raise UserError(f"{name}: cannot recover text from a .{ext} file")
 
 
 def recover_text(path: str | os.PathLike, caption: str | None = None, transcript: str | None = None) -> str:
@@ -165,7 +166,7 @@ def recover_text(path: str | os.PathLike, caption: str | None = None, transcript
     """
     p = Path(path)
     if not str(path) or p.is_dir():
-        raise ValueError(f"{str(path)!r} is not a derivative file (give the path of a pdf, docx, pptx, xlsx, png, wav "
+        raise UserError(f"{str(path)!r} is not a derivative file (give the path of a pdf, docx, pptx, xlsx, png, wav "
                          "or md file)")
     if not p.exists():
         raise FileNotFoundError(f"no such derivative file: {p}")

@@ -51,6 +51,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from filegram_ray.errors import UserError
 from filegram_ray.runtime import Progress, exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, category_of, choose_formats
@@ -146,11 +147,11 @@ class RenderConfig(BaseModel):
     def check(self) -> None:
         bad = sorted(set(self.formats) - set(FORMATS))
         if bad:
-            raise ValueError(f"render.formats: unknown format(s) {bad}; expected a subset of {list(FORMATS)}")
+            raise UserError(f"render.formats: unknown format(s) {bad}; expected a subset of {list(FORMATS)}")
         pooled = [f for p in self.pools.values() for f in p.formats]
         missing = sorted(set(self.formats) - set(pooled))
         if missing:
-            raise ValueError(f"render.pools: no pool renders {missing}")
+            raise UserError(f"render.pools: no pool renders {missing}")
 
 
 # ----------------------------------------------------------------------------------------------------- planning
@@ -361,7 +362,7 @@ def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]],
     need = {"trajectory_id", "profile_id", "task_id", "path"}
     missing = sorted(need - set(df.columns))
     if missing:
-        raise ValueError(f"{run.uri}: {OUTPUTS_INDEX}: missing column(s) {missing}")
+        raise UserError(f"{run.uri}: {OUTPUTS_INDEX}: missing column(s) {missing}")
     exts = tuple(e.lower() for e in cfg.text_extensions)
     rows = sorted(df.to_dicts(), key=lambda r: (str(r["trajectory_id"]), str(r["path"])))
     text = [r for r in rows if str(r["path"]).lower().endswith(exts)]
@@ -498,7 +499,7 @@ def run_render(config, *, serial: bool | None = None, address: str | None = None
     try:
         cfg = RenderConfig.model_validate(config.section(STAGE))
     except Exception as exc:
-        raise ValueError(f"config section 'render': {exc}") from exc
+        raise UserError(f"config section 'render': {exc}") from exc
     cfg.check()
     serial = cfg.serial if serial is None else bool(serial)
     run = config.run()

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 
 def _record_options(args):
     from video.record import RecordOptions
@@ -36,7 +38,7 @@ def _vlm(args):
     if args.vlm_model_source:
         return VlmConfig(kind="vllm", model_source=args.vlm_model_source)
     if not args.vlm_url:
-        raise ValueError("--captioner vlm needs --vlm-url (an OpenAI-compatible endpoint with image input) or "
+        raise UserError("--captioner vlm needs --vlm-url (an OpenAI-compatible endpoint with image input) or "
                          "--vlm-model-source (a local VLM directory for vLLM on this machine's GPU)")
     return VlmConfig(kind="http", url=args.vlm_url, model=args.vlm_model or "vlm", api_key_env=args.vlm_api_key_env)
 

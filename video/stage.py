@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.config import names_id
+from filegram_ray.errors import UserError
 from filegram_ray.runtime import Progress, exclusive_stage, unit_counts
 from filegram_ray.storage import RunDir
 from video.keyframes import KeyframeParams, extract_keyframes
@@ -280,7 +281,7 @@ def run_record(config, *, serial: bool | None = None, address: str | None = None
     try:
         cfg = RecordConfig.model_validate(config.section(RECORD_STAGE))
     except Exception as exc:
-        raise ValueError(f"config section 'record': {exc}") from exc
+        raise UserError(f"config section 'record': {exc}") from exc
     serial = cfg.serial if serial is None else bool(serial)
     run = config.run()
     if not run.exists("trajectories/index.parquet"):
@@ -296,7 +297,7 @@ def run_record(config, *, serial: bool | None = None, address: str | None = None
     if cfg.trajectories:
         unknown = sorted(set(cfg.trajectories) - {str(r["trajectory_id"]) for r in idx})
         if unknown:
-            raise ValueError(f"record.trajectories: unknown trajectory ids {unknown[:5]}")
+            raise UserError(f"record.trajectories: unknown trajectory ids {unknown[:5]}")
         chosen = sorted(set(cfg.trajectories))
     else:
         chosen = sample_trajectories(usable, cfg.sample, config.seed)
@@ -649,14 +650,14 @@ def run_caption(config, *, serial: bool | None = None, address: str | None = Non
     try:
         cfg = CaptionConfig.model_validate(config.section(CAPTION_STAGE))
     except Exception as exc:
-        raise ValueError(f"config section 'caption': {exc}") from exc
+        raise UserError(f"config section 'caption': {exc}") from exc
     if cfg.captioner == "vlm" and cfg.vlm is None:
-        raise ValueError("caption.vlm: required when caption.captioner is 'vlm'")
+        raise UserError("caption.vlm: required when caption.captioner is 'vlm'")
     serial = cfg.serial if serial is None else bool(serial)
     run = config.run()
     items = _caption_items(run, cfg)
     if not items and cfg.recordings and not cfg.inputs and not run.exists(RECORD_INDEX):
-        raise ValueError(f"caption: {run.url(RECORD_INDEX)} does not exist — run the record stage first "
+        raise UserError(f"caption: {run.url(RECORD_INDEX)} does not exist — run the record stage first "
                          "(python jobs/record.py), or caption MP4 files of your own with caption.inputs")
     if not items:  # not an error of the pipeline: the record stage may have made no video (all error rows)
         msg = f"{run.uri}: nothing to caption (no ok rows in {RECORD_INDEX} and no caption.inputs)"
@@ -786,7 +787,7 @@ def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | 
     row = keyframes_of({"item": json.dumps(item)}, tempfile.gettempdir(), None,
                        (keyframes or KeyframeParams()).model_dump())
     if row["error"]:
-        raise ValueError(row["error"])
+        raise UserError(row["error"])
     info = json.loads(row["info"])
     if captioner == "ocr":
         from video.ocr import OcrCaptioner
@@ -801,7 +802,7 @@ def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | 
                          "lines": json.dumps(lines, ensure_ascii=False), "operation": "", "error": ""})
         return rows
     if vlm is None:
-        raise ValueError("a VLM configuration (--vlm-url or --vlm-model-source) is needed for captioner 'vlm'")
+        raise UserError("a VLM configuration (--vlm-url or --vlm-model-source) is needed for captioner 'vlm'")
     import ray
 
     from filegram_ray.runtime import init_ray
@@ -813,7 +814,7 @@ def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | 
         scratch = RunDir(tmp)
         out = _caption_vlm(scratch, [item], ray.data.from_items(_vlm_rows(row, vlm.model_dump())), cfg, "cli")
         if out[0].get("status") == "error":
-            raise ValueError(out[0]["error"])
+            raise UserError(out[0]["error"])
         return scratch.read_table(out[0]["path"]).to_dicts()
     finally:
         import shutil

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.config import PipelineConfig
+from filegram_ray.errors import UserError
 from filegram_ray.runtime import exclusive_stage, unit_counts
 from filegram_ray.schema.meta import record_stage
 
@@ -116,7 +117,7 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     try:
         opts = BenchConfig.model_validate(config.section(STAGE))
     except Exception as exc:
-        raise ValueError(f"config section 'bench': {exc}") from exc
+        raise UserError(f"config section 'bench': {exc}") from exc
     seed = opts.seed if opts.seed is not None else config.seed
     run = config.run()
     profiles_dir, tasks_dir = config.profiles_dir, config.tasks_dir
@@ -154,13 +155,13 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
     skipped = inputs.skipped
     if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
         bad = (f"; {len(skipped)} left out for a malformed file, first: {skipped[0]['error']}" if skipped else "")
-        raise ValueError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
+        raise UserError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
                          f"tasks in {run.url('trajectories/index.parquet')} (none generated with status ok, or "
                          f"the configured profiles/tasks select none{bad})")
     bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts, llm_fn=llm_fn)
     if not bank.items:
         notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
-        raise ValueError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
+        raise UserError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
     items = _items_table(bank)
     run.write_table("bench/answers_key.parquet", _keys_table(bank))
     run.write_table("bench/items.parquet", items)

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 
 def _filter(args: argparse.Namespace) -> int:
     from filegram_ray.engine.filter import filter_events
@@ -43,7 +45,7 @@ def _prompt(args: argparse.Namespace) -> int:
     if args.perturb:
         dim, _, to = args.perturb.partition(":")
         if dim not in "ABCDEF" or len(dim) != 1 or to not in ("L", "M", "R"):
-            raise ValueError(f"--perturb {args.perturb!r}: expected DIMENSION:TIER, e.g. C:M")
+            raise UserError(f"--perturb {args.perturb!r}: expected DIMENSION:TIER, e.g. C:M")
         pert = {"dimension": dim, "from": profile.tiers[dim], "to": to}
     for title, text in (("system", system_prompt(profile, pert)), ("user", task_prompt(task, profile, pert))):
         print(f"===== {title} =====\n{text}\n")

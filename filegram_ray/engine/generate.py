@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.config import PipelineConfig, match_ids, names_id
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
+from filegram_ray.errors import UserError
 from filegram_ray.runtime import exclusive_stage
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class GenerateConfig(BaseModel):
     @model_validator(mode="after")
     def _llm_section(self) -> GenerateConfig:
         if self.agent == "llm" and (self.llm is None or (not self.llm.base_url and self.llm.serve is None)):
-            raise ValueError("generate.agent=llm needs generate.llm.base_url (an OpenAI-compatible /v1 URL) or "
+            raise UserError("generate.agent=llm needs generate.llm.base_url (an OpenAI-compatible /v1 URL) or "
                              "generate.llm.serve (a server the stage starts)")
         return self
 
@@ -379,15 +380,15 @@ def check_bundle_meta(data: bytes, source: str) -> dict[str, Any]:
 
     meta = load_json(data, source)
     if not isinstance(meta, dict):
-        raise ValueError(f"{source}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
+        raise UserError(f"{source}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
     files = meta.get("files", [])
     if not isinstance(files, list):
-        raise ValueError(f"{source}: field 'files' must be a list, got {type(files).__name__}")  # noqa: TRY004
+        raise UserError(f"{source}: field 'files' must be a list, got {type(files).__name__}")  # noqa: TRY004
     for i, f in enumerate(files):
         if not isinstance(f, dict) or not isinstance(f.get("path"), str):
-            raise ValueError(f"{source}: field 'files[{i}].path' must be a string")
+            raise UserError(f"{source}: field 'files[{i}].path' must be a string")
         if f.get("annotation") is not None and not isinstance(f["annotation"], dict):
-            raise ValueError(f"{source}: field 'files[{i}].annotation' must be an object or null")
+            raise UserError(f"{source}: field 'files[{i}].annotation' must be an object or null")
     return meta
 
 
@@ -441,7 +442,7 @@ def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -
         if run.exists(rel):
             missing = [c for c in cols if c not in run.read_table(rel).columns]  # StorageError names a corrupt one
             if missing:
-                raise ValueError(f"{run.url(rel)}: column(s) {', '.join(missing)} missing (move the file away to "
+                raise UserError(f"{run.url(rel)}: column(s) {', '.join(missing)} missing (move the file away to "
                                  "rebuild it from this run's units)")
     init_kwargs = {"run_uri": config.run_dir,
                    "storage_options": config.storage_options, "chart_format": gcfg.chart_format,

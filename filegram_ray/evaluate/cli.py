@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 
+from filegram_ray.errors import UserError
+
 #: columns of ``results/results.parquet`` the findings read
 NEEDED_COLUMNS = ("method", "question_id", "score", "is_open", "sub_track", "channel")
 
@@ -29,7 +31,7 @@ def findings_of_run(run_dir: str) -> dict:
     results = run.read_table("results/results.parquet")
     missing = [c for c in NEEDED_COLUMNS if c not in results.columns]
     if missing:
-        raise ValueError(f"{run.url('results/results.parquet')}: missing column(s) {', '.join(missing)} "
+        raise UserError(f"{run.url('results/results.parquet')}: missing column(s) {', '.join(missing)} "
                          "(rerun the evaluate stage)")
     seed = 0
     if run.exists("run.json"):

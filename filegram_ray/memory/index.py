@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from filegram_ray.errors import UserError
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -38,7 +40,7 @@ __all__ = [
 _IDENTITY_FIELDS = ("model", "dim", "pooling", "max_length", "normalize")
 
 
-class EmbedderMismatchError(ValueError):
+class EmbedderMismatchError(UserError):
     """A query embedder differs from the one an index was built with; the message names both."""
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.config import match_ids
+from filegram_ray.errors import UserError
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
 from filegram_ray.memory.embed import embed_dtype, make_embedder, omp_env, run_cache_dir
 from filegram_ray.memory.engram import Engram, check_events, encode_engram, load_events, parse_events
@@ -86,7 +87,7 @@ class EncodeConfig(BaseModel):
         from filegram_ray.memory.embed import EMBEDDERS
 
         if v != "auto" and v not in EMBEDDERS:
-            raise ValueError(f"unknown embedder {v!r} (one of {', '.join(sorted(EMBEDDERS))}, or auto)")
+            raise UserError(f"unknown embedder {v!r} (one of {', '.join(sorted(EMBEDDERS))}, or auto)")
         return v
 
 
@@ -148,7 +149,7 @@ def _read_model(run, rel: str, model):
     except ValidationError as exc:
         errs = "; ".join((f"field '{'.'.join(str(p) for p in e['loc'])}': " if e["loc"] else "") + e["msg"]
                          for e in exc.errors()[:3])
-        raise ValueError(f"{run.url(rel)}: not a valid {model.__name__}: {errs}") from None
+        raise UserError(f"{run.url(rel)}: not a valid {model.__name__}: {errs}") from None
 
 
 def _as_run(run):
@@ -444,7 +445,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
     where = "trajectories/index.parquet"
     missing = [c for c in ("profile_id", "task_id") if c not in index.columns]
     if missing:
-        raise ValueError(f"{run.url(where)}: column(s) {', '.join(missing)} missing")
+        raise UserError(f"{run.url(where)}: column(s) {', '.join(missing)} missing")
     # the configured sets are resolved against every trajectory of the index (short ids as in generate) ...
     keep_p = set(match_ids(config.profiles, sorted(set(index["profile_id"].to_list())), "profiles", where))
     keep_t = set(match_ids(config.tasks, sorted(set(index["task_id"].to_list())), "tasks", where))
@@ -457,7 +458,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
             for r in index.select(["profile_id", "task_id"]).sort(["profile_id", "task_id"]).to_dicts()
             if r["profile_id"] in keep_p and r["task_id"] in keep_t]
     if not rows:  # 0 of N: nothing to encode is a failure, not an empty success
-        raise ValueError(f"encode: no trajectory to encode: {where} has {n_selected} trajectories for the configured "
+        raise UserError(f"encode: no trajectory to encode: {where} has {n_selected} trajectories for the configured "
                          f"profiles {config.profiles or 'all'} x tasks {config.tasks or 'all'}, none with status ok")
     if cfg.force:
         run.clear_done(STAGE_ENGRAM)
@@ -569,7 +570,7 @@ def run_encode(config, *, serial: bool | None = None, address: str | None = None
     record_stage(run, "encode", summary, config.model_dump(mode="json"))
     if not by_profile:  # 0 of N: a stage that leaves no Engram at all must not look like a success
         first = f"; first error: {errors[0]['error']}" if errors else ""
-        raise ValueError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
+        raise UserError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
     print(format_summary(summary), flush=True)  # every stage ends with its summary, in a job or the pipeline
     return summary
 
@@ -663,7 +664,7 @@ def build_store_from_trajectory_dirs(dirs: list[str | Path], embedder=None, *, l
         FileNotFoundError: a folder lacks events.json.
     """
     if not dirs:
-        raise ValueError("build_store_from_trajectory_dirs: no trajectory folders given")
+        raise UserError("build_store_from_trajectory_dirs: no trajectory folders given")
     engrams = []
     for d in dirs:
         d = Path(d)

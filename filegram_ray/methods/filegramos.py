@@ -54,9 +54,8 @@ class FileGramOS(MemoryMethod):
         Returns:
             ``{"store": MemoryStore, "chunks": (vectors, meta), "episodes": (vectors, meta)}``.
         """
-        from filegram_ray.memory.index import chunk_texts, episode_texts
-
         from filegram_ray.memory.consolidate import consolidate
+        from filegram_ray.memory.index import chunk_texts, episode_texts
         emb = self._embedder()
         engrams = [self._engram(v) for v in trajectories]
         engrams.sort(key=lambda e: e.trajectory_id)  # reference §7: engrams sorted by trajectory id
@@ -85,7 +84,6 @@ class FileGramOS(MemoryMethod):
 
     def retrieve(self, state: Any, query: str) -> Context:
         from filegram_ray.memory.index import ProfileIndices, build_index
-
         from filegram_ray.memory.retrieve import retrieve
         channels = tuple(self.options.get("channels") or self.channels)
         indices = ProfileIndices(build_index(*state["chunks"]), build_index(*state["episodes"]))

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from filegram_ray.errors import UserError
 from filegram_ray.limits import load_yaml, read_utf8
 from filegram_ray.schema.profile import (
     BEHAVIOURAL_ATTRIBUTES,
@@ -53,7 +54,7 @@ _DIM_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError):
     """A profile file that cannot be loaded; the message names file, field and problem."""
 
 

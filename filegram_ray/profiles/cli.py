@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 
 def format_table(profiles) -> str:
     """Plain-text table of profiles (shape: str)."""
@@ -42,7 +44,7 @@ def _new(args: argparse.Namespace) -> int:
 
     existing = sorted(Path(args.out).glob("*.yaml")) if Path(args.out).is_dir() else []
     if existing:
-        raise ValueError(f"{args.out} already holds a profile set ({len(existing)} YAML files); "
+        raise UserError(f"{args.out} already holds a profile set ({len(existing)} YAML files); "
                          "write a new set into an empty directory")
     profiles = build_profile_set(args.n, args.seed)
     out = write_profile_set(profiles, args.out, args.seed)

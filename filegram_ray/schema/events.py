@@ -26,6 +26,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from filegram_ray.errors import UserError
 from filegram_ray.limits import load_json
 
 #: reference §4 "Kept types (12)" — the atomic behavioural actions that survive the post-execution filter.
@@ -44,7 +45,7 @@ LEAKAGE_FIELDS: tuple[str, ...] = ("message_id", "model_provider", "model_name")
 NEVER_EMITTED_TYPES: tuple[str, ...] = ("todo_created", "todo_status_change")
 
 
-class EventParseError(ValueError):
+class EventParseError(UserError):
     """A raw event failed validation; the message names the event index, field and reason."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from filegram_ray.errors import UserError
 from filegram_ray.limits import load_json, load_yaml, read_utf8
 from filegram_ray.schema.task import MULTIMODAL_TASKS, Task, WorkspaceSpec
 
@@ -42,7 +43,7 @@ EMPTY_WORKSPACE_TASKS = frozenset({"T-03", "T-04", "T-20"})
 _SUFFIXES = (".yaml", ".yml", ".json")
 
 
-class TaskError(ValueError):
+class TaskError(UserError):
     """A task file that cannot be loaded; the message names file, field and problem."""
 
 

@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from filegram_ray.errors import UserError
 from filegram_ray.watch.config import WatchConfig
 from filegram_ray.watch.recorder import SYNC_PREFIX, RawEvent, Recorder
 from filegram_ray.watch.store import WatchStore
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 __all__ = ["WatchLimitError", "Watcher", "run_watch"]
 
 
-class WatchLimitError(RuntimeError):
+class WatchLimitError(UserError, RuntimeError):
     """The kernel refused more inotify watches or instances (one watch per sub-folder is needed)."""
 
 _KINDS = {"created", "modified", "closed", "closed_no_write", "opened", "deleted", "moved"}

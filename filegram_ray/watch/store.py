@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from filegram_ray.errors import UserError
 from filegram_ray.storage import atomic_write_local
 from filegram_ray.watch.config import WatchConfig
 from filegram_ray.watch.journal import LogReport, read_log
@@ -41,11 +42,11 @@ STORE_FORMAT = "filegram-watch"
 STORE_VERSION = 1
 
 
-class StoreError(ValueError):
+class StoreError(UserError):
     """A store folder is missing, not a watcher store, or inconsistent (the message names the path)."""
 
 
-class StoreBusyError(RuntimeError):
+class StoreBusyError(UserError, RuntimeError):
     """Another process (a running watcher) holds the store's lock."""
 
 

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filegram_ray.errors import UserError
+
 if TYPE_CHECKING:  # imported where used: `filegram workspace --help` reads BYOF_STAGES without numpy or pydantic
     from filegram_ray.config import PipelineConfig
     from filegram_ray.storage import RunDir
@@ -72,11 +74,11 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
         raise FileNotFoundError(f"{src}: import source is not a directory")
     known = {t.task_id for t in load_tasks(cfg.tasks_dir)}
     if task_id not in known:
-        raise ValueError(f"--task {task_id!r}: not a task of {cfg.tasks_dir or 'conf/tasks'} "
+        raise UserError(f"--task {task_id!r}: not a task of {cfg.tasks_dir or 'conf/tasks'} "
                          f"(known: {', '.join(sorted(known))})")
     unknown = [s for s in stages if s not in dict(STAGES) or s == "seed"]
     if unknown:
-        raise ValueError(f"stages {unknown}: choose from {', '.join(BYOF_STAGES)}")
+        raise UserError(f"stages {unknown}: choose from {', '.join(BYOF_STAGES)}")
     cfg = PipelineConfig.model_validate({**cfg.model_dump(), "tasks": [task_id]})
     run = cfg.run()
     from filegram_ray.workspace.bundle import import_bundle

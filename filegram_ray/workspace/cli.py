@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 
 def _task_arg(task_id: str):
     """The Task model of ``task_id`` from conf/tasks when available, else the bare id (built-in spec)."""
@@ -54,7 +56,7 @@ def vlm_spec(value: str | None) -> dict | None:
     if isinstance(data, dict) and isinstance(data.get("evaluate"), dict):
         data = data["evaluate"].get("backbone")
     if not isinstance(data, dict):
-        raise ValueError(f"--vlm {value!r}: expected a backbone mapping such as "
+        raise UserError(f"--vlm {value!r}: expected a backbone mapping such as "
                          "'{kind: openai, base_url: http://127.0.0.1:8000/v1, model: NAME}' or a config file whose "
                          "evaluate.backbone is one")
     from filegram_ray.llm.processors import chat_spec

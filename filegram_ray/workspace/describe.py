@@ -46,6 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.errors import UserError
 from filegram_ray.workspace.extract import media_class
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ VLM_PROMPT = ("Describe this {what} for someone who cannot see it, in at most 80
               "visible text, and what kind of document or scene it is. Plain sentences, no preamble.")
 
 
-class MediaDescribeError(ValueError):
+class MediaDescribeError(UserError):
     """A media file could not be probed; the message names the file."""
 
 

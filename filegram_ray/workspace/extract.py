@@ -56,6 +56,7 @@ import re
 import threading
 from pathlib import Path
 
+from filegram_ray.errors import UserError
 from filegram_ray.limits import (
     MAX_EXTRACTED_CHARS,
     MAX_TEXT_FILE_BYTES,
@@ -78,7 +79,7 @@ __all__ = [
 ]
 
 
-class ExtractionError(ValueError):
+class ExtractionError(UserError):
     """A file could not be read as its kind; the message names the file and the reason."""
 
     def __init__(self, path: Path | str, reason: str):
