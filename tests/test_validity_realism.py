@@ -196,7 +196,11 @@ def test_motivation_on_a_tiny_run_directory(tmp_path: Path):
     (empty / "outputs").mkdir(parents=True)
     (empty / "outputs" / "r.md").write_text("A plan with five words or more.\n")
     (empty / "events_raw.json").write_text(json.dumps([raw[0], raw[2]]))
-    m = motivation(tmp_path, [("p1", "T-01"), ("p2", "T-01"), ("p3", "T-01")])
+    bad = tmp_path / "trajectories" / "p4" / "T-01"  # a field of the wrong type: left out and named
+    bad.mkdir(parents=True)
+    (bad / "events_raw.json").write_text(json.dumps([{"event_type": "file_search", "files_matched": "many"}]))
+    m = motivation(tmp_path, [("p1", "T-01"), ("p2", "T-01"), ("p3", "T-01"), ("p4", "T-01")])
+    assert m["skipped"][1]["trajectory_id"] == "p4/T-01" and "malformed event field" in m["skipped"][1]["error"]
     assert m["counts"]["sessions_without_input_read"] == 1
     # line 2 (Maria Lopez) was not read: only the budget sentence is sourced
     assert m["counts"]["sentences"] == 3 and m["counts"]["sourced"] == 1

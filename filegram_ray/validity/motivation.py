@@ -253,13 +253,23 @@ def motivation(run_dir: str | Path, trajectories: list[tuple[str, str]], example
             skipped.append({"trajectory_id": f"{pid}/{tid}", "error": str(exc)})
             continue
         raw = [e for e in raw if isinstance(e, dict)]
-        a = action_checks(raw)
+        try:
+            a = action_checks(raw)
+        except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type: this trajectory only
+            skipped.append({"trajectory_id": f"{pid}/{tid}", "error": f"{base / 'events_raw.json'}: malformed "
+                                                                      f"event field ({exc})"})
+            continue
         for k in ("searches", "search_hits", "search_opened", "changes", "inspected"):
             tot[k] += a[k]
         for m in a["uninspected"][:1]:
             if len(ex_uninspected) < examples:
                 ex_uninspected.append(f"{pid}/{tid}: {m['event']} {m['path']}")
-        src, outs = session_sources(raw, tid, inputs)
+        try:
+            src, outs = session_sources(raw, tid, inputs)
+        except (TypeError, ValueError, AttributeError) as exc:
+            skipped.append({"trajectory_id": f"{pid}/{tid}", "error": f"{base / 'events_raw.json'}: malformed "
+                                                                      f"event field ({exc})"})
+            continue
         if not src.raw.strip():  # nothing read from an input (an empty workspace): nothing to take facts from
             tot["sessions_without_input_read"] += 1
             continue

@@ -248,8 +248,10 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
         c = mot.get("counts", {})
         n = {"search_hits": "searches", "inspected_before_change": "changes",
              "sourced_sentences": "sentences"}[key]
+        left = len(mot.get("skipped") or [])
         checks.append(_check(f"motivation: {label}", mot.get(key), BOUNDS[key], ">=",
-                             mot.get("error") or f"of {c.get(n, 0)}"))
+                             mot.get("error") or f"of {c.get(n, 0)}"
+                             + (f"; {left} trajectories left out (unreadable events_raw.json)" if left else "")))
     out["checks"] = checks
     a = tau["store"]["all"]
     out["tau_flags"] = {"tau": tau["tau"], "precision": a["precision"], "recall": a["recall"]}
