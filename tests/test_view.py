@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from evaluate_fixtures import PROFILES, TASKS, make_run
+from evaluate_fixtures import META_MARKER, PROFILES, TASKS, make_run
 
 from filegram_ray.config import load_config
 from filegram_ray.evaluate.stage import run_evaluate
@@ -93,6 +93,8 @@ def test_site_files_hold_every_item_trajectory_and_context(site):
     assert "<svg" in traj["fingerprint_svg"] and traj["fingerprint_svg"].count("<rect") == 17
     stages = (out / "run.html").read_text().split('id="stages"')[1].split("</table>")[0]
     assert "<td>evaluate</td>" in stages and "error rows" in stages  # run.json's evaluate record
+    for f in out.rglob("*"):  # meta.json's other fields (ground truth of the simulation) stay out of the site
+        assert not f.is_file() or META_MARKER.encode() not in f.read_bytes(), f
     pert = _data(out / "data/traj" / f"{site_name(PERTURBED)}.js", "FG_T")
     assert pert["perturbation"] == {"dimension": "C", "tier": "M"}
 
