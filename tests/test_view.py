@@ -319,3 +319,22 @@ def test_language_model_path_records_the_context_the_model_was_shown(ray_local, 
     item = _data(out / "data/items" / f"{site_name('AttrRec-00001')}.js", "FG_ITEM")
     ref = next(a["context_ref"] for a in item["answers"] if a["method"] == "full_context")
     assert _ctx_text(out, ref) in texts
+
+
+def test_serve_answers_on_loopback_only(site):
+    import threading
+    import urllib.request
+
+    from filegram_ray.view.build import make_server
+
+    _, out = site
+    with make_server(out, 0) as httpd:
+        host, port = httpd.server_address[:2]
+        assert host == "127.0.0.1"
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/items_index.js", timeout=10) as resp:
+                assert resp.read() == (out / "data/items_index.js").read_bytes()
+        finally:
+            httpd.shutdown()

@@ -445,13 +445,22 @@ def build_view(run: RunDir | str, out: str | os.PathLike | None = None) -> str:
     return str(target / "index.html")
 
 
-def serve(site_dir: str | os.PathLike, port: int = 8000) -> None:  # pragma: no cover - interactive
-    """Serve ``site_dir`` on ``http://127.0.0.1:<port>/`` until interrupted (loopback only)."""
+def make_server(site_dir: str | os.PathLike, port: int = 8000):
+    """An HTTP server for ``site_dir`` bound to 127.0.0.1 only (``port`` 0: a free one); call ``serve_forever()``.
+
+    Raises:
+        OSError: the port is taken (EADDRINUSE).
+    """
     import functools
     import http.server
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=os.fspath(site_dir))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+
+
+def serve(site_dir: str | os.PathLike, port: int = 8000) -> None:  # pragma: no cover - runs until Ctrl-C
+    """Serve ``site_dir`` on ``http://127.0.0.1:<port>/`` until interrupted (loopback only)."""
+    with make_server(site_dir, port) as httpd:
         print(f"serving {site_dir} on http://127.0.0.1:{httpd.server_address[1]}/ (Ctrl-C stops)", flush=True)
         try:
             httpd.serve_forever()
