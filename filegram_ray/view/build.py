@@ -459,8 +459,18 @@ def make_server(site_dir: str | os.PathLike, port: int = 8000):
 
 
 def serve(site_dir: str | os.PathLike, port: int = 8000) -> None:  # pragma: no cover - runs until Ctrl-C
-    """Serve ``site_dir`` on ``http://127.0.0.1:<port>/`` until interrupted (loopback only)."""
-    with make_server(site_dir, port) as httpd:
+    """Serve ``site_dir`` on ``http://127.0.0.1:<port>/`` until interrupted (loopback only).
+
+    Raises:
+        UserError: the port cannot be bound (taken, or privileged), naming it.
+    """
+    from filegram_ray.errors import UserError
+
+    try:
+        httpd = make_server(site_dir, port)
+    except OSError as exc:
+        raise UserError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc} (choose another --port)") from exc
+    with httpd:
         print(f"serving {site_dir} on http://127.0.0.1:{httpd.server_address[1]}/ (Ctrl-C stops)", flush=True)
         try:
             httpd.serve_forever()

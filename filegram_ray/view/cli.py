@@ -9,13 +9,14 @@ HELP = "write a static viewer of a run (results, items with contexts, trajectori
 
 
 def _view(args: argparse.Namespace) -> int:
+    from filegram_ray.errors import UserError
     from filegram_ray.view.build import build_view, serve
 
     index = build_view(args.run_dir, args.out)
     print(f"open {index}")
     if args.serve:
         if not os.path.exists(index):
-            raise ValueError(f"--serve needs a local site; {index} is on an object store (add --out DIR)")
+            raise UserError(f"--serve needs a local site; {index} is on an object store (add --out DIR)")
         serve(os.path.dirname(index), args.port)
     return 0
 
