@@ -40,8 +40,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "run seed → generate → encode → render → record → caption → bench → evaluate"),
     "models": ("filegram_ray.weights",
                "the models manifest: list the packaged models, verify installed weights"),
-    "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile? (tier recovery, "
-                 "perturbation effects, τ-flags, aggregate counts) → RUN/results/validity.md"),
+    "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile, like a person? (tier "
+                 "recovery, single-session separability, η², perturbations, a count-rule answerer, motivation, "
+                 "τ-flags, aggregate counts; each bounded figure PASS/FAIL) → RUN/results/validity.md"),
     "findings": ("filegram_ray.evaluate.cli", "the paper's findings F1–F6 decided on an evaluated run (paired "
                  "tests, intervals; holds / fails / undecided with the items to decide)"),
     "view": ("filegram_ray.view.cli", "write a static viewer of a run (results, items with contexts, trajectories, "
