@@ -448,3 +448,15 @@ def test_ingest_backbone_round_trip_keeps_the_retry_settings():
                       "retry_backoff_s": 0.5, "constrain": "grammar"})
     bb = make_backbone({"kind": "openai", **spec.backbone_kwargs()})
     assert (bb.retries, bb.backoff_s, bb.constrain) == (3, 0.5, "grammar")
+
+
+def test_real_llama_cpp_server_honours_the_letter_grammar(smollm2_server):
+    """llama-cpp-python's server takes ``grammar`` on chat completions: the probe settles ``grammar`` and a
+    multiple-choice answer is exactly one option letter (read strictly)."""
+    spec = probe_endpoint(chat_spec({"kind": "llama_cpp", "base_url": smollm2_server.base_url, "model": "smollm2"}))
+    assert spec.constrain == "grammar"
+    bb = OpenAIBackbone(smollm2_server.base_url, "smollm2", retries=0, constrain="grammar", max_tokens=4)
+    for item in ({"question": "Which user keeps backups?", "choices": ["User 1", "User 2"]},
+                 {"question": "How deep are the folders?", "choices": ["flat", "two levels", "three levels", "more"]}):
+        ans = bb.answer(item, "1. [User 1] Copy: review.md -> review.md.bak (backup=True)")
+        assert ans.text.strip() in "ABCD"[:len(item["choices"])] and ans.choice == ans.text.strip()
