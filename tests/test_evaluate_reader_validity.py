@@ -86,7 +86,7 @@ def test_order_stats_counts_consistency_and_position_bias():
 def _perfect_reader(req, n):
     """Reads its prompt and ignores option positions: the option whose text occurs in the memory context, else the
     one with most words in it (ties: the alphabetically first text)."""
-    user = req["messages"][-1]["content"]
+    user = "\n\n".join(m["content"] for m in req["messages"])  # the context is in the system message
     if "## Options" not in user:
         return completion("The memory does not say.")
     ctx = user.split("## Memory context", 1)[1].split("## Question", 1)[0].lower()
@@ -120,7 +120,7 @@ def test_validity_rows_through_a_language_model_backbone(ray_local, tmp_path):
         reader = json.loads(run.read_text("results/findings.json"))["reader"]
         assert reader["order"]["consistency"] == 100.0 and reader["headroom"] > 0
         # no ground truth in any prompt but the gold row's: the gold lead appears only in the gold requests
-        gold_prompts = [r for r in srv.requests if "Memory of this user (" in r["messages"][-1]["content"]]
+        gold_prompts = [r for r in srv.requests if "Memory of this user (" in r["messages"][0]["content"]]
         assert len(gold_prompts) == res.filter(pl.col("method") == "gold").height
         run_evaluate(cfg)  # resumable: the validity answers are cached by prompt hash
         again = [r for r in srv.requests[n_first:] if "## Question" in r["messages"][-1]["content"]]

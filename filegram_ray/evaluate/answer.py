@@ -5,8 +5,9 @@ Per wave of work units (a unit = one method × setting × context spec, as on th
 
 1. **Prompts** — ``ray.data.from_items(units).flat_map(PromptBuilder)`` on an actor pool (0.5 CPU each by
    default, ENVIRONMENT_FACTS §1): each actor ingests the unit's trajectories with the method (or loads the cached
-   state, ``results/cache/…``), retrieves the context of every item and writes the chat messages (system prompt +
-   method context + the item's public view, :func:`filegram_ray.llm.backbones.mcq_prompt` / ``open_prompt``).
+   state, ``results/cache/…``), retrieves the context of every item and writes the chat messages,
+   context first (system prompt + method context, then the item's public view: :func:`context_first`,
+   :func:`filegram_ray.llm.backbones.mcq_prompt` / ``open_prompt``).
    A failing ingest gives error rows for the unit's items; a failing retrieve an error row for that item.
 2. **Answers** — the prompts go through the processor as one Ray Dataset (:func:`~filegram_ray.llm.processors
    .run_chat`); replies stream back to the driver, which writes a unit's answer table and its completion record as
@@ -37,7 +38,7 @@ from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PromptBuilder", "answer_units", "request_key"]
+__all__ = ["PromptBuilder", "answer_units", "context_first", "order_by_context", "request_key"]
 
 
 def request_key(*parts: Any) -> str:
@@ -103,14 +104,49 @@ class PromptBuilder:
                 is_open = not pv["choices"]
                 user = open_prompt(pv, text) if is_open else mcq_prompt(pv, text, letter_only=self.letter_only)
                 out.append(_prompt_row(
-                    base, it, messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                                        {"role": "user", "content": user}],
+                    base, it, messages=context_first(SYSTEM_PROMPT, user),
                     max_tokens=self.max_tokens_open if is_open else self.max_tokens, temperature=self.temperature,
                     tokens_in_memory=int(ctx.tokens_in_memory), tokens_out=int(ctx.tokens_out),
                     ingest_s=float(ingest_s), cached_state=bool(cached), context_cut=cut, context_text=text))
             except Exception as exc:  # noqa: BLE001 - one bad item never sinks the unit
                 out.append(_prompt_row(base, it, status="error", error=_err(exc)))
         return out
+
+
+#: Where the question part of :func:`~filegram_ray.llm.backbones.mcq_prompt` / ``open_prompt`` starts.
+_QUESTION_HEAD = "\n\n## Question\n"
+
+
+def context_first(system_prompt: str, user_prompt: str) -> list[dict[str, str]]:
+    """Chat messages laid out context first: ``system`` = system prompt + the memory context (the part items of
+    one context share), ``user`` = the item's question, options and answer format (the part that differs).
+
+    A llama.cpp server reuses the KV cache of the longest token prefix a request shares with the previous one,
+    so with this layout (and the requests ordered by context, :func:`order_by_context`) the memory context is
+    read once per context instead of once per item. ``user_prompt`` is a :func:`~filegram_ray.llm.backbones
+    .mcq_prompt` / ``open_prompt`` text (``## Memory context`` … ``## Question`` …); one without a question
+    heading stays whole in the user message.
+    """
+    ctx, sep, question = user_prompt.partition(_QUESTION_HEAD)
+    if not sep:
+        return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
+    return [{"role": "system", "content": f"{system_prompt}\n\n{ctx.strip()}"},
+            {"role": "user", "content": f"## Question\n{question}"}]
+
+
+def order_by_context(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Requests grouped by shared context (:func:`~filegram_ray.llm.processors.route_key`), groups in order of
+    first appearance and requests in their order within a group, so that items of one context go back to back
+    (to the same server of a pool) and reuse its KV prefix. Stable: the same requests give the same order."""
+    from filegram_ray.llm.processors import route_key
+
+    first: dict[str, int] = {}
+    keys = []
+    for i, r in enumerate(requests):
+        k = route_key(r["messages"])
+        first.setdefault(k, i)
+        keys.append(first[k])
+    return [r for _, _, r in sorted(zip(keys, range(len(requests)), requests), key=lambda t: (t[0], t[1]))]
 
 
 def _prompt_row(base: dict[str, Any], item: Mapping[str, Any], *, status: str = "ok", error: str = "",
@@ -237,6 +273,7 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
                           "letters": list(LETTERS[:len(json.loads(p["choices_json"]))])} for p in ok]
             if not ok:
                 finish(uid)
+        requests = order_by_context(requests)  # one context's items back to back: its KV prefix is reused
         owner = {p["req_key"]: p["unit_id"] for p in prompts}
         stats["n_requests"] += len(requests)
         if requests:

@@ -51,6 +51,8 @@ __all__ = [
     "chat_spec",
     "is_llm_spec",
     "probe_endpoint",
+    "route_key",
+    "route_url",
     "run_chat",
 ]
 
@@ -97,10 +99,16 @@ class HttpChatSpec(_ChatSpecBase):
             than one long prompt on a busy 2-core CPU server) and for the one-off client
             (:class:`~filegram_ray.llm.OpenAIBackbone`: start-up probe, ingest-time completions).
         num_cpus: Ray CPUs per request worker (0.25: HTTP workers wait, they do not compute).
+        base_urls: a pool of servers of the same model (e.g. :func:`~filegram_ray.engine.agents.serve
+            .start_servers` replicas, one per node or per N cores); each request goes to the one its context
+            picks (:func:`route_url`: every message but the last, i.e. system prompt + memory context), so items
+            of one context reach one server and reuse its KV prefix. Empty = ``base_url`` only. Set
+            ``concurrency`` to the pool's size to keep every server busy.
     """
 
     kind: Literal["openai"] = "openai"
     base_url: str
+    base_urls: list[str] = Field(default_factory=list)
     model: str = "local"
     api_key: str = "EMPTY"
     qps: int | None = None
@@ -113,6 +121,10 @@ class HttpChatSpec(_ChatSpecBase):
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"
+
+    def pool_urls(self) -> list[str]:
+        """``…/chat/completions`` of every server of the pool (``base_urls``, else ``base_url`` alone)."""
+        return [u.rstrip("/") + "/chat/completions" for u in (self.base_urls or [self.base_url])]
 
     def display(self) -> str:
         return self.name or f"openai:{self.model}"
@@ -283,6 +295,23 @@ _REPLY_FIELDS = {"ok": False, "reply": "", "finish_reason": "", "prompt_tokens":
                  "error": "", "raw": ""}
 
 
+def route_key(messages: Any) -> str:
+    """The context a request shares with others: sha256 of every message but the last (the prompt layout puts
+    system prompt + memory context first and the item's question last, :mod:`filegram_ray.evaluate.answer`)."""
+    import hashlib
+
+    head = [{"role": str(m["role"]), "content": m["content"]} for m in list(messages)[:-1]]
+    return hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def route_url(urls: list[str], messages: Any) -> str:
+    """The server of ``urls`` that answers a request: fixed by its context (:func:`route_key`), so every item of
+    one context goes to the same server and reuses its KV prefix; contexts spread evenly over the pool."""
+    if len(urls) == 1:
+        return urls[0]
+    return urls[int(route_key(messages)[:12], 16) % len(urls)]
+
+
 class _CheckedReply:
     """What :meth:`CheckedSession.post` gives Ray's HTTP stage: always HTTP 200, ``json()`` the checked reply."""
 
@@ -314,13 +343,17 @@ class CheckedSession:
         timeout_s: seconds per request (aiohttp total timeout).
         retries: extra attempts; backoff_s: first wait (doubling, at most 30 s).
         strict: the replies are answers (``allow_empty`` / ``allow_length`` false in ``read_completion``).
+        urls: a server pool (``…/chat/completions`` each): a request goes to :func:`route_url` of its messages
+            instead of the stage's URL. None = the stage's URL.
     """
 
-    def __init__(self, timeout_s: float, retries: int, backoff_s: float, strict: bool = True):
+    def __init__(self, timeout_s: float, retries: int, backoff_s: float, strict: bool = True,
+                 urls: list[str] | None = None):
         import aiohttp
 
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
         self.retries, self.backoff_s, self.strict = int(retries), float(backoff_s), bool(strict)
+        self.urls = list(urls or [])
 
     async def __aenter__(self) -> CheckedSession:
         await self._session.__aenter__()
@@ -345,9 +378,12 @@ class CheckedSession:
         )
 
         try:  # the per-reply size bound follows the request's max_tokens
-            max_chars = REPLY_CHARS_PER_TOKEN * int(json.loads(data)["max_tokens"])
+            payload = json.loads(data)
+            max_chars = REPLY_CHARS_PER_TOKEN * int(payload["max_tokens"])
         except (TypeError, ValueError, KeyError):
-            max_chars = None
+            payload, max_chars = None, None
+        if len(self.urls) > 1 and isinstance(payload, Mapping) and payload.get("messages"):
+            url = route_url(self.urls, payload["messages"])
         try:
             comp, _ = await exchange_async(
                 lambda: post_aiohttp(self._session, url, data, headers), retries=self.retries,
@@ -361,8 +397,9 @@ class CheckedSession:
                               "reply_tokens": -1 if comp.completion_tokens is None else comp.completion_tokens})
 
 
-def _checked_session(timeout_s: float, retries: int, backoff_s: float, strict: bool) -> CheckedSession:
-    return CheckedSession(timeout_s, retries, backoff_s, strict)
+def _checked_session(timeout_s: float, retries: int, backoff_s: float, strict: bool,
+                     urls: tuple[str, ...] = ()) -> CheckedSession:
+    return CheckedSession(timeout_s, retries, backoff_s, strict, urls=list(urls))
 
 
 def _http_post(row: dict[str, Any]) -> dict[str, Any]:
@@ -429,7 +466,7 @@ def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False, strict: bo
             concurrency=spec.concurrency, qps=spec.qps, max_retries=0,  # CheckedSession retries
             http_request_stage={"num_cpus": spec.num_cpus, "concurrency": spec.concurrency},
             session_factory=functools.partial(_checked_session, float(spec.timeout), spec.max_retries,
-                                              spec.retry_backoff_s, strict))
+                                              spec.retry_backoff_s, strict, tuple(spec.pool_urls())))
         mode = "none" if spec.constrain == "auto" else spec.constrain
         return build_processor(cfg, preprocess=_http_pre(spec.model, mode), postprocess=_http_post,
                                preprocess_map_kwargs=small, postprocess_map_kwargs=small)

@@ -51,9 +51,11 @@ __all__ = [
     "default_threads",
     "free_port",
     "gguf_header",
+    "llama_system_info",
     "model_cache_dir",
     "model_path",
     "packaged_gguf",
+    "system_info_features",
 ]
 
 #: First four bytes of every GGUF file (GGUF spec, llama.cpp ``gguf.h``: ``GGUF_MAGIC "GGUF"``).
@@ -307,8 +309,49 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: Build features llama.cpp reports in its ``system_info`` line (``llama_print_system_info``) that matter for CPU
+#: speed: the ISA extensions the ggml CPU backend was compiled with (``GGML_NATIVE=OFF`` wheels lack most).
+SYSTEM_INFO_FEATURES = ("AVX2", "AVX512", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "FMA", "F16C")
+
+
+def llama_system_info(python: str | None = None, timeout: float = 60.0) -> str:
+    """llama.cpp's ``system_info`` line of the installed llama-cpp-python (``llama_print_system_info()``: the CPU
+    backend's compiled features, e.g. ``CPU : SSE3 = 1 | … | AVX512 = 1 | AVX512_VNNI = 1 | AMX_INT8 = 1 | …``),
+    read in a child interpreter (``python``, default this one) so that this process never loads the library.
+
+    Returns:
+        the line, whitespace-collapsed; ``""`` when llama_cpp is not importable there.
+
+    Raises:
+        subprocess.TimeoutExpired: the child did not answer within ``timeout`` seconds.
+    """
+    code = ("import llama_cpp; llama_cpp.llama_backend_init(); "
+            "print(llama_cpp.llama_print_system_info().decode('utf-8', 'replace'))")
+    r = subprocess.run([python or sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                       check=False)
+    return " ".join(r.stdout.split()) if r.returncode == 0 else ""
+
+
+def system_info_features(line: str) -> dict[str, bool]:
+    """``{feature: on}`` for :data:`SYSTEM_INFO_FEATURES` found in a ``system_info`` line (absent = not listed)."""
+    out = {}
+    for part in line.replace("|", "\n").splitlines():
+        key, _, val = part.rpartition("=")
+        key = key.strip().split(":")[-1].strip()
+        if key in SYSTEM_INFO_FEATURES:
+            out[key] = val.strip() == "1"
+    return out
+
+
 class LlamaCppServer:
     """``python -m llama_cpp.server`` as a child process; a context manager that waits for ``/v1/models``.
+
+    The server holds one llama.cpp context (one slot; llama-cpp-python 0.3.36 has no ``id_slot`` or
+    ``cache_prompt`` request fields): each request reuses the KV cache of the longest token prefix it shares with
+    the previous request (``Llama.generate``), so requests that share a context prefix are cheap only when they
+    arrive back to back (:func:`filegram_ray.evaluate.answer.answer_units` orders them so, and a pool routes one
+    context to one server, :class:`~filegram_ray.llm.processors.HttpChatSpec` ``base_urls``). ``prompt_cache``
+    adds llama-cpp-python's RAM state cache (``--cache``), which also serves a prefix seen earlier.
 
     Args:
         model: a GGUF path or a packaged model name (:data:`MODELS`; split ones are assembled, see
@@ -322,6 +365,12 @@ class LlamaCppServer:
         log_path: where the server's stdout/stderr go (default: a file under /tmp).
         cache_dir / run_dir: where split models are assembled (:func:`model_cache_dir`).
         startup_timeout: seconds to wait for the server to list its model.
+        prompt_cache: bytes of llama-cpp-python's RAM prompt-state cache (``--cache true --cache_type ram
+            --cache_size N``); 0 = none (the back-to-back prefix reuse above works without it).
+
+    Attributes:
+        system_info: llama.cpp's ``system_info`` line of this server (read from its log after start, else from
+            :func:`llama_system_info`); ``""`` before :meth:`start`.
 
     Raises:
         RuntimeError: the server exits or is not ready within ``startup_timeout`` seconds (message holds its log
@@ -331,7 +380,7 @@ class LlamaCppServer:
     def __init__(self, model: str | os.PathLike = DEFAULT_MODEL, port: int | None = None, n_ctx: int | None = None,
                  n_threads: int | None = None, chat_format: str | None = "auto", alias: str = "local",
                  log_path: str | None = None, startup_timeout: float = 120.0, host: str = "127.0.0.1",
-                 cache_dir: str | os.PathLike | None = None, run_dir: str | None = None):
+                 cache_dir: str | os.PathLike | None = None, run_dir: str | None = None, prompt_cache: int = 0):
         spec = MODELS.get(str(model))
         self.packaged = spec
         self.model = str(model_path(model, cache_dir=cache_dir, run_dir=run_dir))
@@ -341,6 +390,8 @@ class LlamaCppServer:
         self.chat_format = (spec.chat_format if spec else None) if chat_format == "auto" else chat_format
         self.alias, self.startup_timeout = alias, startup_timeout
         self.log_path = log_path or f"/tmp/llama_server_{self.port}.log"
+        self.prompt_cache = int(prompt_cache)
+        self.system_info = ""
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -355,6 +406,8 @@ class LlamaCppServer:
                "--n_threads_batch", str(self.n_threads), "--model_alias", self.alias]
         if self.chat_format:
             cmd += ["--chat_format", self.chat_format]
+        if self.prompt_cache > 0:
+            cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(self.prompt_cache)]
         return cmd
 
     def start(self) -> LlamaCppServer:
@@ -370,11 +423,26 @@ class LlamaCppServer:
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:
                     if r.status == 200 and json.loads(r.read()).get("data"):
+                        self.system_info = self._read_system_info()
+                        log.info("llama.cpp server %s system_info: %s", self.base_url, self.system_info)
                         return self
             except Exception:  # noqa: BLE001 - not listening yet
                 time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"llama_cpp.server not ready after {self.startup_timeout}s: {self._tail()}")
+
+    def _read_system_info(self) -> str:
+        """The ``system_info`` line the server printed at model load (verbose mode), else a child's."""
+        try:
+            for line in Path(self.log_path).read_text(errors="replace").splitlines():
+                if "CPU :" in line and "=" in line and "|" in line:
+                    return " ".join(line.split())
+        except OSError:
+            pass
+        try:
+            return llama_system_info()
+        except subprocess.TimeoutExpired:
+            return ""
 
     def _tail(self) -> str:
         try:
