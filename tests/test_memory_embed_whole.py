@@ -116,6 +116,9 @@ def test_br2_16_a_vector_does_not_depend_on_its_batch_mates(dtype):
         assert emb.encode([target] + mates[:n])[0].tobytes() == alone
     small = Embedder(cache_size=0, batch_size=8, dtype=dtype)
     assert small.encode(mates[:20] + [target])[-1].tobytes() == alone
+    # nor on a long text (read in windows, averaged) sharing the call
+    assert emb.encode([ZH[:800], target, DIFF[:800]])[1].tobytes() == alone
+    assert emb.encode([ZH[:800]]).tobytes() == emb.encode([target, ZH[:800]])[1].tobytes()
 
 
 def test_embed_dtype_is_bf16_only_with_amx_and_can_be_forced(tmp_path, monkeypatch):

@@ -468,11 +468,18 @@ class CachedEmbedder(abc.ABC):
             self.model_calls += 1
         if len(pieces) == len(texts):
             return vecs
+        # a text read in one window keeps its vector's bytes (never renormalised because a long text shares the call)
         acc = np.zeros((len(texts), self.dim), dtype=np.float64)
-        for (i, n), v in zip(owner, vecs, strict=True):
-            acc[i] += n * v.astype(np.float64)
-        acc /= np.maximum(np.linalg.norm(acc, axis=1, keepdims=True), 1e-12)
-        return acc.astype(np.float32)
+        count = np.zeros(len(texts), dtype=np.int64)
+        for j, (i, n) in enumerate(owner):
+            acc[i] += n * vecs[j].astype(np.float64)
+            count[i] += 1
+            if count[i] == 1:
+                out[i] = vecs[j]
+        many = count > 1
+        acc[many] /= np.maximum(np.linalg.norm(acc[many], axis=1, keepdims=True), 1e-12)
+        out[many] = acc[many].astype(np.float32)
+        return out
 
     def _cache_path(self, key: str) -> Path:
         ident = self.identity()  # vectors differ by weights and dtype; "whole": long texts read in windows
