@@ -166,3 +166,14 @@ def test_servers_as_ray_actors_answer_as_a_pool(ray_local):
         assert {route_url(spec.pool_urls(), r["messages"]) for r in reqs} == set(spec.pool_urls())
     finally:
         group.stop()
+
+
+def test_the_report_states_the_one_context_budget():
+    from filegram_ray.evaluate.report import _judge_validity_lines
+
+    ans = {"n_requests": 10, "answer_s": 5.0, "prompt_s": 1.0, "n_context_cut": 3, "context_budget_chars": 6000,
+           "context_budget_tokens": 1500}
+    text = "\n".join(_judge_validity_lines({"answering": ans}))
+    assert "cut to one budget: 6000 characters (≈ 1500 tokens" in text and "3 contexts were cut" in text
+    ans.update(context_budget_chars=None, context_budget_tokens=None, n_context_cut=0)
+    assert "not cut" in "\n".join(_judge_validity_lines({"answering": ans}))

@@ -210,7 +210,8 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
                  multimodal_formats: list[str] | None, num_actors: int, num_cpus_per_actor: float,
                  wave_units: int = 64, max_context_chars: int | None = None) -> dict[str, Any]:
     """Answer the items of ``units`` (not yet done) through the processor of ``spec``; write one answer table and
-    one completion record per unit. Returns ``{n_units, n_requests, n_errors, prompt_s, answer_s}``.
+    one completion record per unit. Returns ``{n_units, n_requests, n_errors, n_context_cut, prompt_s, answer_s,
+    context_budget_chars, context_budget_tokens}`` (the budget: ``max_context_chars`` and its ``// 4`` tokens).
 
     ``spec``: the backbone with ``constrain`` resolved (:func:`~filegram_ray.llm.processors.probe_endpoint`). A
     server that fails or goes away gives error rows, not an exception (:func:`~filegram_ray.llm.processors
@@ -222,7 +223,10 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
     from filegram_ray.llm.parsing import LETTERS
     from filegram_ray.llm.processors import run_chat
 
-    stats = {"n_units": 0, "n_requests": 0, "n_errors": 0, "n_context_cut": 0, "prompt_s": 0.0, "answer_s": 0.0}
+    stats = {"n_units": 0, "n_requests": 0, "n_errors": 0, "n_context_cut": 0, "prompt_s": 0.0, "answer_s": 0.0,
+             # the one context budget every method is cut to (tokens by the len // 4 rule, reference §8.1)
+             "context_budget_chars": max_context_chars,
+             "context_budget_tokens": max_context_chars // 4 if max_context_chars else None}
     name = spec.display()
     constrain = "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
     for w in range(0, len(units), max(1, wave_units)):

@@ -412,6 +412,9 @@ def _judge_validity_lines(info: dict[str, Any]) -> list[str]:
         out += ["", (f"Answering: {ans['n_requests']} prompts through the `ray.data.llm` processor in "
                      f"{ans['answer_s']:.0f} s ({per:.2f} s per item; prompts built in {ans['prompt_s']:.0f} s); "
                      f"judging {info.get('judge_s', 0):.0f} s."
+                     + (f" Every method's context is cut to one budget: {ans['context_budget_chars']} characters "
+                        f"(≈ {ans['context_budget_tokens']} tokens at 4 characters per token)."
+                        if ans.get("context_budget_chars") else " Contexts are not cut (no token budget).")
                      + (f" {ans['n_context_cut']} contexts were cut to `evaluate.max_context_chars`."
                         if ans.get("n_context_cut") else ""))]
     rows = info.get("judge_validity") or []

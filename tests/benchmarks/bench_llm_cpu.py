@@ -7,6 +7,12 @@ is only meaningful with the load average printed next to it.
 Usage:
     python tests/benchmarks/bench_llm_cpu.py --run-dir RUN [--per-sub-task 3] [--model qwen2.5-coder-0.5b]
         [--base-url URL --alias NAME] [--max-context-chars 6000] [--report-only]
+    python tests/benchmarks/bench_llm_cpu.py --speed --run-dir RUN [--items 10 --contexts 2 --threads 2]
+
+``--speed`` prints, on the same items, contexts, model and server, the reader's cost before (free-text reply, one
+user message, contexts interleaved: no prefix reuse) and after issue #30 item 3 (one grammar-held letter, context
+first, items of one context back to back: KV prefix reused): seconds and server CPU seconds per item, items per CPU
+second, prefill tokens per second, the ratio, the llama.cpp ``system_info`` line and the load average.
 
 RUN must hold ``bench/`` (``python jobs/pipeline.py --only seed generate encode bench``). Without ``--base-url`` the
 script starts ``filegram llm serve``'s server on ``--model`` itself and stops it at the end. The run is resumable:
@@ -24,8 +30,10 @@ import argparse
 import math
 import os
 import random
+import re
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -125,6 +133,131 @@ def print_table(run_dir: str, seed: int) -> None:
               f"{best_other:.0f}; overlapping intervals mean the sample cannot rank them)")
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# --speed: the reader's cost before and after issue #30 item 3, on the same items, contexts, model and server
+# ---------------------------------------------------------------------------------------------------------------
+
+_PERF = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _speed_context(rng: random.Random, n_chars: int, who: int) -> str:
+    """A seeded memory context of file-event lines (the shape of Full Context's text), ``n_chars`` long."""
+    verbs = ["Read file", "Edit file", "Create file", "Rename", "Move", "Copy", "Create directory", "Delete"]
+    exts = ["md", "docx", "xlsx", "csv", "pdf", "py", "txt", "pptx"]
+    lines, i = [], 0
+    while sum(len(x) + 1 for x in lines) < n_chars:
+        i += 1
+        d = rng.choice(["reports", "notes", "data", "drafts", "archive", "inbox"])
+        f = f"{d}/{rng.choice(['plan', 'review', 'summary', 'budget', 'log', 'ideas'])}_{rng.randint(1, 40)}"
+        lines.append(f"{i}. [user {who}] {rng.choice(verbs)}: {f}.{rng.choice(exts)} "
+                     f"({rng.randint(1, 90)} lines, depth={f.count('/') + rng.randint(0, 2)})")
+    return "\n".join(lines)[:n_chars]
+
+
+def speed_compare(args) -> int:
+    """Answer the same items twice on one llama.cpp server and print the two costs side by side.
+
+    before = today's layout (until issue #30 item 3): one user message holding context + question, contexts
+    interleaved in the order the items come (no prefix reuse), a free-text reply (``max_tokens`` 16) read by
+    ``parse_choice``. after = context-first messages (:func:`~filegram_ray.evaluate.answer.context_first`),
+    requests grouped by context (:func:`~filegram_ray.evaluate.answer.order_by_context`), one letter held by the
+    llama.cpp grammar (``max_tokens`` 1). Cost = the server process's CPU seconds (``/proc``) and wall seconds;
+    prompt tokens evaluated / prompt eval time from llama.cpp's own perf lines in the server log.
+    """
+    import httpx
+
+    from filegram_ray.evaluate.answer import context_first, order_by_context
+    from filegram_ray.evaluate.stage import load_items, public_view
+    from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt
+    from filegram_ray.llm.parsing import LETTERS, parse_choice
+    from filegram_ray.llm.replies import constraint_fields
+    from filegram_ray.llm.server import LlamaCppServer, system_info_features
+    from filegram_ray.storage import RunDir
+
+    rng = random.Random(args.seed)
+    mcq = [it for it in load_items(RunDir(args.run_dir)) if it.get("choices") and it.get("setting") == "text"]
+    if len(mcq) < args.items * args.contexts:
+        raise SystemExit(f"{args.run_dir}: {len(mcq)} multiple-choice text items, need "
+                         f"{args.items * args.contexts} (--items × --contexts)")
+    picked = rng.sample(mcq, args.items * args.contexts)
+    contexts = [_speed_context(rng, args.max_context_chars, c + 1) for c in range(args.contexts)]
+    # item k of the sample goes with context k % contexts: the order items come in interleaves contexts
+    items = [(public_view(it), contexts[k % args.contexts]) for k, it in enumerate(picked)]
+    before = [{"key": it["question_id"], "n": len(it["choices"]), "choices": list(it["choices"].values()),
+               "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                            {"role": "user", "content": mcq_prompt(it, ctx)}], "extra": {}, "max_tokens": 16}
+              for it, ctx in items]
+    after = order_by_context([{"key": it["question_id"], "n": len(it["choices"]),
+                               "choices": list(it["choices"].values()),
+                               "messages": context_first(SYSTEM_PROMPT, mcq_prompt(it, ctx, letter_only=True)),
+                               "extra": constraint_fields("grammar", LETTERS[:len(it["choices"])]),
+                               "max_tokens": 1} for it, ctx in items])
+    srv = LlamaCppServer(args.model, n_ctx=args.n_ctx, n_threads=args.threads, alias="local",
+                         cache_dir=args.cache_dir, run_dir=args.run_dir, startup_timeout=600).start()
+    out: dict[str, dict] = {}
+    try:
+        print(f"model {args.model}, {args.threads} threads, {len(items)} items = {args.items} × {args.contexts} "
+              f"contexts of {args.max_context_chars} chars")
+        print(f"llama.cpp system_info: {srv.system_info}")
+        print(f"build features: {system_info_features(srv.system_info)}")
+        with httpx.Client(timeout=3600) as client:
+            for name, reqs in (("before", before), ("after", after)):
+                client.post(srv.base_url + "/chat/completions", json={  # the same warm-up for both
+                    "model": "local", "messages": [{"role": "user", "content": "Say A."}], "max_tokens": 1})
+                log0 = Path(srv.log_path).stat().st_size
+                cpu0, t0, load0 = _cpu_s(srv.proc.pid), time.perf_counter(), os.getloadavg()[0]
+                answers, ptoks = {}, 0
+                for r in reqs:
+                    body = {"model": "local", "messages": r["messages"], "temperature": 0.0,
+                            "max_tokens": r["max_tokens"], **r["extra"]}
+                    js = client.post(srv.base_url + "/chat/completions", json=body).json()
+                    text = js["choices"][0]["message"]["content"] or ""
+                    ptoks += int(js["usage"]["prompt_tokens"])
+                    letter = (text.strip() if r["extra"] else parse_choice(text, r["n"], r["choices"]))
+                    answers[r["key"]] = letter if letter in LETTERS[:r["n"]] else None
+                wall, cpu = time.perf_counter() - t0, _cpu_s(srv.proc.pid) - cpu0
+                with open(srv.log_path, "rb") as f:
+                    f.seek(log0)
+                    perf = [(float(a), int(b)) for a, b in _PERF.findall(f.read().decode("utf-8", "replace"))]
+                ev_ms, ev_tok = sum(a for a, _ in perf), sum(b for _, b in perf)
+                out[name] = {"wall": wall, "cpu": cpu, "ptoks": ptoks, "ev_tok": ev_tok, "ev_s": ev_ms / 1000,
+                             "answers": answers, "load": (load0, os.getloadavg()[0])}
+    finally:
+        srv.stop()
+    n = len(items)
+    print("\n| | before (free text, interleaved, no reuse) | after (letter, context first, grouped) | ratio |")
+    print("|---|---|---|---|")
+    b, a = out["before"], out["after"]
+    rows = [("seconds per item (wall)", b["wall"] / n, a["wall"] / n, b["wall"] / a["wall"]),
+            ("server CPU seconds per item", b["cpu"] / n, a["cpu"] / n, b["cpu"] / a["cpu"]),
+            ("items per server CPU second", n / b["cpu"], n / a["cpu"], b["cpu"] / a["cpu"]),
+            ("prompt tokens per item (counted)", b["ptoks"] / n, a["ptoks"] / n, b["ptoks"] / a["ptoks"]),
+            ("prompt tokens evaluated per item", b["ev_tok"] / n, a["ev_tok"] / n,
+             b["ev_tok"] / max(1, a["ev_tok"])),
+            ("prefill tokens/s (evaluated / prompt eval time)", b["ev_tok"] / max(1e-9, b["ev_s"]),
+             a["ev_tok"] / max(1e-9, a["ev_s"]), float("nan")),
+            ("prefill tokens/s (counted / wall)", b["ptoks"] / b["wall"], a["ptoks"] / a["wall"],
+             a["wall"] and (a["ptoks"] / a["wall"]) / (b["ptoks"] / b["wall"]))]
+    for label, x, y, r in rows:
+        print(f"| {label} | {x:.2f} | {y:.2f} | {r:.2f}× |")
+    agree = sum(b["answers"][k] == a["answers"][k] for k in a["answers"])
+    unparsed = sum(v is None for v in b["answers"].values())
+    print(f"\nanswers: {agree}/{n} items the same letter before and after; before {unparsed} unparseable, after "
+          f"{sum(v is None for v in a['answers'].values())} not a letter")
+    print(f"load average (1 min) before/after each phase: before {b['load'][0]:.1f}/{b['load'][1]:.1f}, after "
+          f"{a['load'][0]:.1f}/{a['load'][1]:.1f}; cores {os.cpu_count()}")
+    print(f"speed-up (wall): {b['wall'] / a['wall']:.1f}×; today's published figure was 18.9 s per item "
+          f"(docs/llm-evaluation.md), after here {a['wall'] / n:.2f} s per item = "
+          f"{18.9 / (a['wall'] / n):.1f}× faster than 18.9 s")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run-dir", required=True)
@@ -139,7 +272,14 @@ def main() -> int:
     p.add_argument("--cache-dir", default=None, help="where the split model is assembled")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--report-only", action="store_true")
+    p.add_argument("--speed", action="store_true",
+                   help="print the reader's cost before/after issue #30 item 3 on the same items (no evaluate run)")
+    p.add_argument("--items", type=int, default=10, help="--speed: items per context")
+    p.add_argument("--contexts", type=int, default=2, help="--speed: distinct contexts")
+    p.add_argument("--threads", type=int, default=2, help="--speed: llama.cpp threads")
     args = p.parse_args()
+    if args.speed:
+        return speed_compare(args)
     if not args.report_only:
         from filegram_ray.config import load_config
         from filegram_ray.evaluate.stage import run_evaluate
