@@ -34,3 +34,24 @@ def test_seed_order_is_deterministic_and_independent_of_input_order():
 def test_bundle_cost_of_an_empty_workspace_is_zero():
     assert bundle_cost({"workspace": {"empty": True, "inputs": {}}}) == 0
     assert bundle_cost({"workspace": {"inputs": {"wav": 1}}}) > bundle_cost({"workspace": {"inputs": {"pdf": 20}}})
+
+
+def test_caption_recordings_longest_first_ties_by_id():
+    from video.stage import _longest_first
+
+    items = [{"recording_id": "p2/T-01", "duration_s": 30.0}, {"recording_id": "p1/T-02", "duration_s": 68.2},
+             {"recording_id": "ext/clip-0a1b2c3d"}, {"recording_id": "p0/T-03", "duration_s": 30.0}]
+    order = [it["recording_id"] for it in _longest_first(items)]
+    assert order == ["p1/T-02", "p0/T-03", "p2/T-01", "ext/clip-0a1b2c3d"]
+    assert [it["recording_id"] for it in _longest_first(list(reversed(items)))] == order
+
+
+def test_caption_pool_takes_one_recording_at_a_time():
+    """The record/caption actor pool has exactly n actors and one task in flight per actor, so an idle actor
+    takes the next recording instead of the first actor queueing most of them (issue #31 item 3)."""
+    import ray
+
+    from video.stage import _pool_strategy
+
+    s = _pool_strategy(ray, 2)
+    assert (s.min_size, s.max_size, s.max_tasks_in_flight_per_actor) == (2, 2, 1)

@@ -114,6 +114,16 @@ def _pool_cpus(n: int, requested: float) -> float:
     return round(min(requested, 0.9 * total / max(n, 1)), 3)
 
 
+def _pool_strategy(ray, n: int):
+    """The actor pool of the record and caption stages: exactly ``n`` actors, one unit in flight per actor.
+
+    With Ray Data's default (several tasks queued per actor), the first actor to start takes most of a small
+    stage's units (6 recordings) while the second is still loading, and the stage then runs on one actor for
+    most of its time (issue #31 item 3: caption ran one OCR actor on 2 cores). Together with one unit per block
+    (``from_items(..., override_num_blocks=len(units))``), an idle actor takes the next unit."""
+    return ray.data.ActorPoolStrategy(size=n, max_tasks_in_flight_per_actor=1)
+
+
 def _cpu_s() -> float:
     """CPU seconds used so far by this process and its finished children (ffmpeg), user + system: the stages'
     speed per core does not depend on how busy the machine is."""
@@ -162,9 +172,10 @@ def _map_pool(worker_cls: type, kwargs: dict[str, Any], units: list[dict[str, An
 
         init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
         n = min(num_actors, len(units))
-        ds = ray.data.from_items([{"item": json.dumps(u, ensure_ascii=False)} for u in units]).map_batches(
+        ds = ray.data.from_items([{"item": json.dumps(u, ensure_ascii=False)} for u in units],
+                                 override_num_blocks=len(units)).map_batches(
             _PoolCall, fn_constructor_kwargs={"worker_cls": worker_cls, "kwargs": kwargs}, batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=n), num_cpus=_pool_cpus(n, num_cpus))
+            compute=_pool_strategy(ray, n), num_cpus=_pool_cpus(n, num_cpus))
         for r in ds.iter_rows():
             rows.append(json.loads(r["row"]))
             bar.update(1, rows[-1].get("status", ""))
@@ -507,6 +518,13 @@ def _vlm_rows(row: dict[str, Any], vlm: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _longest_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recordings in the order they are captioned: longest first (``duration_s`` of the record stage's row, else
+    0), ties by recording id — deterministic, and the stage's tail is a short recording, not the longest one
+    started last. Each recording's outputs do not depend on the order."""
+    return sorted(items, key=lambda it: (-float(it.get("duration_s") or 0.0), it["recording_id"]))
+
+
 def _caption(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, key: str, *, serial: bool,
              address: str | None, config, progress: bool) -> list[dict[str, Any]]:
     """Caption ``items``: keyframes (stage 1, :func:`keyframes_of`) then the captioner (stage 2); one index row per
@@ -514,7 +532,7 @@ def _caption(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, key: 
     processor; ``serial``: both stages in this process (OCR only)."""
     kf_kwargs = {"run_uri": run.uri, "storage_options": run.storage_options, "keyframes": cfg.keyframes.model_dump()}
     ocr_kwargs = {"run_uri": run.uri, "storage_options": run.storage_options, "ocr": cfg.ocr.model_dump(), "key": key}
-    units = [{"item": json.dumps(it, ensure_ascii=False)} for it in items]
+    units = [{"item": json.dumps(it, ensure_ascii=False)} for it in _longest_first(items)]
     rows: list[dict[str, Any]] = []
     bar = Progress(len(units), CAPTION_STAGE, enabled=progress)
     if serial:
@@ -531,10 +549,12 @@ def _caption(run: RunDir, items: list[dict[str, Any]], cfg: CaptionConfig, key: 
     init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
     n = min(cfg.num_actors, len(units))
     cpus = _pool_cpus(n + 1, cfg.num_cpus_per_actor)  # n captioner actors + keyframe tasks
-    ds = ray.data.from_items(units).map(keyframes_of, fn_kwargs=kf_kwargs, num_cpus=cpus)
+    # one recording per block, so the keyframe tasks and the actors take recordings one at a time
+    ds = ray.data.from_items(units, override_num_blocks=len(units)).map(keyframes_of, fn_kwargs=kf_kwargs,
+                                                                        num_cpus=cpus)
     if cfg.captioner == "ocr":
         ds = ds.map_batches(_OcrStage, fn_constructor_kwargs=ocr_kwargs, batch_size=1,
-                            compute=ray.data.ActorPoolStrategy(size=n), num_cpus=cpus)
+                            compute=_pool_strategy(ray, n), num_cpus=cpus)
         for r in ds.iter_rows():
             rows.append(json.loads(r["row"]))
             bar.update(1, rows[-1]["status"])
@@ -600,7 +620,8 @@ def _caption_items(run: RunDir, cfg: CaptionConfig) -> list[dict[str, Any]]:
         for r in run.read_table(RECORD_INDEX).to_dicts():
             if r.get("status") == "ok" and r.get("path"):
                 items.append({"recording_id": r["trajectory_id"], "trajectory_id": r["trajectory_id"],
-                              "source": r["path"], "in_run": True, "sha256": r.get("sha256") or ""})
+                              "source": r["path"], "in_run": True, "sha256": r.get("sha256") or "",
+                              "duration_s": float(r.get("duration_s") or 0.0)})
     for src in cfg.inputs:
         items.append({"recording_id": recording_id_of(src), "trajectory_id": "", "source": src, "in_run": False,
                       "sha256": ""})
