@@ -81,7 +81,7 @@ def test_http_error_and_unparseable_replies_are_error_rows_with_the_raw_reply(se
              "messages": [{"role": "user", "content": "Reply with the word hello and nothing else."}]},
             {"req_key": "overflow", "max_tokens": 8, "temperature": 0.0,
              "messages": [{"role": "user", "content": too_long}]}]
-    got = {r["req_key"]: r for r in run_chat(reqs, spec)}
+    got = {r["req_key"]: r for r in run_chat(reqs, spec, strict=False)}  # "hello" may run past its 8 tokens
     assert set(got) == {"hello", "overflow"}
     ok, bad = got["hello"], got["overflow"]
     assert ok["error"] == "" and ok["reply"] and ok["prompt_tokens"] > 0 and ok["reply_tokens"] >= 1
