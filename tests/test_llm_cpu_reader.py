@@ -93,6 +93,32 @@ def test_server_command_carries_the_prompt_cache_flags():
     assert "--cache" not in LlamaCppServer("smollm2-135m", port=1).command()
 
 
+def test_the_checked_session_sends_each_context_to_its_server():
+    """Without Ray: the session Ray's HTTP stage posts through routes every request by its context (the stage's
+    own URL is not used), and both servers of the pool serve."""
+    import asyncio
+    import json
+
+    from filegram_ray.llm.processors import CheckedSession
+
+    with ScriptedChatServer(lambda req, n: completion("A")) as s1, \
+            ScriptedChatServer(lambda req, n: completion("A")) as s2:
+        urls = [s.base_url + "/chat/completions" for s in (s1, s2)]
+        bodies = [{"model": "m", "max_tokens": 1, "messages": _messages(item, f"context {c}")}
+                  for c in range(10) for item in (ITEM_A, ITEM_B)]
+
+        async def go():
+            async with CheckedSession(30, 0, 0.0, urls=urls) as sess:
+                return [await (await sess.post("http://127.0.0.1:9/unused", data=json.dumps(b))).json()
+                        for b in bodies]
+
+        replies = asyncio.run(go())
+        assert all(r["ok"] and r["reply"] == "A" for r in replies)
+        for srv, url in ((s1, urls[0]), (s2, urls[1])):
+            assert srv.requests and all(route_url(urls, b["messages"]) == url for b in srv.requests)
+        assert len(s1.requests) + len(s2.requests) == len(bodies)
+
+
 def test_a_pool_answers_each_context_on_one_server(ray_local):
     """Two real HTTP servers as a pool: every request of one context reaches the same server, both serve."""
     with ScriptedChatServer(lambda req, n: completion("B")) as s1, \
