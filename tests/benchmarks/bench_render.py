@@ -29,7 +29,7 @@ from filegram_ray.storage import RunDir
 from rendering import renderers as R
 from rendering.policy import MIX, category_of
 from rendering.sections import split_sections
-from rendering.stage import INDEX_PATH, run_render
+from rendering.stage import INDEX_PATH, TIMINGS_PATH, run_render
 
 PAPER_OUTPUTS = 2500  # ≈2.5 K agent-generated files (ref §0)
 GOAL_S = 600.0
@@ -125,7 +125,7 @@ def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
     t_full = wall / n_outputs * target
     print(f"from wall time: {n / n_outputs * target:.0f} derivatives in {t_full / 60:.1f} min "
           f"({'Ray pools' if use_ray else 'serial = 1 core'}; load average {load[0]:.1f} on 2 cores during the run; "
-          f"per-format wall seconds inside workers: " + ", ".join(f"{f}={x:.1f}" for f, x in sorted(_secs(idx).items()))
+          f"per-format wall seconds inside workers: " + ", ".join(f"{f}={x:.1f}" for f, x in sorted(_secs(run.read_table(TIMINGS_PATH)).items()))
           + ")")
     if not use_ray:
         t_cpu = cpu / n_outputs * target / 2 + RAY_FIXED_S
@@ -166,6 +166,8 @@ def plan_extrapolation(run_dir: str, cpu_per_file: dict[str, float], seed: int) 
 
 
 def _secs(idx) -> dict[str, float]:
+    """Seconds per format from ``derivatives/timings.parquet`` (render times live apart from the byte-stable
+    index)."""
     out: dict[str, float] = {}
     for f, s in zip(idx["format"].to_list(), idx["render_s"].to_list()):
         out[f] = out.get(f, 0.0) + float(s or 0.0)
