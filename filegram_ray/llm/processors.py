@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.errors import UserError
 from filegram_ray.llm.replies import constraint_fields
 
 log = logging.getLogger(__name__)
@@ -553,7 +554,7 @@ def probe_endpoint(spec: HttpChatSpec) -> HttpChatSpec:
                 if mode != "none" and exc.kind == "status" and not explicit:
                     log.info("%s rejects constrain=%s (%s); trying the next", where, mode, exc.message)
                     continue
-                raise ValueError(f"{where} is not answering{f' with constrain={mode}' if explicit else ''}: "
+                raise UserError(f"{where} is not answering{f' with constrain={mode}' if explicit else ''}: "
                                  f"{exc.describe()}") from exc
             if mode == "none" or read_letter(comp.content, mode, _PROBE_LETTERS):
                 if mode == "none":
@@ -561,7 +562,7 @@ def probe_endpoint(spec: HttpChatSpec) -> HttpChatSpec:
                                 "free text", where, ", ".join(modes[:-1]))
                 return spec.model_copy(update={"constrain": mode})
             if explicit:
-                raise ValueError(f"{where} ignores constrain={mode}: asked for one of {list(_PROBE_LETTERS)}, it "
+                raise UserError(f"{where} ignores constrain={mode}: asked for one of {list(_PROBE_LETTERS)}, it "
                                  f"replied {comp.content[:80]!r} (set evaluate.backbone.constrain to another of "
                                  "grammar, json_schema, choice, none)")
     raise AssertionError("unreachable: 'none' always returns")  # pragma: no cover

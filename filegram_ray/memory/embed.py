@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from filegram_ray.errors import UserError
+
 __all__ = ["DTYPE_ENV", "EMBED_DIM", "EMBEDDERS", "CachedEmbedder", "E5Embedder", "Embedder", "HashingEmbedder",
            "ModelFolderError", "OnnxInt8Embedder", "check_model_folder", "cjk_share", "cpu_matrix_units",
            "default_model_path", "default_threads", "embed_dtype", "embedder_identity", "kind_of_identity",
@@ -227,7 +229,7 @@ def embed_dtype(requested: str | None = None, cpuinfo: str = "/proc/cpuinfo") ->
     req = (requested or "auto").strip().lower()
     if req not in _DTYPES:
         where = f"environment variable {DTYPE_ENV}" if source == DTYPE_ENV else "embedder dtype"
-        raise ValueError(f"{where}: {requested!r} is not one of {', '.join(_DTYPES)}")
+        raise UserError(f"{where}: {requested!r} is not one of {', '.join(_DTYPES)}")
     cpu = dict(cpu_matrix_units(str(cpuinfo)))
     amx = cpu["amx_bf16"] and cpu["amx_tile"]
     if req == "auto":
