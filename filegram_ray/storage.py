@@ -98,6 +98,22 @@ def atomic_write_local(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def refuse_missing_local_run(uri: str | os.PathLike, what: str = "this command") -> None:
+    """Refuse a local run directory that does not exist, before anything creates it (``RunDir`` and the readers
+    make folders as they go): commands that only read a run must not leave a typo'd directory behind. Object-store
+    URIs are not checked here.
+
+    Raises:
+        StorageError: names the path and says that ``what`` reads an existing run.
+    """
+    s = str(uri)
+    if "://" in s and not s.startswith("file://"):
+        return
+    path = os.path.abspath(os.path.expanduser(s.removeprefix("file://")))
+    if not os.path.isdir(path):
+        raise StorageError(f"{path}: no such run directory ({what} reads an existing run; nothing was created)")
+
+
 class RunDir:
     """A run directory on any fsspec filesystem.
 

@@ -16,8 +16,11 @@ def _build(args: argparse.Namespace) -> int:
 def _counts(args: argparse.Namespace) -> int:
     from filegram_ray.bench.stage import counts_table
     from filegram_ray.jobargs import config_from_args
+    from filegram_ray.storage import refuse_missing_local_run
 
-    run = config_from_args(args).run()
+    config = config_from_args(args)
+    refuse_missing_local_run(config.run_dir, "filegram bench counts")
+    run = config.run()
     print(counts_table(run.read_table("bench/items.parquet")))
     return 0
 

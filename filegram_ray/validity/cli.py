@@ -6,8 +6,11 @@ import argparse
 
 
 def _validity(args: argparse.Namespace) -> int:
+    from filegram_ray.storage import refuse_missing_local_run
     from filegram_ray.validity.core import TARGETS, run_validity
 
+    for run in filter(None, (args.run_dir, args.train_run)):
+        refuse_missing_local_run(run, "filegram validity")
     res = run_validity(args.run_dir, profiles_dir=args.profiles_dir, train_run=args.train_run,
                        train_profiles_dir=args.train_profiles_dir, tasks_dir=args.tasks_dir)
     lpo, pe = res["lpo"], res["perturbations"]

@@ -1,0 +1,30 @@
+"""Commands that only read a run refuse a local run directory that does not exist, in one line (exit 2), and
+create nothing (a fresh-eyes finding: `filegram validity runs/smal` left an empty `runs/smal/` behind)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("argv", [
+    ["validity", "{run}"],
+    ["memory", "show", "{run}", "p1"],
+    ["bench", "counts", "--run-dir", "{run}"],
+])
+def test_a_typod_run_directory_is_refused_and_not_created(tmp_path, argv):
+    run = tmp_path / "runs" / "smal"
+    args = [a.format(run=run) for a in argv]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "filegram_ray.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "no such run directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
