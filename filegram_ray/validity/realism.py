@@ -231,7 +231,8 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
             r = src.get(d, {})
             checks.append(_check(f"profile-level recovery {d}, {label}", r.get("profile"), BOUNDS["profile"], ">=",
                                  r.get("na", "")))
-    checks.append(_check("no-op perturbations (counterfactual re-simulation)", float(perturbations["no_op"]), 0.0,
+    checks.append(_check("no-op perturbations (counterfactual re-simulation)",
+                         float(perturbations["no_op"]) if perturbations["checked"] else None, 0.0,
                          "==", f"{perturbations['checked']} of {perturbations['n']} checked"))
     checks.append(_check("perturbation visible across sessions (AUC)", out["visibility"]["auc"], VISIBILITY_AUC,
                          ">=", f"{out['visibility']['n_perturbed']} perturbed sessions"))
