@@ -288,6 +288,8 @@ def _agent(script, tmp_path, **cfg_kw):
 
 
 def test_REL2_LLM_agent_nested_json_recursion_is_a_tool_error_and_the_trajectory_goes_on(tmp_path):
+    """Case REL2-LLM-agent-nested-json-recursion: a tool call nested ~20,000 levels deep is sent back to the model
+    as a malformed-call tool error; the trajectory goes on (no RecursionError)."""
     nested = ["<tool_call>" + '{"a":' * 20000 + "1" + "}" * 20000 + "</tool_call>",
               '{"name": "read", "arguments": {"file_path": "notes/a.md"}}' + "[" * 50000,
               '{"name": "read", "arguments": ' + "[" * 3000 + "]" * 3000 + "}"]
@@ -310,6 +312,8 @@ def test_REL2_LLM_agent_nested_json_recursion_is_a_tool_error_and_the_trajectory
 
 
 def test_REL2_LLM_agent_huge_reply_unbounded_transcript_is_cut_with_a_note(tmp_path):
+    """Case REL2-LLM-agent-huge-reply-unbounded-transcript: every reply is cut to the documented cap with a note, so
+    the transcript (and what is re-sent each turn) stays bounded."""
     huge = "The answer is A. " + "Z" * 3_000_000
     res, reqs = _agent(lambda req, n: completion(huge, prompt_tokens=10, completion_tokens=15), tmp_path,
                        max_tokens=64, max_nudges=2, max_iterations=4)
