@@ -310,7 +310,8 @@ def test_language_model_path_records_the_context_the_model_was_shown(ray_local, 
         run_evaluate(load_config(overrides={"run_dir": str(tmp_path / "run"), "evaluate": {
             "methods": ["full_context"], "settings": ["text"], "sample_per_sub_task": None, "plots": False,
             "backbone": backbone, "ingest_llm": False, "num_actors": 1, "judge": "rubric", "validity": False}}))
-        prompts = [r["messages"][-1]["content"] for r in srv.requests if r.get("messages")]
+        # context first (evaluate/answer.py): the memory context rides in the system message, the question last
+        prompts = ["\n".join(m.get("content") or "" for m in r["messages"]) for r in srv.requests if r.get("messages")]
     tables = [run.read_table(f) for f in run.walk_files("results/contexts") if f.endswith(".parquet")]
     assert tables and all("/full_context/" in f for f in run.walk_files("results/contexts"))
     texts = [t for tab in tables for t in tab["context_text"]]

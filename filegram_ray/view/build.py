@@ -346,12 +346,16 @@ def run_section(run: RunDir) -> dict[str, Any]:
     info: dict[str, Any] = {}
     if run.exists("run.json"):
         info = run.read_json("run.json")
-    for name, rec in (info.get("stages") or {}).items():
+    from filegram_ray.pipeline import STAGES
+
+    order = {name: i for i, (name, _) in enumerate(STAGES)}
+    recs = info.get("stages") or {}
+    for name, rec in sorted(recs.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):  # pipeline order
         if not isinstance(rec, dict):
             continue
         units = rec.get("units") if isinstance(rec.get("units"), dict) else {}
         stages.append({"stage": name, "seconds": rec.get("seconds"), "cpu_s": rec.get("cpu_s"),
-                       "memory_mb": rec.get("driver_peak_memory_mb", rec.get("peak_memory_mb")),
+                       "memory_mb": rec.get("peak_memory_mb"), "driver_memory_mb": rec.get("driver_peak_memory_mb"),
                        "planned": units.get("planned"), "done": units.get("done"), "skipped": units.get("skipped"),
                        "failed": units.get("failed"),
                        "errors": rec.get("n_error_rows", rec.get("n_errors", units.get("failed")))})
