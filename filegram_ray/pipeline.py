@@ -96,7 +96,7 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     )
 
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
-        check_sets(cfg, ("tasks",) if "generate" not in selected else ("profiles", "tasks"))
+        check_sets(cfg, ("profiles", "tasks"))  # seed records the run's sets too (its run.json snapshot)
     functions = stage_functions()
     if selected:  # before the pipeline's lock creates the directory
         refuse_missing_run(cfg, selected[0], may_start_run(functions[selected[0]], cfg))

@@ -28,3 +28,16 @@ def test_a_typod_run_directory_is_refused_and_not_created(tmp_path, argv):
     assert "no such run directory" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_unknown_profile_id_is_refused_before_the_seed_stage_starts(tmp_path):
+    """`pipeline --only seed --set profiles=[p99]` is refused in one line before Ray starts or anything is created
+    (the seed stage records the run's sets, so the profile ids are checked with the task ids)."""
+    run = tmp_path / "runs" / "odd"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(REPO / "jobs" / "pipeline.py"), "--run-dir", str(run), "--set",
+                           "profiles=[p99]", "--only", "seed"], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown id 'p99'" in proc.stderr and "=== stage" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "runs").exists()
