@@ -249,7 +249,7 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
             except Exception as exc:  # noqa: BLE001 - a validity item's failure is an error row
                 out.append(_row(req, backbone.name, status="error", error=f"{type(exc).__name__}: {exc}"))
         return out
-    from filegram_ray.evaluate.answer import _answer_row, request_key
+    from filegram_ray.evaluate.answer import _answer_row, context_first, request_key
     from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
     from filegram_ray.llm.processors import run_chat
 
@@ -261,7 +261,7 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
         user = mcq_prompt(req["pv"], req["context"], letter_only=letter_only) if opts else \
             open_prompt(req["pv"], req["context"])
         key = request_key("reader-validity", i, req["row"], req["item"]["question_id"])
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        messages = context_first(SYSTEM_PROMPT, user)  # the method rows' layout: the same prompts
         prompts.append({"method": req["row"], "question_id": req["item"]["question_id"],
                         "cache_key": req["cache_key"], "status": "ok", "error": "", "messages": messages,
                         "choices_json": json.dumps(opts), "tokens_in_memory": 0, "tokens_out": 0})

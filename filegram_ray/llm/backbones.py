@@ -193,6 +193,7 @@ class OpenAIBackbone(Backbone):
             ReplyError,
             backoff_s,
             exchange_sync,
+            is_constrained,
             post_sync,
         )
 
@@ -206,7 +207,7 @@ class OpenAIBackbone(Backbone):
             comp, _ = exchange_sync(lambda: post_sync(self._http, url, payload,
                                                       {"Authorization": f"Bearer {self.api_key}"}),
                                     retries=self.retries, wait_s=lambda a: backoff_s(a, self.backoff_s),
-                                    allow_empty=False, allow_length=allow_length,
+                                    allow_empty=False, allow_length=allow_length or is_constrained(payload),
                                     max_chars=REPLY_CHARS_PER_TOKEN * max_tokens)
         except ReplyError as exc:
             raise RuntimeError(f"{self.name} at {self.base_url}: no usable reply: {exc.describe()}; raw reply: "

@@ -375,6 +375,7 @@ class CheckedSession:
             ReplyError,
             backoff_s,
             exchange_async,
+            is_constrained,
             post_aiohttp,
         )
 
@@ -389,7 +390,7 @@ class CheckedSession:
             comp, _ = await exchange_async(
                 lambda: post_aiohttp(self._session, url, data, headers), retries=self.retries,
                 wait_s=lambda a: backoff_s(a, self.backoff_s), allow_empty=not self.strict,
-                allow_length=not self.strict, max_chars=max_chars)
+                allow_length=not self.strict or is_constrained(payload), max_chars=max_chars)
         except ReplyError as exc:
             return _CheckedReply({**_REPLY_FIELDS, "error": exc.describe()[:1000], "raw": exc.raw})
         return _CheckedReply({**_REPLY_FIELDS, "ok": True, "reply": comp.content,

@@ -484,6 +484,14 @@ def letter_grammar(letters: Sequence[str]) -> str:
     return "root ::= " + " | ".join(f'"{x}"' for x in letters)
 
 
+def is_constrained(payload: Any) -> bool:
+    """Whether a chat request constrains its reply to option letters (:func:`constraint_fields`). Such a reply may
+    stop at ``max_tokens`` (``finish_reason: length`` — llama.cpp reports it when ``max_tokens`` is 1, the grammar's
+    whole answer): it is read strictly as a letter afterwards, so a cut-off one still becomes an error row."""
+    return isinstance(payload, Mapping) and any(k in payload for k in ("grammar", "response_format",
+                                                                        "structured_outputs"))
+
+
 def constraint_fields(mode: str, letters: Sequence[str]) -> dict[str, Any]:
     """Request fields that make a server answer with exactly one of ``letters`` (``{}`` for ``none`` or no
     letters).
