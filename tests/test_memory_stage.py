@@ -101,7 +101,7 @@ def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
     run = RunDir(root)
     assert s["errors"] == 1 and s["error_ids"] == ["pa_reader/T-03"]
     err = run.read_table("engrams/errors.parquet").to_dicts()
-    assert err[0]["trajectory_id"] == "pa_reader/T-03" and err[0]["error_type"] == "ValueError"
+    assert err[0]["trajectory_id"] == "pa_reader/T-03" and err[0]["error_type"] == "UserError"  # a malformed input file: the user's data
     assert "trajectories/pa_reader/T-03/events.json" in err[0]["error"]
     assert sorted(run.listdir("engrams/pa_reader")) == ["T-01.json", "T-02.json", "T-04.json"]
     store = load_store(run, "pb_writer")
