@@ -169,6 +169,15 @@ def _run_main(main, argv, ValidationError, UserError) -> int:  # noqa: N803 - ex
         except OSError:
             pass
         return 0
+    except OSError as exc:
+        import errno
+
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise  # an internal error keeps its traceback
+        # the machine's disk, not our code: a full or read-only disk is one line (the rerun resumes)
+        print(f"error: {exc.strerror or exc}: {exc.filename or 'the run directory'} (free space and run the same "
+              "command again: finished units are kept)", file=sys.stderr)
+        return 2
     except Exception as exc:
         if type(exc).__module__.split(".")[0] not in _STORE_CLIENTS:
             raise  # an internal error keeps its traceback
