@@ -368,10 +368,9 @@ def _run_stage(fn, stage: str, run, config, may_start: bool, *args, **kwargs):
 
 def _local_run_path(config) -> str | None:
     """The absolute local path of ``config.run_dir`` (``file://`` or a plain path); None for an object store."""
-    uri = str(config.run_dir)
-    if "://" in uri and not uri.startswith("file://"):
-        return None
-    return os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
+    from filegram_ray.storage import local_run_path
+
+    return local_run_path(config.run_dir)
 
 
 def missing_local_dir(config) -> bool:

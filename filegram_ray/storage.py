@@ -98,6 +98,14 @@ def atomic_write_local(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def local_run_path(uri: str | os.PathLike) -> str | None:
+    """The absolute local path of a run directory URI (``file://`` or a plain path); None for an object store."""
+    s = str(uri)
+    if "://" in s and not s.startswith("file://"):
+        return None
+    return os.path.abspath(os.path.expanduser(s.removeprefix("file://")))
+
+
 def refuse_missing_local_run(uri: str | os.PathLike, what: str = "this command") -> None:
     """Refuse a local run directory that does not exist, before anything creates it (``RunDir`` and the readers
     make folders as they go): commands that only read a run must not leave a typo'd directory behind. Object-store
@@ -106,11 +114,8 @@ def refuse_missing_local_run(uri: str | os.PathLike, what: str = "this command")
     Raises:
         StorageError: names the path and says that ``what`` reads an existing run.
     """
-    s = str(uri)
-    if "://" in s and not s.startswith("file://"):
-        return
-    path = os.path.abspath(os.path.expanduser(s.removeprefix("file://")))
-    if not os.path.isdir(path):
+    path = local_run_path(uri)
+    if path is not None and not os.path.isdir(path):
         raise StorageError(f"{path}: no such run directory ({what} reads an existing run; nothing was created)")
 
 

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from filegram_ray.storage import RunDir, StorageError
+from filegram_ray.storage import RunDir, StorageError, refuse_missing_local_run
 
 log = logging.getLogger(__name__)
 
@@ -422,8 +422,7 @@ def build_view(run: RunDir | str, out: str | os.PathLike | None = None) -> str:
             ``results/`` or ``trajectories/`` (nothing to show), or a table is unreadable (names the file).
     """
     if not isinstance(run, RunDir):
-        if "://" not in str(run) and not os.path.isdir(run):  # RunDir would create it: a typo must not
-            raise StorageError(f"{run}: no such run directory")
+        refuse_missing_local_run(run, "filegram view")  # RunDir would create it: a typo must not
         run = RunDir(str(run))
     if not any(run.exists(p) for p in ("run.json", "results", "trajectories")):
         raise StorageError(f"{run.uri}: not a run directory (no run.json, results/ or trajectories/)")
