@@ -85,28 +85,24 @@ def check_sets(config: PipelineConfig, keys: tuple[str, ...] = ("profiles", "tas
         match_ids(config.tasks, [t.task_id for t in load_tasks(config.tasks_dir)], "tasks", where)
 
 
-#: The stage sections of a pipeline config (top-level keys besides :class:`PipelineConfig`'s fields); each is
-#: validated against its stage's model (:func:`section_models`) whichever stage runs.
-SECTIONS = ("workspace", "generate", "encode", "render", "record", "caption", "bench", "evaluate")
+def stage_sections() -> tuple[str, ...]:
+    """The stage sections of a pipeline config (top-level keys besides :class:`PipelineConfig`'s fields), from
+    :data:`filegram_ray.pipeline.STAGES`; each is validated against its stage's model (:func:`section_models`)."""
+    from filegram_ray.pipeline import STAGES
+
+    return tuple(s.section for s in STAGES)
 
 
 def section_models() -> dict[str, type[BaseModel]]:
-    """The config model of every stage section. Each model lives in its stage's module, imported here on first
-    use (not at import of this module, so ``filegram --help`` stays fast)."""
-    from filegram_ray.bench.stage import BenchConfig
-    from filegram_ray.engine.generate import GenerateConfig
-    from filegram_ray.evaluate.stage import EvaluateConfig
-    from filegram_ray.memory.stage import EncodeConfig
-    from filegram_ray.workspace.stage import SeedConfig
-    from rendering.stage import RenderConfig
-    from video.stage import CaptionConfig, RecordConfig
+    """``{section: the stage's Config model}`` of every stage (each stage module imported on first use, not at
+    import of this module, so ``filegram --help`` stays fast)."""
+    from filegram_ray.pipeline import STAGES
 
-    return {"workspace": SeedConfig, "generate": GenerateConfig, "encode": EncodeConfig, "render": RenderConfig,
-            "record": RecordConfig, "caption": CaptionConfig, "bench": BenchConfig, "evaluate": EvaluateConfig}
+    return {s.section: s.load().Config for s in STAGES}
 
 
 class PipelineConfig(BaseModel):
-    """Shared settings. The other top-level keys are the stage sections (:data:`SECTIONS`), kept as plain dicts
+    """Shared settings. The other top-level keys are the stage sections (:func:`stage_sections`), kept as plain dicts
     (:meth:`section`); :func:`load_config` refuses any other key and validates every section."""
 
     model_config = ConfigDict(extra="allow")
@@ -235,7 +231,7 @@ def _check_override_shape(data: dict[str, Any], key: tuple[str, ...], upd: dict[
     Raises:
         ValueError: ``--set generate=5: generate: must be a mapping of generate options (got int)``.
     """
-    if len(key) == 1 and key[0] in SECTIONS and not isinstance(upd[key[0]], dict):
+    if len(key) == 1 and key[0] in stage_sections() and not isinstance(upd[key[0]], dict):
         value = upd[key[0]]
         raise UserError(f"{label}: {key[0]}: must be a mapping of {key[0]} options, e.g. {key[0]}.<option>=value "
                          f"(got {'null' if value is None else type(value).__name__})")
@@ -293,7 +289,8 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
 
     from filegram_ray.pipeline import STAGES
 
-    stage_section = {stage: sec for stage, sec in STAGES if stage != sec}  # seed → workspace
+    sections = stage_sections()
+    stage_section = {s.name: s.section for s in STAGES if s.name != s.section}  # seed → workspace
     shared = {k: v for k, v in data.items() if k in PipelineConfig.model_fields}
     for key, sec in stage_section.items():
         if isinstance(shared.get(key), dict):  # `--set seed.num_actors=2`: the stage's options live in its section
@@ -302,9 +299,9 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
             shared.pop(key)
     collect(PipelineConfig, shared, ())
     for key in data:
-        if key not in PipelineConfig.model_fields and key not in SECTIONS:
-            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *SECTIONS]) + ")")
-    present = [k for k in SECTIONS if k in data]
+        if key not in PipelineConfig.model_fields and key not in sections:
+            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *sections]) + ")")
+    present = [k for k in sections if k in data]
     if present:
         models = section_models()
         for key in present:

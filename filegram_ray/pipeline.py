@@ -13,61 +13,92 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from filegram_ray.errors import UserError
 
 if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
     from filegram_ray.config import PipelineConfig
+    from filegram_ray.stages.base import Stage
 
-#: (stage name, the config section it reads), in pipeline order. Every stage is ``run_<stage>(config)``: it takes
-#: all its options — ``serial`` (run in this process without Ray) included — from that section of the one
-#: pipeline config, and ``exclusive_stage`` writes its record (seconds, CPU seconds, peak memory, units) into
-#: run.json.
-STAGES: list[tuple[str, str]] = [
-    ("seed", "workspace"),
-    ("generate", "generate"),
-    ("encode", "encode"),
-    ("render", "render"),
-    ("record", "record"),
-    ("caption", "caption"),
-    ("bench", "bench"),
-    ("evaluate", "evaluate"),
+class StageRef(NamedTuple):
+    """One line of :data:`STAGES`: a stage's ``name``, the ``module:Class`` of its
+    :class:`~filegram_ray.stages.base.Stage`, the config section holding its options, and one line of help."""
+
+    name: str
+    target: str
+    section: str
+    description: str
+
+    def load(self) -> type[Stage]:
+        """The stage's class (its module is imported on first use: ``filegram --help`` loads no stage)."""
+        module, _, cls = self.target.partition(":")
+        return getattr(import_module(module), cls)
+
+
+#: The pipeline's stages in order — the only list of them. Config sections (:func:`sections`), the CLI
+#: (``filegram run <stage>``, ``--only`` / ``--skip``), ``jobs/<stage>.py`` and the viewer derive from it; adding a
+#: stage is one line here and its :class:`~filegram_ray.stages.base.Stage` subclass. The seed stage's options sit
+#: in ``workspace:`` because the top-level ``seed`` is the run's master seed (an int).
+STAGES: list[StageRef] = [
+    StageRef("seed", "filegram_ray.workspace.stage:SeedStage", "workspace",
+             "build every task's seeded multi-format input bundle → workspaces/"),
+    StageRef("generate", "filegram_ray.engine.generate:GenerateStage", "generate",
+             "persona agents do the tasks; typed events + content deltas → trajectories/"),
+    StageRef("encode", "filegram_ray.memory.stage:EncodeStage", "encode",
+             "FileGramOS Engrams, channels and FAISS indices → engrams/, memory/, indices/"),
+    StageRef("render", "rendering.stage:RenderStage", "render",
+             "multimodal derivatives of agent outputs → derivatives/"),
+    StageRef("record", "video.stage:RecordStage", "record", "guidance videos of a seeded sample → recordings/"),
+    StageRef("caption", "video.stage:CaptionStage", "caption",
+             "keyframes → OCR/VLM captions → events read back → captions/, realworld/"),
+    StageRef("bench", "filegram_ray.bench.stage:BenchStage", "bench", "FileGramBench items → bench/"),
+    StageRef("evaluate", "filegram_ray.evaluate.stage:EvaluateStage", "evaluate",
+             "every memory method × the items → results/report.md"),
 ]
-#: stages that never use Ray (nothing to switch off)
-_IN_PROCESS = {"bench"}
 
 
-def stage_functions() -> dict[str, Callable[[PipelineConfig], dict[str, Any]]]:
-    """``{stage name: run_<stage>}`` (imported on call: ``filegram --help`` does not load every stage)."""
-    from filegram_ray.bench.stage import run_bench
-    from filegram_ray.engine.generate import run_generate
-    from filegram_ray.evaluate.stage import run_evaluate
-    from filegram_ray.memory.stage import run_encode
-    from filegram_ray.workspace.stage import run_seed
-    from rendering.stage import run_render
-    from video.stage import run_caption, run_record
-
-    return {"seed": run_seed, "generate": run_generate, "encode": run_encode, "render": run_render,
-            "record": run_record, "caption": run_caption, "bench": run_bench, "evaluate": run_evaluate}
+def stage_names() -> list[str]:
+    """The stage names in pipeline order."""
+    return [s.name for s in STAGES]
 
 
-def stage_function(name: str) -> Callable[[PipelineConfig], dict[str, Any]]:
-    """The ``run_<stage>(config)`` callable of a stage."""
-    return stage_functions()[name]
+def stage_ref(name: str) -> StageRef:
+    """The :data:`STAGES` line of ``name``.
+
+    Raises:
+        UserError: an unknown stage (the message lists the stages)."""
+    for s in STAGES:
+        if s.name == name:
+            return s
+    raise UserError(f"unknown stage {name!r}; stages are {', '.join(stage_names())}")
 
 
-def with_serial(cfg: PipelineConfig, stages: list[str]) -> PipelineConfig:
-    """A copy of ``cfg`` with ``serial: true`` in the config sections of the named stages."""
-    data = cfg.model_dump()
-    sections = dict(STAGES)
-    for s in stages:
-        if s in sections and s not in _IN_PROCESS:
-            sec = sections[s]
-            data[sec] = {**(data.get(sec) or {}), "serial": True}
-    from filegram_ray.config import PipelineConfig
+def sections() -> dict[str, str]:
+    """``{config section: stage name}`` of every stage."""
+    return {s.section: s.name for s in STAGES}
 
-    return PipelineConfig.model_validate(data)
+
+def stage_function(stage: str | type[Stage]) -> Callable[..., dict[str, Any]]:
+    """``run_<stage>(config, executor=None, **overrides)``: :func:`~filegram_ray.stages.runner.run_stage` of a
+    stage (its name, or its class — what a stage module uses to define its ``run_<stage>``)."""
+    cls = stage_ref(stage).load() if isinstance(stage, str) else stage
+    name = cls.name
+
+    def run(config: PipelineConfig, executor=None, **overrides: Any) -> dict[str, Any]:
+        from filegram_ray.stages.runner import run_stage
+
+        return run_stage(cls, config, executor, overrides=overrides or None)
+
+    run.__name__ = run.__qualname__ = f"run_{name}"
+    run.stage = cls
+    return run
+
+
+def stage_functions() -> dict[str, Callable[..., dict[str, Any]]]:
+    """``{stage name: run_<stage>}`` in pipeline order."""
+    return {s.name: stage_function(s.name) for s in STAGES}
 
 
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[str] | None = None,
@@ -75,33 +106,30 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     """Run the selected stages in order; returns ``{stage: {"seconds": float, "result": …}}``.
 
     Args:
-        serial: every selected stage in this process without Ray (sets ``<section>.serial``).
+        serial: every selected stage in this process without Ray (the serial executor).
 
     Raises:
-        ValueError: an unknown stage name in ``only``/``skip``; an unknown profile or task id when seed or generate
+        UserError: an unknown stage name in ``only``/``skip``; an unknown profile or task id when seed or generate
             is selected (:func:`~filegram_ray.config.check_sets`), before any stage runs.
     """
-    names = [n for n, _ in STAGES]
+    names = stage_names()
     for s in (only or []) + (skip or []):
-        if s not in names:
-            raise UserError(f"unknown stage {s!r}; stages are {', '.join(names)}")
+        stage_ref(s)  # an unknown name is refused with the list
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
     from filegram_ray.config import check_sets
-    from filegram_ray.runtime import (
-        forget_failed_start,
-        init_ray,
-        may_start_run,
-        missing_local_dir,
-        refuse_missing_run,
-    )
+    from filegram_ray.runtime import forget_failed_start, init_ray, missing_local_dir, refuse_missing_run
+    from filegram_ray.stages.runner import run_stage
 
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
         check_sets(cfg, ("profiles", "tasks"))  # seed records the run's sets too (its run.json snapshot)
-    functions = stage_functions()
+    classes = {n: stage_ref(n).load() for n in selected}
     if selected:  # before the pipeline's lock creates the directory
-        refuse_missing_run(cfg, selected[0], may_start_run(functions[selected[0]], cfg))
+        refuse_missing_run(cfg, selected[0], classes[selected[0]].may_start_run(cfg))
+    executor = None
     if serial:
-        cfg = with_serial(cfg, selected)
+        from filegram_ray.stages.executors import SerialExecutor
+
+        executor = SerialExecutor()
     timings: dict[str, Any] = {}
     created = missing_local_dir(cfg)
     run = cfg.run()
@@ -112,7 +140,7 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
             for name in selected:
                 print(f"\n=== stage {name} ===", flush=True)
                 t0 = time.perf_counter()
-                result = functions[name](cfg)
+                result = run_stage(classes[name], cfg, executor)
                 timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
                 print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     except BaseException:

@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from filegram_ray.jobargs import add_common_options
 
     p = sub.add_parser("pipeline", help="run seed → generate → encode → render → record → caption → bench → evaluate")
-    names = [n for n, _ in STAGES]
+    names = [s.name for s in STAGES]
     add_common_options(p)
     p.add_argument("--only", nargs="+", choices=names, help="run only these stages")
     p.add_argument("--skip", nargs="+", choices=names, help="skip these stages")

@@ -555,65 +555,11 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def error_row(unit_id: str, exc: BaseException, stage: str) -> dict[str, Any]:
-    """The row recorded for a unit that failed: the batch goes on without it."""
-    return {
-        "unit": unit_id,
-        "stage": stage,
-        "status": "error",
-        "error_type": type(exc).__name__,
-        "error": str(exc)[:2000],
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
-    }
+    """The row recorded for a unit that failed (:meth:`filegram_ray.stages.base.Row.error`): the batch goes on
+    without it."""
+    from filegram_ray.stages.base import Row
 
-
-class Progress:
-    """A minimal progress line on stderr (tqdm when available and stderr is a terminal)."""
-
-    def __init__(self, total: int, desc: str, enabled: bool = True):
-        self.total, self.desc, self.n, self.t0 = total, desc, 0, time.perf_counter()
-        self.enabled = enabled
-        self._bar = None
-        self._last = 0.0
-        if enabled and sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=total, desc=desc, unit="unit", dynamic_ncols=True)
-            except ImportError:  # pragma: no cover
-                self._bar = None
-
-    def update(self, k: int = 1, status: str = "") -> None:
-        self.n += k
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(k)
-            if status:
-                self._bar.set_postfix_str(status, refresh=False)
-            return
-        now = time.perf_counter()
-        if now - self._last >= 5.0 or self.n >= self.total:
-            self._last = now
-            rate = self.n / max(now - self.t0, 1e-9)
-            print(f"[{self.desc}] {self.n}/{self.total} units, {rate:.1f}/s {status}", file=sys.stderr,
-                  flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
-def _process_safely(worker, unit: dict[str, Any], stage: str) -> dict[str, Any]:
-    uid = str(unit.get("unit_id") or unit)
-    try:
-        out = worker.process(unit)
-        out = dict(out or {})
-        out.setdefault("unit", uid)
-        out.setdefault("status", "ok")
-        return out
-    except Exception as exc:  # one bad unit never sinks the batch
-        log.warning("%s: unit %s failed: %s", stage, uid, exc)
-        return error_row(uid, exc, stage)
+    return Row.error(unit_id, exc, stage)
 
 
 def map_units(
@@ -630,180 +576,37 @@ def map_units(
     on_result: Callable[[dict[str, Any]], None] | None = None,
     actor_restart_timeout_s: float = 120.0,
 ) -> list[dict[str, Any]]:
-    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit; returns one result row per unit.
-
-    On Ray the units go through Ray's own pool, :class:`ray.util.ActorPool` (``num_actors`` actors); this function
-    adds what the pool leaves to its caller: a unit whose ``process`` raises becomes an error row (in the actor),
-    and a unit whose actor dies is resubmitted once Ray has restarted the actor (or a new one replaced it), at most
-    ``max_restarts`` times — every unit yields exactly one row.
+    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit on the serial or the actor-pool executor
+    (:mod:`filegram_ray.stages.executors`, which documents the fault tolerance); one row per unit, in completion
+    order. For code outside a stage (benchmarks, the LLM agent's shards); a stage declares a
+    :class:`~filegram_ray.stages.base.WorkerSpec` and lets the runner pick the executor.
 
     Args:
         worker_cls: class with ``__init__(**init_kwargs)`` and ``process(unit: dict) -> dict``.
         units: work units; each must carry a unique ``unit_id`` string.
         num_actors: size of the actor pool (ignored when ``serial``).
         num_cpus_per_actor: Ray CPU request per actor; below 1 lets more actors share a small machine.
-        serial: run in this process without Ray (debugging; same code path as the actors).
-        stage: name used in logs and error rows.
-        max_restarts: Ray restarts per actor before its units are reported as errors.
-        on_result: callback per finished row (e.g. to print progress details).
+        serial: run in this process without Ray.
+        stage: label used in progress lines and error rows.
+        max_restarts: times a unit whose actor died is run again before it is an error row.
+        on_result: callback per finished row.
         actor_restart_timeout_s: how long to wait for Ray to restart a dead actor before replacing it.
-
-    Returns:
-        Result rows in completion order: the worker's dict (``status`` ``ok`` unless set) or an error row.
     """
-    units = list(units)
-    results: list[dict[str, Any]] = []
-    bar = Progress(len(units), stage, enabled=progress)
+    from filegram_ray.stages.base import WorkerSpec
+    from filegram_ray.stages.executors import ActorPoolExecutor, SerialExecutor
 
-    def _emit(row: dict[str, Any]) -> None:
-        results.append(row)
-        if on_result:
-            on_result(row)
-        bar.update(1, row.get("status", ""))
-
-    if not units:
-        bar.close()
-        return results
-    if serial:
-        worker = worker_cls(**(init_kwargs or {}))
-        for unit in units:
-            _emit(_process_safely(worker, unit, stage))
-        bar.close()
-        return results
-
-    import ray
-    from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-
-    init_ray()
-    check_cpu_request(num_cpus_per_actor, f"{stage}.num_cpus_per_actor")
-
-    @ray.remote
-    class _Actor:
-        def __init__(self, cls, kwargs):
-            self.worker = cls(**(kwargs or {}))
-
-        def process(self, unit):  # (unit_id, row): the pool's results come back in completion order
-            return str(unit.get("unit_id")), _process_safely(self.worker, unit, stage)
-
-        def pid(self):
-            return os.getpid()
-
-    n = max(1, min(num_actors, len(units)))
-    cap = pool_capacity(num_cpus_per_actor)
-    if n > cap:  # an actor that can never be placed would hold its unit forever
-        log.warning("%s: %d actors × %g CPUs do not fit the cluster; using %d actors", stage, n,
-                    num_cpus_per_actor, cap)
-        n = cap
-    actor_opts = {"num_cpus": num_cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0}
-    actors = [_Actor.options(**actor_opts).remote(worker_cls, init_kwargs) for _ in range(n)]
-    try:
-        _run_pool(ray, actors, units, _emit, stage, max_restarts, actor_restart_timeout_s,
-                  lambda: _Actor.options(**actor_opts).remote(worker_cls, init_kwargs),
-                  (RayActorError, ActorDiedError, ActorUnavailableError))
-    finally:  # also on Ctrl-C: no actor of this pool outlives the call
-        for a in actors:
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead
-                pass
-        bar.close()
-    return results
+    spec = WorkerSpec(worker_cls, dict(init_kwargs or {}), num_actors=num_actors, num_cpus=num_cpus_per_actor,
+                      max_restarts=max_restarts)
+    ex = SerialExecutor(progress) if serial else ActorPoolExecutor(progress, actor_restart_timeout_s)
+    return ex.map(spec, units, label=stage, on_row=on_result)
 
 
-def _drop_idle(pool, actor) -> None:
-    """Remove ``actor`` from ``pool``'s idle actors with the pool's public API: pop every idle actor
-    (``ActorPool.pop_idle``) and push back all but ``actor``. The pool keeps an actor whose task failed with an
-    error other than ``ActorDiedError``; a handle that will not come back must not be handed a unit again."""
-    others = []
-    while (idle := pool.pop_idle()) is not None:
-        if idle != actor:
-            others.append(idle)
-    for a in others:
-        pool.push(a)
+def __getattr__(name: str):  # Progress moved to the executors; old imports keep working
+    if name == "Progress":
+        from filegram_ray.stages.executors import Progress
 
-
-def _run_pool(ray, actors: list, units: list[dict[str, Any]], _emit, stage: str, max_restarts: int,
-              actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
-    """The loop of :func:`map_units` on Ray's :class:`ray.util.ActorPool`: submit every unit, collect rows in
-    completion order, resubmit a unit whose actor died (at most ``max_restarts`` times, then an error row naming
-    it) once Ray has restarted that actor — or a new actor replaced it — so every unit yields exactly one row.
-
-    ``ActorPool.get_next_unordered`` raises without naming the unit when a task fails, so each submitted task is
-    tracked here (``unit_id`` → (ref, unit, actor)); after a failure, the finished refs that raise are the failed
-    units, each handled once. ``actors`` is updated in place (replacements), for the caller's cleanup.
-    """
-    from ray.util import ActorPool
-
-    pool = ActorPool(list(actors))
-    tracked: dict[str, tuple[Any, dict[str, Any], Any]] = {}  # unit_id -> (ref, unit, actor) of the live task
-    attempts: dict[str, int] = {}
-
-    def _call(actor, unit):
-        ref = actor.process.remote(unit)
-        tracked[str(unit.get("unit_id"))] = (ref, unit, actor)
-        return ref
-
-    def _revive(actor) -> None:
-        """Give the pool ``actor`` back once Ray has restarted it, or a new actor if it does not come back."""
-        try:
-            ray.get(actor.pid.remote(), timeout=actor_restart_timeout_s)
-        except Exception:  # noqa: BLE001 - gone for good (restarts spent) or not back in time
-            log.warning("%s: an actor did not come back; starting a new actor", stage)
-            idx = next((i for i, a in enumerate(actors) if a == actor), None)
-            _drop_idle(pool, actor)  # a dead handle must not stay in the pool's idle set
-            actor = new_actor()
-            if idx is None:
-                actors.append(actor)
-            else:
-                actors[idx] = actor
-        try:
-            pool.push(actor)
-        except ValueError:  # the pool kept it (a restartable failure returns the actor to the idle set)
-            pass
-
-    def _failed_units() -> None:
-        """Handle every finished task that raised and is still tracked (the one ``get_next_unordered`` just
-        raised for, and any other that failed at the same time)."""
-        refs = {t[0]: uid for uid, t in tracked.items()}
-        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
-        for ref in done:
-            try:
-                ray.get(ref)
-                continue  # finished fine: the pool returns its row later
-            except died_errors as exc:
-                uid = refs[ref]
-                _, unit, actor = tracked.pop(uid)
-                attempts[uid] = attempts.get(uid, 0) + 1
-                if attempts[uid] <= max_restarts:
-                    log.warning("%s: actor died on %s (attempt %d); resubmitting", stage, uid, attempts[uid])
-                    _revive(actor)
-                    pool.submit(_call, unit)
-                else:
-                    row = error_row(uid, exc, stage)
-                    row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
-                                    f"native crash or out-of-memory kill?): {row['error']}")[:2000]
-                    _emit(row)
-                    _revive(actor)
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
-                uid = refs[ref]
-                tracked.pop(uid)
-                _emit(error_row(uid, exc, stage))
-
-    for unit in units:
-        pool.submit(_call, unit)
-    while pool.has_next():
-        try:
-            uid, row = pool.get_next_unordered()
-        except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
-            _failed_units()
-            continue
-        tracked.pop(uid, None)
-        _emit(row)
-    for uid, (ref, _, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
-        try:                                        # reported done yet; still exactly one row per unit
-            _emit(ray.get(ref)[1])
-        except Exception as exc:  # noqa: BLE001
-            _emit(error_row(uid, exc, stage))
+        return Progress
+    raise AttributeError(name)
 
 
 def iter_ok(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -17,7 +17,7 @@ from filegram_ray.pipeline import STAGES, run_pipeline
 
 def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
-    names = [n for n, _ in STAGES]
+    names = [s.name for s in STAGES]
     p.add_argument("--only", nargs="+", choices=names, help="run only these stages")
     p.add_argument("--skip", nargs="+", choices=names, help="skip these stages")
     args = p.parse_args(argv)

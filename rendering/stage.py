@@ -586,3 +586,14 @@ def run_render(config, *, serial: bool | None = None, address: str | None = None
         print(f"render: {len(outputs)} text outputs ({limited}{ignored} non-text ignored), {n_planned} units planned, "
               f"{len(done)} already done\n{table}", file=sys.stderr)
     return record
+
+
+# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
+# function until the stage is ported onto plan/worker/finish
+from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
+
+
+class RenderStage(_Stage):
+    name = 'render'
+    Config = RenderConfig
+    legacy = staticmethod(run_render)

@@ -841,3 +841,20 @@ def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | 
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
+# function until the stage is ported onto plan/worker/finish
+from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
+
+
+class RecordStage(_Stage):
+    name = 'record'
+    Config = RecordConfig
+    legacy = staticmethod(run_record)
+
+
+class CaptionStage(_Stage):
+    name = 'caption'
+    Config = CaptionConfig
+    legacy = staticmethod(run_caption)

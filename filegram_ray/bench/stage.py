@@ -191,3 +191,14 @@ def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
             # units = trajectories the bank is built from; a malformed one is left out (failed)
             "units": unit_counts(planned=len(inputs.trajectories) + len(skipped), done=len(inputs.trajectories),
                                  skipped=0, failed=len(skipped))}
+
+
+# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
+# function until the stage is ported onto plan/worker/finish
+from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
+
+
+class BenchStage(_Stage):
+    name = 'bench'
+    Config = BenchConfig
+    legacy = staticmethod(run_bench)

@@ -1029,3 +1029,13 @@ def run_evaluate(config: PipelineConfig, *, methods: list[str] | None = None,
                          f"{run.url('results/')}); first error: {first}")
     return info
 
+
+# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
+# function until the stage is ported onto plan/worker/finish
+from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
+
+
+class EvaluateStage(_Stage):
+    name = 'evaluate'
+    Config = EvaluateConfig
+    legacy = staticmethod(run_evaluate)

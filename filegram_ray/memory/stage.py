@@ -691,3 +691,14 @@ def load_memory(run, profile_id: str, embedder=None) -> FileGramMemory:
     """Store and indices of one profile of an encoded run."""
     run = _as_run(run)
     return FileGramMemory(load_store(run, profile_id), load_indices(run, profile_id, embedder), embedder)
+
+
+# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
+# function until the stage is ported onto plan/worker/finish
+from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
+
+
+class EncodeStage(_Stage):
+    name = 'encode'
+    Config = EncodeConfig
+    legacy = staticmethod(run_encode)

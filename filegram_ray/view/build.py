@@ -348,7 +348,7 @@ def run_section(run: RunDir) -> dict[str, Any]:
         info = run.read_json("run.json")
     from filegram_ray.pipeline import STAGES
 
-    order = {name: i for i, (name, _) in enumerate(STAGES)}
+    order = {s.name: i for i, s in enumerate(STAGES)}
     recs = info.get("stages") or {}
     for name, rec in sorted(recs.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):  # pipeline order
         if not isinstance(rec, dict):

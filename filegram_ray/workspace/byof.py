@@ -76,7 +76,7 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
     if task_id not in known:
         raise UserError(f"--task {task_id!r}: not a task of {cfg.tasks_dir or 'conf/tasks'} "
                          f"(known: {', '.join(sorted(known))})")
-    unknown = [s for s in stages if s not in dict(STAGES) or s == "seed"]
+    unknown = [s for s in stages if s not in {r.name for r in STAGES} or s == "seed"]
     if unknown:
         raise UserError(f"stages {unknown}: choose from {', '.join(BYOF_STAGES)}")
     cfg = PipelineConfig.model_validate({**cfg.model_dump(), "tasks": [task_id]})

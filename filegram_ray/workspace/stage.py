@@ -18,13 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from filegram_ray.runtime import exclusive_stage, map_units, unit_counts
+from filegram_ray.pipeline import stage_function
+from filegram_ray.stages.base import Row, Stage, WorkerSpec
 
-__all__ = ["KIND_COST", "SeedConfig", "SeedWorker", "bundle_cost", "longest_first", "run_seed"]
+__all__ = ["KIND_COST", "SeedConfig", "SeedStage", "SeedWorker", "bundle_cost", "longest_first", "run_seed"]
 
 STAGE = "seed"
-#: config section of this stage; not "seed", which is the top-level master seed (an int)
-SECTION = "workspace"
 
 
 class SeedConfig(BaseModel):
@@ -75,11 +74,9 @@ class SeedWorker:
             meta = (Path(tmp) / "bundle.json").read_bytes()
             self.run.write_bytes(f"{rel}/bundle.json", meta)
         speech = self._speech_delta(json.loads(meta).get("tts_engine"))
-        rec = {"task_id": tid, "n_files": info.n_files, "bytes": info.total_bytes, "by_kind": info.by_kind,
-               "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed, "tts": self.tts,
-               "speech": speech}
-        self.run.mark_done(STAGE, tid, rec)
-        return {"unit": tid, "status": "ok", **rec}
+        return {"task_id": tid, "n_files": info.n_files, "bytes": info.total_bytes, "by_kind": info.by_kind,
+                "seconds": round(time.perf_counter() - t0, 2), "seed": self.seed, "tts": self.tts,
+                "speech": speech}
 
 
 def _tasks(config) -> list[dict[str, Any]]:
@@ -125,70 +122,76 @@ def _bundle_current(run, task_id: str, seed: int, tts: str) -> bool:
     return rec.get("seed", seed) == seed and rec.get("tts", tts) == tts
 
 
-@exclusive_stage("seed", starts_run=True)
-def run_seed(config) -> dict[str, Any]:
-    """Build the bundles of ``config.tasks`` (None = all) into ``config.run_dir``; returns a summary dict
-    {bundles, files, bytes, by_kind, errors: [error rows]}."""
-    import polars as pl
+class SeedStage(Stage):
+    """Seed: one unit per task bundle (:class:`SeedWorker`), longest first; ``finish`` writes
+    ``workspaces/index.parquet`` from every finished bundle's ``bundle.json`` and prints the summary table."""
 
-    opts = SeedConfig.model_validate(config.section(SECTION))
-    run = config.run()
-    tasks = _tasks(config)
-    units = longest_first([{"unit_id": t["task_id"], "task": t} for t in tasks
-                           if opts.force or not _bundle_current(run, t["task_id"], config.seed, opts.tts)])
-    skipped = len(tasks) - len(units)
-    if units and not opts.serial:  # the run's Ray (--address / RAY_ADDRESS / ray.num_cpus), as every stage
-        from filegram_ray.runtime import init_ray
+    name = STAGE
+    description = "build every task's seeded multi-format input bundle → workspaces/"
+    Config = SeedConfig
+    starts_run = True
+    extras = ()
 
-        init_ray(config.ray.address, config.ray.num_cpus)
-    rows = map_units(SeedWorker, units, init_kwargs={"run_uri": run.uri,
-                                                     "storage_options": config.storage_options,
-                                                     "seed": config.seed, "tts": opts.tts},
-                     num_actors=opts.num_actors, num_cpus_per_actor=opts.num_cpus_per_actor, serial=opts.serial,
-                     stage=STAGE)
-    errors = [r for r in rows if r.get("status") != "ok"]
-    sentences = sum(int((r.get("speech") or {}).get("sentences") or 0) for r in rows)
-    synthesised = sum(int((r.get("speech") or {}).get("synthesised") or 0) for r in rows)
-    index = []
-    # every bundle the run holds, not only this run's tasks: seeding a subset (or generate seeding the bundles it
-    # lacks) must not drop the other bundles' rows
-    for tid in sorted({t["task_id"] for t in tasks} | set(run.listdir("workspaces"))):
-        if not run.exists(f"workspaces/{tid}/bundle.json"):
-            continue
-        own = tid in {t["task_id"] for t in tasks}
-        try:
-            meta = run.read_json(f"workspaces/{tid}/bundle.json")
-            index += [{"task_id": tid, "path": f["path"], "kind": f["kind"], "bytes": int(f["bytes"]),
-                       "sha256": f["sha256"]} for f in meta["files"]]
-        except Exception as exc:  # noqa: BLE001 - another bundle's malformed bundle.json is named, not fatal
-            if own:
-                raise
-            print(f"warning: workspaces/{tid}/bundle.json left out of workspaces/index.parquet: {exc}")
-    schema = {"task_id": pl.String, "path": pl.String, "kind": pl.String, "bytes": pl.Int64, "sha256": pl.String}
-    df = pl.DataFrame(index, schema=schema)
-    run.write_table("workspaces/index.parquet", df)
-    by_kind = {r["kind"]: r["n"] for r in df.group_by("kind").agg(pl.len().alias("n")).sort("kind").to_dicts()}
-    n_bundles = sum(1 for t in tasks if run.exists(f"workspaces/{t['task_id']}/bundle.json"))
-    summary = {"bundles": n_bundles, "non_empty": df["task_id"].n_unique() if len(df) else 0,
-               "built": len(units) - len(errors),
-               "skipped": skipped, "files": len(df), "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
-               "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors],
-               "speech": {"sentences": sentences, "synthesised": synthesised, "reused": sentences - synthesised},
-               "units": unit_counts(planned=len(tasks), done=len(units) - len(errors), skipped=skipped,
-                                    failed=len(errors))}
-    print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built now, {skipped} already done; "
-          f"{summary['bundles'] - summary['non_empty']} empty by design), "
-          f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")
-    print(f"{'kind':<6} {'files':>6} {'MB':>8}")
-    for kind, n in by_kind.items():
-        mb = df.filter(pl.col("kind") == kind)["bytes"].sum() / 1e6
-        print(f"{kind:<6} {n:>6} {mb:>8.2f}")
-    for e in summary["errors"]:
-        print(f"ERROR {e['unit']}: {e['error_type']}: {e['error']}")
-    try:
-        from filegram_ray.schema.meta import record_stage
+    def check(self) -> None:
+        self.tasks = _tasks(self.config)  # unknown task ids are refused here, before any unit
 
-        record_stage(run, STAGE, {k: v for k, v in summary.items() if k != "errors"} | {"n_errors": len(errors)})
-    except Exception as exc:  # noqa: BLE001  run.json bookkeeping must not lose the built bundles
-        print(f"warning: could not record the seed stage in run.json: {exc}")
-    return summary
+    def plan(self) -> list[dict[str, Any]]:
+        return longest_first([{"unit_id": t["task_id"], "task": t} for t in self.tasks])
+
+    def finished(self, unit: dict[str, Any]) -> Row | None:
+        """A bundle is finished when its completion record was made with this seed and speech option."""
+        if self.opts.force or not _bundle_current(self.run, unit["unit_id"], self.config.seed, self.opts.tts):
+            return None
+        return super().finished(unit)
+
+    def worker(self) -> WorkerSpec:
+        return WorkerSpec(SeedWorker, {"run_uri": self.run.uri, "storage_options": self.config.storage_options,
+                                       "seed": self.config.seed, "tts": self.opts.tts},
+                          num_actors=self.opts.num_actors, num_cpus=self.opts.num_cpus_per_actor)
+
+    def finish(self, rows: list[Row]) -> dict[str, Any]:
+        import polars as pl
+
+        run, tasks = self.run, self.tasks
+        new = [r for r in rows if not r.get("skipped")]
+        errors = [r for r in new if not r.ok]
+        sentences = sum(int((r.get("speech") or {}).get("sentences") or 0) for r in new)
+        synthesised = sum(int((r.get("speech") or {}).get("synthesised") or 0) for r in new)
+        index = []
+        # every bundle the run holds, not only this run's tasks: seeding a subset (or generate seeding the bundles
+        # it lacks) must not drop the other bundles' rows
+        own_ids = {t["task_id"] for t in tasks}
+        for tid in sorted(own_ids | set(run.listdir("workspaces"))):
+            if not run.exists(f"workspaces/{tid}/bundle.json"):
+                continue
+            try:
+                meta = run.read_json(f"workspaces/{tid}/bundle.json")
+                index += [{"task_id": tid, "path": f["path"], "kind": f["kind"], "bytes": int(f["bytes"]),
+                           "sha256": f["sha256"]} for f in meta["files"]]
+            except Exception as exc:  # noqa: BLE001 - another bundle's malformed bundle.json is named, not fatal
+                if tid in own_ids:
+                    raise
+                print(f"warning: workspaces/{tid}/bundle.json left out of workspaces/index.parquet: {exc}")
+        schema = {"task_id": pl.String, "path": pl.String, "kind": pl.String, "bytes": pl.Int64, "sha256": pl.String}
+        df = pl.DataFrame(index, schema=schema)
+        run.write_table("workspaces/index.parquet", df)
+        by_kind = {r["kind"]: r["n"] for r in df.group_by("kind").agg(pl.len().alias("n")).sort("kind").to_dicts()}
+        n_bundles = sum(1 for t in tasks if run.exists(f"workspaces/{t['task_id']}/bundle.json"))
+        skipped = len(rows) - len(new)
+        summary = {"bundles": n_bundles, "non_empty": df["task_id"].n_unique() if len(df) else 0,
+                   "built": len(new) - len(errors), "skipped": skipped, "files": len(df),
+                   "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
+                   "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors],
+                   "speech": {"sentences": sentences, "synthesised": synthesised,
+                              "reused": sentences - synthesised}}
+        print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built now, {skipped} already done; "
+              f"{summary['bundles'] - summary['non_empty']} empty by design), "
+              f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")
+        print(f"{'kind':<6} {'files':>6} {'MB':>8}")
+        for kind, n in by_kind.items():
+            mb = df.filter(pl.col("kind") == kind)["bytes"].sum() / 1e6
+            print(f"{kind:<6} {n:>6} {mb:>8.2f}")
+        return summary
+
+
+run_seed = stage_function(SeedStage)

@@ -35,7 +35,7 @@ def recorded_timings(cfg) -> dict:
     run = cfg.run()
     stages = (run.read_json("run.json").get("stages") or {}) if run.exists("run.json") else {}
     return {name: {"seconds": float(stages[name].get("seconds") or 0), "result": stages[name]}
-            for name, _ in STAGES if isinstance(stages.get(name), dict) and "seconds" in stages[name]}
+            for name in [s.name for s in STAGES] if isinstance(stages.get(name), dict) and "seconds" in stages[name]}
 
 
 def main(argv=None) -> int:
