@@ -8,7 +8,9 @@ A run directory is a local path (``runs/default``), a ``file://`` URI, or any fs
 * a finished unit leaves a completion record ``_done/<stage>/<unit>.json`` so reruns skip it;
 * index tables are Parquet files written with polars;
 * one process at a time runs a stage on a run directory (:meth:`RunDir.lock`): two jobs on one run directory
-  raced on the same temp files and index tables (REL-concurrent-generate-index-corruption).
+  raced on the same temp files and index tables (REL-concurrent-generate-index-corruption). On a local directory
+  the lock is exclusive (``flock``); on an object store it is **advisory**: it stops the common mistake (a second
+  job started on a run directory that a live job holds) but is not mutual exclusion (see :meth:`RunDir.lock`).
 
 Paths handed to and returned from :class:`RunDir` are always *relative* POSIX paths inside the run directory.
 """
@@ -317,8 +319,19 @@ class RunDir:
         """Hold this run directory exclusively while the block runs; re-entrant within one process.
 
         Local directories use ``fcntl.flock`` on ``<run>/.lock`` (released by the kernel if the process dies, so a
-        crash never leaves a stale lock). Object stores use ``_lock.json`` with a heartbeat; a record whose heartbeat
-        is older than :data:`LOCK_STALE_S` seconds is taken over.
+        crash never leaves a stale lock): exclusive between processes of one machine, and on network file systems
+        as far as their ``flock`` is.
+
+        Object stores use ``_lock.json`` with a heartbeat; a record whose heartbeat is older than
+        :data:`LOCK_STALE_S` seconds is taken over. That lock is **advisory**, not atomic: it is read, then written
+        with a plain PUT, then read back after 0.2 s, and no conditional write (``If-None-Match``) guards the
+        PUT. It refuses a second job while a live job's record is there, which is the mistake it exists for,
+        but two jobs can both hold it when (a) they start within one PUT's latency of each other and a PUT takes
+        longer than 0.2 s to become visible, (b) a holder stalls (suspended VM, store unreachable: heartbeat
+        failures are ignored) for more than :data:`LOCK_STALE_S` s and another job takes the record over — the
+        stalled holder's heartbeat then overwrites the new record and both go on — or (c) the store is not
+        read-after-write consistent (AWS S3 is; some S3-compatible stores are not). Start one job per run
+        directory on an object store (one RayJob, one ``ray job submit``); docs/install.md says the same.
 
         Raises:
             RunDirLockedError: another process holds the lock (the message names its host, pid and stage).
