@@ -52,8 +52,8 @@ EXTRAS: dict[str, Extra] = {
                    "(guidance videos) and the caption stage (keyframes)"),
     "speech": Extra(_SPEECH, "the piper voice (GPL-3.0-or-later, see NOTICE): speech memos of seed bundles "
                     "(workspace.tts: auto) and the render stage's WAV derivatives"),
-    "methods": Extra(_METHODS, "the Mem0 and Zep comparison methods (evaluate.methods mem0, zep): mem0ai and "
-                     "graphiti-core on embedded Kuzu"),
+    "methods": Extra(_METHODS, "the Mem0 comparison method (mem0ai) and Zep's graphiti-core engine on embedded "
+                     "Kuzu (zep with a language-model backbone)"),
     "watch": Extra(_WATCH, "`filegram watch` and `filegram memory update`: the folder observer and the "
                    "redaction of personal data and keys"),
     "s3": Extra(_S3, "run directories on S3 or an S3-compatible store (run_dir: s3://...)"),
@@ -73,7 +73,7 @@ EXTRAS: dict[str, Extra] = {
 #: optional (``workspace.tts: auto`` falls back to synthetic tones, and the bundle records which it used).
 #: render: the WAV derivatives are spoken by piper (rendering/renderers.py, no fallback).
 #: caption: keyframes are read with OpenCV (video/keyframes.py) and OCR'd by RapidOCR (video/ocr.py).
-#: evaluate: the embedding methods use the fp32 MiniLM (methods/embed.py) and mem0/zep their libraries.
+#: evaluate: the embedding methods use the fp32 MiniLM (methods/embed.py) and mem0 its library (mem0ai).
 STAGE_EXTRAS: dict[str, tuple[str, ...]] = {
     "seed": ("video",),
     "generate": (),
@@ -89,8 +89,10 @@ STAGE_EXTRAS: dict[str, tuple[str, ...]] = {
 _TORCH_EMBEDDERS = frozenset({"minilm", "auto"})
 #: evaluate methods that never embed (methods/baselines.py: NoContext, FullContext)
 _NON_EMBEDDING_METHODS = frozenset({"no_context", "full_context"})
-#: evaluate methods whose real libraries are the ``methods`` extra
-_LIBRARY_METHODS = frozenset({"mem0", "zep"})
+#: evaluate methods that always run their real library (``methods`` extra): Mem0 (mem0ai, methods/mem0_memory.py).
+#: Zep runs graphiti-core only with a language-model backbone; with a CPU backbone (lexical, random) its engine is
+#: a local networkx graph (methods/zep.py), which needs no extra.
+_LIBRARY_METHODS = frozenset({"mem0"})
 
 
 def _section(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -104,7 +106,8 @@ def config_extras(stage: str, config: Mapping[str, Any]) -> tuple[str, ...]:
 
     Differs from :data:`STAGE_EXTRAS` where the configuration decides: ``encode.embedder`` other than ``minilm`` /
     ``auto`` needs no ``embed``; evaluate needs ``embed`` only if a method other than no_context / full_context
-    runs, ``methods`` only if mem0 or zep does; caption with ``captioner: vlm`` needs no ``media`` (and ``gpu``
+    runs, ``methods`` only if mem0 does, or zep with a language-model backbone (a mapping, not ``lexical`` /
+    ``random``: then zep runs graphiti-core); caption with ``captioner: vlm`` needs no ``media`` (and ``gpu``
     for a ``kind: vllm`` back end).
 
     Raises:
@@ -115,14 +118,16 @@ def config_extras(stage: str, config: Mapping[str, Any]) -> tuple[str, ...]:
         embedder = _section(config, "encode").get("embedder", "minilm")
         return ("embed",) if embedder in _TORCH_EMBEDDERS else ()
     if stage == "evaluate":
-        methods = _section(config, "evaluate").get("methods")
+        section = _section(config, "evaluate")
+        methods = section.get("methods")
         if methods is None:
             return base
         methods = set(methods)
+        llm_backbone = isinstance(section.get("backbone"), Mapping)
         out = []
         if methods - _NON_EMBEDDING_METHODS:
             out.append("embed")
-        if methods & _LIBRARY_METHODS:
+        if methods & _LIBRARY_METHODS or ("zep" in methods and llm_backbone):
             out.append("methods")
         return tuple(out)
     if stage == "caption":

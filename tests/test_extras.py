@@ -96,7 +96,10 @@ def test_config_extras_follow_the_configuration():
     assert extras.config_extras("encode", {"encode": {"embedder": "auto"}}) == ("embed",)
     assert extras.config_extras("evaluate", {"evaluate": {"methods": ["no_context", "full_context"]}}) == ()
     assert extras.config_extras("evaluate", {"evaluate": {"methods": ["naive_rag"]}}) == ("embed",)
-    assert extras.config_extras("evaluate", {"evaluate": {"methods": ["zep"]}}) == ("embed", "methods")
+    assert extras.config_extras("evaluate", {"evaluate": {"methods": ["mem0"]}}) == ("embed", "methods")
+    assert extras.config_extras("evaluate", {"evaluate": {"methods": ["zep"], "backbone": "lexical"}}) == ("embed",)
+    llm = {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
+    assert extras.config_extras("evaluate", {"evaluate": {"methods": ["zep"], "backbone": llm}}) == ("embed", "methods")
     vlm = {"captioner": "vlm", "vlm": {"kind": "http", "url": "http://127.0.0.1:8000/v1", "model": "m"}}
     assert extras.config_extras("caption", {"caption": vlm}) == ("video",)
     assert extras.config_extras("caption", {"caption": {**vlm, "vlm": {"kind": "vllm"}}}) == ("video", "gpu")
