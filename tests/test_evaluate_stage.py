@@ -196,10 +196,10 @@ def test_multimodal_items_see_recovered_derivative_text(tmp_path):
 
 
 def test_filegramos_ablations_share_ingest_state(tmp_path):
-    from filegram_ray.evaluate.stage import _plan_units
+    from filegram_ray.evaluate.plan import plan_units
 
     run = make_run(tmp_path)
-    plan = _plan_units(load_items(run), ["filegramos", "filegramos_no_semantic", "full_context"], "strip")
+    plan = plan_units(load_items(run), ["filegramos", "filegramos_no_semantic", "full_context"], "strip")
     fg = [u["cache_path"] for u in plan["filegramos"]]
     assert fg == [u["cache_path"] for u in plan["filegramos_no_semantic"]]
     assert all(p.startswith("results/cache/filegramos/") for p in fg)
@@ -268,13 +268,13 @@ def test_one_methods_failing_ingest_fails_only_its_own_units(tmp_path, monkeypat
     """The CPU path answers all methods of a context spec in one SpecWorker unit: a method whose ingest raises
     fails its own units (error rows, no _done record), the other methods of the same specs finish, each spec's
     views are built once for all methods, and a rerun retries only the failed method's units."""
-    from filegram_ray.evaluate import stage
+    from filegram_ray.evaluate import worker
     from filegram_ray.methods import baselines
 
     run = make_run(tmp_path)
     built = []
-    real_build = stage.build_unit_views
-    monkeypatch.setattr(stage, "build_unit_views", lambda *a, **k: built.append(a[1]["unit_id"]) or real_build(*a, **k))
+    real_build = worker.build_unit_views
+    monkeypatch.setattr(worker, "build_unit_views", lambda *a, **k: built.append(a[1]["unit_id"]) or real_build(*a, **k))
 
     def boom(self, views):
         raise RuntimeError("planted ingest failure")

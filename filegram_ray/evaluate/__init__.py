@@ -3,7 +3,7 @@
 from filegram_ray._lazy import lazy_exports
 
 # imported on first use, so `filegram findings --help` does not load polars (issue 31)
-__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(["EvaluateConfig", "run_evaluate"],
-                                                            "filegram_ray.evaluate.stage"))
+__getattr__, __dir__ = lazy_exports(__name__, {"EvaluateConfig": "filegram_ray.evaluate.config",
+                                               "run_evaluate": "filegram_ray.evaluate.stage"})
 
 __all__ = ["EvaluateConfig", "run_evaluate"]

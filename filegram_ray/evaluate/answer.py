@@ -53,7 +53,7 @@ class PromptBuilder:
         run_uri / storage_options: the run directory.
         method_options: per-method options (``evaluate.method_options``).
         ingest_backbone: backbone spec whose ``complete`` methods may call at ingest (``lexical`` = none).
-        seed, multimodal_content, multimodal_formats: as :class:`~filegram_ray.evaluate.stage.EvalWorker`.
+        seed, multimodal_content, multimodal_formats: as :class:`~filegram_ray.evaluate.worker.EvalWorker`.
         temperature / max_tokens / max_tokens_open: the answering call's sampling settings.
         letter_only: the answer is held to one letter (the prompt then asks for the letter only).
         max_context_chars: cut each retrieved context to this many characters (None = no cut).
@@ -73,7 +73,7 @@ class PromptBuilder:
         self._workers: dict[str, Any] = {}
 
     def _worker(self, method: str):
-        from filegram_ray.evaluate.stage import EvalWorker
+        from filegram_ray.evaluate.worker import EvalWorker
 
         if method not in self._workers:
             self._workers[method] = EvalWorker(method=method, method_options=self.method_options.get(method, {}),
@@ -81,7 +81,8 @@ class PromptBuilder:
         return self._workers[method]
 
     def __call__(self, row: dict[str, Any]) -> list[dict[str, Any]]:
-        from filegram_ray.evaluate.stage import _err, public_view, retrieval_query
+        from filegram_ray.evaluate.items import public_view, retrieval_query
+        from filegram_ray.evaluate.worker import error_text
         from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
 
         unit = json.loads(row["unit_json"])
@@ -91,7 +92,7 @@ class PromptBuilder:
             state, ingest_s, cached = worker._state(unit)
         except Exception as exc:  # noqa: BLE001 - a failing ingest fails its unit's items, not the wave
             log.warning("evaluate: ingest of %s failed: %s", unit["unit_id"], exc)
-            return [_prompt_row(base, it, status="error", error=f"ingest failed: {_err(exc)}")
+            return [_prompt_row(base, it, status="error", error=f"ingest failed: {error_text(exc)}")
                     for it in unit["items"]]
         out = []
         for it in unit["items"]:
@@ -109,7 +110,7 @@ class PromptBuilder:
                     tokens_in_memory=int(ctx.tokens_in_memory), tokens_out=int(ctx.tokens_out),
                     ingest_s=float(ingest_s), cached_state=bool(cached), context_cut=cut, context_text=text))
             except Exception as exc:  # noqa: BLE001 - one bad item never sinks the unit
-                out.append(_prompt_row(base, it, status="error", error=_err(exc)))
+                out.append(_prompt_row(base, it, status="error", error=error_text(exc)))
         return out
 
 
@@ -163,7 +164,7 @@ def _prompt_row(base: dict[str, Any], item: Mapping[str, Any], *, status: str = 
 
 def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, backbone_name: str,
                 constrain: str = "none") -> dict[str, Any]:
-    """The unit-table row of one item (``stage._UNIT_SCHEMA``) from its prompt row and reply row; ``constrain``:
+    """The unit-table row of one item (:data:`~filegram_ray.evaluate.worker.UNIT_SCHEMA`) from its prompt row and reply row; ``constrain``:
     the constraint the multiple-choice request carried (a constrained reply is read strictly)."""
     from filegram_ray.llm.backbones import approx_tokens
     from filegram_ray.llm.parsing import LETTERS, parse_choice
@@ -219,7 +220,7 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
     """
     import ray.data
 
-    from filegram_ray.evaluate.stage import CONTEXT_KEEP_CHARS, CONTEXT_SCHEMA, context_path
+    from filegram_ray.evaluate.worker import CONTEXT_KEEP_CHARS, CONTEXT_SCHEMA, context_path
     from filegram_ray.llm.parsing import LETTERS
     from filegram_ray.llm.processors import run_chat
 

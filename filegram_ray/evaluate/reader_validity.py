@@ -2,7 +2,7 @@
 
 A memory method's score is the reader's score on that method's context. Before ranking methods the report checks
 the reader with contexts whose quality is known (issue #30 item 2). Rows, per backbone, beside the oracle and random
-rows of :func:`filegram_ray.evaluate.stage._validity_rows`:
+rows of :func:`validity_rows`:
 
 * ``empty`` — an empty memory (only when the No Context method itself is not evaluated; otherwise its row is the
   floor);
@@ -43,6 +43,8 @@ from typing import Any
 
 import polars as pl
 
+from filegram_ray.evaluate.items import public_view
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -53,7 +55,9 @@ __all__ = [
     "memory_method",
     "order_stats",
     "reader_requests",
+    "reader_validity_frame",
     "rotation",
+    "validity_rows",
 ]
 
 #: the reader validity rows this module adds (row ids in ``results.parquet``)
@@ -163,8 +167,6 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
         retrieve: ``(state, item) -> context text``.
         with_empty: add the ``empty`` row (the No Context method is not evaluated).
     """
-    from filegram_ray.evaluate.stage import public_view
-
     out: list[dict[str, Any]] = []
     for it in items:
         pv = public_view(it)
@@ -218,7 +220,7 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
 
 def _row(req: Mapping[str, Any], backbone: str, *, status: str = "ok", error: str = "", choice: str = "",
          text: str = "", prompt_tokens: int = 0, reply_tokens: int = 0) -> dict[str, Any]:
-    from filegram_ray.evaluate.stage import prompt_sha
+    from filegram_ray.evaluate.worker import prompt_sha
     from filegram_ray.llm.backbones import approx_tokens
 
     n = len(req["pv"]["choices"])
@@ -303,3 +305,81 @@ def order_stats(results: pl.DataFrame, method: str | None) -> dict[str, Any]:
             "bias": shares([c or "" for c in rot["shown_choice"].to_list()], shown_keys),
             "bias_original": shares([c or "" for c in own["choice"].to_list()],
                                     [c or "" for c in own["correct"].to_list()])}
+
+
+def validity_rows(items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int) -> list[dict]:
+    """The ``oracle`` (answers from the key) and ``random`` (a seeded letter) rows of every item, from its public
+    view, as unit-table rows (:data:`~filegram_ray.evaluate.worker.UNIT_SCHEMA`); a failure is an error row."""
+    from filegram_ray.evaluate.items import is_letter
+    from filegram_ray.evaluate.worker import error_text
+    from filegram_ray.llm import OracleBackbone, RandomBackbone
+
+    oracle = OracleBackbone({q: (k.get("correct") if is_letter(k.get("correct")) else
+                                 k.get("correct_text") or k.get("correct")) for q, k in key.items()})
+    out = []
+    for name, bb in (("oracle", oracle), ("random", RandomBackbone(seed))):
+        for it in items:
+            pv = public_view(it)
+            base = {"method": name, "question_id": it["question_id"], "cache_key": "", "backbone": name}
+            try:
+                ans = bb.answer(pv, "")
+                out.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
+                            "answer_text": ans.text, "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0,
+                            "reply_tokens": 0})
+            except Exception as exc:  # noqa: BLE001 - a validity row failure is an error row
+                out.append({**base, "status": "error", "error": error_text(exc), "choice": "", "answer_text": "",
+                            "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0, "reply_tokens": 0})
+    return out
+
+
+def reader_validity_frame(run, items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int,
+                          plan: Mapping[str, list[dict[str, Any]]], opts: Any, spec: Any, ingest_backbone: Any,
+                          mm_mode: str) -> pl.DataFrame:
+    """The reader validity rows (empty memory when No Context is not evaluated, gold evidence, wrong user, option
+    order), answered by this run's backbone, as unit-table rows plus ``shown_choice`` and ``shift``. ``wrong_user``
+    and ``order`` use the memory method's finished units and cached states (nothing is ingested for them).
+
+    Args:
+        run: the :class:`~filegram_ray.storage.RunDir`; answers are cached in ``results/reader/<backbone>.parquet``
+            by (row, item, prompt hash), so a rerun asks nothing again.
+        items / key / seed: the evaluated items, the answer key, the master seed.
+        plan: ``{method: units}`` of this run and the earlier methods joining its report.
+        opts: the validated :class:`~filegram_ray.evaluate.config.EvaluateConfig`.
+        spec: the language model's processor spec with ``constrain`` resolved (None: the CPU reader).
+        ingest_backbone: what the methods' ``complete`` may call at ingest (validated backbone value).
+        mm_mode: the multimodal content mode (``auto`` resolved).
+    """
+    from filegram_ray.evaluate.config import make_reader
+    from filegram_ray.evaluate.items import retrieval_query
+    from filegram_ray.evaluate.plan import unit_complete
+    from filegram_ray.evaluate.worker import UNIT_SCHEMA, EvalWorker, prompt_sha
+
+    mm = memory_method(list(plan))
+    units = [u for u in plan.get(mm, []) if unit_complete(run, u) and run.exists(u["cache_path"])] if mm else []
+    worker = None
+    if units:
+        worker = EvalWorker(run.uri, run.storage_options, method=mm, method_options=opts.method_options.get(mm, {}),
+                            backbone=ingest_backbone if spec is not None else opts.backbone, seed=seed,
+                            multimodal_content=mm_mode, multimodal_formats=opts.multimodal_formats)
+    cut = opts.max_context_chars if spec is not None else None
+
+    def retrieve(state: Any, item: Mapping[str, Any]) -> str:
+        text = worker.method.retrieve(state, retrieval_query(item)).text
+        return text[:cut] + "\n[… context cut to fit the model]" if cut and len(text) > cut else text
+
+    reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
+                           retrieve=retrieve, with_empty="no_context" not in plan)
+    # answers of earlier evaluates with this backbone, by (row, item, prompt hash): a rerun asks nothing again
+    schema = {**UNIT_SCHEMA, "shown_choice": pl.Utf8, "shift": pl.Int64}
+    cache_path = f"results/reader/{opts.tag}.parquet"
+    cached = {(r["method"], r["question_id"], r["prompt_sha"]): r
+              for r in (run.read_table(cache_path).iter_rows(named=True) if run.exists(cache_path) else [])}
+    keys = [(q["row"], q["item"]["question_id"], prompt_sha(q["pv"], q["context"])) for q in reqs]
+    todo = [q for q, k in zip(reqs, keys) if k not in cached]
+    fresh = {(r["method"], r["question_id"], r["prompt_sha"]): r for r in answer_requests(
+        todo, backbone=make_reader(opts.backbone, seed) if spec is None else None, spec=spec)}
+    rows = [cached.get(k) or fresh[k] for k in keys]
+    if todo:
+        keep = {**cached, **{k: r for k, r in fresh.items() if r["status"] == "ok"}}  # failures are asked again
+        run.write_table(cache_path, pl.DataFrame(list(keep.values()), schema=schema))
+    return pl.DataFrame(rows, schema=schema)

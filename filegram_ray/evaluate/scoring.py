@@ -20,6 +20,7 @@ ingest, ``Out.`` = mean retrieved-context tokens per query (reference §8.4 tabl
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +30,8 @@ import polars as pl
 from filegram_ray.bench.vocab import JUDGE_VALUE_SPACE
 from filegram_ray.llm.parsing import parse_json_object
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "CHANNELS",
     "SUB_TASK_ORDER",
@@ -36,9 +39,14 @@ __all__ = [
     "VALIDITY_CASES",
     "LLMJudge",
     "RubricJudge",
+    "JUDGE_CACHE",
     "judge_messages",
     "judge_validity",
     "likert_to_100",
+    "load_judge_cache",
+    "open_answers",
+    "save_judge_cache",
+    "score_rows",
     "make_judge",
     "parse_judge_reply",
     "validity_requests",
@@ -397,3 +405,87 @@ def summarise(results: pl.DataFrame) -> pl.DataFrame:
         row["tokens_out"] = _mean([float(x) for x in ok["tokens_out"].to_list()])
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]],
+               judge) -> pl.DataFrame:
+    """Join answers with item fields and the key; add ``correct`` (letter / reference), ``is_correct``,
+    ``score`` (0–100; see :mod:`filegram_ray.evaluate.scoring`) and ``text_twin`` (a multimodal item's text
+    counterpart, :func:`filegram_ray.evaluate.multimodal.text_twins`; "" otherwise). The open-ended rows are judged
+    in one batch (``judge.judge_many``: one Ray Dataset for an LLM judge)."""
+    from filegram_ray.evaluate.multimodal import text_twins
+    from filegram_ray.evaluate.stats import item_profile
+    from filegram_ray.evaluate.worker import error_text
+
+    by_id = {it["question_id"]: it for it in items}
+    twins = text_twins(items)
+    out = []
+    to_judge: list[int] = []
+    for r in answers.iter_rows(named=True):
+        it = by_id[r["question_id"]]
+        k = key.get(r["question_id"], {})
+        correct = str(k.get("correct", ""))
+        is_open = not it.get("choices")
+        row = {**r, "track": it.get("track", ""), "sub_track": it.get("sub_track", ""),
+               "sub_class": it.get("sub_class", ""), "channel": it.get("channel", ""),
+               "setting": it.get("setting", "text"), "is_open": is_open, "correct": correct,
+               "n_choices": len(it.get("choices") or []), "likert": None, "profile": item_profile(it),
+               "text_twin": twins.get(r["question_id"], "")}
+        if not k:
+            row.update(is_correct=None, score=None, status="error",
+                       error=(r["error"] + "; " if r["error"] else "") + "no answer key entry")
+        elif r["status"] != "ok":
+            row.update(is_correct=False if not is_open else None, score=0.0 if not is_open else None)
+        elif is_open:
+            row.update(score=None, is_correct=None)
+            to_judge.append(len(out))
+        else:
+            sc = score_mcq(r["choice"], correct)
+            row.update(score=sc, is_correct=sc == 100.0)
+        out.append(row)
+    if to_judge:
+        reqs = []
+        for i in to_judge:
+            k = key[out[i]["question_id"]]
+            reqs.append((by_id[out[i]["question_id"]], str(k.get("correct_text") or k.get("correct") or ""),
+                         out[i]["answer_text"]))
+        try:
+            verdicts = judge.judge_many(reqs)
+        except Exception as exc:  # noqa: BLE001 - a judge failure leaves the items unscored, the report still comes
+            log.warning("evaluate: judge %s failed: %s", getattr(judge, "name", judge), exc)
+            verdicts = [(None, f"judge failed: {error_text(exc)}")] * len(reqs)
+        for i, (s, note) in zip(to_judge, verdicts):
+            out[i].update(likert=s, score=likert_to_100(s))
+            if note and s is None:
+                out[i].update(status="error", error=note[:1000])
+    return pl.DataFrame(out, infer_schema_length=None)
+
+
+def open_answers(answers: pl.DataFrame, items: list[dict[str, Any]],
+                 key: Mapping[str, Mapping[str, Any]]) -> list[tuple[dict[str, Any], str, str]]:
+    """``(item, reference, answer)`` of the answered open-ended rows (what :func:`score_rows` will judge)."""
+    by_id = {it["question_id"]: it for it in items}
+    out = []
+    for r in answers.filter(pl.col("status") == "ok").iter_rows(named=True):
+        it, k = by_id.get(r["question_id"]), key.get(r["question_id"])
+        if it is not None and k and not it.get("choices"):
+            out.append((it, str(k.get("correct_text") or k.get("correct") or ""), r["answer_text"]))
+    return out
+
+
+JUDGE_CACHE = "results/judge/verdicts.parquet"
+
+
+def load_judge_cache(run) -> dict[str, int | None]:
+    """Earlier LLM-judge verdicts of this run directory (``key -> likert``)."""
+    if not run.exists(JUDGE_CACHE):
+        return {}
+    df = run.read_table(JUDGE_CACHE)
+    return dict(zip(df["key"].to_list(), df["likert"].to_list()))
+
+
+def save_judge_cache(run, cache: dict[str, int | None]) -> None:
+    """Write ``cache`` (``key -> likert``) to :data:`JUDGE_CACHE` (nothing when empty)."""
+    if cache:
+        run.write_table(JUDGE_CACHE, pl.DataFrame({"key": list(cache), "likert": list(cache.values())},
+                                                   schema={"key": pl.Utf8, "likert": pl.Int64}))

@@ -56,7 +56,8 @@ def evaluate_from_args(args: argparse.Namespace) -> int:
     backbone = args.backbone
     if args.backbone_url:
         backbone = {"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model or "local"}
-    info = run_evaluate(cfg, methods=args.methods, backbone=backbone)
+    overrides = {k: v for k, v in (("methods", args.methods), ("backbone", backbone)) if v is not None}
+    info = run_evaluate(cfg, **overrides)  # laid over evaluate: and checked like it
     print(f"evaluate: {info['n_items']} items × {len(info['methods'])} methods, {info['n_error_rows']} error rows, "
           f"{info['seconds']} s")
     print(f"Report: {cfg.run().url('results/report.md')}")
