@@ -27,7 +27,6 @@ import math
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -35,7 +34,7 @@ from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["init_ray", "map_units", "error_row", "Progress", "ResourceRequestError", "check_cpu_request",
+__all__ = ["init_ray", "map_units", "error_row", "ResourceRequestError", "check_cpu_request",
            "pool_capacity", "exclusive_stage", "check_run_seed", "recorded_seed", "Interruption", "end_process",
            "StageMeter", "unit_counts", "UNIT_KEYS"]
 

@@ -11,16 +11,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
-from filegram_ray.jobargs import common_parser, config_from_args, run_job
+from filegram_ray.jobargs import run_job
+from filegram_ray.stages.cli import stage_main
 
 
 def main(argv=None) -> int:
-    from filegram_ray.bench.stage import run_bench
-
-    p = common_parser(__doc__.splitlines()[0])  # --serial accepted: this stage always runs in process
-    args = p.parse_args(argv)
-    run_bench(config_from_args(args))
-    return 0
+    return stage_main("bench", argv)
 
 
 if __name__ == "__main__":

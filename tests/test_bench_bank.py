@@ -7,7 +7,8 @@ from collections import Counter
 import bench_synth as bs
 import pytest
 
-from filegram_ray.bench.answerers import OracleAnswerer, RandomAnswerer, score_mcq, validate_items
+from bench_answerers import OracleAnswerer, RandomAnswerer, score_mcq
+from filegram_ray.bench.validate import validate_items
 from filegram_ray.bench.bank import build_bank
 from filegram_ray.bench.builders import BUILDERS, PENDING
 from filegram_ray.bench.common import hamming

@@ -53,7 +53,7 @@ def test_filegrd_550_on_full_set_with_twins(tmp_path):
     run.write_table("derivatives/index.parquet", pl.DataFrame(
         [{"trajectory_id": t, "source": "report.md", "status": "ok"} for t in with_text]))
     info = run_bench(load_config(overrides={"run_dir": run.root, "seed": 7}))
-    assert info["stats"]["FileGrd"] == {"target": 550, "built": 550, "note": ""}
+    assert info["sub_tasks"]["FileGrd"] == {"target": 550, "built": 550, "note": ""}
     items = {r["question_id"]: r for r in run.read_table("bench/items.parquet").to_dicts()}
     fg = [r for r in items.values() if r["sub_track"] == "FileGrd"]
     assert len(fg) == 550 and {r["setting"] for r in fg} == {"multimodal"}

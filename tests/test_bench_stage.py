@@ -8,7 +8,8 @@ import bench_synth as bs
 import polars as pl
 import pytest
 
-from filegram_ray.bench.answerers import OracleAnswerer, score_mcq, validate_items
+from bench_answerers import OracleAnswerer, score_mcq
+from filegram_ray.bench.validate import validate_items
 from filegram_ray.bench.schema import AnswerKey, Item
 from filegram_ray.bench.stage import run_bench
 from filegram_ray.config import load_config
@@ -51,7 +52,7 @@ def test_stage_writes_items_and_key_apart(synth_run, capsys):
         t.split("/")[1] for t in ctx["trajectories"]]
     stats = synth_run.read_json("bench/stats.json")
     assert stats["counts"]["sub_task"]["ProfRec"] == 96
-    assert synth_run.is_done("bench", "bank") and "bench" in synth_run.read_json("run.json")["stages"]
+    assert "bench" in synth_run.read_json("run.json")["stages"]
 
 
 def test_stage_same_seed_same_bytes(synth_run):
@@ -69,7 +70,7 @@ def test_stage_same_seed_same_bytes(synth_run):
 
 def test_stage_options_and_bad_section(synth_run):
     info = run_bench(_cfg(synth_run, sub_tasks=["AttrRec", "ShiftAna"], counts={"AttrRec": 20}))
-    assert info["counts"]["sub_task"] == {"AttrRec": 20, "ShiftAna": info["stats"]["ShiftAna"]["built"]}
+    assert info["counts"]["sub_task"] == {"AttrRec": 20, "ShiftAna": info["sub_tasks"]["ShiftAna"]["built"]}
     with pytest.raises(ValueError, match="bench"):
         run_bench(_cfg(synth_run, no_such_option=1))
 
@@ -79,7 +80,7 @@ def test_filegrd_uses_rendered_trajectories(synth_run):
     synth_run.write_table("derivatives/index.parquet", pl.DataFrame({"trajectory_id": rendered}))
     info = run_bench(_cfg(synth_run, sub_tasks=["FileGrd"], counts={"FileGrd": 40}))
     items = synth_run.read_table("bench/items.parquet")
-    assert info["stats"]["FileGrd"]["built"] == 40 == items.height
+    assert info["sub_tasks"]["FileGrd"]["built"] == 40 == items.height
     assert set(items["setting"].to_list()) == {"multimodal"}
     assert set(items["track"].to_list()) == {"T4_multimodal"}
     srcs = {json.loads(m)["source_sub_task"] for m in items["metadata"].to_list()}
@@ -134,7 +135,7 @@ def test_targets_scale_to_the_generated_set(synth_run, capsys):
     out = capsys.readouterr().out
     assert "from 2 profiles × 2 tasks (4 usable trajectories)" in out
     assert "distractor profiles drawn from all 6" in out
-    st = info["stats"]
+    st = info["sub_tasks"]
     assert st["TraceDis"]["target"] == scaled_count("TraceDis", 2, 2) == 7
     assert st["AttrRec"]["target"] == scaled_count("AttrRec", 2, 2, by_tasks=False) == 33
     assert st["ProfRec"]["target"] == sum(len(p["attributes"]) for p in bs.profiles()
@@ -143,22 +144,22 @@ def test_targets_scale_to_the_generated_set(synth_run, capsys):
     assert (stats["n_profiles"], stats["n_tasks"], stats["n_trajectories"]) == (2, 2, 4)
     # a run whose generate record predates the id lists: the ids of its trajectory index
     _generated(synth_run, ok=4)
-    assert run_bench(_cfg(synth_run))["stats"]["TraceDis"]["target"] == 7
+    assert run_bench(_cfg(synth_run))["sub_tasks"]["TraceDis"]["target"] == 7
 
 
 def test_filegrd_note_says_what_render_did(synth_run):
     """FileGrd's note names what is true: render not run / limited by render.limit / run without covering the
     selected trajectories — never "not run" when derivatives exist."""
     cfg = _cfg(synth_run, sub_tasks=["AttrRec", "FileGrd"])
-    assert run_bench(cfg)["stats"]["FileGrd"]["note"] == "no rendered derivatives (render stage not run)"
+    assert run_bench(cfg)["sub_tasks"]["FileGrd"]["note"] == "no rendered derivatives (render stage not run)"
     tids = synth_run.read_table("trajectories/index.parquet")["trajectory_id"].to_list()
     synth_run.write_table("trajectories/outputs.parquet", pl.DataFrame({"trajectory_id": tids, "path": "a.md"}))
     synth_run.write_table("derivatives/index.parquet",
                           pl.DataFrame({"trajectory_id": ["s6_opposite/T-07"], "source": ["a.md"]}))
-    note = run_bench(cfg)["stats"]["FileGrd"]["note"]
+    note = run_bench(cfg)["sub_tasks"]["FileGrd"]["note"]
     assert note.startswith("no usable derivatives for the selected trajectories (") and "not run" not in note
     from filegram_ray.schema.meta import record_stage
 
     record_stage(synth_run, "render", {"options": {"limit": 1}})
-    note = run_bench(cfg)["stats"]["FileGrd"]["note"]
+    note = run_bench(cfg)["sub_tasks"]["FileGrd"]["note"]
     assert note.startswith("render limited (render.limit=1): ") and "selected trajectories" in note

@@ -22,10 +22,11 @@ def captioned_run(tmp_path_factory, ray_local):
     (bad / "events.json").write_text("[{\"event_type\": ", encoding="utf-8")  # truncated JSON
     cfg = load_config(overrides={"run_dir": str(root), "record": {"sample": None},
                                  "caption": {"num_actors": 1}})
-    from video.stage import run_caption, run_record
+    from video.caption_stage import run_caption
+    from video.record_stage import run_record
 
-    rec = run_record(cfg, progress=False)
-    cap = run_caption(cfg, progress=False)
+    rec = run_record(cfg)
+    cap = run_caption(cfg)
     return cfg, rec, cap
 
 
@@ -50,9 +51,9 @@ def test_record_stage_writes_videos_index_and_error_rows(captioned_run):
 
 def test_record_stage_resumes(captioned_run):
     cfg, _, _ = captioned_run
-    from video.stage import run_record
+    from video.record_stage import run_record
 
-    again = run_record(cfg, serial=True, progress=False)
+    again = run_record(cfg, serial=True)
     assert again["already_done"] == 1 and again["recorded"] == 0 and again["errors"] == 1
 
 
@@ -99,7 +100,7 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
     out = run_bench(c2)
     run = c2.run()
     items = run.read_table("bench/items.parquet").to_dicts()
-    assert out["stats"]["VisGrd"]["built"] == len(items) == 17  # next operations + the 16 attributes of p1
+    assert out["sub_tasks"]["VisGrd"]["built"] == len(items) == 17  # next operations + the 16 attributes of p1
     assert {i["setting"] for i in items} == {"real_world"} and {i["sub_track"] for i in items} == {"VisGrd"}
     ctx = json.loads(items[0]["context"])
     assert ctx == {"kind": "recording", "trajectories": [TRAJECTORY_ID], "labels": ["Recording 1"],
@@ -108,9 +109,9 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
     nxt = next(i for i in items if i["sub_class"] == "next_operations")
     assert "files" in key[nxt["question_id"]]["correct_text"]
     assert "VisGrd" in counts_table(run.read_table("bench/items.parquet"))
-    from filegram_ray.bench.answerers import validate_items
     from filegram_ray.bench.bank import build_bank
     from filegram_ray.bench.inputs import load_bench_inputs
+    from filegram_ray.bench.validate import validate_items
     from filegram_ray.profiles import load_profiles
 
     bank = build_bank(load_bench_inputs(run), c2.seed, sub_tasks=["VisGrd"])
@@ -128,7 +129,7 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
 
 
 def test_the_record_sample_is_seeded_and_spreads_over_profiles():
-    from video.stage import sample_trajectories
+    from video.record_stage import sample_trajectories
 
     ids = [f"p{p}/T-{t:02d}" for p in range(1, 21) for t in range(1, 33)]
     a = sample_trajectories(ids, 6, seed=7)
@@ -147,7 +148,7 @@ def test_record_selection_takes_short_profile_ids_REL_short_profile_ids_empty_en
     import polars as pl
 
     from filegram_ray.config import load_config, names_id
-    from video.stage import run_record
+    from video.record_stage import run_record
 
     assert names_id("p1", "p1_methodical") and names_id("p1_methodical", "p1_methodical")
     assert not names_id("p1", "p10_x") and not names_id("T-3", "T-03")
@@ -156,6 +157,6 @@ def test_record_selection_takes_short_profile_ids_REL_short_profile_ids_empty_en
     pl.DataFrame({"trajectory_id": ["p1_methodical/T-03", "p2_pragmatic/T-03"], "status": ["ok", "ok"]}).write_parquet(
         run_dir / "trajectories" / "index.parquet")
     cfg = load_config(None, [f"run_dir={run_dir}", "profiles=[p1]", "tasks=[T-03]", "record.serial=true"])
-    rec = run_record(cfg, progress=False)
+    rec = run_record(cfg)
     assert rec["chosen"] == ["p1_methodical/T-03"]
     assert rec["units"]["planned"] == 1 and rec["units"]["failed"] == 1  # no events.json here: one error row

@@ -9,7 +9,7 @@ Writes, each atomically:
 * ``bench/answers_key.parquet`` — ground truth (:class:`~filegram_ray.bench.schema.AnswerKey` rows);
 * ``bench/items.parquet`` — public fields + routing (:meth:`~filegram_ray.bench.schema.Item.to_row`);
 * ``bench/stats.json`` — targets, built counts and notes per sub-task; counts per track / sub-task / channel;
-* a ``bench`` record in ``run.json`` and ``_done/bench/bank.json``.
+* a ``bench`` record in ``run.json`` (written by the stage runner).
 
 The bank is a pure function of (inputs, seed, options): a rerun rewrites identical bytes. Building is light
 (≈ 5 s for 640 trajectories on one core), so it runs in-process; there is no Ray work unit.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from typing import Annotated, Any
 
 import polars as pl
@@ -29,10 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
-from filegram_ray.config import PipelineConfig
 from filegram_ray.errors import UserError
-from filegram_ray.runtime import exclusive_stage, unit_counts
-from filegram_ray.schema.meta import record_stage
+from filegram_ray.pipeline import stage_function
+from filegram_ray.stages.base import Row, Stage
 
 log = logging.getLogger(__name__)
 STAGE = "bench"
@@ -92,113 +90,118 @@ def counts_table(items: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-@exclusive_stage(STAGE)
-def run_bench(config: PipelineConfig, llm_fn=None) -> dict[str, Any]:
-    """Build the bank for the run directory of ``config`` and write it.
-
-    Args:
-        config: pipeline config (``run_dir``, ``seed``, ``profiles_dir``/``tasks_dir``/``profiles``, ``bench:``).
-        llm_fn: optional question paraphraser ``prompt -> text`` (reference §9.2; off by default).
+class BenchStage(Stage):
+    """Bench: no work units (the bank is a pure function of the run's trajectories, ≈ 5 s for 640 on one core, so
+    it is built in the driver): :meth:`finish` loads the inputs, builds the bank, checks it with
+    :func:`~filegram_ray.bench.validate.validate_items` (a bank with a leak or a broken key is not written) and
+    writes the tables.
 
     A trajectory whose ``meta.json`` or Engram is malformed is left out (one bad trajectory never stops the
     stage): it is listed with the error naming the file and field in ``bench/stats.json``
     (``skipped_trajectories``), in the ``run.json`` record and on stdout.
 
-    Returns:
-        ``{"n_items", "stats", "counts", "seconds", "skipped_trajectories"}``.
+    The record: ``{"n_items", "seed", "sub_tasks", "counts", "skipped_trajectories", "units"}`` (units = the
+    trajectories the bank is built from; a malformed one counts as failed).
+
+    Raises (from :meth:`finish`):
+        UserError: an unknown profile/task id in the config (short ids such as ``p1`` resolve as in generate), no
+            usable trajectory, or no item built (0 of N fails loudly).
+        StorageError: ``trajectories/index.parquet`` is missing (run the generate stage first).
+        BankValidityError: the built bank fails :func:`~filegram_ray.bench.validate.validate_items` (a builder bug).
+    """
+
+    name = STAGE
+    description = "FileGramBench items → bench/"
+    Config = BenchConfig
+    in_process = True
+
+    def finish(self, rows: list[Row]) -> dict[str, Any]:
+        config, opts, run = self.config, self.opts, self.run
+        seed = opts.seed if opts.seed is not None else config.seed
+        profiles_dir, tasks_dir = config.profiles_dir, config.tasks_dir
+        held_p: list[str] = []
+        held_t: list[str] = []
+        if run.exists("run.json"):  # default to the profile/task sets the trajectories were generated from
+            gen = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
+            if profiles_dir is None and gen.get("profiles_dir"):
+                profiles_dir = gen["profiles_dir"]
+                print(f"bench: using the profile set the run was generated from: {profiles_dir}")
+            if tasks_dir is None and gen.get("tasks_dir"):
+                tasks_dir = gen["tasks_dir"]
+            if gen:
+                # the ids the run holds: default counts scale to them (README: "scaled to the profile/task set"),
+                # distractor profiles still come from the whole set; a run generated before the record held them:
+                # the ids of its trajectory index
+                held_p, held_t = list(gen.get("profiles") or []), list(gen.get("tasks") or [])
+                if (not held_p or not held_t) and run.exists("trajectories/index.parquet"):
+                    idx = run.read_table("trajectories/index.parquet")
+                    if {"profile_id", "task_id"} <= set(idx.columns):
+                        held_p = held_p or sorted({str(x) for x in idx["profile_id"].to_list()})
+                        held_t = held_t or sorted({str(x) for x in idx["task_id"].to_list()})
+        inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir,
+                                   profile_ids=config.profiles)
+        inputs = dataclasses.replace(inputs, run_profiles=frozenset(held_p), run_tasks=frozenset(held_t))
+        if config.tasks:
+            from filegram_ray.config import match_ids
+
+            keep = set(match_ids(config.tasks, [t.task_id for t in inputs.tasks], "tasks", "the task set"))
+            inputs = dataclasses.replace(
+                inputs, tasks=[t for t in inputs.tasks if t.task_id in keep],
+                trajectories=[t for t in inputs.trajectories if t.task_id in keep],
+                skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep],
+                recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
+        skipped = inputs.skipped
+        if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
+            bad = (f"; {len(skipped)} left out for a malformed file, first: {skipped[0]['error']}" if skipped else "")
+            raise UserError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
+                            f"tasks in {run.url('trajectories/index.parquet')} (none generated with status ok, or "
+                            f"the configured profiles/tasks select none{bad})")
+        bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts)
+        if not bank.items:
+            notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
+            raise UserError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
+        check_bank(bank, inputs)
+        items = _items_table(bank)
+        run.write_table("bench/answers_key.parquet", _keys_table(bank))
+        run.write_table("bench/items.parquet", items)
+        counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
+        stats = {"seed": seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": inputs.n_profiles,
+                 "n_tasks": inputs.n_tasks, "n_trajectories": len(inputs.trajectories)}
+        if skipped:  # only then, so a clean run's stats.json keeps its bytes
+            stats["skipped_trajectories"] = skipped
+        run.write_json("bench/stats.json", stats)
+        print(f"bench: {len(bank.items)} items from {inputs.n_profiles} profiles × {inputs.n_tasks} tasks "
+              f"({len(inputs.trajectories)} usable trajectories), seed {seed}; targets scaled to that set"
+              + (f", distractor profiles drawn from all {len(inputs.profiles)}"
+                 if inputs.n_profiles < len(inputs.profiles) else ""))
+        for sk in skipped:
+            print(f"bench: left out {sk['trajectory_id']}: {sk['error']}")
+        print(f"{'sub-task':<10} {'target':>7} {'built':>7}  note")
+        for name, st in bank.stats.items():
+            print(f"{name:<10} {st['target']:>7} {st['built']:>7}  {st['note']}")
+        print(counts_table(items))
+        return {"seed": seed, "n_items": len(bank.items), "sub_tasks": bank.stats, "counts": counts,
+                "skipped_trajectories": skipped,
+                "units": {"planned": len(inputs.trajectories) + len(skipped), "done": len(inputs.trajectories),
+                          "skipped": 0, "failed": len(skipped)}}
+
+
+class BankValidityError(RuntimeError):
+    """A built bank fails its validity check (a builder bug, not a user mistake: it keeps its traceback)."""
+
+
+def check_bank(bank: Bank, inputs) -> None:
+    """Run :func:`~filegram_ray.bench.validate.validate_items` on ``bank`` with the set's profile ids and names.
 
     Raises:
-        ValueError: an invalid ``bench:`` section, an unknown sub-task, a malformed profile, an unknown
-            profile/task id in the config (short ids such as ``p1`` resolve as in generate), no usable trajectory,
-            or no item built (0 of N fails loudly).
-        StorageError: ``trajectories/index.parquet`` is missing (run the generate stage first).
-    """
-    t0 = time.perf_counter()
-    try:
-        opts = BenchConfig.model_validate(config.section(STAGE))
-    except Exception as exc:
-        raise UserError(f"config section 'bench': {exc}") from exc
-    seed = opts.seed if opts.seed is not None else config.seed
-    run = config.run()
-    profiles_dir, tasks_dir = config.profiles_dir, config.tasks_dir
-    held_p: list[str] = []
-    held_t: list[str] = []
-    if run.exists("run.json"):  # default to the profile/task sets the trajectories were generated from
-        gen = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
-        if profiles_dir is None and gen.get("profiles_dir"):
-            profiles_dir = gen["profiles_dir"]
-            print(f"bench: using the profile set the run was generated from: {profiles_dir}")
-        if tasks_dir is None and gen.get("tasks_dir"):
-            tasks_dir = gen["tasks_dir"]
-        if gen:
-            # the ids the run holds: default counts scale to them (README: "scaled to the profile/task set"),
-            # distractor profiles still come from the whole set; a run generated before the record held them:
-            # the ids of its trajectory index
-            held_p, held_t = list(gen.get("profiles") or []), list(gen.get("tasks") or [])
-            if (not held_p or not held_t) and run.exists("trajectories/index.parquet"):
-                idx = run.read_table("trajectories/index.parquet")
-                if {"profile_id", "task_id"} <= set(idx.columns):
-                    held_p = held_p or sorted({str(x) for x in idx["profile_id"].to_list()})
-                    held_t = held_t or sorted({str(x) for x in idx["task_id"].to_list()})
-    inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir,
-                               profile_ids=config.profiles)
-    inputs = dataclasses.replace(inputs, run_profiles=frozenset(held_p), run_tasks=frozenset(held_t))
-    if config.tasks:
-        from filegram_ray.config import match_ids
+        BankValidityError: any problem (the first ten are named)."""
+    from filegram_ray.bench.validate import validate_items
 
-        keep = set(match_ids(config.tasks, [t.task_id for t in inputs.tasks], "tasks", "the task set"))
-        inputs = dataclasses.replace(
-            inputs, tasks=[t for t in inputs.tasks if t.task_id in keep],
-            trajectories=[t for t in inputs.trajectories if t.task_id in keep],
-            skipped=[s for s in inputs.skipped if s["trajectory_id"].rpartition("/")[2] in keep],
-            recordings={k: v for k, v in inputs.recordings.items() if k.rsplit("/", 1)[-1] in keep})
-    skipped = inputs.skipped
-    if not inputs.trajectories:  # 0 of N: a bank built from nothing must not look like a success
-        bad = (f"; {len(skipped)} left out for a malformed file, first: {skipped[0]['error']}" if skipped else "")
-        raise UserError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
-                         f"tasks in {run.url('trajectories/index.parquet')} (none generated with status ok, or "
-                         f"the configured profiles/tasks select none{bad})")
-    bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts, llm_fn=llm_fn)
-    if not bank.items:
-        notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
-        raise UserError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
-    items = _items_table(bank)
-    run.write_table("bench/answers_key.parquet", _keys_table(bank))
-    run.write_table("bench/items.parquet", items)
-    counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
-    stats = {"seed": seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": inputs.n_profiles,
-             "n_tasks": inputs.n_tasks, "n_trajectories": len(inputs.trajectories)}
-    if skipped:  # only then, so a clean run's stats.json keeps its bytes
-        stats["skipped_trajectories"] = skipped
-    run.write_json("bench/stats.json", stats)
-    seconds = round(time.perf_counter() - t0, 2)
-    record = {"seed": seed, "n_items": len(bank.items), "sub_tasks": bank.stats, "seconds": seconds,
-              "skipped_trajectories": skipped}
-    run.mark_done(STAGE, "bank", record)
-    record_stage(run, STAGE, record, config.model_dump(mode="json"))
-    print(f"bench: {len(bank.items)} items from {inputs.n_profiles} profiles × {inputs.n_tasks} tasks "
-          f"({len(inputs.trajectories)} usable trajectories), seed {seed}; targets scaled to that set"
-          + (f", distractor profiles drawn from all {len(inputs.profiles)}"
-             if inputs.n_profiles < len(inputs.profiles) else ""))
-    for sk in skipped:
-        print(f"bench: left out {sk['trajectory_id']}: {sk['error']}")
-    print(f"{'sub-task':<10} {'target':>7} {'built':>7}  note")
-    for name, st in bank.stats.items():
-        print(f"{name:<10} {st['target']:>7} {st['built']:>7}  {st['note']}")
-    print(counts_table(items))
-    return {"n_items": len(bank.items), "stats": bank.stats, "counts": counts, "seconds": seconds,
-            "skipped_trajectories": skipped,
-            # units = trajectories the bank is built from; a malformed one is left out (failed)
-            "units": unit_counts(planned=len(inputs.trajectories) + len(skipped), done=len(inputs.trajectories),
-                                 skipped=0, failed=len(skipped))}
+    problems = validate_items(bank.items, bank.keys, profile_ids=[p.profile_id for p in inputs.profiles],
+                              profile_names=[getattr(p, "name", "") for p in inputs.profiles])
+    if problems:
+        shown = "; ".join(f"{p.question_id} {p.code}: {p.detail}" for p in problems[:10])
+        raise BankValidityError(f"bench: the built bank fails its validity check ({len(problems)} problems): {shown}")
 
 
-# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
-# function until the stage is ported onto plan/worker/finish
-from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
-
-
-class BenchStage(_Stage):
-    name = 'bench'
-    Config = BenchConfig
-    legacy = staticmethod(run_bench)
+run_bench = stage_function(BenchStage)

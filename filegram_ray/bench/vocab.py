@@ -3,7 +3,7 @@
 Everything an answering model reads about behaviour is phrased here, in our own words, from the tier definitions of
 FILEGRAM_REFERENCE §5.1 (paper Table 2), the judge value spaces of §9.4 and the observable bands of TIER_TARGETS §2
 and §4. Dimension names ("Consumption Pattern" …), tier letters, attribute keys and value tokens never appear in
-these phrases; :data:`FORBIDDEN_TERMS` lists what the validity check (:func:`filegram_ray.bench.answerers.
+these phrases; :data:`FORBIDDEN_TERMS` lists what the validity check (:func:`filegram_ray.bench.validate.
 validate_items`) rejects in public text.
 
 Tier convention: the matrix tiers, with E = curation (selective / pragmatic / preservative), reference §5.1 and

@@ -53,7 +53,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from filegram_ray.config import PipelineConfig, match_ids, names_id
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
 from filegram_ray.errors import UserError
-from filegram_ray.runtime import exclusive_stage
+from filegram_ray.pipeline import stage_function
+from filegram_ray.stages.base import Row, Stage, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]
     return units
 
 
-def seed_missing_bundles(config: PipelineConfig, units: list[dict[str, Any]], serial: bool) -> list[str]:
+def seed_missing_bundles(config: PipelineConfig, units: list[dict[str, Any]], executor=None) -> list[str]:
     """Run the seed stage for the planned tasks whose ``workspaces/<task_id>/bundle.json`` the run lacks, so the
     input bundles a trajectory was made from are kept in the run (README output layout; ``filegram video record
     --workspace`` defaults to them). Returns the task ids seeded (empty when every bundle was there)."""
@@ -145,14 +146,13 @@ def seed_missing_bundles(config: PipelineConfig, units: list[dict[str, Any]], se
                      if not run.exists(f"workspaces/{t}/bundle.json"))
     if not missing:
         return []
-    from filegram_ray.workspace.stage import SeedStage, run_seed
+    from filegram_ray.workspace.stage import run_seed
 
     print(f"generate: {len(missing)} task(s) have no input bundle in {run.url('workspaces')}: running the seed "
           f"stage for them first ({', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})")
     data = config.model_dump()
-    section = SeedStage.section_name()
-    data.update(tasks=missing, **{section: {**config.section(section), "serial": bool(serial)}})
-    run_seed(type(config).model_validate(data))
+    data.update(tasks=missing)
+    run_seed(type(config).model_validate(data), executor)
     return missing
 
 
@@ -238,9 +238,6 @@ class GenerateWorker:
         fingerprint = self.unit_fingerprint(
             [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
              unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION], bundle_sha)
-        done = self.finished_row(unit, fingerprint, bundle_sha)
-        if done is not None:
-            return done
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
             Path(self.crash_marker).write_text("crashed once\n")
             os._exit(1)
@@ -414,114 +411,198 @@ def _peak_rss_mb() -> float:
         return 0.0
 
 
-@exclusive_stage(STAGE, starts_run=True)
-def run_generate(config: PipelineConfig, *, gen: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run the generate stage; returns the stage record (also merged into ``run.json``).
+def _at_least_one(text: str) -> int:
+    """``--num-actors``: a whole number ≥ 1 (argparse type)."""
+    import argparse
 
-    Args:
-        config: pipeline config (run_dir, seed, profiles/tasks selection, ``generate:`` section).
-        gen: overrides of the ``generate:`` section (e.g. ``{"serial": True}``).
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {n}")
+    return n
 
-    Raises:
-        ValueError: an unknown profile/task id in the selection, or a malformed ``generate:`` section; an earlier
-            run's ``index.parquet`` / ``outputs.parquet`` lacks a column (StorageError: it is unreadable).
+
+def simulator_fingerprint(run, unit: dict[str, Any], opts: GenerateConfig) -> tuple[str, str | None]:
+    """``(fingerprint, bundle sha256)`` of a simulator unit: what :meth:`GenerateWorker.process` writes into the
+    completion record and :meth:`GenerateStage.finished` compares (the bundle's content included)."""
+    from filegram_ray.engine.simulator import AGENT_VERSION
+    from filegram_ray.workspace.bundle import bundle_content_hash
+
+    rel = f"workspaces/{unit['task']['task_id']}/bundle.json"
+    sha = (bundle_content_hash(check_bundle_meta(run.read_bytes(rel), run.url(rel))) if run.exists(rel) else None)
+    fp = GenerateWorker.unit_fingerprint(
+        [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
+         unit.get("verify"), opts.upstream_quirks, opts.chart_format, AGENT_VERSION], sha)
+    return fp, sha
+
+
+class GenerateStage(Stage):
+    """Generate: one unit per (profile, task) — a :class:`GenerateWorker` simulates and writes the trajectory and
+    its completion record — or, with ``agent: llm``, one unit per shard of trajectories
+    (:func:`~filegram_ray.engine.agents.stage.llm_worker`; servers started in :meth:`check`, stopped in
+    :meth:`close`). :meth:`finish` writes ``trajectories/index.parquet`` and ``outputs.parquet`` (merged with an
+    earlier run's rows of other trajectories) and prints the summary.
+
+    The worker writes a trajectory's completion record itself, right after its folder (:meth:`done_record` is
+    None): an LLM shard finishes many trajectories, each resumable on its own.
     """
-    import polars as pl
 
-    from filegram_ray.runtime import init_ray, map_units, unit_counts
-    from filegram_ray.schema.meta import record_stage
+    name = STAGE
+    description = "persona agents do the tasks; typed events + content deltas → trajectories/"
+    Config = GenerateConfig
+    starts_run = True
 
-    gcfg = GenerateConfig.model_validate({**config.section(STAGE), **(gen or {})})
-    run = config.run()
-    t0 = time.perf_counter()
-    units = plan_units(config, gcfg)
-    # the tables of earlier runs are merged into at the end: refuse a malformed one now, not after every unit ran
-    for rel, cols in (("trajectories/index.parquet", ("trajectory_id", "profile_id", "task_id", "status",
-                                                      "n_events_raw", "n_events", "perturbed", "error")),
-                      ("trajectories/outputs.parquet", ("trajectory_id", "profile_id", "task_id", "path",
-                                                        "file_type", "bytes", "sha256"))):
-        if run.exists(rel):
-            missing = [c for c in cols if c not in run.read_table(rel).columns]  # StorageError names a corrupt one
-            if missing:
-                raise UserError(f"{run.url(rel)}: column(s) {', '.join(missing)} missing (move the file away to "
-                                 "rebuild it from this run's units)")
-    init_kwargs = {"run_uri": config.run_dir,
-                   "storage_options": config.storage_options, "chart_format": gcfg.chart_format,
-                   "upstream_quirks": gcfg.upstream_quirks, "force": gcfg.force,
-                   "crash_on_unit": gcfg.crash_on_unit, "crash_marker": gcfg.crash_marker,
-                   "tts": str(config.section("workspace").get("tts", "auto"))}
-    if not gcfg.serial:
-        init_ray(config.ray.address, config.ray.num_cpus)
-    seed_missing_bundles(config, units, serial=gcfg.serial)
-    if gcfg.agent == "llm":
-        from filegram_ray.engine.agents.stage import map_llm_units
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        parser.add_argument("--profiles", nargs="+", default=None, help="profile ids (p1 or p1_methodical); "
+                            "default: the run's set (run.json), else config 'profiles', else all")
+        parser.add_argument("--tasks", nargs="+", default=None, help="task ids (T-01 …); default: the run's set "
+                            "(run.json), else config 'tasks', else all")
+        parser.add_argument("--profiles-dir", default=None, help="a profile set directory (new profile sets)")
+        parser.add_argument("--num-actors", type=_at_least_one, default=None,
+                            help="actor pool size (same as --set generate.num_actors=N; ≥ 1)")
 
-        rows = map_llm_units(gcfg, units, init_kwargs)
-    else:
-        rows = map_units(GenerateWorker, units, init_kwargs=init_kwargs, num_actors=gcfg.num_actors,
-                         num_cpus_per_actor=gcfg.num_cpus_per_actor, serial=gcfg.serial, stage=STAGE)
-    wall = time.perf_counter() - t0
-    by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
-    # what was applied (the counterfactual check can replace or drop a planned shift), else what was planned
-    pert_ids = {u["unit_id"] for u in units if (by_unit.get(u["unit_id"]) or {}).get("perturbed",
-                                                                                       bool(u["perturbation"]))}
-    pstatus = Counter((by_unit.get(u["unit_id"]) or {}).get("perturbation_status") for u in units
-                      if u["perturbation"])
-    index, outs = [], []
-    for u in units:
-        uid = u["unit_id"]
-        r = by_unit.get(uid, {"status": "error", "error": "no result"})
-        pid, tid = uid.split("/", 1)
-        ok = r.get("status") == "ok"
-        index.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, "status": "ok" if ok else "error",
-                      "n_events_raw": int(r.get("n_events_raw", 0) or 0), "n_events": int(r.get("n_events", 0) or 0),
-                      "perturbed": uid in pert_ids, "error": None if ok else str(r.get("error", ""))[:500]})
-        for o in (r.get("outputs") or []) if ok else []:
-            outs.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, **o})
-    index_df = pl.DataFrame(index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
-                                           "status": pl.Utf8, "n_events_raw": pl.Int64, "n_events": pl.Int64,
-                                           "perturbed": pl.Boolean, "error": pl.Utf8})
-    outs_df = pl.DataFrame(outs, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
-                                         "path": pl.Utf8, "file_type": pl.Utf8, "bytes": pl.Int64, "sha256": pl.Utf8})
-    # When a subset is generated, keep the rows of earlier runs for the other trajectories.
-    if run.exists("trajectories/index.parquet"):
-        old = run.read_table("trajectories/index.parquet")
-        old = old.filter(~pl.col("trajectory_id").is_in(index_df["trajectory_id"].to_list()))
-        index_df = pl.concat([old.select(index_df.columns).cast(index_df.schema), index_df])
-    if run.exists("trajectories/outputs.parquet"):
-        old = run.read_table("trajectories/outputs.parquet")
-        old = old.filter(~pl.col("trajectory_id").is_in(index_df["trajectory_id"].to_list()))
-        outs_df = pl.concat([old.select(outs_df.columns).cast(outs_df.schema), outs_df])
-    index_df = index_df.sort("trajectory_id")
-    outs_df = outs_df.sort(["trajectory_id", "path"])
-    run.write_table("trajectories/index.parquet", index_df)
-    run.write_table("trajectories/outputs.parquet", outs_df)
-    mix: Counter = Counter()
-    for r in rows:
-        if r.get("status") == "ok":
-            mix.update(r.get("kept_counts") or {})
-    ok_rows = [r for r in rows if r.get("status") == "ok"]
-    record = {
-        "units": unit_counts(planned=len(units), done=len(ok_rows) - sum(1 for r in ok_rows if r.get("skipped")),
-                             skipped=sum(1 for r in ok_rows if r.get("skipped")), failed=len(rows) - len(ok_rows)),
-        "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
-        "skipped": sum(1 for r in ok_rows if r.get("skipped")), "perturbed": len(pert_ids),
-        "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
-        "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
-        "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),
-        "files_created": int(mix.get("file_write", 0)), "output_files": len(outs),
-        "event_mix": dict(sorted(mix.items())), "wall_s": round(wall, 2),
-        "options": gcfg.model_dump(exclude={"crash_on_unit", "crash_marker"}),
-        # the profile/task sets this run was generated from: later stages (bench) default to them
-        "profiles_dir": os.path.abspath(config.profiles_dir) if config.profiles_dir else None,
-        "tasks_dir": os.path.abspath(config.tasks_dir) if config.tasks_dir else None,
-        # the run's profile and task sets (None = every id of the set); job scripts given none continue with them
-        **run_sets(run, units, config),
-        "max_peak_rss_mb": max((float(r.get("peak_rss_mb", 0) or 0) for r in ok_rows), default=0.0),
-    }
-    record_stage(run, STAGE, record, config.model_dump(mode="json"))
-    print_summary(record, file=sys.stdout)
-    return record
+    @classmethod
+    def from_arguments(cls, args) -> tuple[dict[str, Any], dict[str, Any]]:
+        return ({"profiles": args.profiles, "tasks": args.tasks, "profiles_dir": args.profiles_dir},
+                {"num_actors": args.num_actors} if args.num_actors is not None else {})
+
+    def check(self) -> None:
+        """Plan the units (unknown ids refused), refuse a malformed table of an earlier run, seed missing bundles
+        and, for the LLM agent, start or probe its servers."""
+        self.t0 = time.perf_counter()
+        self.units = plan_units(self.config, self.opts)
+        run = self.run
+        # the tables of earlier runs are merged into at the end: refuse a malformed one now, not after every unit
+        for rel, cols in (("trajectories/index.parquet", ("trajectory_id", "profile_id", "task_id", "status",
+                                                          "n_events_raw", "n_events", "perturbed", "error")),
+                          ("trajectories/outputs.parquet", ("trajectory_id", "profile_id", "task_id", "path",
+                                                            "file_type", "bytes", "sha256"))):
+            if run.exists(rel):
+                missing = [c for c in cols if c not in run.read_table(rel).columns]  # StorageError names a corrupt one
+                if missing:
+                    raise UserError(f"{run.url(rel)}: column(s) {', '.join(missing)} missing (move the file away to "
+                                    "rebuild it from this run's units)")
+        seed_missing_bundles(self.config, self.units, self.executor)
+        self.llm = None
+        if self.opts.agent == "llm":
+            from filegram_ray.engine.agents.stage import LLMAgentRun
+
+            self.llm = LLMAgentRun(self.opts, self.executor)
+
+    def plan(self) -> list[dict[str, Any]]:
+        return self.llm.shards(self.units) if self.llm is not None else self.units
+
+    def finished(self, unit: dict[str, Any]) -> Row | None:
+        """A simulator trajectory is finished when its completion record has this unit's fingerprint and its
+        ``events.json`` exists; an LLM shard is never skipped whole (its worker skips finished trajectories)."""
+        if self.llm is not None or self.opts.force:
+            return None
+        uid = unit["unit_id"]
+        if not self.run.is_done(STAGE, uid):
+            return None
+        rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
+        fp, sha = simulator_fingerprint(self.run, unit, self.opts)
+        if rec.get("fingerprint") == fp and self.run.exists(f"trajectories/{uid}/events.json"):
+            return Row({**rec, "unit": uid, "status": "ok", "skipped": True})
+        if rec.get("bundle_sha256", sha) != sha:
+            log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); regenerating",
+                        uid, unit["task"]["task_id"])
+        else:
+            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
+        return None
+
+    def worker(self) -> WorkerSpec:
+        opts = self.opts
+        kwargs = {"run_uri": self.config.run_dir, "storage_options": self.config.storage_options,
+                  "chart_format": opts.chart_format, "upstream_quirks": opts.upstream_quirks, "force": opts.force,
+                  "crash_on_unit": opts.crash_on_unit, "crash_marker": opts.crash_marker,
+                  "tts": str(self.config.section("workspace").get("tts", "auto"))}
+        if self.llm is not None:
+            return self.llm.worker(kwargs)
+        return WorkerSpec(GenerateWorker, kwargs, num_actors=opts.num_actors, num_cpus=opts.num_cpus_per_actor)
+
+    def done_record(self, row: Row) -> None:
+        return None
+
+    def close(self) -> None:
+        if getattr(self, "llm", None) is not None:
+            self.llm.close()
+
+    def finish(self, rows: list[Row]) -> dict[str, Any]:
+        import polars as pl
+
+        config, run, units = self.config, self.run, self.units
+        if self.llm is not None:
+            rows = self.llm.trajectory_rows(rows)
+        wall = time.perf_counter() - self.t0
+        by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
+        # what was applied (the counterfactual check can replace or drop a planned shift), else what was planned
+        pert_ids = {u["unit_id"] for u in units if (by_unit.get(u["unit_id"]) or {}).get("perturbed",
+                                                                                           bool(u["perturbation"]))}
+        pstatus = Counter((by_unit.get(u["unit_id"]) or {}).get("perturbation_status") for u in units
+                          if u["perturbation"])
+        index, outs = [], []
+        for u in units:
+            uid = u["unit_id"]
+            r = by_unit.get(uid, {"status": "error", "error": "no result"})
+            pid, tid = uid.split("/", 1)
+            ok = r.get("status") == "ok"
+            index.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, "status": "ok" if ok else "error",
+                          "n_events_raw": int(r.get("n_events_raw", 0) or 0), "n_events": int(r.get("n_events", 0) or 0),
+                          "perturbed": uid in pert_ids, "error": None if ok else str(r.get("error", ""))[:500]})
+            for o in (r.get("outputs") or []) if ok else []:
+                outs.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, **o})
+        index_df = pl.DataFrame(index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
+                                               "status": pl.Utf8, "n_events_raw": pl.Int64, "n_events": pl.Int64,
+                                               "perturbed": pl.Boolean, "error": pl.Utf8})
+        outs_df = pl.DataFrame(outs, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
+                                             "path": pl.Utf8, "file_type": pl.Utf8, "bytes": pl.Int64,
+                                             "sha256": pl.Utf8})
+        # When a subset is generated, keep the rows of earlier runs for the other trajectories.
+        if run.exists("trajectories/index.parquet"):
+            old = run.read_table("trajectories/index.parquet")
+            old = old.filter(~pl.col("trajectory_id").is_in(index_df["trajectory_id"].to_list()))
+            index_df = pl.concat([old.select(index_df.columns).cast(index_df.schema), index_df])
+        if run.exists("trajectories/outputs.parquet"):
+            old = run.read_table("trajectories/outputs.parquet")
+            old = old.filter(~pl.col("trajectory_id").is_in(index_df["trajectory_id"].to_list()))
+            outs_df = pl.concat([old.select(outs_df.columns).cast(outs_df.schema), outs_df])
+        index_df = index_df.sort("trajectory_id")
+        outs_df = outs_df.sort(["trajectory_id", "path"])
+        run.write_table("trajectories/index.parquet", index_df)
+        run.write_table("trajectories/outputs.parquet", outs_df)
+        mix: Counter = Counter()
+        for r in rows:
+            if r.get("status") == "ok":
+                mix.update(r.get("kept_counts") or {})
+        ok_rows = [r for r in rows if r.get("status") == "ok"]
+        n_skipped = sum(1 for r in ok_rows if r.get("skipped"))
+        record = {
+            "units": {"planned": len(units), "done": len(ok_rows) - n_skipped, "skipped": n_skipped,
+                      "failed": len(rows) - len(ok_rows)},
+            "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
+            "skipped": n_skipped, "perturbed": len(pert_ids),
+            "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
+            "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
+            "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),
+            "files_created": int(mix.get("file_write", 0)), "output_files": len(outs),
+            "event_mix": dict(sorted(mix.items())), "wall_s": round(wall, 2),
+            "options": self.opts.model_dump(exclude={"crash_on_unit", "crash_marker"}),
+            # the profile/task sets this run was generated from: later stages (bench) default to them
+            "profiles_dir": os.path.abspath(config.profiles_dir) if config.profiles_dir else None,
+            "tasks_dir": os.path.abspath(config.tasks_dir) if config.tasks_dir else None,
+            # the run's profile and task sets (None = every id of the set); job scripts given none continue with them
+            **run_sets(run, units, config),
+            "max_peak_rss_mb": max((float(r.get("peak_rss_mb", 0) or 0) for r in ok_rows), default=0.0),
+        }
+        print_summary(record, file=sys.stdout)
+        return record
+
+
+run_generate = stage_function(GenerateStage)
 
 
 def run_sets(run, units: list[dict[str, Any]], config: PipelineConfig) -> dict[str, list[str] | None]:
@@ -565,14 +646,3 @@ def print_summary(rec: dict[str, Any], file=sys.stdout) -> None:
     for t in KEPT_TYPES:
         c = rec["event_mix"].get(t, 0)
         print(f"  {t:<22}{c:>8}{c / n:>10.2f}", file=file)
-
-
-# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
-# function until the stage is ported onto plan/worker/finish
-from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
-
-
-class GenerateStage(_Stage):
-    name = 'generate'
-    Config = GenerateConfig
-    legacy = staticmethod(run_generate)

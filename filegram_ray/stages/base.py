@@ -163,6 +163,27 @@ class Stage:
 
         return next((s.section for s in STAGES if s.name == cls.name), cls.name)
 
+    # -- the command line (``filegram run <name>``, ``jobs/<name>.py``) -----------------------------------------
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        """Add the stage's own options to ``parser`` (an ``argparse.ArgumentParser`` that already has the common
+        options). Default: none."""
+
+    @classmethod
+    def from_arguments(cls, args) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(shared config fields, section overrides)`` from the parsed options of :meth:`add_arguments`
+        (``({"tasks": [...]}, {"num_actors": 4})``). Default: nothing."""
+        return {}, {}
+
+    @classmethod
+    def exit_code(cls, record: dict[str, Any]) -> int:
+        """The job's exit code for its record: 1 when a unit failed, else 0."""
+        return 1 if int((record.get("units") or {}).get("failed") or 0) else 0
+
+    @classmethod
+    def after_run(cls, record: dict[str, Any], config: PipelineConfig) -> None:
+        """What a stage job prints after its record (e.g. where the report is). Default: nothing."""
+
     def check(self) -> None:
         """Refuse input that would fail every unit (a malformed table of an earlier run, an unknown option
         combination) before any unit runs; raises :class:`~filegram_ray.errors.UserError`. Default: nothing."""
@@ -194,6 +215,10 @@ class Stage:
         print its summary and return the summary fields of its record. A ``units`` key
         (:class:`UnitCounts` fields) replaces the runner's counts. Default: ``{}``."""
         return {}
+
+    def close(self) -> None:
+        """Release what :meth:`check` / :meth:`plan` started (servers, temporary folders); the runner always calls
+        it, after :meth:`finish` or when the stage fails. Default: nothing."""
 
     # -- helpers for subclasses ------------------------------------------------------------------------------
     def map(self, spec: WorkerSpec, units: list[dict[str, Any]], *, on_row: Callable[[Row], None] | None = None,

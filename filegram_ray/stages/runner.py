@@ -88,35 +88,37 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
                 log.info("%s: removed %d temporary file(s) of unfinished writes: %s", stage.name, len(swept),
                          ", ".join(swept[:5]) + (" …" if len(swept) > 5 else ""))
             with StageMeter() as meter:
+                if executor.uses_ray:  # the run's Ray (--address / RAY_ADDRESS / ray.num_cpus), before check()
+                    init_ray(config.ray.address, config.ray.num_cpus)  # may start servers or a nested stage
                 inst = stage(config, opts, run, executor)
-                inst.check()
-                units = inst.plan()
-                rows: dict[str, Row] = {}
-                todo = []
-                for u in units:
-                    done = inst.finished(u)
-                    if done is None:
-                        todo.append(u)
-                    else:
-                        rows[str(u["unit_id"])] = done
-                spec = inst.worker() if todo else None
-                if todo and spec is not None:
-                    if executor.uses_ray:  # the run's Ray (--address / RAY_ADDRESS / ray.num_cpus)
-                        init_ray(config.ray.address, config.ray.num_cpus)
+                try:
+                    inst.check()
+                    units = inst.plan()
+                    rows: dict[str, Row] = {}
+                    todo = []
+                    for u in units:
+                        done = inst.finished(u)
+                        if done is None:
+                            todo.append(u)
+                        else:
+                            rows[str(u["unit_id"])] = done
+                    spec = inst.worker() if todo else None
+                    if todo and spec is not None:
+                        def on_row(row: Row) -> None:
+                            if row.ok:
+                                rec = inst.done_record(row)
+                                if rec is not None:
+                                    run.mark_done(stage.name, row.unit, rec)
 
-                    def on_row(row: Row) -> None:
-                        if row.ok:
-                            rec = inst.done_record(row)
-                            if rec is not None:
-                                run.mark_done(stage.name, row.unit, rec)
-
-                    for row in executor.map(spec, todo, label=stage.name, on_row=on_row):
-                        rows[row.unit] = row
-                ordered = [rows[str(u["unit_id"])] for u in units if str(u["unit_id"]) in rows]
-                errors = [r for r in ordered if not r.ok]
-                for e in errors:
-                    print(f"ERROR {stage.name} {e.unit}: {e.get('error_type')}: {e.get('error')}", flush=True)
-                summary = dict(inst.finish(ordered) or {})
+                        for row in executor.map(spec, todo, label=stage.name, on_row=on_row):
+                            rows[row.unit] = row
+                    ordered = [rows[str(u["unit_id"])] for u in units if str(u["unit_id"]) in rows]
+                    errors = [r for r in ordered if not r.ok]
+                    for e in errors:
+                        print(f"ERROR {stage.name} {e.unit}: {e.get('error_type')}: {e.get('error')}", flush=True)
+                    summary = dict(inst.finish(ordered) or {})
+                finally:
+                    inst.close()
             n_skipped = sum(1 for r in ordered if r.get("skipped"))
             counts = UnitCounts(planned=len(units), done=len(ordered) - len(errors) - n_skipped, skipped=n_skipped,
                                 failed=len(errors))

@@ -132,6 +132,15 @@ class SeedStage(Stage):
     starts_run = True
     extras = ()
 
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        parser.add_argument("--tasks", nargs="+", default=None,
+                            help="task ids (default: the run's set (run.json), else config 'tasks', else all)")
+
+    @classmethod
+    def from_arguments(cls, args) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"tasks": args.tasks}, {}
+
     def check(self) -> None:
         self.tasks = _tasks(self.config)  # unknown task ids are refused here, before any unit
 

@@ -1,8 +1,13 @@
 """AnomDet — Anomaly Detection (T3; 5–6 choices; context: sessions of one user plus one impostor session).
 
 Reference §9.1. Four or five unperturbed sessions of the user are mixed with one session of a *similar* profile
-(shares ≥ 3 dimensions, fine-grained pairs preferred, reference §9.2) done on a different task; the options name
-the sessions by task ("Session T-12") and exactly one is the impostor. The impostor's session must be on a task that
+done on a different task; the options name the sessions by task ("Session T-12") and exactly one is the impostor.
+The impostor comes from a fine-grained pair, a profile that differs in 1–2 dimensions (reference §9.2: "distractors
+come from fine-grained profile pairs differing in 1–2 dimensions"; §5.6); only a user with no such profile in the
+set takes its impostors from the nearest profiles that still share ≥ 3 dimensions (the appendix rule of §9.2).
+Until 2026-12-02 half of the impostors came from any profile sharing ≥ 3 dimensions (up to 3 differing): a
+three-dimension difference lets a memory-less count rule that reads each shown session on its own pick the
+impostor (issue #28: count-rule answerer at chance + 0.23–0.28 on two fresh 30-profile sets). The impostor's session must be on a task that
 probes at least one dimension where the two profiles differ, so the difference can show. The user's perturbed
 sessions are never used (they would be a second anomaly).
 
@@ -17,6 +22,7 @@ the paper's 815 for 20 × 32 (reference §9.1), scaled by profiles × tasks / (2
 from __future__ import annotations
 
 from filegram_ray.bench.common import (
+    FINE_MAX_DISTANCE,
     MIN_SHARED_DIMS,
     Draft,
     hamming,
@@ -66,15 +72,16 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
         own = sorted((t for t in inputs.trajectories_of(p.profile_id) if not t.perturbed), key=lambda t: t.task_id)
         sims = inputs.similar(p.profile_id, MIN_SHARED_DIMS)
         nearest = min(hamming(p, s) for s in sims)
-        near = [s for s in sims if hamming(p, s) == nearest]
+        # fine-grained pairs (1–2 dimensions apart, reference §9.2), else the nearest band that shares ≥ 3
+        imps = [s for s in sims if hamming(p, s) <= FINE_MAX_DISTANCE] or [s for s in sims
+                                                                          if hamming(p, s) == nearest]
         r = rng(seed, NAME, p.profile_id)
         seen: set[tuple] = set()
         made = 0
         for _ in range(ATTEMPTS_PER_ITEM * max(quota[p.profile_id], 1)):
             if made >= quota[p.profile_id]:
                 break
-            # fine-grained first: nearest distance band with probability 1/2, else any similar profile
-            imp = r.choice(near if r.random() < 0.5 else sims)
+            imp = r.choice(imps)
             diff = {d for d in DIMENSIONS if imp.tiers[d] != p.tiers[d]}
             cands = [t for t in inputs.trajectories_of(imp.profile_id) if not t.perturbed
                      and (not inputs.task(t.task_id).dimensions or diff & set(inputs.task(t.task_id).dimensions))

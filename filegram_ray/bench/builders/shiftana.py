@@ -3,7 +3,12 @@
 Reference §9.1, §5.7. The last session shown was generated with one dimension moved by one tier (its
 ``meta.json`` perturbation); which change happened? Options are shifts in plain words ("everything in the top
 folder → one or two folder levels"): the true one, the same dimension in the opposite direction, and one-tier
-shifts of other dimensions away from the user's usual tier (all false).
+shifts of other dimensions away from the user's usual tier (all false). The other dimensions are taken from the
+task's own probed dimensions first (the shift itself is drawn among them, reference §5.7), then from the rest: the
+alternatives are changes the session could have shown. Until 2026-12-02 they were drawn from all five other
+dimensions alike, so distractors were often habits the task barely exercises, which a memory-less count rule
+rules out at a glance (issue #28: on one 12-profile set, count-rule accuracy 0.60 with the old draw, 0.54 with
+this one, chance 0.24).
 
 Baseline = up to :data:`MAX_BASELINE` of the user's unperturbed sessions (seeded sample, shown in task order).
 
@@ -52,10 +57,12 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             d, a, b = pert["dimension"], pert["from"], pert["to"]
             correct = shift_text(d, a, b)
             false = [(e, p.tiers[e], n) for e in DIMENSIONS if e != d for n in NEIGHBOURS[p.tiers[e]]]
+            probed = set(inputs.task(sess.task_id).dimensions)
             for k in CHOICE_RANGE:
                 r = rng(seed, NAME, sess.trajectory_id, k)
                 others = list(false)
                 r.shuffle(others)
+                others.sort(key=lambda x: x[0] not in probed)  # the task's probed dimensions first (stable)
                 distractors = [shift_text(d, b, a)] + [shift_text(*x) for x in others[:k - 2]]
                 if len(distractors) < k - 1:
                     continue
