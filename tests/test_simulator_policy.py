@@ -192,3 +192,31 @@ def test_events_json_is_list(world):
     dest = run(world, "p5", "T-09", tag="ev")
     ev = json.loads((dest / "events.json").read_text(encoding="utf-8"))
     assert ev and all("event_type" in e for e in ev)
+
+
+def test_perturbation_moves_the_distribution_not_the_spread():
+    """Issue #28: a one-tier shift moves the session's position by exactly one tier with the same draw and the
+    same spread (a distribution shift), so a perturbed session is a session of the target tier, no sharper; B
+    and E draw narrower profile offsets and spreads (tendency.NARROW) than the other dimensions."""
+    from filegram_ray.engine.simulator.tendency import (
+        NARROW,
+        OFFSET_MAX,
+        SIGMA_RANGE,
+        TIER_POS,
+        profile_tendency,
+        session_positions,
+    )
+
+    tiers = {"A": "L", "B": "M", "C": "R", "D": "M", "E": "L", "F": "R"}
+    moves = {"A": "M", "B": "R", "C": "M", "D": "L", "E": "M", "F": "M"}
+    for i in range(40):
+        pid = f"g{i:04d}"
+        tend = profile_tendency(pid, 11)
+        base = session_positions(tiers, tend, 11, pid, "T-12")
+        for d, to in moves.items():
+            pos = session_positions({**tiers, d: to}, tend, 11, pid, "T-12", d)
+            assert pos[d] - base[d] == pytest.approx(TIER_POS[to] - TIER_POS[tiers[d]])
+        for d in "ABCDEF":
+            sd, clip, spread = NARROW.get(d, (None, OFFSET_MAX, SIGMA_RANGE))
+            assert abs(tend.offset[d]) <= clip and spread[0] <= tend.sigma[d] <= spread[1]
+    assert NARROW["B"][1] < OFFSET_MAX and NARROW["E"][1] < OFFSET_MAX

@@ -253,3 +253,55 @@ def test_measurement_page_replaces_only_its_own_section(tmp_path: Path):
     assert text.startswith("# Behaviour validity") and text.count("## before") == 1 and "old figures" in text
     assert text.count("## after") == 1 and "second after" in text and "first after" not in text
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def _bench_inputs(vectors: dict[str, str], probed: tuple[str, ...] = ()):
+    """Bench inputs: one profile per vector, 10 tasks each probing ``probed``; u1's T-02 is a real C L→M shift."""
+    from filegram_ray.bench.inputs import BenchInputs, ProfileRec, TaskRec, TrajRec
+
+    tasks = [f"T-{i:02d}" for i in range(1, 11)]
+    profiles = [ProfileRec(profile_id=p, name=p, role="Analyst", language="English",
+                           tiers=dict(zip("ABCDEF", v, strict=True)), attributes={}) for p, v in vectors.items()]
+    trajs = []
+    for k, p in enumerate(profiles):
+        for j, t in enumerate(tasks):
+            pert = {"dimension": "C", "from": "L", "to": "M"} if (p.profile_id, t) == ("u1", "T-02") else None
+            trajs.append(TrajRec(trajectory_id=f"{p.profile_id}/{t}", profile_id=p.profile_id, task_id=t,
+                                 perturbation=pert, shift_real=True if pert else None,
+                                 fingerprint=tuple(float((100 * k + j) * 7 + i) for i in range(17))))
+    return BenchInputs(profiles=profiles, trajectories=trajs,
+                       tasks=[TaskRec(task_id=t, type="understand", dimensions=probed) for t in tasks])
+
+
+def test_anomdet_impostors_come_from_fine_grained_pairs():
+    """Issue #28 (item design, reference §9.2): an impostor differs from the user in 1–2 dimensions when the set
+    has such a profile; only a user without one falls back to the nearest profile sharing ≥ 3 dimensions."""
+    from filegram_ray.bench.builders import anomdet
+
+    vecs = {"u1": "LLLLLL", "u2": "MLLLLL", "u3": "MMMLLL", "u4": "RRRRRR", "u5": "RRRMMM"}
+    drafts = anomdet.build(_bench_inputs(vecs), seed=5, target=60)
+    imp = {}
+    for d in drafts:
+        imp.setdefault(d.profile_id, set()).add(d.facts["impostor_profile"])
+    assert imp["u1"] == {"u2"}           # u2 is 1 apart; u3 (3 apart) shares 3 but is no fine pair
+    assert imp["u2"] == {"u1", "u3"}     # 1 and 2 apart
+    assert imp["u3"] == {"u2"}           # 2 apart; u1 is 3 apart
+    assert imp["u4"] == {"u5"} and imp["u5"] == {"u4"}  # no fine pair: the nearest sharing ≥ 3 (3 apart)
+
+
+def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
+    """Issue #28 (item design): the other-dimension options are shifts the task could have shown (its probed
+    dimensions, reference §5.7) before the rest."""
+    from filegram_ray.bench.builders import shiftana
+    from filegram_ray.bench.vocab import TIER_SHORT
+
+    vecs = {"u1": "MMLMMM", "u2": "MMMMMM"}
+    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F")), seed=3, target=100)
+    assert drafts
+    dim_of = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": d for d in "ABCDEF" for a in "LMR" for b in "LMR"
+              if a != b}
+    for d in drafts:
+        others = [dim_of[x] for x in d.distractors if dim_of[x] != "C"]
+        k = len(d.distractors) + 1
+        # A and F are M (two directions each): up to 4 probed options fill every slot before another dimension
+        assert set(others) <= {"A", "F"} if k - 2 <= 4 else {"A", "F"} <= set(others)

@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -158,6 +159,99 @@ def write_page(text: str, label: str, page: Path) -> None:
     tmp.replace(page)
 
 
+def llm_side_by_side(out: Path, profiles: list[str], tasks: list[str], seed: int, model: str, max_iterations: int,
+                     max_wall_s: float, cross_run: str | None, cross_profiles: str | None) -> str:
+    """Issue #28 item 5: the realism figures of the LLM agent (``generate.agent=llm``, a packaged GGUF model on the
+    CPU llama.cpp server, nothing downloaded) beside the simulator's on the same (profile, task) pairs, no
+    perturbation. Returns the markdown section. Figures: motivation shares (searches that match a file,
+    deletes/moves/renames after an inspection, output sentences with a fact from an input read), per-trajectory
+    kept-action counts and the 17 fingerprint values; single-session separability where n allows (a tree fitted
+    on ``cross_run``, a full simulator set, scoring these few sessions; within the sample, leave-profiles-out
+    needs ≥ 5 profiles and is n/a)."""
+    import polars as pl
+
+    from filegram_ray.config import load_config
+    from filegram_ray.engine.generate import run_generate
+    from filegram_ray.llm.server import LlamaCppServer
+    from filegram_ray.validity.core import load_sessions
+    from filegram_ray.validity.motivation import motivation
+    from filegram_ray.validity.separability import separability
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_llm_agent import (
+        run_simulator,  # the LLM benchmark's simulator run (same pairs, no perturbation)
+    )
+
+    out.mkdir(parents=True, exist_ok=True)
+    sim_dir, llm_dir = out / "simulator", out / f"llm-{model}"
+    t0 = time.perf_counter()
+    if not (sim_dir / "trajectories" / "index.parquet").exists():
+        run_simulator(sim_dir, profiles, tasks, seed)
+    t_sim = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if not (llm_dir / "trajectories" / "index.parquet").exists():
+        with LlamaCppServer(model, n_ctx=8192, chat_format="chatml-function-calling", alias=model, n_threads=2,
+                            startup_timeout=900) as srv:
+            over = [f"run_dir={llm_dir}", f"seed={seed}", f"profiles=[{','.join(profiles)}]",
+                    f"tasks=[{','.join(tasks)}]", "generate.serial=true", "generate.perturb=false",
+                    "workspace.tts=tone", "generate.agent=llm", f"generate.llm.base_url={srv.base_url}",
+                    "generate.llm.temperature=0.2", f"generate.llm.max_iterations={max_iterations}",
+                    "generate.llm.max_tokens=384", "generate.llm.context_tokens=8192",
+                    "generate.llm.sessions_per_actor=1", f"generate.llm.max_wall_s={max_wall_s}",
+                    "generate.llm.request_timeout_s=900", "generate.llm.tool_results_as=user"]
+            run_generate(load_config(None, over))
+    t_llm = time.perf_counter() - t0
+    L = [f"## LLM agent beside the simulator (issue #28 item 5) — {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} "
+         "UTC", "",
+         f"`python tests/benchmarks/bench_validity.py --llm-sample --label llm`: profiles {', '.join(profiles)} × "
+         f"tasks {', '.join(tasks)}, seed {seed}, no perturbation; LLM = packaged `{model}` on the CPU llama.cpp "
+         f"server (chat format chatml-function-calling, temperature 0.2, ≤ {max_iterations} iterations × 384 tokens, "
+         f"≤ {max_wall_s:.0f} s per trajectory, 2 threads); simulator generate {t_sim:.0f} s, LLM generate "
+         f"{t_llm:.0f} s (stage wall, including the server start; load average at the end "
+         + " ".join(f"{x:.1f}" for x in os.getloadavg()) + ").", "",
+         "| figure | simulator | LLM agent |", "|---|---|---|"]
+    figs: dict[str, dict[str, str]] = {}
+    fps: dict[str, dict[str, list]] = {}
+    for name, d in (("simulator", sim_dir), ("LLM agent", llm_dir)):
+        idx = pl.read_parquet(d / "trajectories" / "index.parquet")
+        ok = idx.filter(pl.col("status") == "ok")
+        pairs = [(r["profile_id"], r["task_id"]) for r in ok.iter_rows(named=True)]
+        m = motivation(d, pairs)
+        c = m.get("counts", {})
+        f = figs.setdefault(name, {})
+        f["trajectories ok / all"] = f"{ok.height} / {idx.height}"
+        f["searches that match a file (bound ≥ 0.90)"] = (
+            f"{m['search_hits']:.2f} ({c.get('search_hits', 0)}/{c.get('searches', 0)})" if c.get("searches")
+            else "n/a (no search)")
+        f["deletes/moves/renames after an inspection (≥ 0.90)"] = (
+            f"{m['inspected_before_change']:.2f} ({c.get('inspected', 0)}/{c.get('changes', 0)})"
+            if c.get("changes") else "n/a (no delete, move or rename)")
+        f["output sentences with a fact from an input read (≥ 0.80)"] = (
+            f"{m['sourced_sentences']:.2f} ({c.get('sourced', 0)}/{c.get('sentences', 0)})" if c.get("sentences")
+            else "n/a (no output sentence)")
+        sess = load_sessions(str(d), profiles_dir=None) if ok.height else None
+        kept = sum((s.kept for s in sess.sessions), Counter()) if sess else Counter()
+        n = max(1, len(sess.sessions) if sess else 1)
+        f["kept actions per trajectory"] = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(kept.items()))
+        if sess and cross_run:
+            train = load_sessions(cross_run, profiles_dir=cross_profiles)
+            sep = separability(sess.sessions, train.sessions)
+            f["single-session separability, tree fitted on the cross set (max over A–F; ≤ 0.80)"] = ", ".join(
+                f"{k} {v['accuracy']:.2f}" if "accuracy" in v and v["accuracy"] == v["accuracy"] else f"{k} n/a"
+                for k, v in sep.items())
+        f["single-session separability within the sample"] = (
+            f"n/a ({len(set(p for p, _ in pairs))} profiles, {ok.height} sessions: leave-profiles-out needs ≥ 5 "
+            "profiles)")
+        fps[name] = {f"{s.profile_id}/{s.task_id}": [round(float(x), 2) for x in s.fp] for s in
+                     (sess.sessions if sess else [])}
+    for k in figs["simulator"]:
+        L.append(f"| {k} | {figs['simulator'].get(k, '–')} | {figs['LLM agent'].get(k, '–')} |")
+    L += ["", "17-D fingerprints (reference §7.3 order), simulator / LLM agent:", ""]
+    for t in sorted(set(fps["simulator"]) | set(fps["LLM agent"])):
+        L.append(f"- {t}: {fps['simulator'].get(t, '–')} / {fps['LLM agent'].get(t, 'not generated')}")
+    return "\n".join(L) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True, help="section name, e.g. before / after")
@@ -169,9 +263,25 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", default=None, help="commit the simulator came from (default: this checkout's HEAD)")
     ap.add_argument("--encode", action="store_true", help="run the encode stage as well (≈ 1 CPU-s per trajectory)")
     ap.add_argument("--page", default=str(PAGE))
+    ap.add_argument("--llm-sample", action="store_true",
+                    help="issue #28 item 5 only: the LLM agent beside the simulator on --llm-profiles × --llm-tasks")
+    ap.add_argument("--llm-profiles", nargs="+", default=["p1", "p3"])
+    ap.add_argument("--llm-tasks", nargs="+", default=["T-01", "T-12"])
+    ap.add_argument("--llm-model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--llm-max-iterations", type=int, default=8)
+    ap.add_argument("--llm-max-wall-s", type=float, default=300.0)
+    ap.add_argument("--llm-cross-run", default=None, help="a simulator run to fit the single-session trees on")
+    ap.add_argument("--llm-cross-profiles", default=None)
     args = ap.parse_args(argv)
     out = Path(args.out) / args.label
     out.mkdir(parents=True, exist_ok=True)
+    if args.llm_sample:
+        text = llm_side_by_side(out, args.llm_profiles, args.llm_tasks, 7, args.llm_model,
+                                args.llm_max_iterations, args.llm_max_wall_s, args.llm_cross_run,
+                                args.llm_cross_profiles)
+        print(text)
+        write_page(text, "LLM agent beside the simulator (issue #28 item 5)", Path(args.page))
+        return 0
     commit = args.commit or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                            capture_output=True, text=True).stdout.strip()
     sets = []

@@ -7,11 +7,19 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
 * Profile level (:func:`profile_tendency`): ``offset`` ~ N(0, 0.18) clipped to ±0.35 (stays inside the tier's
   half-width 0.5, so the profile's own mean is still its tier) and a session spread ``sigma`` ~ U(0.30, 0.48);
   both seeded from SHA-256(master seed, profile id, dimension), so two profiles with the same tiers differ and
-  a perturbed session of a profile keeps the profile's own offset and spread.
+  a perturbed session of a profile keeps the profile's own offset and spread. B and E are narrower
+  (:data:`NARROW`: offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38)): their counts map the position
+  through steep, one-sided curves (deletes 2.6 / 0.6 / 0.03; output length ×3 per tier), so a profile sitting
+  0.35 off its tier, or a wide session spread that pushes an E-M profile's mean deletes toward E-L's (the curve
+  is convex), made whole profiles unreadable: measured 2026-12-02, profile-level recovery B 0.77–0.83 and E
+  0.83–0.87 on two fresh 30-profile sets with single-session separability B ≤ 0.65, E ≤ 0.61.
 * Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
   from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
-  counterfactual re-simulation differs only by the shift. The shifted dimension of a perturbed session uses
-  40 % of the spread: the perturbation is an explicit instruction (FILEGRAM_REFERENCE §5.7), so it shows.
+  counterfactual re-simulation differs only by the shift. A perturbation moves the distribution, not the draw's
+  spread: the shifted dimension of a perturbed session is ``TIER_POS[target] + offset + N(0, sigma)`` like any
+  session of the target tier (reference §5.7: one tier, acted by the agent with its usual variability). Until
+  2026-12-02 the shifted dimension used 40 % of the spread, which let a single count read the target tier of a
+  perturbed session (issue #28, count-rule answerer).
 * The *acting tier* of a session is the tier nearest to ``s``; about 10–15 % (L, R) and 20–30 % (M) of a
   profile's sessions act a neighbouring tier (a session may go against type), and counts inside a tier are
   drawn from distributions whose means move continuously with ``s`` (:func:`lerp`).
@@ -33,8 +41,11 @@ TIER_POS = {"L": 0.0, "M": 1.0, "R": 2.0}
 OFFSET_SD, OFFSET_MAX = 0.18, 0.35
 #: Session spread range (uniform per profile and dimension).
 SIGMA_RANGE = (0.30, 0.48)
-#: Share of the spread left on the shifted dimension of a perturbed session.
-PERTURBED_SPREAD = 0.4
+#: Narrower profile offsets and session spreads for B and E: (offset SD, offset clip, spread range) (module docstring).
+NARROW: dict[str, tuple[float, float, tuple[float, float]]] = {"B": (0.09, 0.18, (0.26, 0.38)),
+                                                                "E": (0.09, 0.18, (0.26, 0.38))}
+#: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
+PERTURBED_SPREAD = 1.0
 
 
 @dataclass(frozen=True)
@@ -51,8 +62,9 @@ def profile_tendency(profile_id: str, seed: int) -> Tendency:
     sig: dict[str, float] = {}
     for d in DIMENSIONS:
         rng = random.Random(derive_seed(seed, profile_id, d, "tendency"))
-        off[d] = max(-OFFSET_MAX, min(OFFSET_MAX, rng.gauss(0.0, OFFSET_SD)))
-        sig[d] = rng.uniform(*SIGMA_RANGE)
+        sd, clip, spread = NARROW.get(d, (OFFSET_SD, OFFSET_MAX, SIGMA_RANGE))
+        off[d] = max(-clip, min(clip, rng.gauss(0.0, sd)))
+        sig[d] = rng.uniform(*spread)
     return Tendency(offset=off, sigma=sig)
 
 
