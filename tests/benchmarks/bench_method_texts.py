@@ -76,7 +76,9 @@ def main(argv=None) -> int:
 
     from filegram_ray.config import load_config
     from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX, make_content_override
-    from filegram_ray.evaluate.stage import _plan_units, build_unit_views, load_items, sample_items
+    from filegram_ray.evaluate.items import load_items, sample_items
+    from filegram_ray.evaluate.plan import plan_units
+    from filegram_ray.evaluate.worker import build_unit_views
     from filegram_ray.methods import make_method
     from filegram_ray.runtime import recorded_seed
     from filegram_ray.storage import RunDir
@@ -89,7 +91,7 @@ def main(argv=None) -> int:
     if sample:
         items = sample_items(items, int(sample), seed)
     mm = "derivatives" if run.exists(DERIVATIVES_INDEX) else "strip"
-    units = _plan_units(items, [args.methods[0]], mm)[args.methods[0]]
+    units = plan_units(items, [args.methods[0]], mm)[args.methods[0]]
     override = make_content_override(run, mm, None)
     options = ecfg.get("method_options") or {}
     recs = {m: RecordingEmbedder() for m in args.methods}

@@ -59,13 +59,14 @@ def synthetic_requests(n: int, context_words: int, seed: int, max_tokens: int) -
 
 def run_dir_requests(run_dir: str, n: int, method: str, seed: int, max_tokens: int) -> list[dict]:
     from filegram_ray.evaluate.answer import PromptBuilder
-    from filegram_ray.evaluate.stage import _plan_units, load_items, sample_items
+    from filegram_ray.evaluate.items import load_items, sample_items
+    from filegram_ray.evaluate.plan import plan_units
     from filegram_ray.storage import RunDir
 
     run = RunDir(run_dir)
     items = [it for it in load_items(run) if it["setting"] == "text"]
     items = sample_items(items, max(1, n // 8), seed)[:n]
-    units = _plan_units(items, [method], "strip")[method]
+    units = plan_units(items, [method], "strip")[method]
     pb = PromptBuilder(run.uri, run.storage_options, {}, "lexical", seed, "strip", None, 0.0, max_tokens,
                        max(max_tokens, 256))
     reqs = []
