@@ -15,6 +15,7 @@ from test_memory_stage import make_run
 
 from filegram_ray.config import load_config
 from filegram_ray.engine import EngineSession
+from filegram_ray.memory.api import FileGramMemory, build_store_from_trajectory_dirs
 from filegram_ray.memory.embed import (
     Embedder,
     HashingEmbedder,
@@ -23,7 +24,7 @@ from filegram_ray.memory.embed import (
     default_model_path,
 )
 from filegram_ray.memory.index import EmbedderMismatchError, load_indices, save_indices
-from filegram_ray.memory.stage import FileGramMemory, build_store_from_trajectory_dirs, run_encode
+from filegram_ray.memory.stage import run_encode
 from filegram_ray.storage import RunDir
 
 
@@ -185,7 +186,7 @@ def test_rel_faiss_episodes_index_nondeterministic_batch_invariant(tmp_path):
 def test_br11_encode_rerun_with_other_settings_redoes_profiles(tmp_path):
     """BR-11 / one plan per run: a rerun of encode with other settings (upstream_quirks) redoes the Engrams and the
     profiles instead of keeping stores and indices made under the earlier settings; the same settings skip all."""
-    from filegram_ray.memory.stage import load_store
+    from filegram_ray.memory.api import load_store
 
     root = make_run(tmp_path / "run", bad=None)
     base = [f"run_dir={root}", "encode.embedder=hashing"]

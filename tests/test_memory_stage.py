@@ -10,10 +10,11 @@ import polars as pl
 import pytest
 
 from filegram_ray.config import load_config
+from filegram_ray.memory.api import build_store_from_trajectory_dirs, load_store
 from filegram_ray.memory.embed import HashingEmbedder
 from filegram_ray.memory.index import load_indices
 from filegram_ray.memory.retrieve import retrieve
-from filegram_ray.memory.stage import build_store_from_trajectory_dirs, load_store, run_encode
+from filegram_ray.memory.stage import run_encode
 from filegram_ray.storage import RunDir
 
 PROFILES = ("pa_reader", "pb_writer")
@@ -123,6 +124,21 @@ def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
     assert load_store(run, "pa_reader").n_sessions == 4
 
 
+def test_encode_resumes_records_of_a_run_made_before_the_stage_contract(tmp_path):
+    """A run encoded before issue #29 keeps its per-trajectory records in _done/encode.engram/: a rerun skips
+    those Engrams and their profiles; force redoes everything and clears them."""
+    root = make_run(tmp_path / "run", bad=None)
+    run_encode(_cfg(root), serial=True)
+    (root / "_done" / "encode").rename(root / "_done" / "encode.engram")
+    s = run_encode(_cfg(root), serial=True)
+    assert (s["encoded_now"], s["skipped_done"], s["profiles_consolidated_now"]) == (0, 8, 0)
+    assert s["units"] == {"planned": 8, "done": 0, "skipped": 8, "failed": 0}
+    f = run_encode(_cfg(root), serial=True, force=True)
+    assert (f["encoded_now"], f["skipped_done"], f["profiles_consolidated_now"]) == (8, 0, 2)
+    assert not (root / "_done" / "encode.engram").exists()
+    assert len(list((root / "_done" / "encode").glob("*.json"))) == 8
+
+
 def test_build_store_from_trajectory_dirs_never_reads_meta(tmp_path):
     root = make_run(tmp_path / "run", bad=None)
     dirs = sorted((root / "trajectories" / "pa_reader").iterdir())
@@ -139,31 +155,31 @@ def test_build_store_names_malformed_file(tmp_path):
         build_store_from_trajectory_dirs(sorted((root / "trajectories" / "pa_reader").iterdir()))
 
 
+def _outputs(root: Path) -> dict[str, bytes]:
+    """``{relative path: bytes}`` of every file the encode stage wrote (engrams/, memory/, indices/)."""
+    return {str(f.relative_to(root)): f.read_bytes() for top in ("engrams", "memory", "indices")
+            for f in sorted((root / top).rglob("*")) if f.is_file()}
+
+
 @pytest.mark.slow
 @pytest.mark.ray
-def test_encode_on_ray_matches_serial(tmp_path, ray_local):
-    """The Ray Data path (map + actor-pool map_batches) gives the same stores as --serial."""
+@pytest.mark.parametrize("executor", ["actor-pool", "ray-data"])
+def test_encode_on_ray_matches_serial(tmp_path, ray_local, executor):
+    """The stage's units on Ray (the actor-pool executor, the default, and the Ray Data executor) write the same
+    bytes as the serial executor: every Engram, errors and index table, store, FAISS index and its metadata."""
+    from filegram_ray.stages.executors import EXECUTORS
+
     a = make_run(tmp_path / "a")
     b = make_run(tmp_path / "b")
     run_encode(_cfg(a), serial=True)
-    cfg = load_config(None, [f"run_dir={b}", "encode.embedder=hashing", "encode.execution=ray"])
-    s = run_encode(cfg, serial=False)  # on the session's Ray (tests/conftest.py), left running for others
-    assert s["errors"] == 1 and s["profiles"] == 2 and s["execution"] == "ray"
-    for p in PROFILES:
-        sa, sb = load_store(RunDir(a), p), load_store(RunDir(b), p)
-        assert sa.to_json() == sb.to_json()
-
-
-@pytest.mark.ray
-def test_encode_auto_on_one_node_runs_in_driver_with_same_bytes(tmp_path, ray_local):
-    """execution=auto on a one-node Ray (the session's) runs the stage's functions in the driver — no worker
-    start-up or shuffles for no parallel gain (issue 17) — and writes the same stores and index bytes as serial."""
-    a = make_run(tmp_path / "a")
-    b = make_run(tmp_path / "b")
-    run_encode(_cfg(a), serial=True)
-    s = run_encode(_cfg(b))
-    assert s["execution"] == "driver" and s["serial"] is False
-    assert s["errors"] == 1 and s["profiles"] == 2
-    for p in PROFILES:
-        for rel in (f"memory/{p}/store.json", f"indices/{p}/chunks.faiss", f"indices/{p}/episodes.faiss"):
-            assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    # on the session's Ray (tests/conftest.py), left running for others
+    s = run_encode(_cfg(b), EXECUTORS[executor]() if executor != "actor-pool" else None)
+    assert s["executor"] == executor and s["errors"] == 1 and s["profiles"] == 2
+    assert s["profiles_consolidated_now"] == 2 and s["units"] == {"planned": 8, "done": 7, "skipped": 0, "failed": 1}
+    got, want = _outputs(b), _outputs(a)
+    assert sorted(got) == sorted(want) and len(want) == 2 + 7 + 2 + 2 * 5  # tables, Engrams, stores, indices
+    for rel in want:
+        if rel != "engrams/errors.parquet":  # its error names the run directory's events.json
+            assert got[rel] == want[rel], rel
+    err = [RunDir(r).read_table("engrams/errors.parquet").to_dicts() for r in (a, b)]
+    assert err[1] == [{**e, "error": e["error"].replace(str(a), str(b))} for e in err[0]] and len(err[0]) == 1

@@ -7,9 +7,9 @@ import argparse
 
 
 def _show(args: argparse.Namespace) -> int:
+    from filegram_ray.memory.api import load_store
     from filegram_ray.memory.index import load_indices
     from filegram_ray.memory.retrieve import retrieve
-    from filegram_ray.memory.stage import load_store
     from filegram_ray.storage import RunDir, refuse_missing_local_run
 
     refuse_missing_local_run(args.run_dir, "filegram memory show")

@@ -11,13 +11,14 @@ embeds; ``bench/items.parquet``, when present, gives the queries). All rows embe
 1. **bare** — ``SentenceTransformer.encode(texts, batch_size=64)`` on the packaged model, in this process;
 2. **Embedder** — :class:`filegram_ray.memory.embed.Embedder` in this process (one text per forward pass, long
    texts read whole in windows, cache off);
-3. **stage (driver)** — the encode stage's embedding step as it runs on one node (``encode.execution: auto`` →
-   ``driver``; :func:`filegram_ray.memory.stage.local_embedder`, the callable the stage builds), built afresh for
-   every run as the stage builds it once per run;
-4. **stage (Ray Data)** — the stage's cluster path (:func:`filegram_ray.memory.stage.embed_dataset`: Ray Data sort
-   by length → ``map_batches`` on one :class:`EmbedBatch` actor), timed from the dataset to the collected vectors;
-5. **stage as before** — the Ray Data pipeline with the settings the stage had before issue 17 (one text per
-   forward pass, the single thread a 0.5-CPU Ray worker gets);
+3. **stage (in process)** — the encode stage's embedding step as its profile worker runs it under the serial
+   executor (:func:`filegram_ray.memory.encode_worker.local_embedder`, the callable the worker builds), built afresh
+   for every run as the stage builds it once per run;
+4. **stage (Ray actor)** — the same callable in one Ray actor started with the environment the stage gives its
+   profile workers (:func:`~filegram_ray.memory.embed.omp_env`), as the actor-pool executor runs it, timed from the
+   actor's start to the collected vectors;
+5. **stage as before** — that actor with the settings the stage had before issue 17 (the single thread a 0.5-CPU
+   Ray worker gets);
 6. **int8 ONNX** and **e5-small** (multilingual, 4-bit) in this process.
 
 Every row runs with ``OMP_WAIT_POLICY=PASSIVE`` (:func:`filegram_ray.memory.embed.omp_env`, what the stage gives its
@@ -131,32 +132,37 @@ def timed(fn, texts) -> float:
 
 
 def stage_fn(kind: str, threads: int, batch_size: int, *, before: bool = False):
-    """The stage's embedding step (embed_dataset) on one actor, as a function of a list of texts."""
+    """The stage's embedding step in one Ray actor (as the actor-pool executor runs a profile worker), started
+    afresh per call, as a function of a list of texts."""
     import ray
 
-    from filegram_ray.memory.stage import EncodeConfig, embed_dataset
+    from filegram_ray.memory.embed import omp_env
+    from filegram_ray.memory.encode_worker import local_embedder
 
-    cfg = EncodeConfig(embedder=kind, embed_threads=1 if before else threads,
-                       embed_batch_size=1 if before else batch_size)
+    @ray.remote(num_cpus=0.5, runtime_env={"env_vars": omp_env()})
+    class _Embed:
+        def __init__(self):
+            self.fn = local_embedder(kind, batch_size, None, 1 if before else threads)
+
+        def embed(self, texts):
+            return self.fn({"text": texts})["vector"]
 
     def fn(texts):
-        ds = ray.data.from_items([{"text": t, "chars": len(t), "i": i} for i, t in enumerate(texts)])
-        got = np.zeros((len(texts), 384), dtype=np.float32)
-        for b in embed_dataset(ds, cfg, None, sort=not before).iter_batches(batch_format="numpy"):
-            got[np.asarray(b["i"], dtype=np.int64)] = np.stack(list(b["vector"]))
-        return got
+        actor = _Embed.remote()
+        try:
+            return ray.get(actor.embed.remote(texts))
+        finally:
+            ray.kill(actor)
     return fn
 
 
 def driver_fn(kind: str, threads: int, batch_size: int):
-    """The stage's in-process embedding step (local_embedder, built per run as the stage builds it) as a function
-    of a list of texts."""
-    from filegram_ray.memory.stage import EncodeConfig, local_embedder
-
-    cfg = EncodeConfig(embedder=kind, embed_threads=threads, embed_batch_size=batch_size)
+    """The stage's in-process embedding step (local_embedder, built per run as the stage's profile worker builds
+    it) as a function of a list of texts."""
+    from filegram_ray.memory.encode_worker import local_embedder
 
     def fn(texts):
-        return local_embedder(cfg)({"text": texts})["vector"]
+        return local_embedder(kind, batch_size, None, threads)({"text": texts})["vector"]
     return fn
 
 
@@ -347,9 +353,9 @@ def main(argv=None) -> int:
     if "stage" not in args.skip or "before" not in args.skip:
         init_ray(num_cpus=max(2, args.threads))
     if "driver" not in args.skip:
-        rows["stage (driver, one node)"] = driver_fn("minilm", args.threads, args.batch_size)
+        rows["stage (in process)"] = driver_fn("minilm", args.threads, args.batch_size)
     if "stage" not in args.skip:
-        rows["stage (Ray Data, 1 actor)"] = stage_fn("minilm", args.threads, args.batch_size)
+        rows["stage (Ray actor)"] = stage_fn("minilm", args.threads, args.batch_size)
     if "before" not in args.skip:
         rows["stage as before (1 text/pass, 1 thread)"] = stage_fn("minilm", args.threads, args.batch_size,
                                                                     before=True)
@@ -366,7 +372,7 @@ def main(argv=None) -> int:
     for r in range(args.repeats):
         for k in names[r % len(names):] + names[:r % len(names)]:
             times[k].append(timed(rows[k], sample))
-    # the stage rows pay a fixed cost per run (dataset planning, actor start, model load) that a real encode stage
+    # the stage rows pay a fixed cost per run (actor start, model load) that a real encode stage
     # pays once for thousands of texts: measured on one text, and reported net beside the gross figure
     fixed = {k: statistics.median(timed(rows[k], sample[:1]) for _ in range(args.repeats))
              for k in names if k.startswith("stage")}

@@ -4,7 +4,7 @@
 
 1. Stage 1: Engrams per second on one core (goal ≥ 100 trajectories/s per core) over synthetic ~120-event
    trajectories with created content and diffs.
-2. Embedding: our embedding path (EmbedBatch batches, as the stage's actor pool runs them) vs bare
+2. Embedding: our embedding path (EmbedBatch, the callable the stage's profile workers embed with) vs bare
    sentence-transformers ``encode`` on the same texts in the same process; overhead goal ≤ 10 %.
 """
 
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     from filegram_ray.memory.embed import Embedder
-    from filegram_ray.memory.stage import EmbedBatch
+    from filegram_ray.memory.encode_worker import EmbedBatch
 
     r = random.Random(0)
     words = ["river", "budget", "report", "travel", "costs", "boats", "equipment", "field", "survey", "quarterly", "growth", "notes"]
