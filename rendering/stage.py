@@ -1,48 +1,50 @@
-"""The render stage: agent text outputs → multimodal derivatives (FILEGRAM_REFERENCE §10), as a Ray Data pipeline.
+"""The render stage: agent text outputs → multimodal derivatives (FILEGRAM_REFERENCE §10), on the Stage contract
+(:mod:`filegram_ray.stages`): :class:`RenderStage` plans, :class:`rendering.worker.RenderWorker` renders, any
+executor runs it.
 
 Input: ``trajectories/outputs.parquet`` (trajectory_id, profile_id, task_id, path, file_type, bytes, sha256; ``path``
 relative to ``trajectories/<profile_id>/<task_id>/outputs/``). Only text outputs (``.md``, ``.markdown``, ``.txt``
 by default) are rendered; other rows are counted as ``ignored_non_text``, text outputs past ``render.limit`` as
 ``over_limit``.
 
-Pipeline (``run_render``):
+Steps (``run_render = stage_function(RenderStage)``):
 
-1. plan — ``flat_map`` over output rows: read the file, decompose it (:mod:`rendering.sections`), choose formats
-   (:mod:`rendering.policy`) → one *unit* per (section, format). A file that cannot be read or decoded becomes one
-   ``error`` row (``format`` = ``""``) naming the file; the batch goes on.
-2. skip — units already recorded as ``ok``/``skipped`` (completion records ``_done/render/*.json`` and an existing
-   ``derivatives/index.parquet``) are dropped: the stage is resumable and idempotent.
-3. render — ``map_batches`` with callable classes on one actor pool per renderer group (default: documents ×2 for
-   pdf/docx/md/pptx/xlsx, images ×1 for png_page/png_chart, tts ×2 for wav: each of its actors loads the piper voice
-   once and runs it on one onnxruntime thread, :data:`rendering.renderers.TTS_THREADS`; narration is ≈80 % of the
-   stage's CPU time, so it gets two actors to use both cores while the document pool drains). Each
-   actor asks ``num_cpus`` ≤ 0.5 (ENVIRONMENT_FACTS §1: on 2 CPUs a pool at 1 CPU per actor deadlocks); when the
-   pools together would ask more than 90 % of the cluster's CPUs, every actor's request is scaled down to fit.
-   Derivatives are written atomically to ``derivatives/<profile_id>/<task_id>/<output-stem>/s<NN>.<suffix>``;
-   after each batch one completion record holds that batch's rows.
-4. index — ``derivatives/index.parquet`` (:data:`INDEX_COLUMNS`) merges earlier rows with this run's, one row per
-   unit; render times go to ``derivatives/timings.parquet`` (so the index is byte-identical across same-seed runs);
-   ``run.json`` gets the stage record; a summary table (counts per format, bytes, files/s) is printed.
+1. check — the ``render:`` options and the outputs table (missing table or columns are refused before any unit).
+2. plan — in the driver, per text output: read the file, decompose it (:mod:`rendering.sections`), choose formats
+   (:mod:`rendering.policy`) → one *derivative unit* per (section, format) (:func:`plan_output`). A file that cannot
+   be read or decoded becomes one ``error`` row (``format`` = ``""``) naming the file. Derivative units already
+   recorded as ``ok``/``skipped`` under this plan (completion records ``_done/render/*.json`` and an existing
+   ``derivatives/index.parquet``) are left out: the stage is resumable and idempotent. The rest are cut into batch
+   units of ≤ ``render.batch_size`` derivatives of one renderer group (``render.pools``: documents, images, tts)
+   (:func:`make_batches`); the tts group's batches go first (narration is the stage's largest cost, see
+   :data:`FIRST_GROUP_FORMAT`).
+3. render — the executor runs :class:`~rendering.worker.RenderWorker` over the batches (actor pool by default:
+   Σ per group of min(pool size, the group's batches) actors of ``num_cpus_per_actor`` ≤ 0.5 CPUs, ENVIRONMENT_FACTS
+   §1); each worker loads the piper voice on its first audio unit only. Derivatives are written atomically to
+   ``derivatives/<profile_id>/<task_id>/<output-stem>/s<NN>.<suffix>``; the runner then writes the batch's completion
+   record ``_done/render/batch-<key>.json`` holding its ``ok``/``skipped`` rows.
+4. finish — a batch whose worker died ``render.max_attempts`` times has its derivatives retried one per unit
+   (a second round on the same executor, :meth:`~filegram_ray.stages.base.Stage.map`); a derivative that still
+   kills its worker becomes an ``error`` row naming it (BR-23). ``derivatives/index.parquet``
+   (:data:`INDEX_COLUMNS`) merges earlier rows with this run's, one row per derivative unit; render times go to
+   ``derivatives/timings.parquet`` (so the index is byte-identical across same-seed runs); a summary table (counts
+   per format, bytes, files/s) is printed and returned for the stage record.
 
-Integrity (issue 13):
+Integrity (issue 13): one plan per run directory — every row carries the ``plan`` key (a digest of the seed and every
+setting that decides which derivatives exist and what they hold); a rerun with other settings re-renders under the
+new plan and removes the old plan's rows and files, so the index never mixes two plans
+(REL-render-rerun-without-seed-mixes-derivatives).
 
-* one plan per run directory: every row carries the ``plan`` key (a digest of the seed and every setting that
-  decides which derivatives exist and what they hold). A rerun with other settings re-renders under the new plan
-  and removes the old plan's rows and files, so the index never mixes two plans
-  (REL-render-rerun-without-seed-mixes-derivatives);
-* a unit that kills its worker (a native crash or an OOM kill inside a renderer library) cannot stall the stage
-  (BR-23): a batch is tried ``max_attempts`` times (bounded Ray actor-task retries; Ray Data's default is
-  infinite), a batch that still fails is dropped from the first pass, its units are retried one per task, and a
-  unit that still kills its worker becomes an ``error`` row naming it.
-
-``serial=True`` runs steps 1–4 in this process without Ray (same worker code).
+``render.serial: true`` (or ``--serial``) runs every batch in this process without Ray (the serial executor).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
+import math
 import posixpath
 import sys
 import time
@@ -52,45 +54,38 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.errors import UserError
-from filegram_ray.runtime import Progress, exclusive_stage, unit_counts
+from filegram_ray.pipeline import stage_function
+from filegram_ray.stages.base import Row, Stage, WorkerSpec
 from filegram_ray.storage import RunDir
-from rendering.policy import PolicyParams, category_of, choose_formats
-from rendering.renderers import (
-    EXTENSIONS,
-    FORMATS,
-    NARRATION_MAX_WORDS,
-    NotApplicable,
-    TtsEngine,
-    build,
-    narration_script,
-    text_notes,
-)
-from rendering.sections import Section, SectionParams, is_cjk, load_document
+from rendering.policy import PolicyParams, choose_formats
+from rendering.renderers import EXTENSIONS, FORMATS, NARRATION_MAX_WORDS
+from rendering.sections import SectionParams, load_document
+from rendering.worker import INDEX_COLUMNS, RenderWorker, index_row
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INDEX_COLUMNS", "RenderConfig", "RenderWorker", "derivative_path", "plan_output", "run_render"]
+__all__ = ["INDEX_COLUMNS", "INDEX_PATH", "TIMINGS_PATH", "RenderConfig", "RenderStage", "RenderWorker",
+           "derivative_path", "make_batches", "plan_output", "run_render"]
 
 STAGE = "render"
 OUTPUTS_INDEX = "trajectories/outputs.parquet"
 INDEX_PATH = "derivatives/index.parquet"
-
-#: columns of derivatives/index.parquet and their polars types
-INDEX_COLUMNS: dict[str, str] = {
-    "unit_id": "str", "trajectory_id": "str", "profile_id": "str", "task_id": "str", "source": "str",
-    "section_index": "int", "n_sections": "int", "section_title": "str", "language": "str", "format": "str",
-    "category": "str", "path": "str", "bytes": "int", "sha256": "str", "status": "str", "error": "str",
-    "caption": "str", "transcript": "str", "text_chars": "int", "notes": "str", "plan": "str",
-}
 TIMINGS_PATH = "derivatives/timings.parquet"
 #: columns of derivatives/timings.parquet (wall-clock figures live apart from the byte-stable index)
 TIMING_COLUMNS: dict[str, str] = {"unit_id": "str", "format": "str", "render_s": "float"}
+#: the batches of the group that renders this format are submitted first: narration (piper synthesis) is the
+#: render stage's largest cost, about three fifths of its CPU seconds on the default run
+#: (docs/measurements/2026-12-01-speed-and-scale.md, "Speech": ≈334 of 568.5 CPU-s), so it must not be the tail
+FIRST_GROUP_FORMAT = "wav"
 
 
 class PoolConfig(BaseModel):
+    """One renderer group of ``render.pools``: the formats batched together and the actors the group adds to the
+    stage's pool."""
+
     model_config = ConfigDict(extra="forbid")
-    formats: list[str]
-    size: int = Field(1, ge=1, description="actors in this pool")
+    formats: list[str] = Field(description="formats of this group (a batch never mixes groups)")
+    size: int = Field(1, ge=1, description="actors this group adds to the pool (at most one per batch of the group)")
 
 
 def _default_pools() -> dict[str, PoolConfig]:
@@ -104,16 +99,19 @@ class RenderConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     formats: list[str] = Field(default_factory=lambda: list(FORMATS), description="formats the policy may pick")
-    text_extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt"])
-    min_chars: int = SectionParams.min_chars
-    target_chars: int = SectionParams.target_chars
-    max_chars: int = SectionParams.max_chars
+    text_extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt"],
+                                       description="outputs with these endings are rendered (case-insensitive)")
+    min_chars: int = Field(SectionParams.min_chars, description="shortest section, characters (rendering.sections)")
+    target_chars: int = Field(SectionParams.target_chars, description="section length aimed at, characters")
+    max_chars: int = Field(SectionParams.max_chars, description="longest section, characters")
     min_per_output: int = Field(4, description="least derivatives per output (policy step 4)")
-    boost: dict[str, float] = Field(default_factory=lambda: {"spreadsheet": 4.0, "audio": 2.0})
+    boost: dict[str, float] = Field(default_factory=lambda: {"spreadsheet": 4.0, "audio": 2.0},
+                                    description="weight multiplier per format category (rendering.policy)")
     narration_max_words: int = Field(NARRATION_MAX_WORDS, description="words of the spoken briefing")
-    pools: dict[str, PoolConfig] = Field(default_factory=_default_pools)
+    pools: dict[str, PoolConfig] = Field(default_factory=_default_pools,
+                                         description="renderer groups: formats batched together, actors per group")
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
-    batch_size: int = Field(8, ge=1, description="units per map_batches call / completion record")
+    batch_size: int = Field(8, ge=1, description="derivative units per batch unit / completion record")
     limit: int | None = Field(None, ge=0, description="render only the first N text outputs (smoke runs)")
     serial: bool = Field(False, description="render in this process without Ray (same worker code)")
     max_attempts: int = Field(2, ge=1, le=10, description="tries of a batch whose worker dies before its units are "
@@ -145,6 +143,7 @@ class RenderConfig(BaseModel):
         return PolicyParams(boost=dict(self.boost), min_per_output=self.min_per_output, formats=tuple(self.formats))
 
     def check(self) -> None:
+        """Raises :class:`UserError`: an unknown format; a format no pool renders, or two pools render."""
         bad = sorted(set(self.formats) - set(FORMATS))
         if bad:
             raise UserError(f"render.formats: unknown format(s) {bad}; expected a subset of {list(FORMATS)}")
@@ -152,6 +151,13 @@ class RenderConfig(BaseModel):
         missing = sorted(set(self.formats) - set(pooled))
         if missing:
             raise UserError(f"render.pools: no pool renders {missing}")
+        twice = sorted({f for f in pooled if pooled.count(f) > 1})
+        if twice:
+            raise UserError(f"render.pools: format(s) {twice} are in more than one pool; give each to one pool")
+
+    def group_of(self) -> dict[str, str]:
+        """``{format: pool name}``."""
+        return {f: name for name, p in self.pools.items() for f in p.formats}
 
 
 # ----------------------------------------------------------------------------------------------------- planning
@@ -174,7 +180,8 @@ def _base_row(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_output(out: dict[str, Any], run: RunDir, cfg: RenderConfig, seed: int) -> list[dict[str, Any]]:
-    """Units of one output row (see module doc, step 1). Never raises: a broken input gives one error row."""
+    """Derivative units of one output row (see the module doc, step 2), in section order. Never raises: a broken
+    input gives one ``error`` unit (``format`` ``""``) naming the file."""
     base = _base_row(out)
     rel = f"trajectories/{base['profile_id']}/{base['task_id']}/outputs/{base['source']}"
     try:
@@ -193,133 +200,6 @@ def plan_output(out: dict[str, Any], run: RunDir, cfg: RenderConfig, seed: int) 
                           "path": derivative_path(base["profile_id"], base["task_id"], base["source"], idx, fmt)},
                           ensure_ascii=False)})
     return units
-
-
-# ----------------------------------------------------------------------------------------------------- rendering
-def _row(unit: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    row = {c: None for c in INDEX_COLUMNS}
-    for k in ("unit_id", "trajectory_id", "profile_id", "task_id", "source", "format", "error"):
-        row[k] = unit.get(k)
-    row["category"] = category_of(unit.get("format") or "") if unit.get("format") else ""
-    row.update(kw)
-    return row
-
-
-class RenderWorker:
-    """Renders batches of units and writes them to the run directory (one instance per actor, or one in process).
-
-    Args:
-        run_uri, storage_options: the run directory. narration_max_words: spoken-briefing length.
-        load_tts: load the piper voice now (the TTS pool's actors); otherwise it is loaded on the first audio unit.
-    """
-
-    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None,
-                 narration_max_words: int = NARRATION_MAX_WORDS, load_tts: bool = False, plan: str = "",
-                 crash_on_text: str | None = None):
-        from filegram_ray.speech import speech_cache_dir
-
-        self.run = RunDir(run_uri, storage_options)
-        self.max_words = narration_max_words
-        self._speech_cache = speech_cache_dir(self.run)
-        self.tts: TtsEngine | None = TtsEngine(cache_dir=self._speech_cache) if load_tts else None
-        self.plan, self.crash_on_text = plan, crash_on_text
-        self._sentences = 0  # sentences in this batch's narrations (each prefetched once)
-
-    def _prefetch_speech(self, units: list[dict[str, Any]]) -> None:
-        """Speak each distinct sentence of the batch's narrations once, shortest first (then every WAV of the batch
-        is assembled from the sentence cache)."""
-        scripts = []
-        for u in units:
-            if u.get("format") != "wav" or u.get("status") == "error":
-                continue
-            try:
-                script = narration_script(Section.from_dict(json.loads(u["unit_json"])["section"]), self.max_words)
-            except Exception:  # noqa: BLE001 - render_unit reports it
-                continue
-            if len(script) >= 20 and not is_cjk(script) and any(ch.isalnum() for ch in script):
-                scripts.append(script)
-        if scripts:
-            if self.tts is None:
-                self.tts = TtsEngine(cache_dir=self._speech_cache)
-            before = self.tts.sentences_total
-            try:
-                self.tts.prefetch(scripts)
-                self._sentences += self.tts.sentences_total - before
-            except Exception as exc:  # noqa: BLE001 - each unit then reports its own failure
-                log.warning("render: speech prefetch failed: %s", exc)
-
-    def render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
-        row = self._render_unit(unit)
-        row["plan"] = self.plan
-        return row
-
-    def _render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
-        if unit.get("status") == "error":
-            return _row(unit, status="error")
-        t0 = time.perf_counter()
-        try:
-            payload = json.loads(unit["unit_json"])
-            sec = Section.from_dict(payload["section"])
-            if self.crash_on_text and self.crash_on_text in json.dumps(payload["section"], ensure_ascii=False):
-                import os
-
-                os._exit(1)  # test hook: a renderer that dies hard (native crash / OOM kill)
-            fmt = unit["format"]
-            opts: dict[str, Any] = {}
-            if fmt == "wav":
-                if self.tts is None:
-                    self.tts = TtsEngine(cache_dir=self._speech_cache)
-                opts = {"max_words": self.max_words, "tts": self.tts}
-            base = {"section_index": sec.index, "n_sections": payload["n_sections"], "section_title": sec.title,
-                    "language": sec.language}
-            try:
-                r = build(fmt, sec, **opts)
-            except NotApplicable as exc:
-                return _row(unit, **base, status="skipped", error=str(exc), render_s=time.perf_counter() - t0)
-            self.run.write_bytes(payload["path"], r.data)
-            return _row(unit, **base, path=payload["path"], bytes=r.meta["bytes"], sha256=r.meta["sha256"],
-                        status="ok", error="", caption=r.meta.get("caption"), transcript=r.meta.get("transcript"),
-                        text_chars=len(r.meta.get("text") or ""), render_s=round(time.perf_counter() - t0, 4),
-                        notes=text_notes(r.meta))  # removed control characters, missing glyphs, cut cells
-        except Exception as exc:  # noqa: BLE001 - one bad unit never sinks the batch
-            return _row(unit, status="error", error=f"{type(exc).__name__}: {exc}"[:2000],
-                        render_s=time.perf_counter() - t0)
-
-    def render_batch(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        self._sentences = 0
-        spoken0 = self.tts.spoken if self.tts is not None else 0
-        self._prefetch_speech(units)
-        rows = [self.render_unit(u) for u in units]
-        if rows and self._sentences:  # the batch's speech counts ride on its first row (not an index column)
-            rows[0]["speech"] = {"sentences": self._sentences, "synthesised": self.tts.spoken - spoken0}
-        done = [r for r in rows if r["status"] in ("ok", "skipped")]
-        if done:
-            key = hashlib.sha256("\n".join(sorted(r["unit_id"] for r in done)).encode()).hexdigest()[:20]
-            self.run.mark_done(STAGE, f"batch-{key}", {"rows": done})
-        return rows
-
-
-class _RayRenderer:
-    """``map_batches`` callable: a column ``unit`` of JSON units in, a column ``row`` of JSON index rows out."""
-
-    def __init__(self, run_uri: str, storage_options: dict[str, Any], narration_max_words: int, load_tts: bool,
-                 plan: str = "", crash_on_text: str | None = None):
-        self.worker = RenderWorker(run_uri, storage_options, narration_max_words, load_tts, plan, crash_on_text)
-
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
-        units = [json.loads(u) for u in list(batch["unit"])]
-        return {"row": [json.dumps(r, ensure_ascii=False) for r in self.worker.render_batch(units)]}
-
-
-class _Planner:
-    """``flat_map`` callable: an output row → its units (JSON), minus those already done."""
-
-    def __init__(self, run: RunDir, cfg: RenderConfig, seed: int, done: set[str]):
-        self.run, self.cfg, self.seed, self.done = run, cfg, seed, done
-
-    def __call__(self, out: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"unit_id": u["unit_id"], "format": u["format"], "unit": json.dumps(u, ensure_ascii=False)}
-                for u in plan_output(out, self.run, self.cfg, self.seed) if u["unit_id"] not in self.done]
 
 
 # ----------------------------------------------------------------------------------------------------- the stage
@@ -419,181 +299,174 @@ def _previous_timings(run: RunDir, rows: dict[str, dict[str, Any]]) -> dict[str,
     return {r["unit_id"]: r for r in run.read_table(TIMINGS_PATH).to_dicts() if r["unit_id"] in rows}
 
 
-def _render_on_ray(ray, run: RunDir, cfg: RenderConfig, plan: str, units: list[dict[str, Any]], batch_size: int,
-                   bar: Progress) -> dict[str, dict[str, Any]]:
-    """Render ``units`` on one Ray Data actor pool per renderer group; returns the rows that came back by unit id.
 
-    Each block holds one batch, each actor runs one batch at a time, and a batch whose worker dies is retried
-    ``cfg.max_attempts - 1`` times; a batch that still fails is dropped (``DataContext.max_errored_blocks = -1``
-    for this execution) and its units are missing from the result, never waited for forever (BR-23).
-    """
-    by_fmt: dict[str, list[dict[str, str]]] = defaultdict(list)
-    for u in units:
-        by_fmt[u["format"]].append({"unit": u["unit"]})
-    cpus = _pool_cpus(cfg.pools, cfg.num_cpus_per_actor)
-    ctx = ray.data.DataContext.get_current()  # datasets copy the context when they are created: set it first
-    saved = ctx.max_errored_blocks
-    ctx.max_errored_blocks = -1  # a batch that kills its worker every time is dropped, not fatal
-    try:
-        return _run_branches(ray, run, cfg, plan, by_fmt, batch_size, cpus, bar)
-    finally:
-        ctx.max_errored_blocks = saved
+def _batch_unit(group: str, units: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch unit of derivative ``units``: ``unit_id`` ``batch-<key>`` (the first 20 hex digits of the sha256 of
+    its sorted derivative unit ids, the completion record's name since before the Stage contract)."""
+    key = hashlib.sha256("\n".join(sorted(u["unit_id"] for u in units)).encode()).hexdigest()[:20]
+    return {"unit_id": f"batch-{key}", "group": group, "units": units}
 
 
-def _run_branches(ray, run: RunDir, cfg: RenderConfig, plan: str, by_fmt: dict[str, list[dict[str, str]]],
-                  batch_size: int, cpus: float, bar: Progress) -> dict[str, dict[str, Any]]:
-    import math
-    import warnings
-
-    branches = []
-    for _name, pool in sorted(cfg.pools.items()):
-        items = [x for f in pool.formats for x in by_fmt.get(f, [])]
-        if not items:
-            continue
-        ds = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_size))
-        with warnings.catch_warnings():  # Ray 2.60 takes the actor retry limits only as (deprecated) remote args
-            warnings.simplefilter("ignore", DeprecationWarning)
-            branches.append(ds.map_batches(
-                _RayRenderer, fn_constructor_kwargs={
-                    "run_uri": run.uri, "storage_options": run.storage_options,
-                    "narration_max_words": cfg.narration_max_words, "load_tts": "wav" in pool.formats,
-                    "plan": plan, "crash_on_text": cfg.crash_on_text},
-                batch_size=batch_size, num_cpus=cpus,
-                compute=ray.data.ActorPoolStrategy(size=min(pool.size, len(items)), max_tasks_in_flight_per_actor=1),
-                max_restarts=-1, max_task_retries=cfg.max_attempts - 1))
-    got: dict[str, dict[str, Any]] = {}
-    if not branches:
-        return got
-    ds = branches[0].union(*branches[1:]) if len(branches) > 1 else branches[0]
-    for r in ds.iter_rows():
-        row = json.loads(r["row"])
-        got[row["unit_id"]] = row
-        bar.update(1)
-    return got
+def make_batches(units: list[dict[str, Any]], cfg: RenderConfig) -> list[dict[str, Any]]:
+    """Batch units (≤ ``cfg.batch_size`` derivative units of one ``render.pools`` group each) in the order they are
+    submitted: the group holding :data:`FIRST_GROUP_FORMAT` first, then the others by name; within a group by the
+    pool's format order, then plan order (a batch's derivatives share renderers and fonts)."""
+    group_of = cfg.group_of()
+    names = sorted(cfg.pools, key=lambda n: (FIRST_GROUP_FORMAT not in cfg.pools[n].formats, n))
+    batches = []
+    for name in names:
+        rank = {f: i for i, f in enumerate(cfg.pools[name].formats)}
+        mine = sorted((u for u in units if group_of.get(u["format"]) == name), key=lambda u: rank[u["format"]])
+        batches += [_batch_unit(name, mine[i:i + cfg.batch_size]) for i in range(0, len(mine), cfg.batch_size)]
+    return batches
 
 
-def _pool_cpus(pools: dict[str, PoolConfig], requested: float) -> float:
-    import ray
-
-    total_cpu = float(ray.cluster_resources().get("CPU", 1.0))
-    n = sum(p.size for p in pools.values())
-    return round(min(requested, 0.9 * total_cpu / max(n, 1)), 3)
-
-
-@exclusive_stage(STAGE)
-def run_render(config, *, serial: bool | None = None, address: str | None = None, progress: bool = True
-               ) -> dict[str, Any]:
-    """Run the render stage on ``config``'s run directory.
-
-    Args:
-        config: a :class:`~filegram_ray.config.PipelineConfig` (its ``render:`` section → :class:`RenderConfig`).
-        serial / address: overrides of ``render.serial`` (run in this process without Ray) and ``ray.address``
-            for callers that predate the one stage contract; the pipeline and the job scripts set them in the config.
-
-    Returns:
-        The stage record: counts per format and status, bytes, wall time, files/s, planned/skipped units.
-
-    Raises:
-        FileNotFoundError: no ``trajectories/outputs.parquet``. ValueError: bad ``render:`` section or index columns.
-    """
-    try:
-        cfg = RenderConfig.model_validate(config.section(STAGE))
-    except Exception as exc:
-        raise UserError(f"config section 'render': {exc}") from exc
-    cfg.check()
-    serial = cfg.serial if serial is None else bool(serial)
-    run = config.run()
-    t0 = time.perf_counter()
-    outputs, ignored, over_limit = _text_outputs(run, cfg)
-    plan = cfg.plan_key(config.seed)
-    previous, dropped = _previous_rows(run, plan)
-    if dropped:
-        log.warning("render: the render settings or seed changed since the last render: %d derivatives of the "
-                    "earlier plan removed, rendering under plan %s", dropped, plan)
-    done = {u for u, r in previous.items() if r.get("status") in ("ok", "skipped")}
-    new_rows: list[dict[str, Any]] = []
-    n_planned = 0
-    if serial:
-        planner = _Planner(run, cfg, config.seed, done)
-        units = [json.loads(u["unit"]) for out in outputs for u in planner(out)]
-        n_planned = len(units)
-        bar = Progress(len(units), STAGE, enabled=progress)
-        worker = RenderWorker(run.uri, run.storage_options, cfg.narration_max_words, plan=plan)
-        for i in range(0, len(units), cfg.batch_size):
-            rows = worker.render_batch(units[i:i + cfg.batch_size])
-            new_rows.extend(rows)
-            bar.update(len(rows))
-        bar.close()
-    elif outputs:
-        import ray
-
-        from filegram_ray.runtime import check_cpu_request, init_ray
-
-        init_ray(address or config.ray.address, num_cpus=config.ray.num_cpus)
-        check_cpu_request(cfg.num_cpus_per_actor, "render.num_cpus_per_actor")
-        planned = (ray.data.from_items(outputs)
-                   .flat_map(_Planner(run, cfg, config.seed, done), num_cpus=cfg.num_cpus_per_actor)
-                   .take_all())
-        n_planned = len(planned)
-        # plan errors (format "") need no renderer: they are index rows already
-        new_rows.extend({**_row(json.loads(u["unit"]), status="error"), "plan": plan}
-                        for u in planned if not u["format"])
-        bar = Progress(n_planned, STAGE, enabled=progress)
-        todo = [u for u in planned if u["format"]]
-        got = _render_on_ray(ray, run, cfg, plan, todo, cfg.batch_size, bar)
-        missing = [u for u in todo if u["unit_id"] not in got]
-        if missing:  # batches whose worker kept dying: isolate the unit that kills it
-            log.warning("render: %d units were in batches whose worker died %d times; retrying them one by one",
-                        len(missing), cfg.max_attempts)
-            got.update(_render_on_ray(ray, run, cfg, plan, missing, 1, bar))
-        bar.close()
-        for u in todo:
-            r = got.get(u["unit_id"])
-            if r is None:
-                r = {**_row(json.loads(u["unit"]), status="error", error=(
-                    f"the renderer's worker process died {cfg.max_attempts} times on this unit (a native crash or "
-                    "an out-of-memory kill?)")), "plan": plan}
-            new_rows.append(r)
-    wall = time.perf_counter() - t0
-    merged = dict(previous)
-    for r in new_rows:
-        merged[r["unit_id"]] = r
-    _write_index(run, merged)
-    timings = _previous_timings(run, merged)
-    timings.update({r["unit_id"]: r for r in new_rows if r.get("render_s") is not None})
-    _write_table(run, TIMINGS_PATH, TIMING_COLUMNS, timings)
-    table, stats = _summary(new_rows, wall)
-    speech = Counter()
-    for r in new_rows:
-        speech.update(r.get("speech") or {})
-    stats["speech"] = {"sentences": speech["sentences"], "synthesised": speech["synthesised"],
-                       "reused": speech["sentences"] - speech["synthesised"]}
-    record = {**stats, "outputs": len(outputs), "ignored_non_text": ignored, "over_limit": over_limit,
-              "units_planned": n_planned,
-              "units_already_done": len(done), "index_rows": len(merged), "serial": serial, "plan": plan,
-              "rows_of_other_plans_removed": dropped, "options": cfg.model_dump(mode="json"),
-              "units": unit_counts(planned=n_planned + len(done), skipped=len(done),
-                                   done=sum(1 for r in new_rows if r.get("status") in ("ok", "skipped")),
-                                   failed=sum(1 for r in new_rows if r.get("status") == "error"))}
-    try:
-        from filegram_ray.schema.meta import record_stage
-
-        record_stage(run, STAGE, record)
-    except Exception as exc:  # noqa: BLE001 - outputs are written; a bad run.json must not hide them
-        log.warning("render: could not update run.json: %s", exc)
-    if progress:
-        limited = f"{over_limit} over render.limit={cfg.limit}, " if over_limit else ""
-        print(f"render: {len(outputs)} text outputs ({limited}{ignored} non-text ignored), {n_planned} units planned, "
-              f"{len(done)} already done\n{table}", file=sys.stderr)
-    return record
+def _died_row(unit: dict[str, Any], batch_row: Row, plan: str) -> dict[str, Any]:
+    """The index row of derivative ``unit`` whose worker never returned (the executor's error row of its batch of
+    one, e.g. "the worker process died N times while processing …")."""
+    msg = f"{batch_row.get('error_type')}: {batch_row.get('error')}"
+    return {**index_row(unit, status="error", error=msg[:2000]), "plan": plan}
 
 
-# -- transitional (issue #29 port in progress): the stage's class for the registry; run_stage calls the legacy
-# function until the stage is ported onto plan/worker/finish
-from filegram_ray.stages.base import Stage as _Stage  # noqa: E402
+class RenderStage(Stage):
+    """Render: derivative units planned in the driver, rendered in batch units by :class:`RenderWorker` (see the
+    module docstring); ``finish`` retries the derivatives of batches whose worker died, writes the index and the
+    timings tables and prints the summary table."""
 
-
-class RenderStage(_Stage):
-    name = 'render'
+    name = STAGE
+    description = "multimodal derivatives of agent outputs → derivatives/"
     Config = RenderConfig
-    legacy = staticmethod(run_render)
+    extras = ()
+
+    def check(self) -> None:
+        """Refuses a bad ``render:`` section (:meth:`RenderConfig.check`, UserError) and a missing or malformed
+        ``trajectories/outputs.parquet`` (FileNotFoundError / UserError naming it) before any unit."""
+        self.t0 = time.perf_counter()
+        self.opts.check()
+        self.outputs, self.ignored, self.over_limit = _text_outputs(self.run, self.opts)
+
+    def plan(self) -> list[dict[str, Any]]:
+        """Batch units of every derivative unit not yet ``ok``/``skipped`` under this plan; removes the rows,
+        files and completion records of another plan first (module docstring, "Integrity")."""
+        cfg, run = self.opts, self.run
+        self.plan_key = cfg.plan_key(self.config.seed)
+        self.previous, self.dropped = _previous_rows(run, self.plan_key)
+        if self.dropped:
+            log.warning("render: the render settings or seed changed since the last render: %d derivatives of the "
+                        "earlier plan removed, rendering under plan %s", self.dropped, self.plan_key)
+        self.done = {u for u, r in self.previous.items() if r.get("status") in ("ok", "skipped")}
+        units = [u for out in self.outputs for u in plan_output(out, run, cfg, self.config.seed)
+                 if u["unit_id"] not in self.done]
+        self.n_planned = len(units)
+        # plan errors (format "") need no renderer: they are index rows already
+        self.plan_errors = [{**index_row(u, status="error"), "plan": self.plan_key} for u in units if not u["format"]]
+        self.batches = make_batches([u for u in units if u["format"]], cfg)
+        return self.batches
+
+    def finished(self, unit: dict[str, Any]) -> Row | None:  # noqa: ARG002 - plan() already left finished work out
+        """Never: :meth:`plan` already left out every derivative an earlier run finished under this plan, so every
+        planned batch is to be rendered."""
+        return None
+
+    def worker(self) -> WorkerSpec:
+        """:class:`RenderWorker` on Σ per group of min(pool size, the group's batches) actors (every actor renders
+        any group; a unit whose worker dies is run ``max_attempts`` times in all). Each actor asks
+        ``num_cpus_per_actor`` CPUs, scaled down so that the actors together fit the connected Ray cluster's CPUs
+        (the default 5 actors × 0.5 on a 2-CPU laptop ask 0.4 each instead of losing an actor)."""
+        per_group = Counter(b["group"] for b in self.batches)
+        actors = max(1, sum(min(self.opts.pools[g].size, n) for g, n in per_group.items()))
+        return WorkerSpec(RenderWorker, {"run_uri": self.run.uri, "storage_options": self.run.storage_options,
+                                         "narration_max_words": self.opts.narration_max_words,
+                                         "plan": self.plan_key, "crash_on_text": self.opts.crash_on_text},
+                          num_actors=actors, num_cpus=self._cpus_per_actor(actors),
+                          max_restarts=self.opts.max_attempts - 1)
+
+    def _cpus_per_actor(self, actors: int) -> float:
+        """``render.num_cpus_per_actor``, lowered to cluster CPUs / ``actors`` when Ray is up (rounded down to 3
+        decimals, so that the actors still fit)."""
+        cpus = self.opts.num_cpus_per_actor
+        if self.executor.uses_ray:
+            import ray
+
+            if ray.is_initialized():
+                cpus = min(cpus, float(ray.cluster_resources().get("CPU", cpus * actors)) / actors)
+        return math.floor(cpus * 1000) / 1000
+
+    def done_record(self, row: Row) -> dict[str, Any] | None:
+        """``{"rows": [the batch's ok / skipped index rows]}``; none when every derivative of it failed."""
+        done = [r for r in row.get("rows") or [] if r.get("status") in ("ok", "skipped")]
+        return {"rows": done} if done else None
+
+    def _retry_spec(self, n_units: int) -> WorkerSpec:
+        """The worker of the second round: one actor per unit as far as the cluster holds actors of
+        ``num_cpus_per_actor`` CPUs (at least the first round's), so that a derivative that kills its worker takes
+        no other unit's attempts with it (an actor that dies hands the unit queued behind it a failed attempt)."""
+        spec = self.worker()
+        if not self.executor.uses_ray:
+            return spec
+        from filegram_ray.runtime import pool_capacity
+
+        n = max(spec.num_actors, min(n_units, pool_capacity(self.opts.num_cpus_per_actor)))
+        return dataclasses.replace(spec, num_actors=n, num_cpus=self._cpus_per_actor(n))
+
+    def _retry_one_by_one(self, failed: list[Row]) -> list[Row]:
+        """Second round (BR-23): the derivatives of batches whose worker never returned, one per batch unit, on the
+        same executor; returns one row per derivative (batch rows, or error rows of the executor)."""
+        by_id = {b["unit_id"]: b for b in self.batches}
+        singles = [_batch_unit(by_id[r.unit]["group"], [u]) for r in failed for u in by_id[r.unit]["units"]]
+        log.warning("render: %d derivative units were in batches whose worker never returned; retrying them one by "
+                    "one", len(singles))
+
+        def on_row(row: Row) -> None:
+            rec = self.done_record(row) if row.ok else None
+            if rec is not None:
+                self.run.mark_done(self.name, row.unit, rec)
+
+        spec = self._retry_spec(len(singles))
+        rows = {r.unit: r for r in self.map(spec, singles, on_row=on_row, label=f"{self.name} retry")}
+        out = []
+        for s in singles:
+            row = rows[s["unit_id"]]
+            out.append(row if row.ok else Row.of(s["unit_id"], {"rows": [_died_row(s["units"][0], row,
+                                                                                   self.plan_key)]}))
+        return out
+
+    def finish(self, rows: list[Row]) -> dict[str, Any]:
+        run, cfg = self.run, self.opts
+        failed = [r for r in rows if not r.ok]
+        batch_rows = [r for r in rows if r.ok] + (self._retry_one_by_one(failed) if failed else [])
+        new_rows = list(self.plan_errors)
+        speech: Counter = Counter()
+        for r in batch_rows:
+            new_rows += r["rows"]
+            speech.update(r.get("speech") or {})
+        wall = time.perf_counter() - self.t0
+        merged = dict(self.previous)
+        for r in new_rows:
+            merged[r["unit_id"]] = r
+        _write_index(run, merged)
+        timings = _previous_timings(run, merged)
+        timings.update({r["unit_id"]: r for r in new_rows if r.get("render_s") is not None})
+        _write_table(run, TIMINGS_PATH, TIMING_COLUMNS, timings)
+        table, stats = _summary(new_rows, wall)
+        stats["speech"] = {"sentences": speech["sentences"], "synthesised": speech["synthesised"],
+                           "reused": speech["sentences"] - speech["synthesised"]}
+        n_done = len(self.done)
+        limited = f"{self.over_limit} over render.limit={cfg.limit}, " if self.over_limit else ""
+        print(f"render: {len(self.outputs)} text outputs ({limited}{self.ignored} non-text ignored), "
+              f"{self.n_planned} units planned, {n_done} already done\n{table}", file=sys.stderr)
+        # units are derivative units (the runner's are batches): planned now + finished earlier
+        return {**stats, "outputs": len(self.outputs), "ignored_non_text": self.ignored,
+                "over_limit": self.over_limit, "units_planned": self.n_planned, "units_already_done": n_done,
+                "index_rows": len(merged), "plan": self.plan_key, "rows_of_other_plans_removed": self.dropped,
+                "options": cfg.model_dump(mode="json"),
+                "units": {"planned": self.n_planned + n_done, "skipped": n_done,
+                          "done": sum(1 for r in new_rows if r.get("status") in ("ok", "skipped")),
+                          "failed": sum(1 for r in new_rows if r.get("status") == "error")}}
+
+
+#: ``run_render(config, executor=None, **overrides)``: the render stage on ``config``'s run directory (overrides
+#: are laid over the ``render:`` section, e.g. ``serial=True``); returns the stage record (counts per format and
+#: status, bytes, wall time, files/s, planned / already-done units). Raises FileNotFoundError (no
+#: ``trajectories/outputs.parquet``) and UserError (a bad ``render:`` section or outputs table).
+run_render = stage_function(RenderStage)

@@ -68,7 +68,7 @@ def mm_run(tmp_path_factory):
     run = make_run(root)
     _plant(run)
     rec = run_render(load_config(overrides={"run_dir": str(root), "render": {"formats": RENDER_FORMATS}}),
-                     serial=True, progress=False)
+                     serial=True)
     assert rec["counts"] and run.exists(INDEX_PATH)
     return run
 

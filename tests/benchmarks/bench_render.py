@@ -84,7 +84,7 @@ def _copy_sample(src_dir: str, run: RunDir, n: int) -> int:
     from rendering.stage import RenderConfig, _text_outputs
 
     src = RunDir(src_dir)
-    outs, _ = _text_outputs(src, RenderConfig())
+    outs, _, _ = _text_outputs(src, RenderConfig())
     step = max(1, len(outs) // n)
     rows = outs[::step][:n]
     for r in rows:
@@ -109,7 +109,7 @@ def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
         write_synthetic_run(run, n_outputs, seed=3)
     cfg = load_config(overrides=[f"run_dir={tmp}"])
     t0, c0 = time.perf_counter(), time.process_time()
-    rec = run_render(cfg, serial=not use_ray, progress=False)
+    rec = run_render(cfg, serial=not use_ray)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     idx = run.read_table(INDEX_PATH)
     ok = idx.filter(idx["status"] == "ok")
@@ -143,7 +143,7 @@ def plan_extrapolation(run_dir: str, cpu_per_file: dict[str, float], seed: int) 
 
     run = RunDir(run_dir)
     cfg = RenderConfig()
-    outs, ignored = _text_outputs(run, cfg)
+    outs, ignored, _ = _text_outputs(run, cfg)
     c0 = time.process_time()
     fmts = Counter(u["format"] for o in outs for u in plan_output(o, run, cfg, seed))
     plan_cpu = time.process_time() - c0
