@@ -50,8 +50,9 @@ STAGES: list[StageRef] = [
              "FileGramOS Engrams, channels and FAISS indices → engrams/, memory/, indices/"),
     StageRef("render", "rendering.stage:RenderStage", "render",
              "multimodal derivatives of agent outputs → derivatives/"),
-    StageRef("record", "video.stage:RecordStage", "record", "guidance videos of a seeded sample → recordings/"),
-    StageRef("caption", "video.stage:CaptionStage", "caption",
+    StageRef("record", "video.record_stage:RecordStage", "record",
+             "guidance videos of a seeded sample → recordings/"),
+    StageRef("caption", "video.caption_stage:CaptionStage", "caption",
              "keyframes → OCR/VLM captions → events read back → captions/, realworld/"),
     StageRef("bench", "filegram_ray.bench.stage:BenchStage", "bench", "FileGramBench items → bench/"),
     StageRef("evaluate", "filegram_ray.evaluate.stage:EvaluateStage", "evaluate",
@@ -117,7 +118,8 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         stage_ref(s)  # an unknown name is refused with the list
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
     from filegram_ray.config import check_sets
-    from filegram_ray.runtime import forget_failed_start, init_ray, missing_local_dir, refuse_missing_run
+    from filegram_ray.runtime import init_ray
+    from filegram_ray.stages.rundir import forget_failed_start, missing_local_dir, refuse_missing_run
     from filegram_ray.stages.runner import run_stage
 
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts

@@ -1,32 +1,23 @@
-"""Ray runtime helpers shared by every stage.
+"""Ray for every job: the connection, what the cluster can place, and a clean end.
 
 * :func:`init_ray` connects to a cluster (``--address``, ``RAY_ADDRESS`` under ``ray job submit``) or starts an
   in-process local Ray; it keeps a local Ray on loopback and off token auth (ENVIRONMENT_FACTS §1).
-* :func:`map_units` runs a *worker class* over work units either on a pool of Ray actors (fault tolerant: an actor
-  that dies is restarted by Ray and its unit resubmitted) or serially in this process (``serial=True``), which is
-  what ``ray.init(local_mode=True)`` was for before Ray 2.60 removed it.
+* :func:`check_cpu_request` / :func:`pool_capacity`: a CPU request that no node of the cluster can meet fails at
+  once, and a pool is never larger than the cluster can place, so no unit waits for an actor that cannot start
+  (BR-08).
+* :class:`Interruption` / :func:`end_process`: Ctrl-C and SIGTERM end a job even when a library swallows the
+  interrupt (BR-23).
+* :func:`map_units`: a worker class over units on the serial or actor-pool executor, for code outside a stage.
 
-A worker class has a constructor taking keyword arguments and a ``process(unit) -> dict`` method. ``process``
-must be idempotent (write atomically, then a completion record), because a unit in flight on an actor that dies
-is run again.
-
-Every stage ends (issue 13, BR-08 / BR-23 / REL-concurrent-generate-index-corruption):
-
-* a unit that keeps killing its worker is retried ``max_restarts`` times, then becomes an error row;
-* a CPU request that no node of the cluster can meet fails at once (:func:`check_cpu_request`), and a pool is
-  never larger than the cluster can place (:func:`pool_capacity`), so no unit waits for an actor that cannot start;
-* :func:`exclusive_stage` holds the run directory's lock for the whole stage (a second process on the same run
-  directory is refused) and refuses a seed other than the one the run was made with.
+The stage contract (lock, seed check, skips, error rows, records) lives in :mod:`filegram_ray.stages`.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -34,9 +25,8 @@ from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["init_ray", "map_units", "error_row", "ResourceRequestError", "check_cpu_request",
-           "pool_capacity", "exclusive_stage", "check_run_seed", "recorded_seed", "Interruption", "end_process",
-           "StageMeter", "unit_counts", "UNIT_KEYS"]
+__all__ = ["init_ray", "map_units", "error_row", "ResourceRequestError", "RayAddressError", "check_cpu_request",
+           "pool_capacity", "Interruption", "end_process"]
 
 #: environment variable that lets CPU requests wait for nodes an autoscaler has not started yet
 ALLOW_PENDING_ENV = "FILEGRAM_ALLOW_PENDING_RESOURCES"
@@ -84,321 +74,6 @@ def pool_capacity(cpus_per_actor: float) -> int:
     if cpus_per_actor <= 0:
         return sys.maxsize
     return max(1, sum(math.floor(c / cpus_per_actor + 1e-9) for c in _node_cpus()))
-
-
-def recorded_seed(run) -> int | None:
-    """The master seed a run directory was made with (``run.json`` → ``config.seed``), or None for a new run."""
-    if not run.exists("run.json"):
-        return None
-    data = run.read_json("run.json")
-    cfg = data.get("config") or {}
-    return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
-
-
-def check_run_seed(run, config, check_ids: bool = False) -> None:
-    """Refuse a config whose seed differs from the run directory's recorded seed; record it on a new run.
-
-    A run directory holds the outputs of one plan: a stage run with another seed would add units of a second
-    plan beside those of the first (REL-render-rerun-without-seed-mixes-derivatives). The job scripts default
-    ``--seed`` to the recorded one (:func:`filegram_ray.jobargs.config_from_args`).
-
-    Raises:
-        ValueError: the seeds differ (names both and the run directory); with ``check_ids`` (a stage that may
-            start a run, on a new one), a profile or task id that the config's sets do not have
-            (:func:`~filegram_ray.config.check_sets`), before anything is written. Other stages check ids against
-            the run's own outputs.
-    """
-    seed = recorded_seed(run)
-    if seed is None:
-        from filegram_ray.config import check_sets
-        from filegram_ray.schema.meta import RunManifest
-
-        if check_ids:  # a stage that starts the run: an unknown profile/task id is refused before it is recorded
-            check_sets(config)
-
-        data = run.read_json("run.json") if run.exists("run.json") else {}
-        man = RunManifest.model_validate(data)
-        man.config = config.model_dump(mode="json")
-        man.seed = int(config.seed)
-        run.write_json("run.json", man.model_dump(mode="json"))
-        return
-    if seed != int(config.seed):
-        raise UserError(f"{run.uri} was made with seed {seed} (run.json) but this run asks for seed {config.seed}: "
-                         f"a run directory holds one plan — rerun with --seed {seed}, or use a new --run-dir")
-
-
-def _proc_stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, user+system CPU seconds) of a live process from ``/proc`` (None when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2:].split()
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
-
-
-def _pss_mb(pid: int) -> float:
-    """Proportional set size of a process in MiB (shared pages split among their users), RSS where the kernel
-    gives no ``smaps_rollup``; 0 when it is gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-class StageMeter:
-    """Wall seconds, CPU seconds and peak memory of a stage: this process and every process below it (a local
-    Ray's raylet and workers), sampled every ``interval`` s from ``/proc`` by a background thread.
-
-    ``cpu_s`` sums user+system time of the tree's processes during the stage (a process that ends between two
-    samples loses at most ``interval`` s); ``peak_memory_mb`` is the largest sum of the tree's PSS seen in one
-    sample; ``driver_peak_memory_mb`` is the largest PSS of the driver process alone (what the driver holds: rows,
-    plans, results — the number that must stay flat as a profile set grows). CPU seconds hardly change with a shared machine's load, wall seconds do: on an otherwise idle machine a
-    stage takes at least ``cpu_s`` / cores. Connected to a remote cluster only the driver is seen. Linux; elsewhere
-    only ``seconds`` is measured.
-
-    Memory is read every ``mem_every``-th sample (and at the first and last): the kernel walks a process's page
-    tables for ``smaps_rollup``, ~15 ms per Ray worker — read every second for a dozen workers that was ~20 % of a
-    core (measured with py-spy on the encode stage, issue 17); ``/proc/<pid>/stat`` for the CPU is cheap.
-    """
-
-    def __init__(self, interval: float = 1.0, mem_every: int = 5):
-        self.interval = interval
-        self.mem_every = max(1, int(mem_every))
-        self._n_samples = 0
-        self.seconds = self.cpu_s = self.peak_memory_mb = self.driver_peak_memory_mb = 0.0
-        self._base: dict[int, float] = {}
-        self._last: dict[int, float] = {}
-        self._stop = None
-        self._thread = None
-        self._ok = os.path.isdir("/proc/self")
-
-    def _tree(self) -> list[int]:
-        root = os.getpid()
-        kids: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                st = _proc_stat(int(name))
-                if st is not None:
-                    kids.setdefault(st[0], []).append(int(name))
-        out, todo = [], [root]
-        while todo:
-            p = todo.pop()
-            out.append(p)
-            todo.extend(kids.get(p, []))
-        return out
-
-    def _sample(self, first: bool = False, last: bool = False) -> None:
-        mem = 0.0
-        read_mem = first or last or self._n_samples % self.mem_every == 0
-        self._n_samples += 1
-        for pid in self._tree():
-            st = _proc_stat(pid)
-            if st is None:
-                continue
-            if pid not in self._base:
-                self._base[pid] = st[1] if first else 0.0
-            self._last[pid] = st[1]
-            if not read_mem:
-                continue
-            pss = _pss_mb(pid)
-            mem += pss
-            if pid == os.getpid():
-                self.driver_peak_memory_mb = max(self.driver_peak_memory_mb, pss)
-        self.peak_memory_mb = max(self.peak_memory_mb, mem)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self._sample()
-            except Exception:  # noqa: BLE001 - measuring never breaks a stage
-                pass
-
-    def __enter__(self) -> StageMeter:
-        import threading
-
-        self._t0 = time.perf_counter()
-        if self._ok:
-            self._sample(first=True)
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._loop, name="stage-meter", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.seconds = time.perf_counter() - self._t0
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=5)
-            try:
-                self._sample(last=True)
-            except Exception:  # noqa: BLE001
-                pass
-        self.cpu_s = sum(max(0.0, self._last[p] - self._base.get(p, 0.0)) for p in self._last)
-
-    def record(self) -> dict[str, float]:
-        return {"seconds": round(self.seconds, 2), "cpu_s": round(self.cpu_s, 1),
-                "peak_memory_mb": round(self.peak_memory_mb, 1),
-                "driver_peak_memory_mb": round(self.driver_peak_memory_mb, 1)}
-
-
-#: the unit counts every stage record carries (issue 17): ``units: {planned, done, skipped, failed}``
-UNIT_KEYS = ("planned", "done", "skipped", "failed")
-
-
-def unit_counts(planned: int, done: int, skipped: int, failed: int) -> dict[str, int]:
-    """The ``units`` field of a stage record: units the stage was given (``planned``), finished now (``done``),
-    left alone because an earlier run finished them (``skipped``) and ended as error rows (``failed``)."""
-    return {"planned": int(planned), "done": int(done), "skipped": int(skipped), "failed": int(failed)}
-
-
-def _write_stage_fields(run, stage: str, fields: dict[str, Any]) -> None:
-    """Merge ``fields`` into ``run.json``'s record of ``stage`` (after the stage wrote its own record)."""
-    from filegram_ray.schema.meta import RunManifest
-
-    data = run.read_json("run.json") if run.exists("run.json") else {}
-    man = RunManifest.model_validate(data)
-    man.stages[stage] = {**(man.stages.get(stage) or {}), **fields}
-    run.write_json("run.json", man.model_dump(mode="json"))
-
-
-def may_start_run(fn, config) -> bool:
-    """Whether the stage function ``fn`` (an :func:`exclusive_stage` one) may start a new run directory with
-    ``config``: its ``starts_run`` declaration, a bool or a ``config -> bool`` callable (False when undeclared)."""
-    starts = getattr(fn, "starts_run", False)
-    return bool(starts(config) if callable(starts) else starts)
-
-
-def refuse_missing_run(config, stage: str, may_start: bool) -> None:
-    """Refuse a stage that reads a run's outputs (``may_start`` false) on a local run directory that does not
-    exist, before anything (``RunDir``, its lock, ``run.json``) creates it; a file in its place is refused for every
-    stage. Remote URIs are not checked.
-
-    Raises:
-        NotADirectoryError: ``--run-dir`` names a file. FileNotFoundError: names the directory and the stage.
-    """
-    path = _local_run_path(config)
-    if path is None:
-        return
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise NotADirectoryError(f"--run-dir {path} is a file, not a run directory")
-    if not may_start and not os.path.isdir(path):
-        raise FileNotFoundError(f"run directory {path} does not exist: the {stage} stage reads a run's outputs — "
-                                "run the pipeline (or jobs/generate.py) on it first, or pass the --run-dir of an "
-                                "existing run")
-
-
-def exclusive_stage(stage: str, starts_run: bool | Callable[[Any], bool] = False):
-    """Decorator for ``run_<stage>(config, ...)``: hold the run directory's lock while the stage runs (a second
-    process on the same run directory fails at once with :class:`~filegram_ray.storage.RunDirLockedError`) and
-    check the seed (:func:`check_run_seed`). Re-entrant: the pipeline holds the lock across its stages.
-
-    It also writes the stage record every stage shares into ``run.json`` (``stages.<stage>``, merged into the
-    stage's own record): ``seconds``, ``cpu_s`` and ``peak_memory_mb`` (:class:`StageMeter`) and ``units``
-    (``{planned, done, skipped, failed}``, from the ``units`` key of the stage's result, see :func:`unit_counts`).
-    The returned result carries the same fields.
-
-    Args:
-        starts_run: whether the stage may start a new run directory (seed, generate; caption given MP4 files of
-            its own): a bool or a ``config -> bool`` callable. A stage that may not refuses a missing directory
-            (:func:`refuse_missing_run`); one that may checks the config's profile/task ids before the new run's
-            ``run.json`` records them (:func:`check_run_seed`).
-
-    Raises:
-        FileNotFoundError: a stage that reads a run on a local run directory that does not exist (nothing is
-            created).
-    """
-
-    def deco(fn):
-        @functools.wraps(fn)
-        def wrapper(config, *args, **kwargs):
-            may_start = may_start_run(wrapper, config)
-            refuse_missing_run(config, stage, may_start)
-            created = missing_local_dir(config)
-            run = config.run()
-            new_run = not run.exists("run.json")
-            try:
-                return _run_stage(fn, stage, run, config, may_start, *args, **kwargs)
-            except BaseException:
-                if new_run:
-                    forget_failed_start(run, created)
-                raise
-
-        wrapper.starts_run = starts_run
-        return wrapper
-
-    return deco
-
-
-def _run_stage(fn, stage: str, run, config, may_start: bool, *args, **kwargs):
-    """The body of :func:`exclusive_stage`'s wrapper: lock, seed check, stale temporary files swept
-    (:meth:`~filegram_ray.storage.RunDir.sweep_temp`: no write is in flight while this process holds the lock, so
-    every ``.<name>.tmp-<hex>`` file is an orphan of a killed or failed earlier job), meter, stage record."""
-    with run.lock(stage):
-        check_run_seed(run, config, check_ids=may_start)
-        swept = run.sweep_temp()
-        if swept:
-            log.info("%s: removed %d temporary file(s) of unfinished writes: %s", stage, len(swept),
-                     ", ".join(swept[:5]) + (" …" if len(swept) > 5 else ""))
-        with StageMeter() as meter:
-            result = fn(config, *args, **kwargs)
-        fields = meter.record()
-        if isinstance(result, dict):
-            units = result.get("units")
-            if isinstance(units, dict) and set(UNIT_KEYS) <= set(units):
-                fields["units"] = {k: int(units[k]) for k in UNIT_KEYS}
-            result.update(fields)
-        try:
-            _write_stage_fields(run, stage, fields)
-        except Exception as exc:  # noqa: BLE001 - the outputs are written; bookkeeping never hides them
-            log.warning("%s: could not write the stage record into run.json: %s", stage, exc)
-        return result
-
-
-def _local_run_path(config) -> str | None:
-    """The absolute local path of ``config.run_dir`` (``file://`` or a plain path); None for an object store."""
-    from filegram_ray.storage import local_run_path
-
-    return local_run_path(config.run_dir)
-
-
-def missing_local_dir(config) -> bool:
-    """Whether ``config.run_dir`` is a local directory that does not exist yet (this job will create it)."""
-    path = _local_run_path(config)
-    return path is not None and not os.path.isdir(path)
-
-
-def forget_failed_start(run, created_dir: bool) -> None:
-    """After a job that started a run failed before finishing any unit: remove the ``run.json`` it wrote (the seed
-    and set it recorded must not pin the directory: a corrected command, another ``--seed`` included, starts it
-    afresh) and, when the job created the directory, the lock file and the then empty directory. Nothing is
-    removed once a unit is done (``_done/``) or a stage recorded itself: from then on the run holds outputs of
-    that plan. Never raises."""
-    try:
-        if run.listdir("_done"):
-            return
-        if run.exists("run.json"):
-            data = run.read_json("run.json")
-            if isinstance(data, dict) and data.get("stages"):
-                return
-            run.remove("run.json", recursive=False)
-        if created_dir and run.is_local:
-            lock = os.path.join(run.root, ".lock")
-            if os.path.exists(lock):
-                os.remove(lock)
-            os.rmdir(run.root)  # only when empty: anything else written stays
-    except Exception as exc:  # noqa: BLE001 - clean-up never hides the job's own error
-        log.debug("could not forget the failed start of %s: %s", run.uri, exc)
 
 
 class Interruption:

@@ -18,13 +18,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 from raycluster import _pids_with
+from synthetic_run import write_synthetic_run
 
 from filegram_ray.config import load_config
 from filegram_ray.jobargs import common_parser, config_from_args
 from filegram_ray.runtime import ResourceRequestError, check_cpu_request, map_units, pool_capacity
 from filegram_ray.storage import LOCK_RECORD, RunDir, RunDirLockedError
 from rendering.stage import INDEX_PATH, run_render
-from synthetic_run import write_synthetic_run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -271,7 +271,7 @@ def test_stage_meter_reads_memory_sparsely_but_always_at_first_and_last_sample()
     its memory (first and last sample) and its CPU seconds (every sample)."""
     import time
 
-    from filegram_ray.runtime import StageMeter
+    from filegram_ray.stages.meter import StageMeter
 
     with StageMeter(interval=0.05, mem_every=10_000) as meter:
         t_end = time.process_time() + 0.3

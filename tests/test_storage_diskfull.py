@@ -104,8 +104,11 @@ def test_rel2_fault_diskfull_orphan_tmp_files_failed_write_removes_its_temp(tmp_
 def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_path):
     """REL2-FAULT-diskfull-orphan-tmp-files: what a killed job left (temporary files of the storage's own pattern) is removed when the next stage starts;
     files that only look alike (a bundle's ``autosave_x.tmp``, ``.x.tmp-notahex``) stay."""
+    from pydantic import BaseModel
+
     from filegram_ray.config import load_config
-    from filegram_ray.runtime import exclusive_stage
+    from filegram_ray.stages import Stage, run_stage
+    from filegram_ray.stages.executors import SerialExecutor
 
     root = tmp_path / "run"
     orphans = [f"trajectories/p1/T-01/.events.json.tmp-{uuid.uuid4().hex[:8]}",
@@ -117,12 +120,18 @@ def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_pat
         (root / rel).write_bytes(b"partial")
     seen = {}
 
-    @exclusive_stage("generate", starts_run=True)
-    def stage(config):
-        seen["temps"] = _temps(root)
-        return {}
+    class ProbeConfig(BaseModel):
+        pass
 
-    stage(load_config(None, [f"run_dir={root}"]))
+    class Probe(Stage):  # a stage that only looks at the run directory when it starts
+        name = "probe"
+        Config = ProbeConfig
+        starts_run = True
+
+        def check(self) -> None:
+            seen["temps"] = _temps(root)
+
+    run_stage(Probe, load_config(None, [f"run_dir={root}"]), SerialExecutor())
     assert seen["temps"] == ["workspaces/T-21/files/.x.tmp-notahex"]
     assert all((root / k).exists() for k in keep) and not any((root / o).exists() for o in orphans)
     assert all(TEMP_RE.fullmatch(Path(o).name) for o in orphans)

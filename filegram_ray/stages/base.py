@@ -83,7 +83,7 @@ class UnitCounts(BaseModel):
 
 class StageRecord(BaseModel):
     """What ``run.json`` holds of one stage (``stages.<name>``), written once per stage by the runner: the
-    measurements (:class:`~filegram_ray.runtime.StageMeter`: wall ``seconds``, ``cpu_s`` of the process tree,
+    measurements (:class:`~filegram_ray.stages.meter.StageMeter`: wall ``seconds``, ``cpu_s`` of the process tree,
     ``peak_memory_mb`` / ``driver_peak_memory_mb`` in MiB), the :class:`UnitCounts`, the executor, the number of
     error rows and the stage's own summary fields (kept at the top level of the record, beside these)."""
 

@@ -60,11 +60,11 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
             data[stage.section_name()] = {**(data.get(stage.section_name()) or {}), "serial": True}
             config = type(config).model_validate(data)
         return stage.legacy(config)
-    from filegram_ray.runtime import (
-        StageMeter,
+    from filegram_ray.runtime import init_ray
+    from filegram_ray.stages.meter import StageMeter
+    from filegram_ray.stages.rundir import (
         check_run_seed,
         forget_failed_start,
-        init_ray,
         missing_local_dir,
         refuse_missing_run,
     )

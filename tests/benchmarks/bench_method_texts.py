@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     from filegram_ray.evaluate.plan import plan_units
     from filegram_ray.evaluate.worker import build_unit_views
     from filegram_ray.methods import make_method
-    from filegram_ray.runtime import recorded_seed
+    from filegram_ray.stages.rundir import recorded_seed
     from filegram_ray.storage import RunDir
 
     run = RunDir(args.run_dir)
