@@ -69,13 +69,15 @@ EXTRAS: dict[str, Extra] = {
 
 #: stage name → the extras it needs under the default configuration (conf/default.yaml). The stage contract's
 #: ``extras`` class attribute takes these; :func:`config_extras` refines them for a given configuration.
-#: seed: OpenCV draws photos/GIF frames, imageio-ffmpeg encodes MP3/MP4 (workspace/writers.py); its piper voice is
-#: optional (``workspace.tts: auto`` falls back to synthetic tones, and the bundle records which it used).
+#: seed: none for the stage — a bundle's chart, photo, GIF, MP3 or MP4 file needs ``video`` (OpenCV draws,
+#: imageio-ffmpeg encodes: workspace/writers.py) and is checked per file (workspace/bundle.py ``MEDIA_KINDS``), so
+#: text-only bundles build in the core; its piper voice is optional (``workspace.tts: auto`` falls back to
+#: synthetic tones, and the bundle records which it used).
 #: render: the WAV derivatives are spoken by piper (rendering/renderers.py, no fallback).
 #: caption: keyframes are read with OpenCV (video/keyframes.py) and OCR'd by RapidOCR (video/ocr.py).
 #: evaluate: the embedding methods use the fp32 MiniLM (methods/embed.py) and mem0 its library (mem0ai).
 STAGE_EXTRAS: dict[str, tuple[str, ...]] = {
-    "seed": ("video",),
+    "seed": (),
     "generate": (),
     "encode": ("embed",),
     "render": ("speech",),

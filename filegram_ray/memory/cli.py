@@ -59,6 +59,9 @@ def _encode(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
+    from filegram_ray.extras import require_extras
+
+    require_extras(("watch",), "filegram memory update")
     from filegram_ray.memory.incremental import update_memory
     from filegram_ray.storage import RunDir
     from filegram_ray.watch.export import watch_units

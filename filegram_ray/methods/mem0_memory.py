@@ -79,7 +79,7 @@ def _import_mem0():
     try:
         from mem0 import Memory
     except ImportError as exc:
-        raise ImportError("method mem0 needs the mem0ai library: pip install -e .") from exc
+        raise ImportError("method mem0 needs the mem0ai library: pip install 'filegram-ray[methods]'") from exc
     return Memory
 
 

@@ -17,7 +17,7 @@ rendered image, embedded with the packaged MiniLM like the text chunks, and page
 ``page (OCR)``. OCR reads the top :data:`OCR_LINES` lines of each page: MiniLM reads at most 256 word pieces
 (about 1,000 characters, ~10 lines of 105) and the excerpt shows 500 characters, so lower lines never reach the
 ranking or the context. OCR text is cached per page image (SHA-1 of the PNG) in memory and, for a local run, under
-``<run>/cache/ocr/``. Without ``rapidocr`` installed (the ``methods`` extra) the page text is the text drawn on
+``<run>/cache/ocr/``. Without ``rapidocr`` installed (the ``media`` extra) the page text is the text drawn on
 the page, labelled ``page (drawn text, no OCR engine)``, and the report says so.
 
 **Leak fixed.** Upstream tags a page excerpt with the raw file path, whose sandbox folder name contains the

@@ -131,7 +131,7 @@ def graphiti_ingest(views: Sequence[TrajectoryView], llm_fn, embedder, slice_cha
         ``[{subject, relation, object, pattern (graphiti's fact sentence), valid_at, invalid_at, …}]``.
 
     Raises:
-        ImportError: graphiti-core or kuzu is not installed (``pip install -e .``).
+        ImportError: graphiti-core or kuzu is not installed (``pip install 'filegram-ray[methods]'``).
     """
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
     db_dir = tempfile.mkdtemp(prefix="filegram-zep-")

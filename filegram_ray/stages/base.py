@@ -147,6 +147,17 @@ class Stage:
         return bool(cls.starts_run)
 
     @classmethod
+    def required_extras(cls, config: PipelineConfig) -> tuple[str, ...]:
+        """The package extras this run of the stage needs (checked by the runner before anything starts):
+        :func:`filegram_ray.extras.config_extras` for a pipeline stage — it reads the configuration (e.g.
+        ``encode.embedder``, ``evaluate.methods``) — else :attr:`extras`."""
+        from filegram_ray.extras import STAGE_EXTRAS, config_extras
+
+        if cls.name in STAGE_EXTRAS:
+            return config_extras(cls.name, config.model_dump(mode="json"))
+        return tuple(cls.extras)
+
+    @classmethod
     def options(cls, config: PipelineConfig, overrides: dict[str, Any] | None = None) -> BaseModel:
         """The stage's section of ``config`` (plus ``overrides``) validated by :attr:`Config`.
 

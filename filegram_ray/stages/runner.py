@@ -72,10 +72,11 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
     opts = stage.options(config, overrides)
     may_start = stage.may_start_run(config)
     refuse_missing_run(config, stage.name, may_start)
-    if stage.extras:
+    extras = stage.required_extras(config)
+    if extras:
         from filegram_ray.extras import require_extras
 
-        require_extras(stage.extras, f"{stage.name} stage")
+        require_extras(extras, f"{stage.name} stage")
     created = missing_local_dir(config)
     run = config.run()
     new_run = not run.exists("run.json")

@@ -28,6 +28,9 @@ def _config(args: argparse.Namespace, stored):
 
 
 def _watch(args: argparse.Namespace) -> int:
+    from filegram_ray.extras import require_extras
+
+    require_extras(("watch",), "filegram watch")
     from filegram_ray.watch.observer import WatchLimitError
     from filegram_ray.watch.store import StoreBusyError, StoreError, WatchStore, is_watch_store
 

@@ -147,9 +147,18 @@ def bundle_content_hash(meta: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+#: planned file kinds whose writers need the ``video`` extra (workspace/writers.py: charts, photos and GIF frames
+#: drawn with OpenCV; MP3 and MP4 encoded by the imageio-ffmpeg binary)
+MEDIA_KINDS = frozenset({"png", "jpg", "gif", "mp3", "mp4"})
+
+
 def _render(spec: FileSpec, path: Path, world: World, seed: int, files_dir: Path, state: dict) -> dict | None:
     """Write one planned file; returns its annotation (media) or None."""
     kind, p = spec.kind, spec.payload
+    if kind in MEDIA_KINDS:  # drawn with OpenCV, encoded by imageio-ffmpeg: the `video` extra
+        from filegram_ray.extras import require_extras
+
+        require_extras(("video",), f"{spec.relpath} ({kind}) of task {world.task_id}")
     author = world.owner_en
     frng = np.random.default_rng(sub_seed(world.task_id, seed, "render", spec.relpath))
     if isinstance(p, dict) and "copy_of" in p:

