@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from filegram_ray.bench.builders import BUILDERS, PENDING, check_sub_tasks
+from filegram_ray.bench.builders import BUILDERS, check_sub_tasks
 from filegram_ray.bench.common import Draft, finalize
 from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import AnswerKey, Item
@@ -89,9 +89,6 @@ def build_bank(inputs: BenchInputs, seed: int, sub_tasks: Sequence[str] | None =
             if n == "VisGrd" and not inputs.recordings:
                 note = "no recordings with reconstructed events (record and caption stages not run)"
         stats[n] = {"target": target, "built": len(got), "note": note}
-    for n in names:
-        if n in PENDING:
-            stats[n] = {"target": 0, "built": 0, "note": "pending: " + PENDING[n]}
     items: list[Item] = []
     keys: list[AnswerKey] = []
     qid_of: dict[str, dict[str, str]] = {}  # sub-task → draft sort key → question id

@@ -1,8 +1,7 @@
 """Registry of FileGramBench item builders: sub-task name → :class:`BuilderSpec` (reference §9.1).
 
 A builder is ``build(inputs, seed, target) -> list[Draft]`` (derived builders also get the drafts of their
-sources) plus ``default_count(inputs)``, the paper's count scaled to the profile/task set. Sub-tasks that need an
-input this run cannot have yet are listed in :data:`PENDING` with the reason.
+sources) plus ``default_count(inputs)``, the paper's count scaled to the profile/task set.
 """
 
 from __future__ import annotations
@@ -39,21 +38,18 @@ BUILDERS: dict[str, BuilderSpec] = {
 }
 BUILDERS[filegrd.NAME] = BuilderSpec(filegrd.NAME, filegrd.build, filegrd.default_count, sources=filegrd.SOURCES)
 
-#: Sub-tasks without a builder yet, with the input they wait for (reference §9.1, §11). None at present.
-PENDING: dict[str, str] = {}
-
 
 
 def check_sub_tasks(names) -> None:
-    """Refuse names that are neither a builder (:data:`BUILDERS`) nor a pending sub-task (:data:`PENDING`): the one
+    """Refuse names that are not a builder (:data:`BUILDERS`): the one
     check behind ``bench.sub_tasks`` / ``bench.counts``, ``evaluate.sub_tracks`` and :func:`~filegram_ray.bench.bank.build_bank`.
 
     Raises:
         ValueError: ``unknown sub-task(s) 'X' (one of AttrRec, …)``.
     """
-    bad = [n for n in names if n not in BUILDERS and n not in PENDING]
+    bad = [n for n in names if n not in BUILDERS]
     if bad:
-        raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join([*BUILDERS, *PENDING])})")
+        raise ValueError(f"unknown sub-task(s) {', '.join(map(repr, bad))} (one of {', '.join(BUILDERS)})")
 
 
-__all__ = ["BUILDERS", "PENDING", "BuilderSpec", "check_sub_tasks"]
+__all__ = ["BUILDERS", "BuilderSpec", "check_sub_tasks"]
