@@ -36,9 +36,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "llm": ("filegram_ray.llm.cli", "packaged GGUF models and a local OpenAI-compatible server (CPU)"),
     "render": ("rendering.cli", "render agent outputs into multimodal derivatives"),
     "video": ("video.cli", "guidance videos, screen-recording captions, events from recordings"),
-    "pipeline": ("filegram_ray.stages.cli",
+    "pipeline": ("filegram_ray.pipeline",
                  "run seed → generate → encode → render → record → caption → bench → evaluate"),
-    "run": ("filegram_ray.stages.cli", "run one stage (filegram run <stage> --help for its options)"),
+    "run": ("filegram_ray.pipeline", "run one stage (filegram run <stage> --help for its options)"),
     "models": ("filegram_ray.weights",
                "the models manifest: list the packaged models, verify installed weights"),
     "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile, like a person? (tier "

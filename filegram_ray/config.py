@@ -88,7 +88,7 @@ def check_sets(config: PipelineConfig, keys: tuple[str, ...] = ("profiles", "tas
 def stage_sections() -> tuple[str, ...]:
     """The stage sections of a pipeline config (top-level keys besides :class:`PipelineConfig`'s fields), from
     :data:`filegram_ray.pipeline.STAGES`; each is validated against its stage's model (:func:`section_models`)."""
-    from filegram_ray.pipeline import STAGES
+    from filegram_ray.stages.registry import STAGES
 
     return tuple(s.section for s in STAGES)
 
@@ -96,7 +96,7 @@ def stage_sections() -> tuple[str, ...]:
 def section_models() -> dict[str, type[BaseModel]]:
     """``{section: the stage's Config model}`` of every stage (each stage module imported on first use, not at
     import of this module, so ``filegram --help`` stays fast)."""
-    from filegram_ray.pipeline import STAGES
+    from filegram_ray.stages.registry import STAGES
 
     return {s.section: s.load().Config for s in STAGES}
 
@@ -287,7 +287,7 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
                     msg = "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
                 add(loc, msg.replace("\n", " "))
 
-    from filegram_ray.pipeline import STAGES
+    from filegram_ray.stages.registry import STAGES
 
     sections = stage_sections()
     stage_section = {s.name: s.section for s in STAGES if s.name != s.section}  # seed → workspace

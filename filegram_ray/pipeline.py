@@ -10,97 +10,16 @@ Each stage is resumable, so a rerun of the pipeline skips finished work; ``--onl
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
-from collections.abc import Callable
-from importlib import import_module
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from filegram_ray.errors import UserError
+from filegram_ray.stages import registry
+from filegram_ray.stages.registry import STAGES, StageRef, sections, stage_names, stage_ref  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
     from filegram_ray.config import PipelineConfig
-    from filegram_ray.stages.base import Stage
-
-class StageRef(NamedTuple):
-    """One line of :data:`STAGES`: a stage's ``name``, the ``module:Class`` of its
-    :class:`~filegram_ray.stages.base.Stage`, the config section holding its options, and one line of help."""
-
-    name: str
-    target: str
-    section: str
-    description: str
-
-    def load(self) -> type[Stage]:
-        """The stage's class (its module is imported on first use: ``filegram --help`` loads no stage)."""
-        module, _, cls = self.target.partition(":")
-        return getattr(import_module(module), cls)
-
-
-#: The pipeline's stages in order — the only list of them. Config sections (:func:`sections`), the CLI
-#: (``filegram run <stage>``, ``--only`` / ``--skip``), ``jobs/<stage>.py`` and the viewer derive from it; adding a
-#: stage is one line here and its :class:`~filegram_ray.stages.base.Stage` subclass. The seed stage's options sit
-#: in ``workspace:`` because the top-level ``seed`` is the run's master seed (an int).
-STAGES: list[StageRef] = [
-    StageRef("seed", "filegram_ray.workspace.stage:SeedStage", "workspace",
-             "build every task's seeded multi-format input bundle → workspaces/"),
-    StageRef("generate", "filegram_ray.engine.generate:GenerateStage", "generate",
-             "persona agents do the tasks; typed events + content deltas → trajectories/"),
-    StageRef("encode", "filegram_ray.memory.stage:EncodeStage", "encode",
-             "FileGramOS Engrams, channels and FAISS indices → engrams/, memory/, indices/"),
-    StageRef("render", "rendering.stage:RenderStage", "render",
-             "multimodal derivatives of agent outputs → derivatives/"),
-    StageRef("record", "video.record_stage:RecordStage", "record",
-             "guidance videos of a seeded sample → recordings/"),
-    StageRef("caption", "video.caption_stage:CaptionStage", "caption",
-             "keyframes → OCR/VLM captions → events read back → captions/, realworld/"),
-    StageRef("bench", "filegram_ray.bench.stage:BenchStage", "bench", "FileGramBench items → bench/"),
-    StageRef("evaluate", "filegram_ray.evaluate.stage:EvaluateStage", "evaluate",
-             "every memory method × the items → results/report.md"),
-]
-
-
-def stage_names() -> list[str]:
-    """The stage names in pipeline order."""
-    return [s.name for s in STAGES]
-
-
-def stage_ref(name: str) -> StageRef:
-    """The :data:`STAGES` line of ``name``.
-
-    Raises:
-        UserError: an unknown stage (the message lists the stages)."""
-    for s in STAGES:
-        if s.name == name:
-            return s
-    raise UserError(f"unknown stage {name!r}; stages are {', '.join(stage_names())}")
-
-
-def sections() -> dict[str, str]:
-    """``{config section: stage name}`` of every stage."""
-    return {s.section: s.name for s in STAGES}
-
-
-def stage_function(stage: str | type[Stage]) -> Callable[..., dict[str, Any]]:
-    """``run_<stage>(config, executor=None, **overrides)``: :func:`~filegram_ray.stages.runner.run_stage` of a
-    stage (its name, or its class — what a stage module uses to define its ``run_<stage>``)."""
-    cls = stage_ref(stage).load() if isinstance(stage, str) else stage
-    name = cls.name
-
-    def run(config: PipelineConfig, executor=None, **overrides: Any) -> dict[str, Any]:
-        from filegram_ray.stages.runner import run_stage
-
-        return run_stage(cls, config, executor, overrides=overrides or None)
-
-    run.__name__ = run.__qualname__ = f"run_{name}"
-    run.stage = cls
-    return run
-
-
-def stage_functions() -> dict[str, Callable[..., dict[str, Any]]]:
-    """``{stage name: run_<stage>}`` in pipeline order."""
-    return {s.name: stage_function(s.name) for s in STAGES}
-
 
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[str] | None = None,
                  serial: bool = False) -> dict[str, Any]:
@@ -170,3 +89,77 @@ def format_stage_table(timings: dict[str, Any]) -> str:
               if isinstance(r.get("result"), dict))
     lines.append(f"{'total':<10} {total:>9.1f} {cpu:>8.1f}")
     return "\n".join(lines)
+
+
+# -- the command lines: `filegram run <stage>`, `jobs/<stage>.py`, `filegram pipeline`, `jobs/pipeline.py` --------
+
+def stage_parser(name: str, prog: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of one stage's job (common options + the stage's own)."""
+    from filegram_ray.jobargs import add_common_options
+
+    ref = stage_ref(name)
+    p = argparse.ArgumentParser(prog=prog, description=f"{ref.name} stage: {ref.description}")
+    add_common_options(p)
+    ref.load().add_arguments(p)
+    return p
+
+
+def stage_main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run one stage from a command line; returns the exit code (:meth:`~filegram_ray.stages.base.Stage.exit_code`:
+    1 when a unit failed)."""
+    from filegram_ray.jobargs import config_from_args
+    from filegram_ray.stages.runner import run_stage
+
+    cls = stage_ref(name).load()
+    args = stage_parser(name, prog).parse_args(argv)
+    shared, overrides = cls.from_arguments(args)
+    cfg = config_from_args(args, shared, section=cls.section_name())
+    record = run_stage(cls, cfg, overrides=overrides or None)
+    cls.after_run(record, cfg)
+    return cls.exit_code(record)
+
+
+def pipeline_parser(prog: str | None = None, p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The pipeline's parser: common options, ``--only`` / ``--skip``."""
+    from filegram_ray.jobargs import add_common_options
+
+    names = stage_names()
+    p = p or argparse.ArgumentParser(prog=prog, description="Run the whole FileGram pipeline: "
+                                     + " → ".join(names))
+    add_common_options(p)
+    p.add_argument("--only", nargs="+", choices=names, help="run only these stages")
+    p.add_argument("--skip", nargs="+", choices=names, help="skip these stages")
+    return p
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from filegram_ray.jobargs import config_from_args
+
+    cfg = config_from_args(args)
+    timings = run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
+    if "evaluate" in timings:  # only a pipeline that evaluated has a report of this run to point at
+        print(f"\nReport: {cfg.run().url('results/report.md')}")
+        from filegram_ray.view.build import view_after_pipeline
+
+        view_after_pipeline(cfg.run())  # the last line: "open RUN/view/index.html"
+    return 0
+
+
+def pipeline_main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run the pipeline from a command line (``jobs/pipeline.py``)."""
+    return _pipeline(pipeline_parser(prog).parse_args(argv))
+
+
+def register(sub: Any) -> None:
+    """``filegram pipeline`` and ``filegram run <stage>`` (the stage's options are parsed by its own parser, so
+    ``filegram run --help`` imports no stage)."""
+    p = sub.add_parser("pipeline", help="run " + " → ".join(stage_names()))
+    pipeline_parser(p=p)
+    p.set_defaults(func=_pipeline)
+    r = sub.add_parser("run", help="run one stage (filegram run <stage> --help for its options)",
+                       description="Run one stage. Stages:\n" + "\n".join(f"  {s.name:<9} {s.description}"
+                                                                         for s in registry.STAGES),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("stage", choices=stage_names(), metavar="STAGE", help="the stage to run")
+    r.add_argument("options", nargs=argparse.REMAINDER, help="the stage's options")
+    r.set_defaults(func=lambda a: stage_main(a.stage, a.options, prog=f"filegram run {a.stage}"))

@@ -7,7 +7,6 @@
   (BR-08).
 * :class:`Interruption` / :func:`end_process`: Ctrl-C and SIGTERM end a job even when a library swallows the
   interrupt (BR-23).
-* :func:`map_units`: a worker class over units on the serial or actor-pool executor, for code outside a stage.
 
 The stage contract (lock, seed check, skips, error rows, records) lives in :mod:`filegram_ray.stages`.
 """
@@ -18,14 +17,13 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["init_ray", "map_units", "error_row", "ResourceRequestError", "RayAddressError", "check_cpu_request",
+__all__ = ["init_ray", "ResourceRequestError", "RayAddressError", "check_cpu_request",
            "pool_capacity", "Interruption", "end_process"]
 
 #: environment variable that lets CPU requests wait for nodes an autoscaler has not started yet
@@ -226,63 +224,3 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         raise RayAddressError(f"Ray address {address}: nothing answers at {host}:{port} ({exc.strerror or exc}); "
                               "start a head with `ray start --head` (then --address auto or its address), or leave "
                               "--address and RAY_ADDRESS unset for a local Ray") from None
-
-
-def error_row(unit_id: str, exc: BaseException, stage: str) -> dict[str, Any]:
-    """The row recorded for a unit that failed (:meth:`filegram_ray.stages.base.Row.error`): the batch goes on
-    without it."""
-    from filegram_ray.stages.base import Row
-
-    return Row.error(unit_id, exc, stage)
-
-
-def map_units(
-    worker_cls: type,
-    units: Iterable[dict[str, Any]],
-    *,
-    init_kwargs: dict[str, Any] | None = None,
-    num_actors: int = 2,
-    num_cpus_per_actor: float = 1.0,
-    serial: bool = False,
-    stage: str = "stage",
-    max_restarts: int = 3,
-    progress: bool = True,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
-    actor_restart_timeout_s: float = 120.0,
-) -> list[dict[str, Any]]:
-    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit on the serial or the actor-pool executor
-    (:mod:`filegram_ray.stages.executors`, which documents the fault tolerance); one row per unit, in completion
-    order. For code outside a stage (benchmarks, the LLM agent's shards); a stage declares a
-    :class:`~filegram_ray.stages.base.WorkerSpec` and lets the runner pick the executor.
-
-    Args:
-        worker_cls: class with ``__init__(**init_kwargs)`` and ``process(unit: dict) -> dict``.
-        units: work units; each must carry a unique ``unit_id`` string.
-        num_actors: size of the actor pool (ignored when ``serial``).
-        num_cpus_per_actor: Ray CPU request per actor; below 1 lets more actors share a small machine.
-        serial: run in this process without Ray.
-        stage: label used in progress lines and error rows.
-        max_restarts: times a unit whose actor died is run again before it is an error row.
-        on_result: callback per finished row.
-        actor_restart_timeout_s: how long to wait for Ray to restart a dead actor before replacing it.
-    """
-    from filegram_ray.stages.base import WorkerSpec
-    from filegram_ray.stages.executors import ActorPoolExecutor, SerialExecutor
-
-    spec = WorkerSpec(worker_cls, dict(init_kwargs or {}), num_actors=num_actors, num_cpus=num_cpus_per_actor,
-                      max_restarts=max_restarts)
-    ex = SerialExecutor(progress) if serial else ActorPoolExecutor(progress, actor_restart_timeout_s)
-    return ex.map(spec, units, label=stage, on_row=on_result)
-
-
-def __getattr__(name: str):  # Progress moved to the executors; old imports keep working
-    if name == "Progress":
-        from filegram_ray.stages.executors import Progress
-
-        return Progress
-    raise AttributeError(name)
-
-
-def iter_ok(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Rows whose status is ``ok``."""
-    return (r for r in rows if r.get("status") == "ok")

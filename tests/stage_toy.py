@@ -6,7 +6,6 @@ raises on ``toy.fail_on``; ``finish`` writes ``toy/index.json`` (the squares of 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field

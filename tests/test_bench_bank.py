@@ -6,13 +6,13 @@ from collections import Counter
 
 import bench_synth as bs
 import pytest
-
 from bench_answerers import OracleAnswerer, RandomAnswerer, score_mcq
-from filegram_ray.bench.validate import validate_items
+
 from filegram_ray.bench.bank import build_bank
 from filegram_ray.bench.builders import BUILDERS
 from filegram_ray.bench.common import hamming
 from filegram_ray.bench.inputs import load_bench_inputs
+from filegram_ray.bench.validate import validate_items
 from filegram_ray.storage import RunDir
 
 MCQ = ("AttrRec", "BehavFP", "BehavInf", "TraceDis", "AnomDet", "ShiftAna")

@@ -7,11 +7,11 @@ import json
 import bench_synth as bs
 import polars as pl
 import pytest
-
 from bench_answerers import OracleAnswerer, score_mcq
-from filegram_ray.bench.validate import validate_items
+
 from filegram_ray.bench.schema import AnswerKey, Item
 from filegram_ray.bench.stage import run_bench
+from filegram_ray.bench.validate import validate_items
 from filegram_ray.config import load_config
 from filegram_ray.storage import RunDir
 

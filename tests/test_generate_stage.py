@@ -10,7 +10,7 @@ import pytest
 
 from filegram_ray.config import load_config
 from filegram_ray.engine.generate import GenerateWorker, plan_units, run_generate
-from filegram_ray.runtime import map_units
+from filegram_ray.stages.executors import map_units
 from filegram_ray.storage import RunDir
 
 # Empty-workspace tasks (T-03, T-04) keep the bundle cost near zero (revision tasks: test_simulator_policy).

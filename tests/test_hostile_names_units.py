@@ -300,7 +300,7 @@ def test_generate_garbled_bundle_json_is_an_error_row_naming_the_file(tmp_path):
     property name enclosed in double quotes'); the other task's units complete."""
     from filegram_ray.config import load_config
     from filegram_ray.engine.generate import GenerateConfig, GenerateWorker, plan_units
-    from filegram_ray.runtime import map_units
+    from filegram_ray.stages.executors import map_units
 
     root = tmp_path / "run"
     (root / "workspaces" / "T-03" / "files").mkdir(parents=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from filegram_ray.runtime import map_units
+from filegram_ray.stages.executors import map_units
 
 
 class Squarer:

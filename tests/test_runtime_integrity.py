@@ -22,7 +22,8 @@ from synthetic_run import write_synthetic_run
 
 from filegram_ray.config import load_config
 from filegram_ray.jobargs import common_parser, config_from_args
-from filegram_ray.runtime import ResourceRequestError, check_cpu_request, map_units, pool_capacity
+from filegram_ray.runtime import ResourceRequestError, check_cpu_request, pool_capacity
+from filegram_ray.stages.executors import map_units
 from filegram_ray.storage import LOCK_RECORD, RunDir, RunDirLockedError
 from rendering.stage import INDEX_PATH, run_render
 

@@ -14,20 +14,21 @@ import json
 from pathlib import Path
 
 import pytest
-
 import stage_toy
+
 from filegram_ray import pipeline
 from filegram_ray.config import load_config
+from filegram_ray.stages import registry
 from filegram_ray.stages.base import Row, WorkerSpec
 from filegram_ray.stages.executors import ActorPoolExecutor, RayDataExecutor, SerialExecutor
 
 REPO = Path(__file__).resolve().parents[1]
-TOY = pipeline.StageRef("toy", "stage_toy:ToyStage", "toy", "squares of integers → toy/")
+TOY = registry.StageRef("toy", "stage_toy:ToyStage", "toy", "squares of integers → toy/")
 
 
 @pytest.fixture
 def with_toy(monkeypatch):
-    monkeypatch.setattr(pipeline, "STAGES", [*pipeline.STAGES, TOY])
+    monkeypatch.setattr(registry, "STAGES", [*registry.STAGES, TOY])
     stage_toy.CLOSED.clear()
     return TOY
 
@@ -114,5 +115,5 @@ def test_config_imports_no_stage_module():
     tree = ast.parse((REPO / "filegram_ray" / "config.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    stage_modules = {s.target.partition(":")[0] for s in pipeline.STAGES}
+    stage_modules = {s.target.partition(":")[0] for s in registry.STAGES}
     assert not imported & stage_modules, imported & stage_modules

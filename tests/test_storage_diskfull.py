@@ -107,8 +107,9 @@ def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_pat
     from pydantic import BaseModel
 
     from filegram_ray.config import load_config
-    from filegram_ray.stages import Stage, run_stage
+    from filegram_ray.stages.base import Stage
     from filegram_ray.stages.executors import SerialExecutor
+    from filegram_ray.stages.runner import run_stage
 
     root = tmp_path / "run"
     orphans = [f"trajectories/p1/T-01/.events.json.tmp-{uuid.uuid4().hex[:8]}",

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.errors import UserError
-from filegram_ray.pipeline import stage_function
 from filegram_ray.stages.base import Row, Stage
+from filegram_ray.stages.runner import stage_function
 
 log = logging.getLogger(__name__)
 STAGE = "bench"

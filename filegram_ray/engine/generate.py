@@ -36,25 +36,27 @@ rerun unit rewrites identical bytes and is never counted twice.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.config import PipelineConfig, match_ids, names_id
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
+from filegram_ray.engine.worker import (  # noqa: F401 - the worker's names are the stage module's public face too
+    GenerateWorker,
+    _safe,
+    check_bundle_meta,
+    perturbation_shift,
+    trajectory_fingerprint,
+)
 from filegram_ray.errors import UserError
-from filegram_ray.pipeline import stage_function
 from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.runner import stage_function
 
 log = logging.getLogger(__name__)
 
@@ -159,256 +161,6 @@ def seed_missing_bundles(config: PipelineConfig, units: list[dict[str, Any]], ex
 def _pert_dict(pert: Any) -> dict[str, str]:
     frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
     return {"dimension": pert.dimension, "from": frm, "to": pert.to}
-
-
-def trajectory_fingerprint(traj_dir: Path) -> list[float]:
-    """The 17-D fingerprint (reference §7.3) of a written trajectory, with the memory's own feature code."""
-    from filegram_ray.engine.simulator.calibration import procedural
-    from filegram_ray.memory.features import fingerprint
-
-    return [float(x) for x in fingerprint(procedural(traj_dir))]
-
-
-def perturbation_shift(dim: str, base: list[float], pert: list[float]) -> dict[str, list[float]]:
-    """``{feature: [without, with]}`` over the fingerprint features of dimension ``dim`` (reference §7.3)."""
-    from filegram_ray.memory.constants import FINGERPRINT_FEATURES
-
-    return {f"{attr}.{key}": [base[i], pert[i]] for i, (d, attr, key) in enumerate(FINGERPRINT_FEATURES)
-            if d == dim}
-
-
-class GenerateWorker:
-    """Actor body: ``process(unit)`` simulates one trajectory and writes it into the run directory.
-
-    Args:
-        run_uri / storage_options: the run directory.
-        chart_format, upstream_quirks: simulator/engine options.
-        crash_on_unit / crash_marker: test hook — when both are set and the marker file does not exist yet,
-            the worker creates the marker and ``os._exit(1)``s while processing that unit (a dying actor).
-    """
-
-    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, chart_format: str = "svg",
-                 upstream_quirks: bool = False, force: bool = False, crash_on_unit: str | None = None,
-                 crash_marker: str | None = None, tts: str = "auto"):
-        from filegram_ray.storage import RunDir
-
-        self.tts = tts  # speech of bundles built on the fly (the seed stage's workspace.tts)
-        self.run = RunDir(run_uri, storage_options or {})
-        self.chart_format, self.upstream_quirks, self.force = chart_format, upstream_quirks, force
-        self.crash_on_unit, self.crash_marker = crash_on_unit, crash_marker
-        self.tmp = Path(tempfile.mkdtemp(prefix="fg-generate-"))
-        self.bundles: dict[str, Path | None] = {}
-
-    def __del__(self):  # best effort: the sandbox root of this actor
-        shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
-
-    def bundle_hash(self, task_id: str) -> str | None:
-        """:func:`~filegram_ray.workspace.bundle.bundle_content_hash` of ``workspaces/<task_id>/bundle.json`` in the
-        run (None when the run has no bundle for the task: it is then built from (task, seed))."""
-        rel = f"workspaces/{task_id}/bundle.json"
-        if not self.run.exists(rel):
-            return None
-        from filegram_ray.workspace.bundle import bundle_content_hash
-
-        return bundle_content_hash(check_bundle_meta(self.run.read_bytes(rel), self.run.url(rel)))  # names file+field
-
-    def bundle_dir(self, task: Any, seed: int) -> Path | None:
-        tid = task.task_id
-        if tid in self.bundles:
-            return self.bundles[tid]
-        local = self.tmp / "workspaces" / tid
-        if self.run.exists(f"workspaces/{tid}/bundle.json"):
-            check_bundle_meta(self.run.read_bytes(f"workspaces/{tid}/bundle.json"),
-                              self.run.url(f"workspaces/{tid}/bundle.json"))  # names the run's file, not the copy
-            self.run.get_tree(f"workspaces/{tid}", local)
-        else:
-            from filegram_ray.workspace.bundle import build_bundle
-
-            build_bundle(task, seed, local, tts=self.tts)
-        self.bundles[tid] = local
-        return local
-
-    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
-        from filegram_ray.engine.simulator import AGENT_VERSION, simulate_trajectory
-        from filegram_ray.schema.profile import Profile
-        from filegram_ray.schema.task import Task
-
-        uid = unit["unit_id"]
-        bundle_sha = self.bundle_hash(str(unit["task"]["task_id"]))
-        fingerprint = self.unit_fingerprint(
-            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
-             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION], bundle_sha)
-        if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
-            Path(self.crash_marker).write_text("crashed once\n")
-            os._exit(1)
-        t0 = time.perf_counter()
-        profile = Profile.model_validate(unit["profile"])
-        task = Task.model_validate(unit["task"])
-        seed = int(unit["seed"])
-        pert = unit.get("perturbation")
-        bdir = self.bundle_dir(task, seed)
-        work = self.tmp / "work"
-
-        def simulate(p: dict[str, str] | None, dest: Path) -> dict[str, Any]:
-            sess = simulate_trajectory(profile, task, bdir, work, seed=seed, perturbation=p,
-                                       chart_format=self.chart_format, upstream_quirks=self.upstream_quirks)
-            shutil.rmtree(dest, ignore_errors=True)
-            try:
-                info = sess.write_trajectory(dest)
-                started = sess.events[0]["timestamp"] if sess.events else 0.0
-                return {"info": info, "started": started, "duration": sess.clock_ms - started,
-                        "outputs": sess.output_files(), "sandbox": sess.sandbox_record()}
-            finally:
-                sess.close()
-
-        dest = self.tmp / "traj" / profile.profile_id / task.task_id
-        res = simulate(pert, dest)
-        check = None
-        if pert is not None and unit.get("verify", True):
-            res, pert, check = self.verify(simulate, dest, res, pert, list(unit.get("alternatives") or []))
-        return self.write_unit(uid, profile, task, seed, pert, dest, res, t0, fingerprint, bundle_sha,
-                               agent_kind="persona-simulator", agent_version=AGENT_VERSION, check=check)
-
-    @staticmethod
-    def unit_fingerprint(settings: list[Any], bundle_sha: str | None) -> str:
-        """Hash of everything that decides the trajectory's bytes (``settings``): a finished unit is reused only if
-        it matches — the bundle's content included, so a re-imported folder regenerates (case R2-generate-stale-
-        trajectory-after-reimport). A bundle built on the fly is a function of (task, seed), already in the list."""
-        settings = list(settings)
-        if bundle_sha is not None:
-            settings.append({"bundle_sha256": bundle_sha})
-        return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-    def finished_row(self, unit: dict[str, Any], fingerprint: str, bundle_sha: str | None) -> dict[str, Any] | None:
-        """The completion record of a unit already generated with the same ``fingerprint`` (a skip), else None."""
-        uid = unit["unit_id"]
-        if not self.force and self.run.is_done(STAGE, uid):
-            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
-            if rec.get("fingerprint") == fingerprint and self.run.exists(
-                    f"trajectories/{uid}/events.json"):
-                return {**rec, "status": "ok", "skipped": True}
-            if rec.get("bundle_sha256", bundle_sha) != bundle_sha:
-                log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); "
-                            "regenerating", uid, unit["task"]["task_id"])
-            else:
-                log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
-        return None
-
-    def write_unit(self, uid: str, profile: Any, task: Any, seed: int, pert: dict[str, str] | None, dest: Path,
-                   res: dict[str, Any], t0: float, fingerprint: str, bundle_sha: str | None, *, agent_kind: str,
-                   agent_version: str, check: dict[str, Any] | None = None,
-                   record_extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Finish a trajectory folder written at ``dest`` (``res``: ``info``, ``started``, ``duration``,
-        ``outputs``, ``sandbox``, optional ``completed``): meta.json, upload to ``trajectories/<profile>/<task>/``,
-        then the completion record. Returns the result row."""
-        from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
-
-        info, started, duration, outputs = res["info"], res["started"], res["duration"], res["outputs"]
-        kept_counts = Counter(e["event_type"] for e in _read_events(dest / "events.json"))
-        meta = TrajectoryMeta(
-            trajectory_id=uid, profile_id=profile.profile_id, task_id=task.task_id, seed=seed,
-            agent_kind=agent_kind, agent_version=agent_version,
-            perturbation=Perturbation.model_validate(pert) if pert else None, perturbation_check=check,
-            completed=bool(res.get("completed", True)),
-            started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
-            event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
-            versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")},
-            sandbox=res["sandbox"] if any(res["sandbox"].values()) else None)
-        meta_d = meta.to_json_dict()
-        meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
-
-        (dest / "meta.json").write_text(json.dumps(meta_d, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
-                                        encoding="utf-8")
-        rel = f"trajectories/{profile.profile_id}/{task.task_id}"
-        self.run.remove(rel)  # a regenerated trajectory leaves nothing of its previous version behind
-        self.run.put_tree(dest, rel)
-        out_rows = []
-        for o in outputs:
-            data = (dest / "outputs" / o).read_bytes()
-            out_rows.append({"path": o, "file_type": (Path(o).suffix.lstrip(".").lower() or "unknown"),
-                             "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-        shutil.rmtree(dest, ignore_errors=True)
-        record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
-                  "fingerprint": fingerprint, "bundle_sha256": bundle_sha,
-                  "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
-                  "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
-                  "perturbation_status": (check or {}).get("status"),
-                  "outputs": out_rows, **(record_extra or {}),
-                  "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
-        self.run.mark_done(STAGE, uid, record)
-        return {**record, "status": "ok"}
-
-
-    def verify(self, simulate, dest: Path, res: dict[str, Any], planned: dict[str, str],
-               alts: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, str] | None, dict[str, Any]]:
-        """Counterfactual check of a perturbation (issue #16): simulate the same unit without it and compare the
-        perturbed dimension's fingerprint features. A shift that changes none of them is a no-op: the next of
-        ``alts`` is tried; if none changes anything the unit is kept unperturbed (the counterfactual run).
-
-        Returns (simulation result written at ``dest``, applied perturbation or None, the ``meta.json``
-        ``perturbation_check`` record: status real | replaced | dropped, planned, applied, tried,
-        baseline_fingerprint, fingerprint, shift {feature: [without, with]})."""
-        base_dir = self.tmp / "counterfactual" / dest.parent.name / dest.name
-        base_res = simulate(None, base_dir)
-        base_fp = trajectory_fingerprint(base_dir)
-        tried: list[dict[str, Any]] = []
-        for k, cand in enumerate([planned, *alts]):
-            if k:
-                res = simulate(cand, dest)
-            fp = trajectory_fingerprint(dest)
-            shift = perturbation_shift(cand["dimension"], base_fp, fp)
-            real = any(a != b for a, b in shift.values())
-            tried.append({**cand, "real": real})
-            if real:
-                shutil.rmtree(base_dir, ignore_errors=True)
-                return res, cand, {"status": "real" if k == 0 else "replaced", "planned": planned, "applied": cand,
-                                   "tried": tried, "baseline_fingerprint": base_fp, "fingerprint": fp,
-                                   "shift": shift}
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.move(str(base_dir), str(dest))
-        return base_res, None, {"status": "dropped", "planned": planned, "applied": None, "tried": tried,
-                                "baseline_fingerprint": base_fp, "fingerprint": base_fp, "shift": {}}
-
-
-def check_bundle_meta(data: bytes, source: str) -> dict[str, Any]:
-    """The parsed ``bundle.json`` of a workspace, checked for what the engine reads (``files``: a list of objects
-    with a string ``path``; ``annotation`` an object or null). Raises ValueError naming ``source`` and the field
-    (a unit with a malformed bundle becomes an error row)."""
-    from filegram_ray.limits import load_json
-
-    meta = load_json(data, source)
-    if not isinstance(meta, dict):
-        raise UserError(f"{source}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
-    files = meta.get("files", [])
-    if not isinstance(files, list):
-        raise UserError(f"{source}: field 'files' must be a list, got {type(files).__name__}")  # noqa: TRY004
-    for i, f in enumerate(files):
-        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
-            raise UserError(f"{source}: field 'files[{i}].path' must be a string")
-        if f.get("annotation") is not None and not isinstance(f["annotation"], dict):
-            raise UserError(f"{source}: field 'files[{i}].annotation' must be an object or null")
-    return meta
-
-
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _safe(uid: str) -> str:
-    from filegram_ray.storage import safe_unit_name
-
-    return safe_unit_name(uid)
-
-
-def _peak_rss_mb() -> float:
-    try:
-        import resource
-
-        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
-    except (ImportError, OSError):  # pragma: no cover - non-POSIX
-        return 0.0
 
 
 def _at_least_one(text: str) -> int:

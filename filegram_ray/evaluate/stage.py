@@ -60,8 +60,8 @@ from filegram_ray.evaluate.items import (
 )
 from filegram_ray.evaluate.plan import earlier_methods, plan_units, spec_units, unit_complete
 from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker, build_unit_views
-from filegram_ray.pipeline import stage_function
 from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.runner import stage_function
 
 log = logging.getLogger(__name__)
 

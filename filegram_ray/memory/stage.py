@@ -34,8 +34,8 @@ from filegram_ray.memory.api import (  # noqa: F401 - re-exported: callers impor
     load_store,
 )
 from filegram_ray.memory.encode_worker import MAX_REPORTED_SKIPS, EngramWorker, ProfileWorker
-from filegram_ray.pipeline import stage_function
 from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.runner import stage_function
 
 __all__ = ["EncodeConfig", "EncodeStage", "FileGramMemory", "build_store_from_trajectory_dirs", "format_summary",
            "load_engram", "load_memory", "load_store", "run_encode"]

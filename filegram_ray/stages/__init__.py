@@ -1,13 +1,12 @@
 """One stage contract, one runner, three executors (issue #29).
 
-* :mod:`filegram_ray.stages.base` — :class:`Stage`, :class:`Row`, :class:`StageRecord`, :class:`WorkerSpec`;
-* :mod:`filegram_ray.stages.runner` — :func:`run_stage`, the only place that locks, skips, records;
+* :mod:`filegram_ray.stages.registry` — :data:`~filegram_ray.stages.registry.STAGES`, the one list of the
+  pipeline's stages (also ``filegram_ray.pipeline.STAGES``);
+* :mod:`filegram_ray.stages.base` — :class:`~filegram_ray.stages.base.Stage`, ``Row``, ``StageRecord``,
+  ``WorkerSpec``;
+* :mod:`filegram_ray.stages.runner` — :func:`~filegram_ray.stages.runner.run_stage`, the only place that locks,
+  skips and records;
 * :mod:`filegram_ray.stages.executors` — serial, actor pool, Ray Data.
 
-The pipeline's stages are listed once, in :data:`filegram_ray.pipeline.STAGES`.
+Nothing is imported here, so reading the stage list costs no import of pydantic or Ray.
 """
-
-from filegram_ray.stages.base import Row, Stage, StageRecord, UnitCounts, WorkerSpec
-from filegram_ray.stages.runner import run_stage
-
-__all__ = ["Row", "Stage", "StageRecord", "UnitCounts", "WorkerSpec", "run_stage"]

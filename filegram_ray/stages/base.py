@@ -170,7 +170,7 @@ class Stage:
     def section_name(cls) -> str:
         """The config section of the stage's options: its :data:`~filegram_ray.pipeline.STAGES` line's, else (a
         stage outside the pipeline) its name."""
-        from filegram_ray.pipeline import STAGES
+        from filegram_ray.stages.registry import STAGES
 
         return next((s.section for s in STAGES if s.name == cls.name), cls.name)
 

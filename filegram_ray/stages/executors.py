@@ -28,7 +28,7 @@ from filegram_ray.stages.base import Row, WorkerSpec
 log = logging.getLogger(__name__)
 
 __all__ = ["Executor", "SerialExecutor", "ActorPoolExecutor", "RayDataExecutor", "Progress", "EXECUTORS",
-           "make_worker", "process_safely"]
+           "make_worker", "process_safely", "map_units"]
 
 
 class Progress:
@@ -240,6 +240,42 @@ class RayDataExecutor(_Base):
             for u in units:
                 if str(u.get("unit_id")) not in seen:
                     emit(Row.error(str(u.get("unit_id")), exc, label))
+
+
+def map_units(
+    worker_cls: type,
+    units: Iterable[dict[str, Any]],
+    *,
+    init_kwargs: dict[str, Any] | None = None,
+    num_actors: int = 2,
+    num_cpus_per_actor: float = 1.0,
+    serial: bool = False,
+    stage: str = "stage",
+    max_restarts: int = 3,
+    progress: bool = True,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    actor_restart_timeout_s: float = 120.0,
+) -> list[dict[str, Any]]:
+    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit on the serial or the actor-pool executor
+    (:mod:`filegram_ray.stages.executors`, which documents the fault tolerance); one row per unit, in completion
+    order. For code outside a stage (benchmarks, the LLM agent's shards); a stage declares a
+    :class:`~filegram_ray.stages.base.WorkerSpec` and lets the runner pick the executor.
+
+    Args:
+        worker_cls: class with ``__init__(**init_kwargs)`` and ``process(unit: dict) -> dict``.
+        units: work units; each must carry a unique ``unit_id`` string.
+        num_actors: size of the actor pool (ignored when ``serial``).
+        num_cpus_per_actor: Ray CPU request per actor; below 1 lets more actors share a small machine.
+        serial: run in this process without Ray.
+        stage: label used in progress lines and error rows.
+        max_restarts: times a unit whose actor died is run again before it is an error row.
+        on_result: callback per finished row.
+        actor_restart_timeout_s: how long to wait for Ray to restart a dead actor before replacing it.
+    """
+    spec = WorkerSpec(worker_cls, dict(init_kwargs or {}), num_actors=num_actors, num_cpus=num_cpus_per_actor,
+                      max_restarts=max_restarts)
+    ex = SerialExecutor(progress) if serial else ActorPoolExecutor(progress, actor_restart_timeout_s)
+    return ex.map(spec, units, label=stage, on_row=on_result)
 
 
 #: executor names accepted by ``--executor`` / a stage section's ``executor`` key

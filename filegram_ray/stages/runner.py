@@ -9,6 +9,7 @@ finished units, writing each finished unit's completion record, error rows, prog
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from filegram_ray.stages.base import Row, Stage, StageRecord, UnitCounts
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_stage", "choose_executor", "stage_result"]
+__all__ = ["run_stage", "choose_executor", "stage_result", "stage_function", "stage_functions"]
 
 
 def choose_executor(stage: type[Stage], opts: Any, progress: bool = True) -> Executor:
@@ -144,3 +145,26 @@ def _write_record(run, name: str, record: StageRecord, config: PipelineConfig) -
         record_stage(run, name, record.model_dump(mode="json"), config.model_dump(mode="json"))
     except Exception as exc:  # noqa: BLE001 - the outputs are written; bookkeeping never hides them
         log.warning("%s: could not write the stage record into run.json: %s", name, exc)
+
+
+def stage_function(stage: str | type[Stage]) -> Callable[..., dict[str, Any]]:
+    """``run_<stage>(config, executor=None, **overrides)``: :func:`~filegram_ray.stages.runner.run_stage` of a
+    stage (its name, or its class — what a stage module uses to define its ``run_<stage>``)."""
+    from filegram_ray.stages.registry import stage_ref
+
+    cls = stage_ref(stage).load() if isinstance(stage, str) else stage
+    name = cls.name
+
+    def run(config: PipelineConfig, executor=None, **overrides: Any) -> dict[str, Any]:
+        return run_stage(cls, config, executor, overrides=overrides or None)
+
+    run.__name__ = run.__qualname__ = f"run_{name}"
+    run.stage = cls
+    return run
+
+
+def stage_functions() -> dict[str, Callable[..., dict[str, Any]]]:
+    """``{stage name: run_<stage>}`` in pipeline order."""
+    from filegram_ray.stages.registry import STAGES
+
+    return {s.name: stage_function(s.name) for s in STAGES}

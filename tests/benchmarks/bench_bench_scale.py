@@ -10,9 +10,9 @@ import random
 import sys
 import time
 
-from filegram_ray.bench.validate import validate_items
 from filegram_ray.bench.bank import build_bank
 from filegram_ray.bench.inputs import BenchInputs, ProfileRec, TaskRec, TrajRec
+from filegram_ray.bench.validate import validate_items
 
 DIMS = "ABCDEF"
 

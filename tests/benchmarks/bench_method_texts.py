@@ -75,8 +75,8 @@ def main(argv=None) -> int:
         return 2
 
     from filegram_ray.config import load_config
-    from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX, make_content_override
     from filegram_ray.evaluate.items import load_items, sample_items
+    from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX, make_content_override
     from filegram_ray.evaluate.plan import plan_units
     from filegram_ray.evaluate.worker import build_unit_views
     from filegram_ray.methods import make_method

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from filegram_ray.config import load_config  # noqa: E402
 from filegram_ray.engine.generate import GenerateConfig, GenerateWorker, plan_units  # noqa: E402
-from filegram_ray.runtime import init_ray, map_units  # noqa: E402
+from filegram_ray.runtime import init_ray  # noqa: E402
+from filegram_ray.stages.executors import map_units  # noqa: E402
 
 
 def _fresh_run(src: Path) -> Path:

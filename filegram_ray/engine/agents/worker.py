@@ -30,8 +30,8 @@ from filegram_ray.engine.agents.llm_agent import (
     LLMServerUnavailable,
     run_llm_trajectory,
 )
-from filegram_ray.engine.generate import STAGE, GenerateWorker
-from filegram_ray.runtime import error_row
+from filegram_ray.engine.worker import STAGE, GenerateWorker
+from filegram_ray.stages.base import Row
 from filegram_ray.storage import safe_unit_name
 
 __all__ = ["LLMGenerateWorker", "shard_units"]
@@ -97,11 +97,11 @@ class LLMGenerateWorker(GenerateWorker):
             ep = endpoints[_endpoint_index(uid, len(endpoints))]
             async with sem:
                 if down[ep.base_url].is_set():
-                    return error_row(uid, LLMServerUnavailable(f"LLM server at {ep.base_url} is down"), STAGE)
+                    return Row.error(uid, LLMServerUnavailable(f"LLM server at {ep.base_url} is down"), STAGE)
                 try:
                     return await self._one(u, key, ep, down[ep.base_url])
                 except Exception as exc:  # one trajectory never sinks the shard
-                    return error_row(uid, exc, STAGE)
+                    return Row.error(uid, exc, STAGE)
 
         try:
             rows += await asyncio.gather(*(one(k, u, key) for k, (u, key) in enumerate(todo)))
