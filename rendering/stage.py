@@ -54,8 +54,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.errors import UserError
-from filegram_ray.pipeline import stage_function
 from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.runner import stage_function
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, choose_formats
 from rendering.renderers import EXTENSIONS, FORMATS, NARRATION_MAX_WORDS
@@ -414,8 +414,8 @@ class RenderStage(Stage):
         same executor; returns one row per derivative (batch rows, or error rows of the executor)."""
         by_id = {b["unit_id"]: b for b in self.batches}
         singles = [_batch_unit(by_id[r.unit]["group"], [u]) for r in failed for u in by_id[r.unit]["units"]]
-        log.warning("render: %d derivative units were in batches whose worker never returned; retrying them one by "
-                    "one", len(singles))
+        log.warning("render: %d derivative units were in batches whose worker died or failed (%d attempts); "
+                    "retrying them one by one", len(singles), self.opts.max_attempts)
 
         def on_row(row: Row) -> None:
             rec = self.done_record(row) if row.ok else None
