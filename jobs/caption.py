@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
     args = p.parse_args(argv)
     cfg = config_from_args(args, section="caption")
-    from video.stage import run_caption
+    from video.caption_stage import run_caption
 
     rec = run_caption(cfg)
     return 0 if rec["errors"] == 0 else 1

@@ -19,7 +19,7 @@ def main(argv=None) -> int:
     p = common_parser(__doc__.splitlines()[0])
     args = p.parse_args(argv)
     cfg = config_from_args(args, section="record")
-    from video.stage import run_record
+    from video.record_stage import run_record
 
     rec = run_record(cfg)
     return 0 if rec["errors"] == 0 else 1

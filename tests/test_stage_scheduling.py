@@ -1,5 +1,5 @@
 """Scheduling of the seed and caption stages (issue #31 item 3): longest units first, deterministic order, and the
-caption pool's Ray Data plan (one recording per block, one task in flight per actor)."""
+caption stage's units (one recording each, for an executor that keeps one unit in flight per actor)."""
 
 from __future__ import annotations
 
@@ -37,21 +37,36 @@ def test_bundle_cost_of_an_empty_workspace_is_zero():
 
 
 def test_caption_recordings_longest_first_ties_by_id():
-    from video.stage import _longest_first
+    from video.caption_stage import longest_first as caption_order
 
     items = [{"recording_id": "p2/T-01", "duration_s": 30.0}, {"recording_id": "p1/T-02", "duration_s": 68.2},
              {"recording_id": "ext/clip-0a1b2c3d"}, {"recording_id": "p0/T-03", "duration_s": 30.0}]
-    order = [it["recording_id"] for it in _longest_first(items)]
+    order = [it["recording_id"] for it in caption_order(items)]
     assert order == ["p1/T-02", "p0/T-03", "p2/T-01", "ext/clip-0a1b2c3d"]
-    assert [it["recording_id"] for it in _longest_first(list(reversed(items)))] == order
+    assert [it["recording_id"] for it in caption_order(list(reversed(items)))] == order
 
 
-def test_caption_pool_takes_one_recording_at_a_time():
-    """The record/caption actor pool has exactly n actors and one task in flight per actor, so an idle actor
-    takes the next recording instead of the first actor queueing most of them (issue #31 item 3)."""
-    import ray
+def test_caption_units_are_one_recording_each_longest_first(tmp_path):
+    """The caption stage hands its executor one recording per unit, longest first, and asks for
+    ``caption.num_actors`` workers; the executors keep one unit in flight per actor, so an idle actor takes the
+    next recording instead of the first actor queueing most of them (issue #31 item 3). The record stage's error
+    rows are not captioned and an MP4 named twice is one unit."""
+    import polars as pl
 
-    from video.stage import _pool_strategy
+    from filegram_ray.config import load_config
+    from filegram_ray.stages.executors import SerialExecutor
+    from video.caption_stage import CaptionStage, OcrCaptionWorker, recording_id_of
 
-    s = _pool_strategy(ray, 2)
-    assert (s.min_size, s.max_size, s.max_tasks_in_flight_per_actor) == (2, 2, 1)
+    run_dir = tmp_path / "run"
+    (run_dir / "recordings").mkdir(parents=True)
+    pl.DataFrame({"trajectory_id": ["p1/T-01", "p2/T-02", "p3/T-03"],
+                  "path": ["recordings/p1/T-01.mp4", "recordings/p2/T-02.mp4", ""],
+                  "status": ["ok", "ok", "error"], "duration_s": [30.0, 68.2, None],
+                  "sha256": ["a", "b", None]}).write_parquet(run_dir / "recordings" / "index.parquet")
+    clip = str(tmp_path / "clip.mp4")
+    cfg = load_config(overrides={"run_dir": str(run_dir), "caption": {"num_actors": 3, "inputs": [clip, clip]}})
+    stage = CaptionStage(cfg, CaptionStage.options(cfg), cfg.run(), SerialExecutor(False))
+    stage.check()
+    assert [u["unit_id"] for u in stage.plan()] == ["ocr/p2/T-02", "ocr/p1/T-01", f"ocr/{recording_id_of(clip)}"]
+    spec = stage.worker()
+    assert spec.cls is OcrCaptionWorker and spec.num_actors == 3

@@ -10,11 +10,11 @@ import pytest
 from video_helpers import external_mp4, trajectory_events, write_trajectory
 
 from filegram_ray.config import load_config
+from video.caption_stage import run_caption
 from video.encode import Mp4Writer
 from video.keyframes import KeyframeParams, extract_keyframes
 from video.reconstruct import reconstruct, score_recovery
 from video.record import record_to_file
-from video.stage import run_caption
 
 #: Event-recovery floor on the fixed small trajectory (tests/video_helpers.py, 16 events of all 12 kept types) from
 #: OCR captions of its guidance video at the default 1280 × 720: measured 1.00 / 1.00 (README "Real-World").
@@ -145,7 +145,7 @@ def test_broken_mp4_is_an_error_row_not_a_crash(tmp_path):
     cfg = load_config(overrides={"run_dir": str(tmp_path / "run"), "caption": {
         "recordings": False, "inputs": [str(truncated), str(not_video), str(good), str(tmp_path / "missing.mp4"),
                                         str(cut)]}})
-    rec = run_caption(cfg, serial=True, progress=False)
+    rec = run_caption(cfg, serial=True)
     assert rec["captioned"] == 1 and rec["errors"] == 4
     idx = cfg.run().read_table("captions/index.parquet").to_dicts()
     by = {r["source"]: r for r in idx}
@@ -154,7 +154,7 @@ def test_broken_mp4_is_an_error_row_not_a_crash(tmp_path):
         assert by[str(bad)]["status"] == "error" and by[str(bad)]["error"], by[str(bad)]
     assert "truncated or damaged" in by[str(cut)]["error"]
     # a rerun skips what is done and retries only the broken ones
-    again = run_caption(cfg, serial=True, progress=False)
+    again = run_caption(cfg, serial=True)
     assert again["already_done"] == 1 and again["errors"] == 4
 
 

@@ -128,7 +128,7 @@ def stub_endpoint():
 
 
 def test_http_vlm_path_end_to_end_through_ray_data(tmp_path, stub_endpoint, ray_local):
-    from video.stage import caption_file
+    from video.caption_stage import caption_file
 
     mp4 = external_mp4(tmp_path / "clip.mp4")
     rows = caption_file(str(mp4), "vlm", vlm=VlmConfig(kind="http", url=stub_endpoint, model="stub-vlm",
@@ -140,3 +140,34 @@ def test_http_vlm_path_end_to_end_through_ray_data(tmp_path, stub_endpoint, ray_
     events = reconstruct(rows, "clip", captioner="vlm").events
     assert [e["event_type"] for e in events] == ["file_write"]  # the same operation on every keyframe: one event
     assert events[0]["file_path"] == "budget.xlsx" and events[0]["content_length"] == 120
+
+
+def test_caption_stage_vlm_path_writes_tables_records_and_resumes(tmp_path, stub_endpoint, ray_local):
+    """The caption stage with ``captioner: vlm`` (its Ray Data pipeline inside the stage: keyframe tasks → the
+    ``ray.data.llm`` HTTP processor → one table per recording): caption table, index row, the completion record
+    written after the table, events read back; a rerun skips the recording, and a broken file is an error row."""
+    from filegram_ray.config import load_config
+    from video.caption_stage import recording_id_of, run_caption
+
+    mp4 = str(external_mp4(tmp_path / "clip.mp4"))
+    broken = tmp_path / "broken.mp4"
+    broken.write_text("not a video", encoding="utf-8")
+    cfg = load_config(overrides={"run_dir": str(tmp_path / "run"), "caption": {
+        "captioner": "vlm", "recordings": False, "inputs": [mp4, str(broken)],
+        "vlm": {"kind": "http", "url": stub_endpoint, "model": "stub-vlm", "image_width": 320}}})
+    rec = run_caption(cfg)
+    run, rid = cfg.run(), recording_id_of(mp4)
+    assert rec["captioned"] == 1 and rec["errors"] == 1
+    assert rec["units"] == {"planned": 2, "done": 1, "skipped": 0, "failed": 1}
+    idx = {r["recording_id"]: r for r in run.read_table("captions/index.parquet").to_dicts()}
+    ok, bad = idx[rid], idx[recording_id_of(str(broken))]
+    assert ok["status"] == "ok" and ok["captioner"] == "vlm" and ok["path"] == f"captions/vlm/{rid}.parquet"
+    assert bad["status"] == "error" and "ValueError" in bad["error"]
+    caps = run.read_table(ok["path"])
+    assert caps.height == ok["keyframes"] == len(_StubVlm.seen) and set(caps["captioner"]) == {"vlm"}
+    assert run.read_json(f"_done/caption/vlm__{rid.replace('/', '__')}.json")["row"]["keyframes"] == caps.height
+    events = run.read_json(f"realworld/{rid}/events.json")
+    assert [e["event_type"] for e in events] == ["file_write"] and events[0]["file_path"] == "budget.xlsx"
+    again = run_caption(cfg)
+    assert again["already_done"] == 1 and again["captioned"] == 0 and again["errors"] == 1
+    assert len(_StubVlm.seen) == caps.height  # the finished recording was not sent to the model again

@@ -8,6 +8,6 @@
 * :mod:`video.ocr` / :mod:`video.vlm` — the OCR captioner (RapidOCR, CPU) and the VLM captioner (``ray.data.llm``);
 * :mod:`video.reconstruct` — captions → events (``events.json`` format) and their recovery score;
 * :mod:`video.realworld` — reconstructed events as the views memory methods ingest (Real-World setting, VisGrd);
-* :mod:`video.stage` — the ``record`` and ``caption`` pipeline stages (Ray Data); :mod:`video.cli` —
-  ``filegram video record|caption|events``.
+* :mod:`video.record_stage` / :mod:`video.caption_stage` — the ``record`` and ``caption`` pipeline stages
+  (:mod:`video.tables`: their tables); :mod:`video.cli` — ``filegram video record|caption|events``.
 """

@@ -44,7 +44,7 @@ def _vlm(args):
 
 
 def _captions(args) -> list[dict]:
-    from video.stage import caption_file
+    from video.caption_stage import caption_file
 
     if not Path(args.video).exists():
         raise FileNotFoundError(f"{args.video}: no such file")
@@ -55,7 +55,7 @@ def _caption(args) -> int:
     rows = _captions(args)
     if args.out:
         from filegram_ray.storage import atomic_write_local
-        from video.stage import CAPTION_COLUMNS, _table
+        from video.tables import CAPTION_COLUMNS, table
 
         out = Path(args.out)
         if out.suffix == ".json":
@@ -64,7 +64,7 @@ def _caption(args) -> int:
             import io
 
             buf = io.BytesIO()
-            _table(rows, CAPTION_COLUMNS).write_parquet(buf)
+            table(rows, CAPTION_COLUMNS).write_parquet(buf)
             atomic_write_local(out, buf.getvalue())
         print(f"{args.video}: {len(rows)} keyframes captioned -> {out}", file=sys.stderr)
     else:
@@ -79,8 +79,8 @@ def _caption(args) -> int:
 
 def _events(args) -> int:
     from filegram_ray.storage import RunDir
+    from video.caption_stage import micro_recovery, recovery_table, write_reconstruction
     from video.reconstruct import reconstruct, score_recovery
-    from video.stage import _micro, recovery_table, write_reconstruction
 
     rows = _captions(args)
     rid = Path(args.video).stem
@@ -96,7 +96,7 @@ def _events(args) -> int:
         true = json.loads(Path(args.true).read_text(encoding="utf-8"))
         scores = score_recovery(true, events)
         rows_ = [{"event_type": t, **s} for t, s in scores.items()]
-        print(recovery_table(_micro(rows_)), file=sys.stderr)
+        print(recovery_table(micro_recovery(rows_)), file=sys.stderr)
     return 0
 
 

@@ -70,22 +70,23 @@ class VlmConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["vllm", "http"] = "http"
-    model_source: str | None = None
-    url: str | None = None
-    model: str = "vlm"
-    api_key_env: str | None = None
-    max_tokens: int = Field(384, ge=16)
-    temperature: float = Field(0.0, ge=0)
-    image_width: int = Field(1280, ge=64)
-    jpeg_quality: int = Field(90, ge=10, le=100)
-    batch_size: int = Field(8, ge=1)
-    concurrency: int = Field(1, ge=1)
-    accelerator_type: str | None = None
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    qps: int | None = None
-    max_retries: int = Field(2, ge=0)
-    processor_kwargs: dict[str, Any] = Field(default_factory=dict)
+    kind: Literal["vllm", "http"] = Field("http", description="vllm (engine on GPU workers) or http (endpoint)")
+    model_source: str | None = Field(None, description="local directory of the VLM (kind vllm)")
+    url: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (kind http)")
+    model: str = Field("vlm", description="model name sent in http requests")
+    api_key_env: str | None = Field(None, description="environment variable holding a bearer token (http)")
+    max_tokens: int = Field(384, ge=16, description="longest reply, tokens")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature (0: same keyframe, same caption)")
+    image_width: int = Field(1280, ge=64, description="keyframes are scaled to this width before sending, pixels")
+    jpeg_quality: int = Field(90, ge=10, le=100, description="JPEG quality of the image part")
+    batch_size: int = Field(8, ge=1, description="rows per model call")
+    concurrency: int = Field(1, ge=1, description="vLLM engine replicas / concurrent HTTP workers")
+    accelerator_type: str | None = Field(None, description="GPU type of the vLLM workers (e.g. H100), None = any")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to the vLLM engine")
+    qps: int | None = Field(None, description="HTTP requests per second (None = no limit)")
+    max_retries: int = Field(2, ge=0, description="HTTP retries of a failed request")
+    processor_kwargs: dict[str, Any] = Field(default_factory=dict, description="processor config fields, merged "
+                                                                               "last")
 
     @model_validator(mode="after")
     def _needs(self) -> VlmConfig:

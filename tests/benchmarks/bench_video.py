@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     from video.keyframes import extract_keyframes
     from video.ocr import OcrCaptioner, OcrParams
     from video.record import RecordOptions, TrajectorySource, record
-    from video.stage import sample_trajectories
+    from video.record_stage import sample_trajectories
 
     opts = RecordOptions(width=args.width, height=args.height, fps=args.fps)
     tmp = Path(tempfile.mkdtemp(prefix="benchvid-"))

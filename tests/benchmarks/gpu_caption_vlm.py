@@ -52,7 +52,7 @@ def _copy_trajectories(src_run: str, out: Path, n: int, seed: int) -> list[str]:
     import polars as pl
 
     from filegram_ray.storage import RunDir
-    from video.stage import sample_trajectories
+    from video.record_stage import sample_trajectories
 
     src = RunDir(src_run)
     idx = src.read_table("trajectories/index.parquet").to_dicts()
@@ -72,11 +72,11 @@ def _copy_trajectories(src_run: str, out: Path, n: int, seed: int) -> list[str]:
 
 def _caption(out: Path, captioner: str, vlm: dict | None, videos: list[str], force: bool) -> tuple[dict, float]:
     from filegram_ray.config import load_config
-    from video.stage import run_caption
+    from video.caption_stage import run_caption
 
     over = {"run_dir": str(out), "caption": {"captioner": captioner, "vlm": vlm, "inputs": videos, "force": force}}
     t0 = time.perf_counter()
-    rec = run_caption(load_config(overrides=over), progress=True)
+    rec = run_caption(load_config(overrides=over))
     return rec, time.perf_counter() - t0
 
 
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
 
     from filegram_ray.config import load_config
     from filegram_ray.storage import RunDir
-    from video.stage import run_record
+    from video.record_stage import run_record
 
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         ids = [TRAJECTORY_ID]
     videos = [str(Path(v).resolve()) for v in args.video]
     t0 = time.perf_counter()
-    rec = run_record(load_config(overrides={"run_dir": str(out), "record": {"sample": None}}), progress=True)
+    rec = run_record(load_config(overrides={"run_dir": str(out), "record": {"sample": None}}))
     print(f"recorded {rec['recorded']} of {len(ids)} trajectories ({rec['video_s']:.0f} s of video) in "
           f"{time.perf_counter() - t0:.1f} s\n", flush=True)
 
