@@ -450,6 +450,10 @@ def _normalise(row: dict[str, Any]) -> dict[str, Any]:
                                     "raw")}
 
 
+#: settings of the vLLM processor's chat-template, tokenize and detokenize stages (:func:`build_chat_processor`)
+_CPU_STAGE = {"runtime_env": {}, "num_cpus": 0.25}
+
+
 def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False, strict: bool = True):
     """The ``ray.data.llm`` processor for a spec: request rows in, reply rows out (module docstring).
     ``multimodal``: messages carry images (content parts); a vLLM engine then runs Ray's prepare-multimodal stage.
@@ -477,10 +481,12 @@ def build_chat_processor(spec: ChatSpec, *, multimodal: bool = False, strict: bo
         concurrency=spec.concurrency, accelerator_type=spec.accelerator_type, runtime_env=spec.runtime_env,
         max_concurrent_batches=spec.max_concurrent_batches, should_continue_on_error=True,
         placement_group_config=spec.placement_group_config, prepare_multimodal_stage=bool(multimodal),
-        # the CPU stages (chat template, tokenizer) get no runtime env: a {pip: [vllm]} is for the engine actors
-        chat_template_stage={"runtime_env": {}, **({"chat_template": spec.chat_template} if spec.chat_template
-                                                   else {})},
-        tokenize_stage={"runtime_env": {}}, detokenize_stage={"runtime_env": {}})
+        # the CPU stages (chat template, tokenizer) get no runtime env: a {pip: [vllm]} is for the engine actors,
+        # and a quarter CPU each (Ray Data's default, 1 each, let their three actors and the engine's hold every CPU
+        # of a 4-CPU node, and the preprocess task then waited forever: seen on 2 cores with the engine on CPU)
+        chat_template_stage={**_CPU_STAGE, **({"chat_template": spec.chat_template} if spec.chat_template
+                                              else {})},
+        tokenize_stage=dict(_CPU_STAGE), detokenize_stage=dict(_CPU_STAGE))
     return build_processor(cfg, preprocess=_vllm_pre(spec.constrain), postprocess=_vllm_post, preprocess_map_kwargs=small,
                            postprocess_map_kwargs=small)
 

