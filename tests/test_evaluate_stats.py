@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 
 from filegram_ray.evaluate.findings import decide_findings, findings_lines
+from filegram_ray.evaluate.items import item_profile
 from filegram_ray.evaluate.stats import (
     bootstrap_ci,
     cell_intervals,
     holm,
-    item_profile,
     items_for_difference,
     items_for_paired,
     mcnemar_exact,

@@ -50,7 +50,6 @@ from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
 from filegram_ray.engine.worker import (  # noqa: F401 - the worker's names are the stage module's public face too
     GenerateWorker,
     _safe,
-    check_bundle_meta,
     perturbation_shift,
     trajectory_fingerprint,
 )
@@ -180,7 +179,7 @@ def simulator_fingerprint(run, unit: dict[str, Any], opts: GenerateConfig) -> tu
     """``(fingerprint, bundle sha256)`` of a simulator unit: what :meth:`GenerateWorker.process` writes into the
     completion record and :meth:`GenerateStage.finished` compares (the bundle's content included)."""
     from filegram_ray.engine.simulator import AGENT_VERSION
-    from filegram_ray.workspace.bundle import bundle_content_hash
+    from filegram_ray.workspace.bundle import bundle_content_hash, check_bundle_meta
 
     rel = f"workspaces/{unit['task']['task_id']}/bundle.json"
     sha = (bundle_content_hash(check_bundle_meta(run.read_bytes(rel), run.url(rel))) if run.exists(rel) else None)

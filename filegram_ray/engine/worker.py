@@ -1,6 +1,6 @@
 """The generate stage's worker: one trajectory per unit, simulated in a private sandbox and written into the run
-directory (:class:`GenerateWorker`; the LLM agent's worker extends it), with the checks of a workspace's
-``bundle.json`` the engine relies on (:func:`check_bundle_meta`).
+directory (:class:`GenerateWorker`; the LLM agent's worker extends it), reading a workspace's ``bundle.json``
+through :func:`~filegram_ray.workspace.bundle.check_bundle_meta`.
 
 A unit is written with atomic files and its completion record last, so a resubmitted or rerun unit rewrites
 identical bytes and is never counted twice.
@@ -19,14 +19,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from filegram_ray.errors import UserError
-
 log = logging.getLogger(__name__)
 
 #: the stage whose completion records the worker writes (``_done/generate/``)
 STAGE = "generate"
 
-__all__ = ["GenerateWorker", "check_bundle_meta", "trajectory_fingerprint", "perturbation_shift", "STAGE"]
+__all__ = ["GenerateWorker", "trajectory_fingerprint", "perturbation_shift", "STAGE"]
 
 
 def trajectory_fingerprint(traj_dir: Path) -> list[float]:
@@ -76,7 +74,7 @@ class GenerateWorker:
         rel = f"workspaces/{task_id}/bundle.json"
         if not self.run.exists(rel):
             return None
-        from filegram_ray.workspace.bundle import bundle_content_hash
+        from filegram_ray.workspace.bundle import bundle_content_hash, check_bundle_meta
 
         return bundle_content_hash(check_bundle_meta(self.run.read_bytes(rel), self.run.url(rel)))  # names file+field
 
@@ -86,6 +84,8 @@ class GenerateWorker:
             return self.bundles[tid]
         local = self.tmp / "workspaces" / tid
         if self.run.exists(f"workspaces/{tid}/bundle.json"):
+            from filegram_ray.workspace.bundle import check_bundle_meta
+
             check_bundle_meta(self.run.read_bytes(f"workspaces/{tid}/bundle.json"),
                               self.run.url(f"workspaces/{tid}/bundle.json"))  # names the run's file, not the copy
             self.run.get_tree(f"workspaces/{tid}", local)
@@ -236,26 +236,6 @@ class GenerateWorker:
         shutil.move(str(base_dir), str(dest))
         return base_res, None, {"status": "dropped", "planned": planned, "applied": None, "tried": tried,
                                 "baseline_fingerprint": base_fp, "fingerprint": base_fp, "shift": {}}
-
-
-def check_bundle_meta(data: bytes, source: str) -> dict[str, Any]:
-    """The parsed ``bundle.json`` of a workspace, checked for what the engine reads (``files``: a list of objects
-    with a string ``path``; ``annotation`` an object or null). Raises ValueError naming ``source`` and the field
-    (a unit with a malformed bundle becomes an error row)."""
-    from filegram_ray.limits import load_json
-
-    meta = load_json(data, source)
-    if not isinstance(meta, dict):
-        raise UserError(f"{source}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
-    files = meta.get("files", [])
-    if not isinstance(files, list):
-        raise UserError(f"{source}: field 'files' must be a list, got {type(files).__name__}")  # noqa: TRY004
-    for i, f in enumerate(files):
-        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
-            raise UserError(f"{source}: field 'files[{i}].path' must be a string")
-        if f.get("annotation") is not None and not isinstance(f["annotation"], dict):
-            raise UserError(f"{source}: field 'files[{i}].annotation' must be an object or null")
-    return meta
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:

@@ -107,3 +107,16 @@ def sample_items(items: list[dict[str, Any]], per_sub_task: int, seed: int) -> l
 def is_letter(x: Any) -> bool:
     """A one-letter option answer (A–H, any case, spaces around)."""
     return isinstance(x, str) and len(x.strip()) == 1 and x.strip().upper() in LETTERS
+
+
+def item_profile(item: dict[str, Any]) -> str:
+    """The user an item is about, for resampling: the item's ``profile_id``, else the profile of its first context
+    trajectory (``"<profile>/<task>"``; BehavFP and TraceDis items leave ``profile_id`` empty because naming it
+    would give the answer away), else the question id (the item is its own cluster). Evaluator-side only."""
+    pid = str(item.get("profile_id") or "")
+    if pid:
+        return pid
+    trajs = (item.get("context") or {}).get("trajectories") or []
+    if trajs:
+        return str(trajs[0]).split("/", 1)[0]
+    return str(item.get("question_id", ""))

@@ -413,8 +413,8 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: Mapping[
     ``score`` (0–100; see :mod:`filegram_ray.evaluate.scoring`) and ``text_twin`` (a multimodal item's text
     counterpart, :func:`filegram_ray.evaluate.multimodal.text_twins`; "" otherwise). The open-ended rows are judged
     in one batch (``judge.judge_many``: one Ray Dataset for an LLM judge)."""
+    from filegram_ray.evaluate.items import item_profile
     from filegram_ray.evaluate.multimodal import text_twins
-    from filegram_ray.evaluate.stats import item_profile
     from filegram_ray.evaluate.worker import error_text
 
     by_id = {it["question_id"]: it for it in items}

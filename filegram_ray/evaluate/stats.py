@@ -2,7 +2,7 @@
 
 Every function here works on the per-item results table (``results/results.parquet``: one row per method × item
 with ``score`` on 0–100, ``is_open``, ``sub_track``, ``channel``, ``setting`` and ``profile``, the user an item is
-about, :func:`item_profile`).
+about, :func:`~filegram_ray.evaluate.items.item_profile`).
 
 * **Intervals** (:func:`bootstrap_ci`, :func:`cell_intervals`): 95 % percentile intervals by bootstrap *over
   profiles*. The items of one profile share its trajectories and are not independent, so a replicate draws profiles
@@ -38,7 +38,6 @@ __all__ = [
     "bootstrap_ci",
     "cell_intervals",
     "holm",
-    "item_profile",
     "items_for_difference",
     "items_for_paired",
     "mcnemar_exact",
@@ -55,19 +54,6 @@ N_BOOT = 2000
 ALPHA = 0.05
 _Z_ALPHA = 1.959964  # Φ⁻¹(1 − α/2), α = 0.05
 _Z_BETA = 0.841621  # Φ⁻¹(0.8), power 0.8
-
-
-def item_profile(item: dict[str, Any]) -> str:
-    """The user an item is about, for resampling: the item's ``profile_id``, else the profile of its first context
-    trajectory (``"<profile>/<task>"``; BehavFP and TraceDis items leave ``profile_id`` empty because naming it
-    would give the answer away), else the question id (the item is its own cluster). Evaluator-side only."""
-    pid = str(item.get("profile_id") or "")
-    if pid:
-        return pid
-    trajs = (item.get("context") or {}).get("trajectories") or []
-    if trajs:
-        return str(trajs[0]).split("/", 1)[0]
-    return str(item.get("question_id", ""))
 
 
 def _cluster_matrix(clusters: Sequence[str], n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -21,16 +21,15 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from filegram_ray.config import PipelineConfig
-    from filegram_ray.stages.executors import Executor
     from filegram_ray.storage import RunDir
 
-__all__ = ["Row", "UnitCounts", "StageRecord", "WorkerSpec", "Stage", "ERROR_KEYS"]
+__all__ = ["Row", "UnitCounts", "StageRecord", "WorkerSpec", "Executor", "Stage", "ERROR_KEYS"]
 
 #: the fields an error row adds to ``unit`` and ``status``
 ERROR_KEYS = ("stage", "error_type", "error", "traceback")
@@ -112,6 +111,18 @@ class WorkerSpec:
     max_restarts: int = 3
 
 
+class Executor(Protocol):
+    """Where units run (:mod:`filegram_ray.stages.executors`): ``map(spec, units, label=..., on_row=...)`` returns
+    one :class:`Row` per unit in completion order; ``name`` goes into the stage record; ``uses_ray`` says whether
+    the runner must connect to Ray first. An executor never names a stage (``label`` is for progress lines)."""
+
+    name: str
+    uses_ray: bool
+
+    def map(self, spec: WorkerSpec, units: list[dict[str, Any]], *, label: str,
+            on_row: Callable[[Row], None] | None = None) -> list[Row]: ...
+
+
 class Stage:
     """Base class of a pipeline stage (see the module docstring). Subclasses set the class attributes and
     override :meth:`plan`, :meth:`worker`, :meth:`finish` (and :meth:`finished` when "finished" means more than
@@ -120,7 +131,7 @@ class Stage:
     * ``config`` — the :class:`~filegram_ray.config.PipelineConfig`;
     * ``opts`` — the stage's section validated by ``Config``;
     * ``run`` — the :class:`~filegram_ray.storage.RunDir`;
-    * ``executor`` — the :class:`~filegram_ray.stages.executors.Executor` the runner chose (:meth:`map` uses it
+    * ``executor`` — the :class:`Executor` the runner chose (:meth:`map` uses it
       for a second round of units inside :meth:`finish`).
     """
 

@@ -21,9 +21,9 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
-from filegram_ray.stages.base import Row, WorkerSpec
+from filegram_ray.stages.base import Executor, Row, WorkerSpec  # noqa: F401 - Executor: the protocol these meet
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +86,6 @@ def process_safely(worker: Any, unit: dict[str, Any], label: str) -> Row:
     except Exception as exc:  # noqa: BLE001 - the row names it, the batch goes on
         log.warning("%s: unit %s failed: %s", label, uid, exc)
         return Row.error(uid, exc, label)
-
-
-class Executor(Protocol):
-    """Runs a worker over units: ``map(spec, units, label=..., on_row=...) -> list[Row]`` (completion order, one
-    row per unit). ``name`` goes into the stage record."""
-
-    name: str
-    uses_ray: bool
-
-    def map(self, spec: WorkerSpec, units: list[dict[str, Any]], *, label: str,
-            on_row: Callable[[Row], None] | None = None) -> list[Row]: ...
 
 
 class _Base:

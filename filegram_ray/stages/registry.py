@@ -8,12 +8,9 @@ subclass. This module imports nothing of the project but the error type, so ever
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from filegram_ray.errors import UserError
-
-if TYPE_CHECKING:
-    from filegram_ray.stages.base import Stage
 
 __all__ = ["StageRef", "STAGES", "stage_names", "stage_ref", "sections"]
 
@@ -27,8 +24,9 @@ class StageRef(NamedTuple):
     section: str
     description: str
 
-    def load(self) -> type[Stage]:
-        """The stage's class (its module is imported on first use: ``filegram --help`` loads no stage)."""
+    def load(self) -> type:
+        """The stage's :class:`~filegram_ray.stages.base.Stage` subclass (its module is imported on first use:
+        ``filegram --help`` loads no stage)."""
         module, _, cls = self.target.partition(":")
         return getattr(import_module(module), cls)
 

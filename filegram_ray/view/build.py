@@ -346,7 +346,7 @@ def run_section(run: RunDir) -> dict[str, Any]:
     info: dict[str, Any] = {}
     if run.exists("run.json"):
         info = run.read_json("run.json")
-    from filegram_ray.pipeline import STAGES
+    from filegram_ray.stages.registry import STAGES
 
     order = {s.name: i for i, s in enumerate(STAGES)}
     recs = info.get("stages") or {}

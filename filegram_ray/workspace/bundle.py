@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from filegram_ray.errors import UserError
 from filegram_ray.names import escape_name, free_name, name_problem, printable
 from filegram_ray.workspace import writers as W
 from filegram_ray.workspace.extract import (
@@ -499,3 +500,23 @@ def _write_view(ext_dir: Path, rel: str, text: str) -> None:
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)
+
+
+def check_bundle_meta(data: bytes, source: str) -> dict[str, Any]:
+    """The parsed ``bundle.json`` of a workspace, checked for what the engine reads (``files``: a list of objects
+    with a string ``path``; ``annotation`` an object or null). Raises ValueError naming ``source`` and the field
+    (a unit with a malformed bundle becomes an error row)."""
+    from filegram_ray.limits import load_json
+
+    meta = load_json(data, source)
+    if not isinstance(meta, dict):
+        raise UserError(f"{source}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
+    files = meta.get("files", [])
+    if not isinstance(files, list):
+        raise UserError(f"{source}: field 'files' must be a list, got {type(files).__name__}")  # noqa: TRY004
+    for i, f in enumerate(files):
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
+            raise UserError(f"{source}: field 'files[{i}].path' must be a string")
+        if f.get("annotation") is not None and not isinstance(f["annotation"], dict):
+            raise UserError(f"{source}: field 'files[{i}].annotation' must be an object or null")
+    return meta

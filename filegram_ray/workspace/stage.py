@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from filegram_ray.pipeline import stage_function
 from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.runner import stage_function
 
 __all__ = ["KIND_COST", "SeedConfig", "SeedStage", "SeedWorker", "bundle_cost", "longest_first", "run_seed"]
 

@@ -25,7 +25,7 @@ def session_start_ms(seed: int, profile_id: str, task_id: str) -> float:
 def _annotations(bundle_dir: Path | None) -> dict[str, dict[str, str]]:
     if bundle_dir is None or not (Path(bundle_dir) / "bundle.json").exists():
         return {}
-    from filegram_ray.engine.worker import check_bundle_meta
+    from filegram_ray.workspace.bundle import check_bundle_meta
 
     path = Path(bundle_dir) / "bundle.json"
     meta = check_bundle_meta(path.read_bytes(), str(path))  # names the file and the field
