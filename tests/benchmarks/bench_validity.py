@@ -252,6 +252,70 @@ def llm_side_by_side(out: Path, profiles: list[str], tasks: list[str], seed: int
     return "\n".join(L) + "\n"
 
 
+def coupling_mc(n: int = 3000, seed: int = 1) -> str:
+    """Why a memory-less count rule stays above chance on ShiftAna while a shift stays visible: a Monte-Carlo of
+    the latent model (tendency.py) alone, no trajectories. A session's reading of a dimension is its position plus
+    a measurement noise N(0, τ) (τ stands for the count noise that makes a single count misread the tier); the
+    count rule reads the nearest tier, takes the mode of 8 baseline sessions as "usual" and scores the options
+    as :class:`~filegram_ray.validity.separability.CountRuleAnswerer` does; visibility = P(|perturbed − profile
+    mean| > |unperturbed − profile mean|) on the shifted dimension (the AUC of ``perturbation_visibility`` for
+    one feature); profile level = nearest tier of the mean of 11 unperturbed readings. Returns a markdown table
+    over τ and the perturbed spread (ours, for the record in docs/validity.md)."""
+    import random
+    import statistics as st
+
+    pos = {"L": 0.0, "M": 1.0, "R": 2.0}
+    nb = {"L": ("M",), "R": ("M",), "M": ("L", "R")}
+
+    def near(x: float) -> str:
+        return "L" if x < 0.5 else "M" if x < 1.5 else "R"
+
+    def mode(xs: list[str]) -> str:
+        c = Counter(xs)
+        return max(sorted(c), key=lambda t: c[t])
+
+    def one(tau: float, spread: float) -> tuple[float, float, float, float]:
+        r = random.Random(seed)
+        single, prof, auc, hit, chance = [], [], [], [], []
+        for _ in range(n):
+            t = {d: r.choice("LMR") for d in "ABCDEF"}
+            off = {d: max(-0.35, min(0.35, r.gauss(0, 0.18))) for d in t}
+            sig = {d: r.uniform(0.30, 0.48) for d in t}
+
+            def sess(shift=None):
+                return {d: pos[shift[1] if shift and shift[0] == d else t[d]] + off[d]
+                        + sig[d] * (spread if shift and shift[0] == d else 1.0) * r.gauss(0, 1) + r.gauss(0, tau)
+                        for d in t}
+            base = [sess() for _ in range(11)]
+            single += [near(base[0][d]) == t[d] for d in t]
+            prof += [near(st.mean(b[d] for b in base)) == t[d] for d in t]
+            d = r.choice("ABCDEF")
+            b = r.choice(nb[t[d]])
+            last = sess((d, b))
+            m = st.mean(x[d] for x in base[1:])
+            auc.append(float(abs(last[d] - m) > abs(base[0][d] - m)))
+            usual = {e: mode([near(x[e]) for x in base[:8]]) for e in t}
+            lr = {e: near(v) for e, v in last.items()}
+            k = r.choice((3, 4, 5, 6))
+            false = [(e, t[e], x) for e in t if e != d for x in nb[t[e]]]
+            r.shuffle(false)
+            opts = [(d, t[d], b), (d, b, t[d])] + false[:k - 2]
+            sc = [2 * (lr[e] != usual[e] and lr[e] == to) + (lr[e] != usual[e]) + 0.5 * (usual[e] == fr)
+                  for e, fr, to in opts]
+            best = [i for i, v in enumerate(sc) if v == max(sc)]
+            hit.append(1 / len(best) if 0 in best else 0.0)
+            chance.append(1 / k)
+        return st.mean(single), st.mean(prof), st.mean(auc), st.mean(hit) - st.mean(chance)
+
+    L = ["| τ (count noise) | perturbed spread | single-session read | profile level (11 sessions) | visibility AUC | "
+         "count-rule ShiftAna − chance |", "|---|---|---|---|---|---|"]
+    for tau in (0.35, 0.5, 0.7, 0.9, 1.1):
+        for spread in (0.4, 1.0):
+            a, b, c, m = one(tau, spread)
+            L.append(f"| {tau} | {spread} | {a:.2f} | {b:.2f} | {c:.2f} | {m:+.2f} |")
+    return "\n".join(L) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True, help="section name, e.g. before / after")
@@ -272,7 +336,11 @@ def main(argv=None) -> int:
     ap.add_argument("--llm-max-wall-s", type=float, default=300.0)
     ap.add_argument("--llm-cross-run", default=None, help="a simulator run to fit the single-session trees on")
     ap.add_argument("--llm-cross-profiles", default=None)
+    ap.add_argument("--coupling", action="store_true", help="print the latent-model Monte-Carlo table and exit")
     args = ap.parse_args(argv)
+    if args.coupling:
+        print(coupling_mc())
+        return 0
     out = Path(args.out) / args.label
     out.mkdir(parents=True, exist_ok=True)
     if args.llm_sample:
