@@ -18,7 +18,14 @@ from typing import Any
 
 from filegram_ray.storage import RunDir
 from rendering.policy import category_of
-from rendering.renderers import NARRATION_MAX_WORDS, NotApplicable, TtsEngine, build, narration_script, text_notes
+from rendering.renderers import (
+    NARRATION_MAX_WORDS,
+    NotApplicable,
+    TtsEngine,
+    build,
+    narration_script,
+    text_notes,
+)
 from rendering.sections import Section, is_cjk
 
 log = logging.getLogger(__name__)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from synthetic_run import write_synthetic_run
 
 from filegram_ray.config import load_config
 from filegram_ray.storage import RunDir
 from rendering.recover import recover_bytes
 from rendering.stage import INDEX_COLUMNS, INDEX_PATH, RenderConfig, make_batches, run_render
-from synthetic_run import write_synthetic_run
 
 CHEAP = ["render.formats=[pdf,docx,md,pptx,xlsx,png_page]"]
 
