@@ -128,7 +128,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
                 counts = UnitCounts.model_validate(summary.pop("units"))
             record = StageRecord.model_validate({**summary, **meter.record(), "units": counts,
                                                  "executor": "in-process" if stage.in_process else executor.name,
-                                                 "n_errors": len(errors)})
+                                                 "n_errors": counts.failed})
             _write_record(run, stage.name, record, config)
             return stage_result(record)
     except BaseException:
