@@ -165,6 +165,15 @@ def test_unknown_method_is_a_clear_error(tmp_path):
         run_evaluate(_cfg(tmp_path, methods=["nope"]))
 
 
+def test_llm_judge_without_a_language_model_is_refused_before_any_answer(tmp_path):
+    """``judge: llm`` with the lexical reader and no ``judge_backbone`` is refused by the stage's check, naming the
+    key, before a unit is answered (it used to fail only after every answer was in)."""
+    make_run(tmp_path)
+    with pytest.raises(ValueError, match=r"^evaluate\.judge: 'llm' needs a language model"):
+        run_evaluate(_cfg(tmp_path, methods=["no_context"], judge="llm"))
+    assert not (tmp_path / "results").exists() and not (tmp_path / "_done" / "evaluate").exists()
+
+
 def test_multimodal_items_see_recovered_derivative_text(tmp_path):
     """FileGrd (multimodal setting): created content comes from the rendered derivative (a real PDF, read back with
     pypdf), not from the blob; the ``md`` derivative (the source Markdown) is not shown."""

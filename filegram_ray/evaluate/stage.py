@@ -50,7 +50,7 @@ from typing import Any
 import polars as pl
 
 from filegram_ray.errors import UserError
-from filegram_ray.evaluate.config import DEFAULT_METHODS, STAGE, EvaluateConfig, make_reader
+from filegram_ray.evaluate.config import DEFAULT_METHODS, STAGE, EvaluateConfig, chat_of, make_reader
 from filegram_ray.evaluate.items import (
     load_answer_key,
     load_items,
@@ -151,13 +151,17 @@ class EvaluateStage(Stage):
         the answer constraint it honours) and plan the units.
 
         Raises:
-            UserError: no item selected (before anything is written: the last report and results stay as they
-                were); a malformed items table or key (names the file and field).
+            UserError: ``judge: llm`` without a language model; no item selected (before anything is written: the
+                last report and results stay as they were); a malformed items table or key (names the file and
+                field).
             StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
             ValueError: an HTTP backbone that does not answer (names the URL).
         """
         o, run = self.opts, self.run
         self.t0 = time.perf_counter()
+        if o.judge == "llm" and chat_of(o.judge_model) is None:  # refused before any answer, not after them all
+            raise UserError(f"evaluate.judge: 'llm' needs a language model (evaluate.judge_backbone or "
+                            f"evaluate.backbone), got {o.judge_model!r}")
         bank = load_items(run)
         items = [it for it in bank if it["setting"] in o.settings
                  and (o.sub_tracks is None or it.get("sub_track") in o.sub_tracks)]
