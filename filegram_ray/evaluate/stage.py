@@ -226,18 +226,15 @@ class EvaluateStage(Stage):
             "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats},
             num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
 
-    def done_record(self, row: Row) -> None:
+    def done_records(self, row: Row) -> dict[str, dict[str, Any]]:
         """Completion records are per method unit: a spec unit's row carries one row per method unit, and each
-        finished one gets its record ``_done/evaluate/<method unit>.json`` here — in the driver, as soon as the spec
-        unit's row arrives, after the worker wrote that unit's answer table. The spec unit itself gets none (the
-        next run regroups whatever is unfinished)."""
-        for r in row.get("rows") or []:
-            if r.get("status") == "ok":
-                self.run.mark_done(self.name, r["unit"], {
-                    "n_items": r["n_items"], "n_errors": r["n_errors"],
-                    **{k: r[k] for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s", "views_s")},
-                    "cached_state": r["cached_state"]})
-        return None
+        finished one gets its record ``_done/evaluate/<method unit>.json`` (the runner writes them as soon as the
+        spec unit's row arrives, after the worker wrote that unit's answer table). The spec unit itself gets none
+        (the next run regroups whatever is unfinished)."""
+        return {r["unit"]: {"n_items": r["n_items"], "n_errors": r["n_errors"],
+                            **{k: r[k] for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s", "views_s")},
+                            "cached_state": r["cached_state"]}
+                for r in row.get("rows") or [] if r.get("status") == "ok"}
 
     # -- finish -----------------------------------------------------------------------------------------------
     def _ray(self) -> None:

@@ -232,6 +232,13 @@ class Stage:
         after the worker wrote the unit's outputs; None writes none. Default: the row's fields."""
         return {k: v for k, v in row.items() if k not in ("unit", "status", "stage")}
 
+    def done_records(self, row: Row) -> dict[str, dict[str, Any]]:
+        """``{unit id: completion record}`` the runner writes for a finished row: by default the row's own
+        (:meth:`done_record`); a stage whose executor unit groups several resumable units (evaluate: one context
+        spec, one record per method unit) returns one per finished part."""
+        rec = self.done_record(row)
+        return {} if rec is None else {row.unit: rec}
+
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         """After every planned unit has a row (ok, skipped or error, in plan order): write the stage's tables,
         print its summary and return the summary fields of its record. A ``units`` key

@@ -108,9 +108,8 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
                     if todo and spec is not None:
                         def on_row(row: Row) -> None:
                             if row.ok:
-                                rec = inst.done_record(row)
-                                if rec is not None:
-                                    run.mark_done(stage.name, row.unit, rec)
+                                for unit_id, rec in inst.done_records(row).items():
+                                    run.mark_done(stage.name, unit_id, rec)
 
                         for row in executor.map(spec, todo, label=stage.name, on_row=on_row):
                             rows[row.unit] = row

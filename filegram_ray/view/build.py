@@ -12,7 +12,7 @@ Reads (all optional except what each page shows; a missing table leaves its sect
   :mod:`filegram_ray.evaluate.report`; nothing is recomputed here), ``results/*.png``;
 * ``results/results.parquet`` (answers), ``bench/items.parquet`` (public question and choices),
   ``bench/answers_key.parquet`` (key), ``results/contexts/…`` (the exact context each method returned,
-  :func:`filegram_ray.evaluate.stage.context_path`);
+  :func:`filegram_ray.evaluate.worker.context_path`);
 * ``trajectories/<profile>/<task>/{events.json,meta.json,media/}``, ``engrams/<profile>/<task>.json`` (17-D
   fingerprint, reference §7.3), ``recordings/<profile>/<task>.mp4`` (guidance video);
 * ``run.json`` (stage records), ``engrams/errors.parquet``, ``trajectories/index.parquet``.
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 __all__ = ["VALIDITY_ROWS", "build_view", "site_name"]
 
 #: rows of the results table that check the reader rather than a memory method (evaluate's validity rows:
-#: oracle/random from :func:`filegram_ray.evaluate.stage._validity_rows`, gold/order/wrong_user from
+#: oracle/random from :func:`filegram_ray.evaluate.reader_validity.validity_rows`, gold/order/wrong_user from
 #: :mod:`filegram_ray.evaluate.reader_validity`)
 VALIDITY_ROWS = ("oracle", "random", "gold", "order", "wrong_user")
 SUB_TASKS = ("AttrRec", "ProfRec", "BehavFP", "BehavInf", "TraceDis", "AnomDet", "FileGrd")
