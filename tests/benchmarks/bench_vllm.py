@@ -147,7 +147,7 @@ def main() -> int:
     p.add_argument("--only", choices=["processor", "bare"], help=argparse.SUPPRESS)
     p.add_argument("--requests", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.only:  # child process: one run, JSON on the last stdout line
+    if args.only:  # child process: one run, its JSON result on one stdout line
         reqs = json.loads(Path(args.requests).read_text())
         res = run_processor(args, reqs) if args.only == "processor" else run_bare(args, reqs)
         print(json.dumps(res))
@@ -177,7 +177,13 @@ def main() -> int:
             print(out.stdout[-3000:], out.stderr[-3000:], sep="\n")
             print(f"{which} failed with exit code {out.returncode}")
             continue
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        # the child's result line (Ray and vLLM may print after it while shutting down)
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith('{"run"')]
+        if not line:
+            print(out.stdout[-3000:], out.stderr[-3000:], sep="\n")
+            print(f"{which} printed no result line")
+            continue
+        results.append(json.loads(line[-1]))
     os.unlink(f.name)
     print(f"\nmodel {args.model}, {len(reqs)} prompts, batch {args.batch_size}, tp {args.tp}, "
           f"max_tokens {args.max_tokens}")
