@@ -1272,8 +1272,8 @@ class PersonaAgent:
         # is left where it was). Whole groups and a wide Beta make the number of moves of one organize task vary
         # between sessions of one tier, as people do (issue #28: with per-file draws and a Beta of concentration
         # 1.5, files_moved had task × tier η² 0.79–0.83, above the 0.80 bound, measured 2026-12-02 on two fresh
-        # 30-profile sets; our Monte-Carlo of 30 profiles × 16 tasks puts this rule at 0.73–0.76). Every folder
-        # is named for what goes in it.
+        # 30-profile sets; with this rule 0.73 / 0.74 on the same seeds, docs/measurements/2026-12-02-validity.md
+        # "after, round 3"). Every folder is named for what goes in it.
         mean = self.lerp("C", 0.9, 0.7, 0.4)
         p_sort = self.rng.betavariate(0.8 * mean, 0.8 * (1 - mean))  # this session's share (Beta, mean above)
 

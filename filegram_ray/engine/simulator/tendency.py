@@ -9,7 +9,7 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
   both seeded from SHA-256(master seed, profile id, dimension), so two profiles with the same tiers differ and
   a perturbed session of a profile keeps the profile's own offset and spread. B and E are narrower
   (:data:`NARROW`: offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38)): their counts map the position
-  through steep, one-sided curves (deletes 2.6 / 0.6 / 0.03; output length ×3 per tier), so a profile sitting
+  through steep, one-sided curves (deletes 2.6 / 0.35 / 0.03 per session; output length ×3 per tier), so a profile sitting
   0.35 off its tier, or a wide session spread that pushes an E-M profile's mean deletes toward E-L's (the curve
   is convex), made whole profiles unreadable: measured 2026-12-02, profile-level recovery B 0.77–0.83 and E
   0.83–0.87 on two fresh 30-profile sets with single-session separability B ≤ 0.65, E ≤ 0.61.
