@@ -3,10 +3,13 @@
 Usage:
     python tests/benchmarks/compare_runs.py BEFORE_RUN AFTER_RUN [--stage STAGE ...]
 
-Every file under each run is hashed (sha256) except the bookkeeping that carries wall times or paths by design:
-``run.json``, ``_done/``, ``view/``, ``.lock``, ``cache/`` and ``results/contexts/`` timings are not skipped. A
-``--stage`` narrows the comparison to that stage's output folders (see ``OUTPUTS``). Prints the files that differ,
-exist only on one side, and a one-line verdict; exits 1 when anything differs.
+Every file under each run is hashed (sha256) except the bookkeeping that carries wall times or paths by design
+(``run.json``, ``_done/``, ``view/``, ``.lock``, the run's ``cache/``). A ``--stage`` narrows the comparison to that
+stage's output folders (see ``OUTPUTS``). Files whose bytes differ are then compared by content where the
+difference is by design — and differs between two runs of the same code (:data:`BY_DESIGN`): the tables' wall- and
+CPU-second columns are dropped, ``results/timings.json`` is skipped, and FileGramOS's pickled method states are
+unpickled and compared as values (a set pickles in hash order). Prints the files that differ, exist only on one
+side, those equal only by content (and why), and a one-line verdict; exits 1 when anything differs.
 """
 
 from __future__ import annotations
@@ -22,6 +25,62 @@ OUTPUTS = {"seed": ["workspaces"], "generate": ["trajectories"], "encode": ["eng
            "bench": ["bench"], "evaluate": ["results"]}
 #: bookkeeping that holds wall times, pids or absolute paths by design
 SKIP_TOP = {"run.json", "_done", "view", ".lock", "cache", "_lock.json"}
+
+
+#: path → (why it may differ in bytes, how its content is compared): "columns:<a,b>" drops those columns of a
+#: parquet table, "skip" leaves the file out, "pickle" compares the unpickled values
+BY_DESIGN: dict[str, tuple[str, str]] = {
+    "derivatives/timings.parquet": ("per-unit wall seconds", "skip"),
+    "results/timings.json": ("the stage's wall seconds", "skip"),
+    "recordings/index.parquet": ("the workers' wall and CPU seconds", "columns:render_s,cpu_s"),
+    "captions/index.parquet": ("the workers' wall and CPU seconds", "columns:seconds,cpu_s"),
+}
+#: prefix → rule, for whole folders
+BY_DESIGN_PREFIX: dict[str, tuple[str, str]] = {
+    "results/cache/": ("pickled method states hold sets (pickled in hash order)", "pickle"),
+}
+
+
+def _same(a, b) -> bool:
+    """Value equality through dicts, lists, tuples, sets, numpy arrays and plain objects' ``__dict__``."""
+    import numpy as np
+
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(
+            np.array_equal(a, b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (set, frozenset)):
+        return a == b
+    if hasattr(a, "__dict__") and not isinstance(a, type):
+        return _same(vars(a), vars(b))
+    return bool(a == b)
+
+
+def by_design(rel: str, before: str, after: str) -> str | None:
+    """Why ``rel`` is equal by content though its bytes differ, or None when its content differs too."""
+    why, rule = BY_DESIGN.get(rel) or next((v for k, v in BY_DESIGN_PREFIX.items() if rel.startswith(k)),
+                                           (None, None))
+    if rule is None:
+        return None
+    pa, pb = os.path.join(before, rel), os.path.join(after, rel)
+    if rule == "skip":
+        return why
+    if rule == "pickle":
+        import pickle
+
+        with open(pa, "rb") as fa, open(pb, "rb") as fb:
+            return why if _same(pickle.load(fa), pickle.load(fb)) else None
+    import polars as pl
+
+    cols = rule.split(":", 1)[1].split(",")
+    ta, tb = pl.read_parquet(pa), pl.read_parquet(pb)
+    ta, tb = ta.drop([c for c in cols if c in ta.columns]), tb.drop([c for c in cols if c in tb.columns])
+    return why if ta.equals(tb) else None
 
 
 def manifest(root: str, tops: list[str] | None) -> dict[str, str]:
@@ -48,14 +107,19 @@ def main(argv: list[str] | None = None) -> int:
     a, b = manifest(args.before, tops), manifest(args.after, tops)
     only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
     differ = sorted(p for p in set(a) & set(b) if a[p] != b[p])
+    content_equal = {p: w for p in differ if (w := by_design(p, args.before, args.after))}
+    differ = [p for p in differ if p not in content_equal]
+    for p, why in sorted(content_equal.items()):
+        print(f"equal by content: {p}  ({why})")
     for p in only_a:
         print(f"only in before: {p}")
     for p in only_b:
         print(f"only in after:  {p}")
     for p in differ:
         print(f"differs:        {p}")
-    same = len(set(a) & set(b)) - len(differ)
-    print(f"{same} identical, {len(differ)} differ, {len(only_a)} only before, {len(only_b)} only after "
+    same = len(set(a) & set(b)) - len(differ) - len(content_equal)
+    print(f"{same} identical, {len(content_equal)} equal by content, {len(differ)} differ, {len(only_a)} only "
+          f"before, {len(only_b)} only after "
           f"({'IDENTICAL' if not (differ or only_a or only_b) else 'DIFFERENT'})")
     return 0 if not (differ or only_a or only_b) else 1
 
