@@ -1,0 +1,218 @@
+"""Writing the deliverables for :class:`~filegram_ray.engine.simulator.agent.PersonaAgent`: the write primitive,
+document shapes per B tier (TT §2.2, §2.6), names and titles, the output layout per C tier (TT §2.3), charts
+and READMEs. Split out of ``agent.py`` (issue #29) as a mixin; every method draws from the agent's ``rng``
+exactly as before."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import PurePosixPath
+
+from filegram_ray.engine.simulator.naming import make_name, topic_tokens
+from filegram_ray.engine.simulator.writer import (
+    DocSpec,
+    chart_figures,
+    compose,
+    png_chart,
+    svg_chart,
+)
+
+
+class OutputMixin:
+    """What a :class:`PersonaAgent` writes and where; uses the agent's state (``own``, ``nb``, ``rng``,
+    ``T``, ``p``)."""
+
+    # ------------------------------------------------------------------ writing primitives
+    def write(self, rel: str, content: str | bytes) -> None:
+        res = self.call("write", file_path=rel, content=content)
+        if getattr(res, "ok", False) and isinstance(content, str):
+            if rel not in self.own:
+                self.own_order.append(rel)
+            self.own[rel] = content
+        elif getattr(res, "ok", False) and rel not in self.own_order:
+            self.own_order.append(rel)
+        self.wrote_any = True
+
+    # ------------------------------------------------------------------ shapes per tier (TT §2.2, §2.6)
+    def doc_spec(self, kind: str, title: str) -> DocSpec:
+        B, rng, lang = self.T["B"], self.rng, self.lang
+        zh = lang == "zh"
+        structure = self.p.structure
+        # Issue #28: lengths are log-normal draws (σ = 0.25) around means that follow the session's B position
+        # (TT §2.2: B-L main 200–350, B-M 80–150 / English 80–100, B-R 20–60 lines). Chinese lines hold fewer
+        # characters (TT §2.2: 18–28 against 30–40), so a Chinese persona writes more lines in every tier, inside
+        # the line ranges, for its character counts to reach the same bands as English (issue #28: with extra
+        # Chinese lines at B-M only, Chinese B-M and B-R profiles wrote the same totals; measured 2026-12-02).
+        wobble = math.exp(rng.gauss(0.0, 0.25))
+        if kind == "main":
+            lines = max(12, round((self.lerp("B", 265, 90, 30) if not zh else self.lerp("B", 330, 125, 42))
+                                  * wobble))
+            depth = {"L": 4, "M": 3, "R": 2}[B]
+            maxc = {"L": 70, "M": 48, "R": 50}[B] if not zh else {"L": 46, "M": 36, "R": 34}[B]
+        elif kind in ("readme", "index"):
+            lines = max(4, round((self.lerp("B", 107, 24, 5) if not zh else self.lerp("B", 135, 32, 6)) * wobble))
+            depth = {"L": 3, "M": 2, "R": 1}[B]
+            maxc = {"L": 50, "M": 45, "R": 30}[B] if not zh else {"L": 34, "M": 30, "R": 18}[B]
+        elif kind in ("scratch", "outline"):
+            lines, depth, maxc = rng.randint(6, 12), 1, 40 if not zh else 26
+        else:  # appendix, references, log, notes
+            lines = max(8, round((self.lerp("B", 120, 72, 22) if not zh else self.lerp("B", 150, 90, 28)) * wobble))
+            depth = {"L": 3, "M": 3, "R": 2}[B]
+            maxc = {"L": 55, "M": 45, "R": 45}[B] if not zh else {"L": 36, "M": 30, "R": 30}[B]
+        if "max_lines" in self.rules and kind == "main":
+            lines = min(lines, self.rules["max_lines"] - 2)
+        if structure == "flat_list":
+            depth = min(depth, 2)
+        elif structure == "narrative":
+            depth = min(depth, 3)
+        rows = 0
+        if kind in ("main", "appendix", "log"):
+            # issue #28: table size is a draw whose mean follows F (8 rows at F-L/F-M, 0.3 at F-R; TT §2.6)
+            rows = self.count("F", 8.0, 7.0, 0.3, hi=14)
+            rows = 0 if rows < 2 else max(rows, 5)
+        if kind == "main" and "max_lines" in self.rules:
+            rows = min(rows, 5)
+        return DocSpec(title=title, lines=lines, max_depth=depth, structure=structure, table_rows=rows,
+                       lang=lang, tone=self.p.tone, max_line_chars=maxc,
+                       numbered=structure == "hierarchical" and B != "R", topic=self.topic(),
+                       closing=kind not in ("scratch", "outline", "readme"))
+
+    def visual_plan(self) -> tuple[bool, bool]:
+        """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; issue #28: drawn,
+        with probabilities 0.85 / 0.1 / 0 for the CSV and 0.9 / 0.08 / 0 for the chart at F-L / F-M / F-R)."""
+        return self.chance("F", 0.85, 0.1, 0.0), self.chance("F", 0.9, 0.08, 0.0)
+
+    def topic(self) -> str:
+        return (self.topic_zh_full or self.topic_en) if self.lang == "zh" else self.topic_en
+
+    def title(self, kind: str) -> str:
+        t = self.topic()
+        en = {"main": t, "readme": f"README: {t}", "index": f"Index: {t}", "appendix": f"Data Appendix: {t}",
+              "references": f"Sources: {t}", "scratch": "Working notes", "outline": f"Outline: {t}",
+              "log": f"Log: {t}"}
+        zh = {"main": t, "readme": f"说明：{t}", "index": f"索引：{t}", "appendix": f"数据附录：{t}",
+              "references": f"参考来源：{t}", "scratch": "工作笔记", "outline": f"提纲：{t}", "log": f"记录：{t}"}
+        return (zh if self.lang == "zh" else en).get(kind, t)
+
+    def name(self, kind: str, ext: str, seq: int = 1) -> str:
+        naming = self.p.naming
+        if self.T["C"] == "R" and naming == "long_descriptive":
+            naming = "short_abbrev"
+        return make_name(kind, ext, naming, self.lang, self.topic_en, self.topic_zh, self.rng, self.start_ms, seq)
+
+    def fallback_lines(self) -> list[str]:
+        sents = re.split(r"(?<=[.!?。！？])\s*|\n+", self.prompt)
+        return [s.strip() for s in sents if len(s.strip()) > 10]
+
+    def render_log(self, spec: DocSpec | None = None) -> str:
+        """The task's note of what was done (T-09 "a short file recording what you changed and why"): one line
+        per edit (the file and its new wording, or what was cut) and per file moved, then the facts read, to the
+        length of the B band."""
+        spec = spec or self.doc_spec("log", self.title("log"))
+        zh = self.lang == "zh"
+        lines = [f"# {spec.title}", ""]
+        if self.changes or self.moved:
+            lines += ["## 修改内容" if zh else "## Changes", ""]
+        for rel, old, new in self.changes:
+            name = PurePosixPath(rel).name
+            if len(new) < len(old) and old.startswith(new.rstrip()[:20]):
+                lines.append(f"- `{name}`：删减为“{new.strip()}”" if zh else f"- `{name}`: cut to “{new.strip()}”")
+            else:
+                lines.append(f"- `{name}`：改为“{new.strip()}”" if zh else f"- `{name}`: now reads “{new.strip()}”")
+        lines += [f"- `{a}` → `{b}`" for a, b in self.moved]
+        if len(lines) > 2:
+            lines.append("")
+        spec.lines = max(0, spec.lines - len(lines))
+        body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] if spec.lines > 6 else []
+        return "\n".join(lines + body).rstrip("\n") + "\n"
+
+    def render(self, kind: str, title: str | None = None, spec: DocSpec | None = None) -> str:
+        spec = spec or self.doc_spec(kind, title or self.title(kind))
+        return compose(spec, self.nb, self.rng, self.fallback_lines())
+
+    # ------------------------------------------------------------------ layout per C tier (TT §2.3)
+    def layout(self) -> dict[str, str]:
+        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``; ``base``/``mid`` = the C-L tree
+        levels) per C tier (TT §2.3). C-L: a three-level topic tree; C-M: one short folder for the outputs
+        (``reports/``, ``notes/`` in revision tasks), so the tier shows in where the outputs go in every task type
+        (issue #16), not only when another dimension asks for a folder. F-L visuals sit beside the report they
+        illustrate (no extra folder: the folder count then follows C alone, and the set keeps the paper's ≈ 1.5
+        dir_create per trajectory, ref §0); C-R: everything in the root."""
+        C = self.T["C"]
+        zh = self.lang == "zh"
+        if C == "L":
+            base = topic_tokens(self.topic_en, 2) if not zh else (self.topic_zh[:6] or "项目")
+            if self.p.naming == "short_abbrev":
+                base = base.split("_")[0][:10]
+            a = f"{base}/analysis" if not zh else f"{base}/分析"
+            main = f"{a}/reports" if not zh else f"{a}/报告"
+            # Issue #28: how many branches a C-L session builds is drawn, not fixed (sources and working notes
+            # get their own branch in most sessions; otherwise they sit one level up in the analysis folder).
+            aux = (f"{base}/references/sources" if not zh else f"{base}/参考/来源") \
+                if self.chance("C", 0.85, 0.5, 0.2) else a
+            notes = (f"{base}/notes/working" if not zh else f"{base}/笔记/工作") \
+                if self.chance("C", 0.75, 0.4, 0.1) else ""
+            return {"main": main, "aux": aux, "fig": main, "scratch": "", "base": base, "mid": a, "notes": notes}
+        if C == "M" and self.chance("C", 1.0, 0.85, 0.1):
+            out_dir = "notes" if self.ttype in ("iterate", "maintain") else "reports"
+            return {"main": out_dir, "aux": out_dir, "fig": out_dir, "scratch": "", "base": "", "mid": ""}
+        return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
+
+    def setup_dirs(self, lay: dict[str, str], aux: bool = True, notes: bool = True) -> None:
+        """Create the output folders this session will fill (issue #28: a folder is named for, and made for,
+        what goes in it): the main branch, the sources branch only when auxiliaries are written, the notes
+        branch only when there are working notes to file."""
+        C = self.T["C"]
+        if C == "L":
+            paths = dict.fromkeys(p for p in (lay["main"], lay["aux"] if aux else "", lay["notes"] if notes else "")
+                                  if p)
+            for p in paths:  # one mkdir -p per branch: each is one dir_create at depth 3 (TT §1)
+                self.mkdir(p)
+        elif C == "M":
+            self.mkdir(*dict.fromkeys(lay[k] for k in ("main", "fig") if lay[k]))
+
+    def file_scratch(self, plan: list[tuple[str, str]], lay: dict[str, str]) -> None:
+        """C-L files its working notes (written in the root while working) into the notes branch of its tree at
+        the end, as it files the deliverable (TT §2.3 C-L: put files in place with ``mv``; nothing loose in the
+        root)."""
+        if self.T["C"] != "L" or not lay.get("notes"):
+            return
+        pairs = [(rel, f"{lay['notes']}/{PurePosixPath(rel).name}") for _, rel in plan if rel in self.own]
+        self.mv(pairs)
+        moved = dict(pairs)
+        plan[:] = [(k, moved.get(rel, rel)) for k, rel in plan]
+
+    @staticmethod
+    def join(folder: str, name: str) -> str:
+        return f"{folder}/{name}" if folder else name
+
+    # ------------------------------------------------------------------ charts and READMEs
+    def chart(self, title: str) -> str | bytes:
+        figs = chart_figures(self.nb)
+        return png_chart(figs, title) if self.chart_format == "png" else svg_chart(figs, title)
+
+    def readmes(self, lay: dict[str, str]) -> None:
+        """One README per created level (≤ 4), sized to the B band (TT §3; p14 tiny ≤ 300 chars, §6): what the
+        level holds (its files and folders, each with its title), then, as far as the B band allows, the key
+        facts behind them."""
+        levels = [lay["base"], lay["mid"]] + ([lay["main"]] if self.T["B"] == "L" else [])
+        zh = self.lang == "zh"
+        for lvl in levels:
+            if not lvl:
+                continue
+            rel = f"{lvl}/README.md"
+            if rel in self.own:
+                continue
+            spec = self.doc_spec("readme", self.title("readme"))
+            inside = [p for p in self.own_order if p.startswith(lvl + "/") and p in self.own]
+            subs = sorted({p[len(lvl) + 1:].split("/")[0] for p in inside if "/" in p[len(lvl) + 1:]})
+            here = [p for p in inside if "/" not in p[len(lvl) + 1:]]
+            head = [f"# {spec.title}", "", "## 目录" if zh else "## Contents", ""]
+            for p in here:
+                first = next((ln.lstrip("# ") for ln in self.own[p].split("\n") if ln.startswith("# ")), "")
+                head.append(f"- `{PurePosixPath(p).name}`: {first}" if first else f"- `{PurePosixPath(p).name}`")
+            head += [f"- `{d}/`" for d in subs] + [""]
+            spec.lines = max(0, spec.lines - len(head))
+            body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] if spec.lines > 6 else []
+            self.write(rel, "\n".join(head + body).rstrip("\n") + "\n")
