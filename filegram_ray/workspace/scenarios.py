@@ -410,10 +410,11 @@ def _plant_kb(world: World, rng: random.Random, domain: str = "finance", subdirs
     if domain != "finance":
         dirs = [d for d in (subdirs or []) if d not in ("updates", "raw_data")] or ["notes"]
         files = []
+        used: set[str] = set()  # two drawn titles of one folder may be the same (T-18 seed 2901): never one path
         for d in dirs:
             for k in range(2):
                 doc = f.doc(domain, n_sections=2)
-                files.append((f"{d}/{_name(f, doc.title, 'md', k)}", doc.title))
+                files.append((_claim(f"{d}/{_name(f, doc.title, 'md', k)}", used), doc.title))
         out = [FileSpec(p, "md", f.doc(domain, title=t, n_sections=3)) for p, t in files]
         out.append(FileSpec("index.md", "md", Doc(title="Knowledge Base - Index", sections=[
             ("Sections", [f"- {d}/" for d in dirs]), ("Contents", [f"- [{t}]({p})" for p, t in files])])))
