@@ -442,7 +442,8 @@ def test_validity_leaves_out_a_trajectory_with_a_malformed_meta_json(tmp_path):
     the first."""
     from filegram_ray.config import load_config
     from filegram_ray.engine.generate import GenerateConfig, GenerateWorker, plan_units
-    from filegram_ray.validity.core import load_sessions, run_validity
+    from filegram_ray.validity.core import load_sessions
+    from filegram_ray.validity.report import run_validity
 
     root = tmp_path / "run"
     cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03,T-04]"])

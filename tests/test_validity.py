@@ -12,7 +12,8 @@ import pytest
 from filegram_ray.config import load_config
 from filegram_ray.engine.generate import GenerateWorker, plan_units, run_generate
 from filegram_ray.storage import RunDir
-from filegram_ray.validity.core import DIM_COLS, DIMENSIONS, TaskScaler, merge_report, run_validity
+from filegram_ray.validity.core import DIM_COLS, DIMENSIONS, TaskScaler
+from filegram_ray.validity.report import merge_report, run_validity
 
 #: Six bundled profiles whose upstream plan perturbs T-12 (reference §5.7), so the run holds 6 perturbed units.
 PROFILES = ["p2", "p3", "p4", "p7", "p8", "p9"]

@@ -559,7 +559,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
     text = "\n".join(lines) + "\n"
     if run.exists("results/validity.json"):  # `filegram validity RUN` has run: keep its summary section
-        from filegram_ray.validity.core import merge_report, summary_lines
+        from filegram_ray.validity.report import merge_report, summary_lines
 
         text = merge_report(text, summary_lines(run.read_json("results/validity.json")))
     run.write_text("results/report.md", text)

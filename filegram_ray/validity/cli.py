@@ -7,7 +7,8 @@ import argparse
 
 def _validity(args: argparse.Namespace) -> int:
     from filegram_ray.storage import refuse_missing_local_run
-    from filegram_ray.validity.core import TARGETS, run_validity
+    from filegram_ray.validity.core import TARGETS
+    from filegram_ray.validity.report import run_validity
 
     for run in filter(None, (args.run_dir, args.train_run)):
         refuse_missing_local_run(run, "filegram validity")

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from filegram_ray.validity.core import run_validity  # noqa: E402
 from filegram_ray.validity.realism import check_lines  # noqa: E402
+from filegram_ray.validity.report import run_validity  # noqa: E402
 from filegram_ray.validity.separability import DIMENSIONS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
