@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from synthetic_run import synthetic_markdown
 
 from rendering.policy import MIX, category_of, choose_formats
 from rendering.sections import SectionParams, detect_language, load_document, split_sections
-from synthetic_run import synthetic_markdown
 
 EN = """# Quarterly Review
 
