@@ -12,14 +12,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
-from filegram_ray.jobargs import common_parser, run_job
+from filegram_ray.jobargs import run_job
+from filegram_ray.pipeline import stage_main
 
 
 def main(argv=None) -> int:
-    from filegram_ray.methods.cli import add_evaluate_options, evaluate_from_args
-
-    p = add_evaluate_options(common_parser(__doc__.splitlines()[0]))
-    return evaluate_from_args(p.parse_args(argv))
+    return stage_main("evaluate", argv)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
-from filegram_ray.jobargs import common_parser, config_from_args, run_job
+from filegram_ray.jobargs import run_job
+from filegram_ray.pipeline import stage_main
 
 
 def main(argv=None) -> int:
-    p = common_parser(__doc__.splitlines()[0])
-    args = p.parse_args(argv)
-    cfg = config_from_args(args, section="record")
-    from video.record_stage import run_record
-
-    rec = run_record(cfg)
-    return 0 if rec["errors"] == 0 else 1
+    return stage_main("record", argv)
 
 
 if __name__ == "__main__":

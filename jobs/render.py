@@ -11,18 +11,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
-from filegram_ray.jobargs import common_parser, config_from_args, run_job
+from filegram_ray.jobargs import run_job
+from filegram_ray.pipeline import stage_main
 
 
 def main(argv=None) -> int:
-    p = common_parser(__doc__.splitlines()[0])
-    args = p.parse_args(argv)
-    cfg = config_from_args(args, section="render")
-    from rendering.stage import run_render
-
-    rec = run_render(cfg)
-    errors = sum(c.get("error", 0) for c in rec["counts"].values())
-    return 0 if errors == 0 else 1
+    return stage_main("render", argv)
 
 
 if __name__ == "__main__":

@@ -130,6 +130,31 @@ class EvaluateStage(Stage):
     extras = ()
 
     @classmethod
+    def add_arguments(cls, parser) -> None:
+        from filegram_ray.methods.cli import add_evaluate_options
+
+        add_evaluate_options(parser)
+
+    @classmethod
+    def from_arguments(cls, args) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``--methods`` / ``--backbone`` / ``--backbone-url`` (+ ``--backbone-model``) laid over ``evaluate:``."""
+        backbone = args.backbone
+        if args.backbone_url:
+            backbone = {"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model or "local"}
+        return {}, {k: v for k, v in (("methods", args.methods), ("backbone", backbone)) if v is not None}
+
+    @classmethod
+    def exit_code(cls, record: dict[str, Any]) -> int:
+        """0: error rows are part of the results (the report counts them); a run with no answer at all raises."""
+        return 0
+
+    @classmethod
+    def after_run(cls, record: dict[str, Any], config) -> None:
+        print(f"evaluate: {record['n_items']} items × {len(record['methods'])} methods, {record['n_error_rows']} "
+              f"error rows, {record['seconds']} s")
+        print(f"Report: {config.run().url('results/report.md')}")
+
+    @classmethod
     def options(cls, config, overrides=None) -> EvaluateConfig:
         """The ``evaluate:`` section plus the call's own choices (``jobs/evaluate.py --methods / --backbone``),
         through the same checks as the config's.

@@ -93,6 +93,12 @@ class EncodeStage(Stage):
     Config = EncodeConfig
     extras = ()
 
+    @classmethod
+    def exit_code(cls, record: dict[str, Any]) -> int:
+        """1 only when no trajectory could be encoded (a malformed trajectory is an error row, not a failed job:
+        the memory of the others is built)."""
+        return 1 if record.get("errors") and record.get("errors") == record.get("trajectories") else 0
+
     def check(self) -> None:
         """Read the trajectory index and the selection; refuse what would fail every unit.
 

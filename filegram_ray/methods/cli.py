@@ -1,6 +1,7 @@
 """``filegram methods`` (list the registered memory methods) and ``filegram evaluate`` (the evaluate stage).
 
-``jobs/evaluate.py`` uses the same options (:func:`add_evaluate_options`) and runner (:func:`evaluate_from_args`).
+``jobs/evaluate.py`` (``filegram run evaluate``) takes the same options (:func:`add_evaluate_options`, through the
+stage's ``add_arguments``).
 """
 
 from __future__ import annotations
@@ -48,20 +49,16 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def evaluate_from_args(args: argparse.Namespace) -> int:
-    """Run the evaluate stage from parsed options; prints a one-line summary and where the report is."""
-    from filegram_ray.evaluate.stage import run_evaluate
+    """Run the evaluate stage from parsed options (``filegram evaluate``): the stage's own options
+    (:meth:`~filegram_ray.evaluate.stage.EvaluateStage.from_arguments`), its summary line and the report's path."""
+    from filegram_ray.evaluate.stage import EvaluateStage
     from filegram_ray.jobargs import config_from_args
+    from filegram_ray.stages.runner import run_stage
 
     cfg = config_from_args(args, section="evaluate")
-    backbone = args.backbone
-    if args.backbone_url:
-        backbone = {"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model or "local"}
-    overrides = {k: v for k, v in (("methods", args.methods), ("backbone", backbone)) if v is not None}
-    info = run_evaluate(cfg, **overrides)  # laid over evaluate: and checked like it
-    print(f"evaluate: {info['n_items']} items × {len(info['methods'])} methods, {info['n_error_rows']} error rows, "
-          f"{info['seconds']} s")
-    print(f"Report: {cfg.run().url('results/report.md')}")
-    return 0
+    record = run_stage(EvaluateStage, cfg, overrides=EvaluateStage.from_arguments(args)[1] or None)
+    EvaluateStage.after_run(record, cfg)
+    return EvaluateStage.exit_code(record)
 
 
 def register(sub) -> None:
