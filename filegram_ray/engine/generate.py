@@ -10,8 +10,8 @@ Outputs (COMMON.md run layout)::
     run.json                       stage record (options, counts, wall time)
 
 Missing bundles: when the seed stage has not produced ``workspaces/<task_id>/`` for a planned task, the stage runs
-the seed stage for those tasks first (:func:`filegram_ray.workspace.stage.run_seed`, once, in the driver's turn
-before any actor starts, so no two actors race on a bundle): the run then holds the same bytes a seed stage would
+the seed stage for those tasks first (:func:`filegram_ray.workspace.stage.run_seed` on the same executor, in
+:meth:`GenerateStage.check`, before any unit starts, so no two actors race on a bundle): the run then holds the same bytes a seed stage would
 have written (``workspaces/<task_id>/files/…``, ``bundle.json``, ``workspaces/index.parquet``), next to the
 trajectories made from them. Should that fail for a task, the worker still builds the bundle on the fly with
 ``build_bundle(task, seed)`` into its own temp dir (deterministic: the same bytes) and the unit goes on.
@@ -29,9 +29,11 @@ LLM agent (``generate.agent: llm``, issue #15): the same units, run by :mod:`fil
 OpenAI-compatible server (``generate.llm``); same files plus ``transcript.json``. Its perturbations are applied as
 planned through the prompt (no counterfactual run: the model's sampling is not reproducible).
 
-Fault tolerance: a failing unit becomes an error row (``runtime.map_units``); an actor that dies is restarted and
-its unit resubmitted; a unit is written with atomic files and its completion record last, so a resubmitted or
-rerun unit rewrites identical bytes and is never counted twice.
+Fault tolerance: the stage runs on the Stage contract (:mod:`filegram_ray.stages`): a failing unit becomes an error
+row, an actor that dies is restarted and its unit resubmitted (the executors); the runner skips a trajectory whose
+completion record has the unit's fingerprint (:meth:`GenerateStage.finished`); a unit is written with atomic files
+and its completion record last (by :class:`~filegram_ray.engine.worker.GenerateWorker`), so a resubmitted or rerun
+unit rewrites identical bytes and is never counted twice.
 """
 
 from __future__ import annotations
