@@ -204,7 +204,7 @@ def test_rel_concurrent_generate_index_corruption_lock_in_process(tmp_path):
     cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "profiles=[p1]", "tasks=[T-01]",
                                  "workspace.tts=tone"])
     with cfg.run().lock("pipeline"):  # re-entrant: the pipeline holds it across its stages
-        rec = run_generate(cfg, gen={"serial": True})
+        rec = run_generate(cfg, serial=True)
     assert rec["ok"] == 1
     run = RunDir("memory://lock-test")
     run.write_json(LOCK_RECORD, {"host": "other", "pid": 1, "stage": "encode", "since": "x", "token": "t",
