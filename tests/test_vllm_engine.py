@@ -17,7 +17,7 @@ dropped constraint would show here); the rows carry the backbone's name, prompt 
 engine.
 
 vLLM cannot live in the project's environment (it pins its own torch and transformers), so the run happens in the
-venv of ``tests/benchmarks/build_vllm_venv.sh``: set ``FILEGRAM_VLLM_PYTHON=/work/venv-vllm/bin/python``. Without
+venv of ``tests/benchmarks/build_vllm_venv.sh``: set ``FILEGRAM_VLLM_PYTHON=$PWD/.venv-vllm/bin/python``. Without
 it (and without ``vllm`` importable here) the test skips, saying so. Slow: about 3–6 minutes on 2 cores, most of it
 the engine's start (docs/measurements/2026-12-02-vllm-cpu.md). ``FILEGRAM_VLLM_LOG=path`` keeps the run's log.
 
@@ -88,8 +88,8 @@ def test_vllm_engine_processor_answers_each_item_with_one_of_its_letters(tmp_pat
     py = _vllm_python()
     if py is None:
         pytest.skip("vLLM is not installed here (it pins its own torch): build its venv with "
-                    "`bash tests/benchmarks/build_vllm_venv.sh /work/venv-vllm` and set "
-                    "FILEGRAM_VLLM_PYTHON=/work/venv-vllm/bin/python")
+                    "`bash tests/benchmarks/build_vllm_venv.sh .venv-vllm` and set "
+                    "FILEGRAM_VLLM_PYTHON=$PWD/.venv-vllm/bin/python")
     if not Path(py).is_file():
         pytest.fail(f"FILEGRAM_VLLM_PYTHON={py}: no such file")
     from filegram_ray import weights

