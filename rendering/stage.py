@@ -334,7 +334,6 @@ class RenderStage(Stage):
     timings tables and prints the summary table."""
 
     name = STAGE
-    description = "multimodal derivatives of agent outputs → derivatives/"
     Config = RenderConfig
     extras = ()
 

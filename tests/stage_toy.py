@@ -45,7 +45,6 @@ class ToyWorker:
 
 class ToyStage(Stage):
     name = "toy"
-    description = "squares of integers → toy/"
     Config = ToyConfig
     starts_run = True  # it reads nothing of a run
 

@@ -343,7 +343,6 @@ class CaptionStage(Stage):
     writes ``captions/index.parquet``, rebuilds the events (``realworld/``) and returns the summary."""
 
     name = STAGE
-    description = "keyframes → OCR/VLM captions → events read back → captions/, realworld/"
     Config = CaptionConfig
     extras = ()
 

@@ -139,7 +139,6 @@ class RecordStage(Stage):
     ``recordings/index.parquet`` and returns the summary (see the module docstring)."""
 
     name = STAGE
-    description = "guidance videos of a seeded sample → recordings/"
     Config = RecordConfig
     extras = ()
 

@@ -111,7 +111,6 @@ class BenchStage(Stage):
     """
 
     name = STAGE
-    description = "FileGramBench items → bench/"
     Config = BenchConfig
     in_process = True
 

@@ -203,7 +203,6 @@ class GenerateStage(Stage):
     """
 
     name = STAGE
-    description = "persona agents do the tasks; typed events + content deltas → trajectories/"
     Config = GenerateConfig
     starts_run = True
 

@@ -125,7 +125,6 @@ class EvaluateStage(Stage):
     """
 
     name = STAGE
-    description = "every memory method × the items → results/report.md"
     Config = EvaluateConfig
     extras = ()
 

@@ -89,7 +89,6 @@ class EncodeStage(Stage):
     (:class:`~filegram_ray.memory.encode_worker.ProfileWorker`) on the same executor and prints the summary."""
 
     name = STAGE
-    description = "FileGramOS Engrams, channels and FAISS indices → engrams/, memory/, indices/"
     Config = EncodeConfig
     extras = ()
 

@@ -137,8 +137,6 @@ class Stage:
 
     #: the stage's name: ``filegram run <name>``, ``jobs/<name>.py``, ``run.json`` ``stages.<name>``, ``_done/<name>/``
     name: ClassVar[str]
-    #: one line for ``--help`` and the stage table
-    description: ClassVar[str] = ""
     #: the stage's options; fields carry descriptions (``filegram config`` and the docs print them)
     Config: ClassVar[type[BaseModel]]
     #: package extras the stage needs (``pip install 'filegram-ray[<extra>]'``), checked before it starts

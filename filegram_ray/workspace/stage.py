@@ -127,7 +127,6 @@ class SeedStage(Stage):
     ``workspaces/index.parquet`` from every finished bundle's ``bundle.json`` and prints the summary table."""
 
     name = STAGE
-    description = "build every task's seeded multi-format input bundle → workspaces/"
     Config = SeedConfig
     starts_run = True
     extras = ()
