@@ -143,7 +143,12 @@ def test_count_rule_answerer_reads_shift_and_impostor_from_counts():
 
 def test_action_checks_count_search_hits_and_inspections():
     raw = [{"event_type": "session_start", "target_directory": "/sandbox/x"},
-           {"event_type": "file_search", "files_matched": 3, "files_opened_after": ["a.md"]},
+           {"event_type": "file_search", "search_type": "glob", "query": "**/*report*", "files_matched": 1,
+            "files_opened_after": []},
+           {"event_type": "file_read", "file_path": "/sandbox/x/q3_report.md"},       # the glob's match: opened
+           {"event_type": "file_search", "search_type": "grep", "query": "Gomez", "files_matched": 3,
+            "files_opened_after": []},
+           {"event_type": "file_read", "file_path": "/sandbox/x/other.md"},          # no Gomez in it
            {"event_type": "file_search", "files_matched": 0, "files_opened_after": []},
            {"event_type": "file_read", "file_path": "/sandbox/x/a.md"},
            {"event_type": "file_delete", "file_path": "/sandbox/x/a.md"},           # read first: inspected
@@ -153,8 +158,10 @@ def test_action_checks_count_search_hits_and_inspections():
            {"event_type": "file_rename", "old_path": "/sandbox/x/arch/b.txt", "new_path": "/sandbox/x/arch/c.txt"},
            {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls"}},
            {"event_type": "file_move", "old_path": "/sandbox/x/d.txt", "new_path": "/sandbox/x/e/d.txt"}]
-    r = action_checks(raw)
-    assert (r["searches"], r["search_hits"], r["search_opened"]) == (2, 1, 1)
+    texts = {"a.md": ["Cynthia Gomez approved it."], "other.md": ["nothing here"], "q3_report.md": ["x"]}
+    r = action_checks(raw, texts.get)
+    # the event's files_opened_after is always empty (reference §4): "opened" is read from the order of the log
+    assert (r["searches"], r["search_hits"], r["search_opened"]) == (3, 2, 1)
     assert (r["changes"], r["inspected"]) == (5, 3)
     assert [m["path"] for m in r["uninspected"]] == ["junk.tmp", "d.txt"]
 
@@ -305,3 +312,79 @@ def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
         k = len(d.distractors) + 1
         # A and F are M (two directions each): up to 4 probed options fill every slot before another dimension
         assert set(others) <= {"A", "F"} if k - 2 <= 4 else {"A", "F"} <= set(others)
+
+
+def test_shiftana_offers_the_changes_the_session_shows_first():
+    """Issue #28 (item design): a dimension the perturbed session acted one tier off the user's usual tier by the
+    user's own variation (``meta.json`` acting_tiers) is the first false option — read alone, the session shows that
+    change too; the opposite direction of the true shift follows."""
+    import dataclasses
+
+    from filegram_ray.bench.builders import shiftana
+    from filegram_ray.bench.vocab import TIER_SHORT
+
+    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"))
+    acting = {"A": "M", "B": "M", "C": "M", "D": "L", "E": "M", "F": "R"}  # D and F went against type
+    inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, acting_tiers=acting) if t.perturbed
+                                                       else t for t in inputs.trajectories])
+    drafts = shiftana.build(inputs, seed=3, target=100)
+    assert {len(d.distractors) + 1 for d in drafts} == {3, 4, 5, 6}
+    shown = {f"{TIER_SHORT['F']['M']} → {TIER_SHORT['F']['R']}", f"{TIER_SHORT['D']['M']} → {TIER_SHORT['D']['L']}"}
+    reverse = f"{TIER_SHORT['C']['M']} → {TIER_SHORT['C']['L']}"
+    for d in drafts:
+        k = len(d.distractors) + 1
+        if k == 3:  # two slots: both shown changes, F (probed) before D
+            assert set(d.distractors) == shown
+        else:
+            assert d.distractors[:3] == [f"{TIER_SHORT['F']['M']} → {TIER_SHORT['F']['R']}",
+                                         f"{TIER_SHORT['D']['M']} → {TIER_SHORT['D']['L']}", reverse]
+
+
+def test_item_sessions_compare_like_with_like():
+    """Issue #28 (item design): ShiftAna's baseline sessions and AnomDet's user sessions come first from tasks
+    that probe the dimension in question (the shifted one; one where user and impostor differ), so a task that
+    exercises a dimension is not what sets the asked-about session apart."""
+    import dataclasses
+
+    from filegram_ray.bench.builders import anomdet, shiftana
+    from filegram_ray.bench.inputs import TaskRec
+
+    inputs = _bench_inputs({"u1": "LLLLLL", "u2": "MLLLLL"})
+    probing = {"T-02", "T-04", "T-05", "T-06", "T-07", "T-08"}  # probe A and C; the others probe B only
+    inputs = dataclasses.replace(inputs, tasks=[TaskRec(task_id=t.task_id, type="understand",
+                                                        dimensions=("A", "C") if t.task_id in probing else ("B",))
+                                                for t in inputs.tasks])
+    sa = shiftana.build(inputs, seed=1, target=100)
+    assert sa
+    for d in sa:  # the shift is C; 5 clean sessions of u1 probe C: all of them, nothing else
+        base = d.context.trajectories[:-1]
+        assert {t.split("/")[1] for t in base} == probing - {"T-02"}
+    ad = anomdet.build(inputs, seed=1, target=40)
+    assert ad
+    for d in ad:  # u1 and u2 differ on A: user sessions from A-probing tasks while there are enough
+        imp = d.facts["impostor"]
+        user = [t for t in d.context.trajectories if t != imp]
+        like = [t for t in user if t.split("/")[1] in probing]
+        assert len(like) == min(len(user), len(probing - {imp.split("/")[1]} - ({"T-02"} if d.profile_id == "u1"
+                                                                                   else set())))
+
+
+def test_memory_rule_answerer_tells_a_habitual_deviation_from_a_shift():
+    """The reference answerer of the items' design: a change the session shows on a dimension where this user often
+    reads that way (their own variation) is less surprising than one they never show — the count rule, which sees
+    only the shown sessions, cannot tell the two apart."""
+    from filegram_ray.bench.vocab import TIER_SHORT
+    from filegram_ray.validity.separability import CountRuleAnswerer, MemoryRuleAnswerer
+
+    usual = {"A": "M", "B": "M", "C": "M", "D": "M", "E": "M", "F": "M"}
+    tiers = {f"u/T-{i:02d}": dict(usual) for i in range(1, 13)}
+    for i in (1, 3, 5, 7):  # this user reads A as L in a third of their sessions
+        tiers[f"u/T-{i:02d}"]["A"] = "L"
+    tiers["u/T-12"] = {**usual, "A": "L", "E": "L"}  # the asked-about session: A (habitual) and E (new) changed
+    choices = {"A": f"{TIER_SHORT['A']['M']} → {TIER_SHORT['A']['L']}",
+               "B": f"{TIER_SHORT['E']['M']} → {TIER_SHORT['E']['L']}"}
+    shown = ["u/T-02", "u/T-04", "u/T-12"]
+    mem = MemoryRuleAnswerer(tiers.__getitem__, lambda p: sorted(tiers))
+    assert mem.answer_shiftana("q", choices, shown, profile_id="u") == "B"
+    count = CountRuleAnswerer(tiers.__getitem__)
+    assert {count.answer_shiftana(f"q{i}", choices, shown) for i in range(20)} == {"A", "B"}  # a tie, drawn

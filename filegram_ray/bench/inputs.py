@@ -75,7 +75,9 @@ class TrajRec:
     """A usable trajectory; ``perturbation`` = ``{"dimension", "from", "to"}`` or ``None`` (reference §5.7).
 
     ``shift_real``: the generator's counterfactual check (``meta.json`` ``perturbation_check``): True = the shift
-    changed the perturbed dimension's features, False = it did not (a no-op), None = not checked."""
+    changed the perturbed dimension's features, False = it did not (a no-op), None = not checked.
+    ``acting_tiers``: perturbed persona-simulator sessions only (``meta.json``): the tier each dimension acted in
+    (``{dim: tier}``); None otherwise."""
 
     trajectory_id: str
     profile_id: str
@@ -83,6 +85,7 @@ class TrajRec:
     perturbation: dict[str, str] | None = None
     fingerprint: tuple[float, ...] | None = None
     shift_real: bool | None = None
+    acting_tiers: dict[str, str] | None = None
 
     @property
     def perturbed(self) -> bool:
@@ -281,14 +284,14 @@ def load_bench_inputs(run, profiles: list[Any] | None = None, tasks: list[Any] |
             if not run.exists(f"trajectories/{tid}"):
                 raise _UnitProblem(f"trajectories/{tid}", f"{run.url(f'trajectories/{tid}')}: missing, but the index "
                                                           f"lists {tid} as generated")
-            pert, shift_real = _perturbation(run, tid, r.get("perturbed"))
+            pert, shift_real, acting = _perturbation(run, tid, r.get("perturbed"))
             fp = _fingerprint(run, r["profile_id"], r["task_id"])
         except _UnitProblem as exc:
             skipped.append({"trajectory_id": str(tid), "file": exc.file, "error": str(exc)})
             log.warning("bench: trajectory %s left out: %s", tid, exc)
             continue
         trajs.append(TrajRec(trajectory_id=tid, profile_id=r["profile_id"], task_id=r["task_id"],
-                             perturbation=pert, fingerprint=fp, shift_real=shift_real))
+                             perturbation=pert, fingerprint=fp, shift_real=shift_real, acting_tiers=acting))
     rendered = rendered_trajectories(run, [t.trajectory_id for t in trajs])
     return BenchInputs(profiles=precs, tasks=trecs, trajectories=trajs, rendered=rendered, skipped=skipped,
                        recordings=load_recordings(run, [t.trajectory_id for t in trajs]),
@@ -326,17 +329,19 @@ def _read_unit_json(run, rel: str) -> Any:
         raise _UnitProblem(rel, str(exc)) from None
 
 
-def _perturbation(run, tid: str, perturbed: Any) -> tuple[dict[str, str] | None, bool | None]:
-    """(perturbation, shift_real) of trajectory ``tid`` from its ``meta.json`` (read only when the index does not
-    say the trajectory is unperturbed). Raises :class:`_UnitProblem` naming the file and the field."""
+def _perturbation(run, tid: str, perturbed: Any
+                  ) -> tuple[dict[str, str] | None, bool | None, dict[str, str] | None]:
+    """(perturbation, shift_real, acting_tiers) of trajectory ``tid`` from its ``meta.json`` (read only when the
+    index does not say the trajectory is unperturbed; acting tiers only of a perturbed session). Raises
+    :class:`_UnitProblem` naming the file and the field."""
     if perturbed is not None and not bool(perturbed):
-        return None, None
+        return None, None, None
     meta_rel = f"trajectories/{tid}/meta.json"
     where = run.url(meta_rel)
     if not run.exists(meta_rel):
         if perturbed:
             raise _UnitProblem(meta_rel, f"{where}: missing, but the index marks {tid} as perturbed")
-        return None, None
+        return None, None, None
     meta = _read_unit_json(run, meta_rel)
     if not isinstance(meta, dict):
         raise _UnitProblem(meta_rel, f"{where}: expected a JSON object, got {type(meta).__name__}")
@@ -345,7 +350,7 @@ def _perturbation(run, tid: str, perturbed: Any) -> tuple[dict[str, str] | None,
         if perturbed:
             raise _UnitProblem(meta_rel, f"{where}: field 'perturbation' is null, but the index marks {tid} as "
                                          "perturbed")
-        return None, None
+        return None, None, None
     if not isinstance(pert, dict):
         raise _UnitProblem(meta_rel, f"{where}: field 'perturbation' must be an object or null, got "
                                      f"{type(pert).__name__}")
@@ -364,7 +369,13 @@ def _perturbation(run, tid: str, perturbed: Any) -> tuple[dict[str, str] | None,
     shift_real = None
     if check.get("status") in ("real", "replaced", "dropped"):
         shift_real = check["status"] != "dropped" and bool(check.get("shift"))
-    return {"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}, shift_real
+    acting = meta.get("acting_tiers")
+    if acting is not None and not (isinstance(acting, dict) and set(acting) == set(DIMENSIONS)
+                                   and all(v in TIERS for v in acting.values())):
+        raise _UnitProblem(meta_rel, f"{where}: field 'acting_tiers' must map each of {'/'.join(DIMENSIONS)} to "
+                                     f"one of {'/'.join(TIERS)}, got {acting!r:.80}")
+    return ({"dimension": pert["dimension"], "from": pert["from"], "to": pert["to"]}, shift_real,
+            dict(acting) if acting is not None else None)
 
 
 def _fingerprint(run, profile_id: str, task_id: str) -> tuple[float, ...] | None:

@@ -125,7 +125,8 @@ class GenerateWorker:
                 info = sess.write_trajectory(dest)
                 started = sess.events[0]["timestamp"] if sess.events else 0.0
                 return {"info": info, "started": started, "duration": sess.clock_ms - started,
-                        "outputs": sess.output_files(), "sandbox": sess.sandbox_record()}
+                        "outputs": sess.output_files(), "sandbox": sess.sandbox_record(),
+                        "acting_tiers": getattr(sess, "acting_tiers", None)}
             finally:
                 sess.close()
 
@@ -167,7 +168,7 @@ class GenerateWorker:
                    agent_version: str, check: dict[str, Any] | None = None,
                    record_extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish a trajectory folder written at ``dest`` (``res``: ``info``, ``started``, ``duration``,
-        ``outputs``, ``sandbox``, optional ``completed``): meta.json, upload to ``trajectories/<profile>/<task>/``,
+        ``outputs``, ``sandbox``, optional ``completed`` and ``acting_tiers``): meta.json, upload to ``trajectories/<profile>/<task>/``,
         then the completion record. Returns the result row."""
         from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
 
@@ -181,7 +182,8 @@ class GenerateWorker:
             started_at_ms=float(started), duration_ms=float(duration), wall_time_s=round(time.perf_counter() - t0, 3),
             event_counts={"raw": info["n_events_raw"], "kept": info["n_events"], **dict(sorted(kept_counts.items()))},
             versions={k: v for k, v in package_versions().items() if k in ("filegram-ray", "python")},
-            sandbox=res["sandbox"] if any(res["sandbox"].values()) else None)
+            sandbox=res["sandbox"] if any(res["sandbox"].values()) else None,
+            acting_tiers=res.get("acting_tiers"))
         meta_d = meta.to_json_dict()
         meta_d["wall_time_s"] = 0.0  # keep meta.json byte-identical across runs; wall time goes to the record
 

@@ -55,7 +55,10 @@ class EncodeConfig(BaseModel):
                           "'minilm-int8', 'e5-small', 'hashing') or 'auto' (per profile: e5-small for mostly-CJK "
                           "texts, else minilm)")
     embed_batch_size: int = Field(64, ge=1, description="texts per forward pass of an embedder that batches")
-    embed_actors: int = Field(1, ge=1, description="profile workers (each loads the embedding model once) on Ray")
+    embed_actors: int = Field(2, ge=1, description="profile workers (each loads the embedding model once) on Ray; "
+                              "2 on 2 cores: each runs its texts one per forward pass (batch-invariant vectors, "
+                              "BR2-16) on one thread, which a single worker's two threads parallelise poorly "
+                              "(docs/measurements/2026-12-02-pipeline.md)")
     embed_num_cpus: float = Field(0.5, gt=0, description="Ray CPUs per profile worker (≤ 0.5 on 2 CPUs, "
                                   "ENVIRONMENT_FACTS §1)")
     embed_threads: int | None = Field(None, ge=1, description="intra-op threads per profile worker; None = the "

@@ -50,11 +50,16 @@ class TrajectoryMeta(BaseModel):
         None, description="bundle entries the engine's sandbox copy renamed or left out: {'renamed': [{path, "
         "renamed_from}], 'skipped': [{path, reason}]} (a name that is not valid UTF-8 gets its %XX name, case "
         "BR-27; links and special files are skipped); absent when nothing was")
+    acting_tiers: dict[Dimension, Tier] | None = Field(
+        None, description="persona simulator only: the tier each dimension A-F acted in this session (the tier "
+        "nearest the session's drawn position, engine/simulator/tendency.py); with the perturbation applied. Ground "
+        "truth for item construction (ShiftAna distractors), never shown to a method; absent for other agents")
 
     def to_json_dict(self) -> dict[str, Any]:
         d = self.model_dump(mode="json", by_alias=True)
-        if d.get("sandbox") is None:
-            d.pop("sandbox", None)
+        for key in ("sandbox", "acting_tiers"):
+            if d.get(key) is None:
+                d.pop(key, None)
         return d
 
 

@@ -6,7 +6,10 @@ events, in order; paths made relative to the session's ``target_directory``), it
 shows it: :func:`filegram_ray.workspace.extract.extract_text`):
 
 * **search hits** — share of ``file_search`` events whose search matched at least one file (``files_matched`` ≥ 1);
-  beside it the share after which a matched file was opened (``files_opened_after`` non-empty; reported only).
+  beside it the share after which a matched file was opened (reported only): a ``file_read``, before the next
+  search, of a file the search matches — for a glob, a path the pattern matches; for a grep, an input file whose
+  text holds the query (case-insensitive). The event's own ``files_opened_after`` is always empty (reference §4,
+  event 4), so the raw log's order is read instead.
 * **inspected before change** — share of ``file_delete`` / ``file_move`` / ``file_rename`` events whose file was
   inspected earlier in the session: read (``file_read`` of that path), named by an inspecting shell command
   (:data:`INSPECT_COMMANDS`; ``ls`` only with a ``-l`` flag), or written by the agent itself earlier (it knows what
@@ -27,11 +30,13 @@ Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sent
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import re
 import shlex
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +66,10 @@ def _rel(path: str, root: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ actions
-def action_checks(raw: list[dict[str, Any]]) -> dict[str, Any]:
-    """Search and inspection counts of one session's raw events (module docstring).
+def action_checks(raw: list[dict[str, Any]], lines_of: Callable[[str], list[str] | None] | None = None
+                  ) -> dict[str, Any]:
+    """Search and inspection counts of one session's raw events (module docstring). ``lines_of(path)``: an input
+    file's text lines (None when it is not an input), for "a matched file was opened".
 
     Returns ``{"searches", "search_hits", "search_opened", "changes", "inspected", "uninspected": [
     {"event", "path"}]}``."""
@@ -70,13 +77,25 @@ def action_checks(raw: list[dict[str, Any]]) -> dict[str, Any]:
     inspected: set[str] = set()
     out: Counter = Counter()
     missed: list[dict[str, str]] = []
+    query: tuple[str, str] | None = None  # (type, query) of the last search, until a matched file is read
     for e in raw:
         t = e.get("event_type")
         if t == "file_search":
             out["searches"] += 1
             out["search_hits"] += int((e.get("files_matched") or 0) >= 1)
-            out["search_opened"] += int(bool(e.get("files_opened_after")))
-        elif t in ("file_read", "file_write", "file_edit", "file_copy"):
+            q = str(e.get("query") or "")
+            query = (str(e.get("search_type") or "grep"), q) if q else None
+        if t == "file_read" and query is not None:
+            path = _rel(e.get("file_path") or "", root)
+            if query[0] == "glob":
+                found = fnmatch.fnmatch(path, query[1]) or fnmatch.fnmatch(path, query[1].removeprefix("**/"))
+            else:
+                lines = lines_of(path) if lines_of is not None else None
+                found = lines is not None and query[1].lower() in "\n".join(lines).lower()
+            if found:
+                out["search_opened"] += 1
+                query = None
+        if t in ("file_read", "file_write", "file_edit", "file_copy"):
             for k in ("file_path", "new_path", "target_path", "dest_path"):
                 if e.get(k):
                     inspected.add(_rel(e[k], root))
@@ -254,7 +273,7 @@ def motivation(run_dir: str | Path, trajectories: list[tuple[str, str]], example
             continue
         raw = [e for e in raw if isinstance(e, dict)]
         try:
-            a = action_checks(raw)
+            a = action_checks(raw, lambda path, tid=tid: inputs.lines(tid, path))
         except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type: this trajectory only
             skipped.append({"trajectory_id": f"{pid}/{tid}", "error": f"{base / 'events_raw.json'}: malformed "
                                                                       f"event field ({exc})"})

@@ -36,6 +36,7 @@ from filegram_ray.validity.separability import (
     DIMENSIONS,
     FINGERPRINT_NAMES,
     CountRuleAnswerer,
+    MemoryRuleAnswerer,
     rule_session_accuracy,
     rule_tiers,
     score_rule_answerer,
@@ -202,9 +203,16 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
                                           {s.trajectory_id: s.fp for s in sess})
         ans = CountRuleAnswerer(lambda t: tiers.get(t) or {d: "?" for d in DIMENSIONS})
         out["rule_answerer"] = {"source": source, **score_rule_answerer(items, keys, ans)}
+        by_user: dict[str, list[str]] = {}
+        for s in sess:
+            by_user.setdefault(s.profile_id, []).append(s.trajectory_id)
+        mem = MemoryRuleAnswerer(lambda t: tiers.get(t) or {d: "?" for d in DIMENSIONS},
+                                 lambda p: by_user.get(p, []))
+        out["memory_answerer"] = {"source": source, **score_rule_answerer(items, keys, mem)}
     except (ValueError, OSError) as exc:  # a bank that cannot be built is an n/a row, never the end of the check
         log.warning("validity: count-rule answerer not scored: %s", exc)
         out["rule_answerer"] = {"source": None, "error": str(exc)}
+        out["memory_answerer"] = {"source": None, "error": str(exc)}
     run = RunDir(run_uri, storage_options or {})
     if run.is_local:
         out["motivation"] = motivation(run.full(""), [(s.profile_id, s.task_id) for s in sess])
@@ -282,6 +290,12 @@ def check_lines(res: dict[str, Any]) -> list[str]:
     rs = res["rule_sessions"]
     lines.append("    info  hand-written single-count rules, tier of a single session: "
                  + ", ".join(f"{d} {_fmt(rs[d])}" for d in DIMENSIONS))
+    mem = res.get("memory_answerer") or {}
+    got = [f"{s} {mem[s]['accuracy']:.2f} (chance {mem[s]['chance']:.2f}, {mem[s]['margin']:+.2f})"
+           for s in ("ShiftAna", "AnomDet") if isinstance(mem.get(s), dict)]
+    if got:
+        lines.append("    info  the same readings with the user's usual taken from memory (all of the user's other "
+                     "sessions; MemoryRuleAnswerer): " + ", ".join(got))
     return lines
 
 

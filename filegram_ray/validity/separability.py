@@ -28,6 +28,7 @@ generated the session (the profile's tier, or the perturbation's target tier on 
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -279,6 +280,62 @@ class CountRuleAnswerer:
         return self._pick(qid, scores)
 
 
+class MemoryRuleAnswerer(CountRuleAnswerer):
+    """The same single-count readings (:func:`rule_tiers`), but the user's usual way comes from *memory*: how often
+    each reading occurs over all of the user's other sessions in the run (Laplace-smoothed shares, the asked-about
+    sessions left out), not from the sessions the item shows. The reference for "the items reward memory": what
+    the count-rule bound takes away from a memory-less reader must stay open to one that remembers the user.
+
+    ShiftAna: an option "``a`` → ``b`` on dimension ``e``" scores the surprise ``-log share(e reads b)`` when the
+    shown session reads ``b`` on ``e`` (0 otherwise); AnomDet: each shown session's summed surprise over the six
+    readings, the user's shares taken without that session.
+
+    Args:
+        tiers_of: ``trajectory_id -> {dim: rule tier}`` of every session of the run.
+        sessions_of: ``profile_id -> trajectory ids`` of every session of that user in the run (perturbed ones
+            included: a memory does not know which sessions were perturbed).
+    """
+
+    name = "memory-rules"
+
+    def __init__(self, tiers_of: Callable[[str], dict[str, str]], sessions_of: Callable[[str], Sequence[str]],
+                 seed: int = 0):
+        super().__init__(tiers_of, seed)
+        self.sessions_of = sessions_of
+
+    def _shares(self, profile_id: str, leave_out: set[str]) -> dict[str, dict[str, float]]:
+        seen = [self.tiers_of(t) for t in self.sessions_of(profile_id) if t not in leave_out]
+        return {d: {t: (sum(s[d] == t for s in seen) + 1.0) / (len(seen) + len(TIERS)) for t in TIERS}
+                for d in DIMENSIONS}
+
+    def answer_shiftana(self, qid: str, choices: Mapping[str, str], trajectories: Sequence[str],
+                        profile_id: str = "") -> str:
+        from filegram_ray.bench.vocab import TIER_SHORT
+
+        parse = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": (d, a, b)
+                 for d in DIMENSIONS for a in TIERS for b in TIERS if a != b}
+        last = self.tiers_of(trajectories[-1])
+        share = self._shares(profile_id or trajectories[-1].split("/")[0], {trajectories[-1]})
+        scores = {}
+        for letter, text in choices.items():
+            d, _a, b = parse.get(text, (None, None, None))
+            scores[letter] = -math.log(share[d][b]) if d is not None and last.get(d) == b else 0.0
+        return self._pick(qid, scores)
+
+    def answer_anomdet(self, qid: str, choices: Mapping[str, str], trajectories: Sequence[str],
+                       labels: Sequence[str], profile_id: str = "") -> str:
+        by_label = dict(zip(labels, trajectories))
+        scores = {}
+        for letter, lab in choices.items():
+            t = by_label.get(lab)
+            if t is None or not profile_id:
+                scores[letter] = 0.0
+                continue
+            share, tiers = self._shares(profile_id, {t}), self.tiers_of(t)
+            scores[letter] = float(sum(-math.log(share[d][tiers[d]]) for d in DIMENSIONS if tiers[d] in TIERS))
+        return self._pick(qid, scores)
+
+
 def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer: CountRuleAnswerer
                         ) -> dict[str, Any]:
     """Accuracy of ``answerer`` on the ShiftAna / AnomDet items among ``items`` (bench
@@ -293,10 +350,12 @@ def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer:
         if it.sub_track not in ("ShiftAna", "AnomDet") or not it.choices:
             continue
         choices = {LETTERS[i]: c for i, c in enumerate(it.choices)}
+        extra = {"profile_id": it.profile_id} if isinstance(answerer, MemoryRuleAnswerer) else {}
         if it.sub_track == "ShiftAna":
-            got = answerer.answer_shiftana(it.question_id, choices, it.context.trajectories)
+            got = answerer.answer_shiftana(it.question_id, choices, it.context.trajectories, **extra)
         else:
-            got = answerer.answer_anomdet(it.question_id, choices, it.context.trajectories, it.context.labels)
+            got = answerer.answer_anomdet(it.question_id, choices, it.context.trajectories, it.context.labels,
+                                          **extra)
         hits.setdefault(it.sub_track, []).append(float(got == keys[it.question_id]))
         chance.setdefault(it.sub_track, []).append(1.0 / len(it.choices))
     out = {}

@@ -1,16 +1,17 @@
 """Issue #28 item 4 on two fresh profile sets: every behaviour-validity figure with its bound and PASS / FAIL.
 
 Builds two profile sets the project never saw (``filegram profiles new --n N --seed S``, two seeds), runs the seed
-and generate stages for each on a task slice (default: the 8 perturbation-candidate tasks of reference §5.7, so
-every planned perturbation is in, plus one or two tasks of each of the six task types), optionally encode, then
+and generate stages for each on the task set (default: all 32 tasks, so profile-level recovery reads all of a
+profile's sessions as issue #28 asks; ``--tasks`` takes a slice, e.g. :data:`SLICE`, the 16 tasks used until
+2026-12-02 morning), optionally encode, then
 ``filegram validity`` on each set with the other as the cross-set (fitted there, scored here), and writes
 (or extends) a dated measurement page with one section per ``--label``.
 
     python tests/benchmarks/bench_validity.py --label after
     python tests/benchmarks/bench_validity.py --label before --source /tmp/old-tree   # generate with another tree
 
-Sizes (defaults): 2 sets × 30 profiles × 16 tasks = 960 trajectories (150 perturbed per set); ≈ 4 min of generate
-per set on a shared 2-core machine, serial. Run directories are kept under ``--out`` and reused (the stages resume).
+Sizes (defaults): 2 sets × 30 profiles × 32 tasks = 1,920 trajectories (150 perturbed per set); ≈ 3 min of
+generate per set on a quiet 2-core machine, serial. Run directories are kept under ``--out`` and reused (the stages resume).
 ``--source DIR``: generate with the source tree at DIR (``PYTHONPATH=DIR``; e.g. ``git archive <commit>``
 unpacked) — how the "before" figures of today's simulator were made; the measuring code is always this checkout's.
 """
@@ -36,8 +37,10 @@ from filegram_ray.validity.separability import DIMENSIONS  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 #: 8 perturbation candidates (reference §5.7) + T-01 T-02 (understand), T-03 (create), T-05 T-14 (organize),
 #: T-07 (synthesize), T-10 (maintain), T-11 (iterate).
-TASKS = ["T-12", "T-16", "T-18", "T-22", "T-24", "T-26", "T-29", "T-31", "T-01", "T-02", "T-03", "T-05", "T-07",
+SLICE = ["T-12", "T-16", "T-18", "T-22", "T-24", "T-26", "T-29", "T-31", "T-01", "T-02", "T-03", "T-05", "T-07",
          "T-10", "T-11", "T-14"]
+#: Default: every task of the bundled set (all of a profile's sessions, issue #28 item 4).
+TASKS = [f"T-{i:02d}" for i in range(1, 33)]
 PAGE = ROOT / "docs" / "measurements" / "2026-12-02-validity.md"
 
 

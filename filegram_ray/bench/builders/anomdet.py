@@ -8,8 +8,12 @@ set takes its impostors from the nearest profiles that still share ≥ 3 dimensi
 Until 2026-12-02 half of the impostors came from any profile sharing ≥ 3 dimensions (up to 3 differing): a
 three-dimension difference lets a memory-less count rule that reads each shown session on its own pick the
 impostor (issue #28: count-rule answerer at chance + 0.23–0.28 on two fresh 30-profile sets). The impostor's session must be on a task that
-probes at least one dimension where the two profiles differ, so the difference can show. The user's perturbed
-sessions are never used (they would be a second anomaly).
+probes at least one dimension where the two profiles differ, so the difference can show; the user's sessions are
+drawn first among tasks that probe one of those dimensions as well, then among the rest (like is compared with
+like: until 2026-12-02 (morning) they were any of the user's tasks, so the impostor was often the one session whose
+task exercises the dimension at all — many deletes or moves next to sessions of tasks that have none — which a
+memory-less count rule reads without knowing anything of the user; issue #28). The user's perturbed sessions are
+never used (they would be a second anomaly).
 
 Only real differences (issue #16): when fingerprints are available (encode stage), the impostor session must differ
 from the user's own session of the same task in at least one fingerprint feature of a dimension where the two
@@ -95,7 +99,10 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
                 k = CHOICE_RANGE[0]
                 if len(pool) < k - 1:
                     continue
-            user_ts = sorted(r.sample(pool, k - 1), key=lambda t: t.task_id)
+            like = [t for t in pool if diff & set(inputs.task(t.task_id).dimensions)]
+            rest = [t for t in pool if t not in like]
+            user_ts = r.sample(like, min(k - 1, len(like)))
+            user_ts = sorted(user_ts + r.sample(rest, k - 1 - len(user_ts)), key=lambda t: t.task_id)
             key = (imp_t.trajectory_id, tuple(t.trajectory_id for t in user_ts))
             if key in seen:
                 continue

@@ -2,15 +2,28 @@
 
 Reference §9.1, §5.7. The last session shown was generated with one dimension moved by one tier (its
 ``meta.json`` perturbation); which change happened? Options are shifts in plain words ("everything in the top
-folder → one or two folder levels"): the true one, the same dimension in the opposite direction, and one-tier
-shifts of other dimensions away from the user's usual tier (all false). The other dimensions are taken from the
-task's own probed dimensions first (the shift itself is drawn among them, reference §5.7), then from the rest: the
-alternatives are changes the session could have shown. Until 2026-12-02 they were drawn from all five other
-dimensions alike, so distractors were often habits the task barely exercises, which a memory-less count rule
-rules out at a glance (issue #28: on one 12-profile set, count-rule accuracy 0.60 with the old draw, 0.54 with
-this one, chance 0.24).
+folder → one or two folder levels"): the true one and false ones, in this order of preference:
 
-Baseline = up to :data:`MAX_BASELINE` of the user's unperturbed sessions (seeded sample, shown in task order).
+1. **changes the session shows but the user did not make**: another dimension on which this session acted one
+   tier away from the user's usual tier by the user's own session-to-session variation (``meta.json``
+   ``acting_tiers``, persona simulator; issue #28: a session may go against type). Read on its own, the session
+   shows both changes; only the user's usual spread, which a memory has and one session does not, says which one
+   is the deliberate shift — the shifted dimension sits a whole tier away on average, a natural deviation just
+   past the tier's edge.
+2. the same dimension in the opposite direction;
+3. one-tier shifts of other dimensions away from the user's usual tier, the task's probed dimensions first (the
+   shift itself is drawn among them, reference §5.7), then the rest.
+
+Until 2026-12-02 (morning) the false options were 2 and 3 only: every one of them was a change the session does
+*not* show, so a memory-less rule that reads the shown session's tiers and compares them with the baseline sessions
+picked the one shown change (issue #28: count-rule answerer at chance + 0.29 / + 0.32 on two fresh 30-profile
+sets, bound + 0.15). Trajectories without ``acting_tiers`` (the LLM agent, older runs) get 2 and 3 only.
+
+Baseline = up to :data:`MAX_BASELINE` of the user's unperturbed sessions (seeded sample, shown in task order),
+drawn first among the sessions whose task probes the shifted dimension (the perturbed session's task does, reference
+§5.7), then, only up to :data:`MIN_BASELINE`, among the rest. Like is compared with like: until 2026-12-02 the
+baseline was any of the user's sessions, so a task that exercises a dimension (deletes, moves) read as a "change"
+next to baselines from tasks that do not, whatever the user did (issue #28).
 
 Only real shifts (issue #16): a perturbed session whose counterfactual check (``TrajRec.shift_real``, from
 ``meta.json`` ``perturbation_check``) found no change in the perturbed dimension's features gives no item — the
@@ -31,6 +44,8 @@ from filegram_ray.bench.vocab import DIMENSIONS, TIER_SHORT
 NAME = "ShiftAna"
 CHOICE_RANGE = (3, 4, 5, 6)  # reference §9.1
 MAX_BASELINE = 8
+#: Fewest baseline sessions shown; sessions of tasks that do not probe the shifted dimension fill up to it (ours).
+MIN_BASELINE = 3
 #: Items per perturbed session in the paper: 288 items / 100 perturbed sessions (reference §9.1, §5.7).
 ITEMS_PER_PERTURBED = 2.88
 #: One-tier moves (reference §5.7 shift rule: L→M, R→M, M→L, M→R).
@@ -56,17 +71,28 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             pert = sess.perturbation
             d, a, b = pert["dimension"], pert["from"], pert["to"]
             correct = shift_text(d, a, b)
-            false = [(e, p.tiers[e], n) for e in DIMENSIONS if e != d for n in NEIGHBOURS[p.tiers[e]]]
+            acting = sess.acting_tiers or {}
+            shown_changes = [(e, p.tiers[e], acting[e]) for e in DIMENSIONS
+                             if e != d and acting.get(e) in NEIGHBOURS[p.tiers[e]]]
+            false = [(e, p.tiers[e], n) for e in DIMENSIONS if e != d for n in NEIGHBOURS[p.tiers[e]]
+                     if (e, p.tiers[e], n) not in shown_changes]
             probed = set(inputs.task(sess.task_id).dimensions)
             for k in CHOICE_RANGE:
                 r = rng(seed, NAME, sess.trajectory_id, k)
-                others = list(false)
+                shown, others = list(shown_changes), list(false)
+                r.shuffle(shown)
                 r.shuffle(others)
-                others.sort(key=lambda x: x[0] not in probed)  # the task's probed dimensions first (stable)
-                distractors = [shift_text(d, b, a)] + [shift_text(*x) for x in others[:k - 2]]
+                shown.sort(key=lambda x: x[0] not in probed)  # the task's probed dimensions first (stable)
+                others.sort(key=lambda x: x[0] not in probed)
+                ordered = [shift_text(*x) for x in shown] + [shift_text(d, b, a)] + [shift_text(*x) for x in others]
+                distractors = ordered[:k - 1]
                 if len(distractors) < k - 1:
                     continue
-                base = sorted(r.sample(clean, min(MAX_BASELINE, len(clean))), key=lambda t: t.task_id)
+                like = [t for t in clean if d in inputs.task(t.task_id).dimensions]
+                rest = [t for t in clean if t not in like]
+                base = r.sample(like, min(MAX_BASELINE, len(like)))
+                base += r.sample(rest, min(max(0, MIN_BASELINE - len(base)), len(rest)))
+                base.sort(key=lambda t: t.task_id)
                 shown = [*base, sess]
                 drafts.append(Draft(
                     sub_task=NAME, sub_class=f"dim:{d}", channel="episodic", profile_id=p.profile_id,

@@ -61,8 +61,11 @@ def simulate_trajectory(profile: Any, task: Any, bundle_dir: Path | str | None, 
                          annotations=_annotations(Path(bundle_dir) if bundle_dir else None),
                          upstream_quirks=upstream_quirks)
     try:
-        PersonaAgent(sess, task, persona, seed, chart_format=chart_format).run()
+        agent = PersonaAgent(sess, task, persona, seed, chart_format=chart_format)
+        agent.run()
     except BaseException:
         sess.close()
         raise
+    # ground truth for meta.json (never for a method): the tier each dimension acted in this session (tendency.py)
+    sess.acting_tiers = dict(agent.T)
     return sess

@@ -8,7 +8,9 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
   half-width 0.5, so the profile's own mean is still its tier) and a session spread ``sigma`` ~ U(0.30, 0.48);
   both seeded from SHA-256(master seed, profile id, dimension), so two profiles with the same tiers differ and
   a perturbed session of a profile keeps the profile's own offset and spread. B and E are narrower
-  (:data:`NARROW`: offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38)): their counts map the position
+  (:data:`NARROW`: E offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38); B offset N(0, 0.07) clipped to
+  ±0.14, spread U(0.30, 0.42) — B's task × tier η² of avg_output_length reached 0.81 with E's values on a 32-task
+  set, so B keeps less of its spread in the profile and more in the session): their counts map the position
   through steep, one-sided curves (deletes 2.6 / 0.35 / 0.03 per session; output length ×3 per tier), so a profile sitting
   0.35 off its tier, or a wide session spread that pushes an E-M profile's mean deletes toward E-L's (the curve
   is convex), made whole profiles unreadable: measured 2026-12-02, profile-level recovery B 0.77–0.83 and E
@@ -42,7 +44,7 @@ OFFSET_SD, OFFSET_MAX = 0.18, 0.35
 #: Session spread range (uniform per profile and dimension).
 SIGMA_RANGE = (0.30, 0.48)
 #: Narrower profile offsets and session spreads for B and E: (offset SD, offset clip, spread range) (module docstring).
-NARROW: dict[str, tuple[float, float, tuple[float, float]]] = {"B": (0.09, 0.18, (0.26, 0.38)),
+NARROW: dict[str, tuple[float, float, tuple[float, float]]] = {"B": (0.07, 0.14, (0.30, 0.42)),
                                                                 "E": (0.09, 0.18, (0.26, 0.38))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
