@@ -180,6 +180,17 @@ def paraphrase(question: str, llm_fn: Callable[[str], str], seed: int, qid: str)
     return out
 
 
+def sample_preferring(r: random.Random, pool: Sequence[Any], prefer: Callable[[Any], bool], most: int,
+                      least: int) -> list[Any]:
+    """Up to ``most`` of the ``prefer``-red members of ``pool``, then the others only until there are ``least``
+    (seeded by ``r``; the order of the draw is ``r.sample`` of the preferred, then of the others). Issue #28's
+    "like with like": an item's comparison sessions come first from tasks that exercise the dimension asked about."""
+    liked = [x for x in pool if prefer(x)]
+    others = [x for x in pool if not prefer(x)]
+    got = r.sample(liked, min(most, len(liked)))
+    return got + r.sample(others, min(max(0, least - len(got)), len(others)))
+
+
 def session_label(task_id: str) -> str:
     """How a session is named to a method (by task id, e.g. ``"Session T-12"``)."""
     return f"Session {task_id}"

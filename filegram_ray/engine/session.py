@@ -94,6 +94,8 @@ class EngineSession:
         dirname = f"{profile_id}_{task_id}"
         self._clock = float(start_ms)
         self._start_ms = float(start_ms)
+        #: persona simulator: the tier each dimension acted in (set by simulate_trajectory; meta.json ground truth)
+        self.acting_tiers: dict[str, str] | None = None
         self.sandbox = Sandbox.create(bundle_files_dir, Path(work_root) / "sandbox" / dirname,
                                       f"{VIRTUAL_PREFIX}/{dirname}", self.limits, clock=lambda: self._clock)
         if self.sandbox.skipped:

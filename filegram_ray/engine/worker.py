@@ -126,7 +126,7 @@ class GenerateWorker:
                 started = sess.events[0]["timestamp"] if sess.events else 0.0
                 return {"info": info, "started": started, "duration": sess.clock_ms - started,
                         "outputs": sess.output_files(), "sandbox": sess.sandbox_record(),
-                        "acting_tiers": getattr(sess, "acting_tiers", None)}
+                        "acting_tiers": sess.acting_tiers}
             finally:
                 sess.close()
 

@@ -201,13 +201,14 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
     try:
         items, keys, source = _bank_items(run_uri, storage_options, test.profiles_dir, None,
                                           {s.trajectory_id: s.fp for s in sess})
-        ans = CountRuleAnswerer(lambda t: tiers.get(t) or {d: "?" for d in DIMENSIONS})
-        out["rule_answerer"] = {"source": source, **score_rule_answerer(items, keys, ans)}
+        def tier_of(t: str) -> dict[str, str]:
+            return tiers.get(t) or {d: "?" for d in DIMENSIONS}
+
+        out["rule_answerer"] = {"source": source, **score_rule_answerer(items, keys, CountRuleAnswerer(tier_of))}
         by_user: dict[str, list[str]] = {}
         for s in sess:
             by_user.setdefault(s.profile_id, []).append(s.trajectory_id)
-        mem = MemoryRuleAnswerer(lambda t: tiers.get(t) or {d: "?" for d in DIMENSIONS},
-                                 lambda p: by_user.get(p, []))
+        mem = MemoryRuleAnswerer(tier_of, lambda p: by_user.get(p, []))
         out["memory_answerer"] = {"source": source, **score_rule_answerer(items, keys, mem)}
     except (ValueError, OSError) as exc:  # a bank that cannot be built is an n/a row, never the end of the check
         log.warning("validity: count-rule answerer not scored: %s", exc)

@@ -28,6 +28,7 @@ generated the session (the profile's tier, or the perturbation's target tier on 
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections import Counter
@@ -224,6 +225,14 @@ def rule_session_accuracy(sessions: Sequence[Any]) -> dict[str, float]:
             for d in DIMENSIONS}
 
 
+@functools.cache
+def _shift_of_text() -> dict[str, tuple[str, str, str]]:
+    """ShiftAna option text → ``(dimension, from, to)`` (the bench builder's own :func:`shift_text`)."""
+    from filegram_ray.bench.builders.shiftana import shift_text
+
+    return {shift_text(d, a, b): (d, a, b) for d in DIMENSIONS for a in TIERS for b in TIERS if a != b}
+
+
 def _mode(xs: Sequence[str]) -> str:
     c = Counter(xs)
     return max(sorted(c), key=lambda t: c[t])
@@ -248,11 +257,9 @@ class CountRuleAnswerer:
         best = sorted(k for k, v in scores.items() if v == top)
         return random.Random(f"{self.seed}:{qid}").choice(best)
 
-    def answer_shiftana(self, qid: str, choices: Mapping[str, str], trajectories: Sequence[str]) -> str:
-        from filegram_ray.bench.vocab import TIER_SHORT
-
-        parse = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": (d, a, b)
-                 for d in DIMENSIONS for a in TIERS for b in TIERS if a != b}
+    def answer_shiftana(self, qid: str, choices: Mapping[str, str], trajectories: Sequence[str],
+                        profile_id: str = "") -> str:  # noqa: ARG002 - memory-less: the user is not looked up
+        parse = _shift_of_text()
         tiers = [self.tiers_of(t) for t in trajectories]
         base, last = tiers[:-1], tiers[-1]
         usual = {d: _mode([t[d] for t in base]) for d in DIMENSIONS} if base else dict(last)
@@ -267,7 +274,7 @@ class CountRuleAnswerer:
         return self._pick(qid, scores)
 
     def answer_anomdet(self, qid: str, choices: Mapping[str, str], trajectories: Sequence[str],
-                       labels: Sequence[str]) -> str:
+                       labels: Sequence[str], profile_id: str = "") -> str:  # noqa: ARG002 - memory-less
         tiers = {lab: self.tiers_of(t) for lab, t in zip(labels, trajectories)}
         scores = {}
         for letter, lab in choices.items():
@@ -310,10 +317,7 @@ class MemoryRuleAnswerer(CountRuleAnswerer):
 
     def answer_shiftana(self, qid: str, choices: Mapping[str, str], trajectories: Sequence[str],
                         profile_id: str = "") -> str:
-        from filegram_ray.bench.vocab import TIER_SHORT
-
-        parse = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": (d, a, b)
-                 for d in DIMENSIONS for a in TIERS for b in TIERS if a != b}
+        parse = _shift_of_text()
         last = self.tiers_of(trajectories[-1])
         share = self._shares(profile_id or trajectories[-1].split("/")[0], {trajectories[-1]})
         scores = {}
@@ -350,12 +354,11 @@ def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer:
         if it.sub_track not in ("ShiftAna", "AnomDet") or not it.choices:
             continue
         choices = {LETTERS[i]: c for i, c in enumerate(it.choices)}
-        extra = {"profile_id": it.profile_id} if isinstance(answerer, MemoryRuleAnswerer) else {}
         if it.sub_track == "ShiftAna":
-            got = answerer.answer_shiftana(it.question_id, choices, it.context.trajectories, **extra)
+            got = answerer.answer_shiftana(it.question_id, choices, it.context.trajectories, it.profile_id)
         else:
             got = answerer.answer_anomdet(it.question_id, choices, it.context.trajectories, it.context.labels,
-                                          **extra)
+                                          it.profile_id)
         hits.setdefault(it.sub_track, []).append(float(got == keys[it.question_id]))
         chance.setdefault(it.sub_track, []).append(1.0 / len(it.choices))
     out = {}

@@ -32,6 +32,7 @@ from filegram_ray.bench.common import (
     hamming,
     quotas,
     rng,
+    sample_preferring,
     scaled_count,
     session_label,
 )
@@ -99,10 +100,8 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
                 k = CHOICE_RANGE[0]
                 if len(pool) < k - 1:
                     continue
-            like = [t for t in pool if diff & set(inputs.task(t.task_id).dimensions)]
-            rest = [t for t in pool if t not in like]
-            user_ts = r.sample(like, min(k - 1, len(like)))
-            user_ts = sorted(user_ts + r.sample(rest, k - 1 - len(user_ts)), key=lambda t: t.task_id)
+            user_ts = sorted(sample_preferring(r, pool, lambda t: bool(diff & set(inputs.task(t.task_id).dimensions)),
+                                               k - 1, k - 1), key=lambda t: t.task_id)
             key = (imp_t.trajectory_id, tuple(t.trajectory_id for t in user_ts))
             if key in seen:
                 continue

@@ -36,7 +36,7 @@ is sampled down to 2.88 items per perturbed session, the paper's 288 for its 100
 
 from __future__ import annotations
 
-from filegram_ray.bench.common import Draft, rng, sample_down, session_label
+from filegram_ray.bench.common import Draft, rng, sample_down, sample_preferring, session_label
 from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_SHORT
@@ -88,11 +88,8 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
                 distractors = ordered[:k - 1]
                 if len(distractors) < k - 1:
                     continue
-                like = [t for t in clean if d in inputs.task(t.task_id).dimensions]
-                rest = [t for t in clean if t not in like]
-                base = r.sample(like, min(MAX_BASELINE, len(like)))
-                base += r.sample(rest, min(max(0, MIN_BASELINE - len(base)), len(rest)))
-                base.sort(key=lambda t: t.task_id)
+                base = sorted(sample_preferring(r, clean, lambda t: d in inputs.task(t.task_id).dimensions,
+                                                MAX_BASELINE, MIN_BASELINE), key=lambda t: t.task_id)
                 shown = [*base, sess]
                 drafts.append(Draft(
                     sub_task=NAME, sub_class=f"dim:{d}", channel="episodic", profile_id=p.profile_id,
