@@ -46,3 +46,22 @@ def test_openai_backbone_against_llama_cpp_server(server):
             assert ans.choice is None and ans.text.strip()
     reply = bb.complete("Reply with the single letter B.", "You follow instructions exactly.", max_tokens=8)
     assert isinstance(reply, str) and reply.strip()
+
+
+def test_a_server_killed_by_sigill_at_start_says_why(tmp_path, monkeypatch):
+    """A llama.cpp build with instructions the CPU lacks dies of SIGILL at model load (an AVX-512 build on an
+    AVX2-only AMD EPYC, 2026-12-02): the start-up error names the signal and how to rebuild, not a bare -4."""
+    import signal
+    import sys
+
+    from filegram_ray.llm import server as srv_mod
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 64)
+    monkeypatch.setattr(srv_mod.importlib.util, "find_spec", lambda name: object())  # llama_cpp "installed"
+    s = srv_mod.LlamaCppServer(str(gguf), log_path=str(tmp_path / "server.log"), startup_timeout=30)
+    monkeypatch.setattr(s, "command", lambda: [sys.executable, "-c",
+                                               f"import os; os.kill(os.getpid(), {int(signal.SIGILL)})"])
+    with pytest.raises(RuntimeError, match=r"exited with -4 \(SIGILL: this llama\.cpp build uses CPU instructions"):
+        s.start()
+    assert srv_mod._signal_hint(1) == "" and srv_mod._signal_hint(-9) == " (SIGKILL)"

@@ -347,6 +347,23 @@ def system_info_features(line: str) -> dict[str, bool]:
     return out
 
 
+def _signal_hint(returncode: int | None) -> str:
+    """What a server killed by a signal at start-up most likely means (empty for an ordinary exit status)."""
+    if returncode is None or returncode >= 0:
+        return ""
+    import signal
+
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f" (signal {-returncode})"
+    if name == "SIGILL":
+        return (" (SIGILL: this llama.cpp build uses CPU instructions this CPU lacks — rebuild llama-cpp-python "
+                "with CMAKE_ARGS naming only the instruction sets /proc/cpuinfo lists, as .ci/run does, and "
+                "pip's --no-cache-dir --force-reinstall)")
+    return f" ({name})"
+
+
 class LlamaCppServer:
     """``python -m llama_cpp.server`` as a child process; a context manager that waits for ``/v1/models``.
 
@@ -423,7 +440,8 @@ class LlamaCppServer:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}: {self._tail()}")
+                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}"
+                                   f"{_signal_hint(self.proc.returncode)}: {self._tail()}")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:
                     if r.status == 200 and json.loads(r.read()).get("data"):

@@ -6,7 +6,8 @@ is only meaningful with the load average printed next to it.
 
 Usage:
     python tests/benchmarks/bench_llm_cpu.py --run-dir RUN [--per-sub-task 3] [--model qwen2.5-coder-0.5b]
-        [--base-url URL --alias NAME] [--max-context-chars 6000] [--report-only]
+        [--base-url URL --alias NAME] [--max-context-chars 6000] [--methods M …] [--sub-tracks S …]
+        [--ingest-llm] [--report-only]
     python tests/benchmarks/bench_llm_cpu.py --speed --run-dir RUN [--items 10 --contexts 2 --threads 2]
 
 ``--speed`` prints, on the same items, contexts, model and server, the reader's cost before (free-text reply, one
@@ -17,7 +18,8 @@ second, prefill tokens per second, the ratio, the llama.cpp ``system_info`` line
 RUN must hold ``bench/`` (``python jobs/pipeline.py --only seed generate encode bench``). Without ``--base-url`` the
 script starts ``filegram llm serve``'s server on ``--model`` itself and stops it at the end. The run is resumable:
 rerun with a larger ``--per-sub-task`` and only the new items are answered (the seeded sample of N+k items
-contains the sample of N). ``--report-only`` prints the table of the results already in RUN.
+contains the sample of N). ``--report-only`` prints the table of the results already in RUN. After the table it prints ``filegram findings
+RUN`` (the reader's headroom and F1–F6 with their verdicts and the items each would need).
 
 Confidence intervals: Wilson score interval (95%) for accuracies (multiple-choice cells and Avg); a seeded
 bootstrap (2000 resamples) for the mean of the open-ended ProfRec scores. The ProfRec answers are also re-scored with
@@ -80,7 +82,8 @@ def print_table(run_dir: str, seed: int) -> None:
     run = RunDir(run_dir)
     res = run.read_table("results/results.parquet")
     info = run.read_json("run.json").get("stages", {}).get("evaluate", {}) if run.exists("run.json") else {}
-    methods = [m for m in MAIN if m in set(res["method"].to_list())]
+    present = list(dict.fromkeys(res["method"].to_list()))
+    methods = [m for m in MAIN if m in present] + [m for m in present if m not in MAIN]  # validity rows last
     subs = [s for s in MCQ if s in set(res["sub_track"].to_list())]
     print("\n| Method | " + " | ".join(subs) + " | ProfRec (LLM judge) | ProfRec (rubric) | Avg (MCQ) | errors |")
     print("|---|" + "---|" * (len(subs) + 4))
@@ -131,6 +134,13 @@ def print_table(run_dir: str, seed: int) -> None:
         best_other = max((v for m, v in avgs.items() if m != "filegramos"), default=float("nan"))
         print(f"FileGramOS first here: {order[0] == 'filegramos'} (its Avg {avgs['filegramos']:.0f} vs best other "
               f"{best_other:.0f}; overlapping intervals mean the sample cannot rank them)")
+
+
+def print_findings(run_dir: str) -> None:
+    """The reader's headroom and the paper's findings F1–F6 on the run's results (``filegram findings``)."""
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "filegram_ray.cli", "findings", run_dir], check=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -268,6 +278,10 @@ def main() -> int:
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--max-context-chars", type=int, default=6000)
     p.add_argument("--methods", nargs="+", default=MAIN)
+    p.add_argument("--sub-tracks", nargs="+", default=None,
+                   help="only these sub-tasks (e.g. AnomDet TraceDis for findings F2 and F3); default all")
+    p.add_argument("--ingest-llm", action="store_true",
+                   help="let the methods call the model at ingest (summaries, fact extraction); default off")
     p.add_argument("--judge", default="auto", help="auto (the LLM) | llm | rubric")
     p.add_argument("--cache-dir", default=None, help="where the split model is assembled")
     p.add_argument("--seed", type=int, default=7)
@@ -298,7 +312,7 @@ def main() -> int:
         try:
             cfg = load_config(overrides={"run_dir": args.run_dir, "seed": args.seed, "evaluate": {
                 "methods": args.methods, "settings": ["text"], "sample_per_sub_task": args.per_sub_task,
-                "judge": args.judge, "ingest_llm": False, "max_context_chars": args.max_context_chars,
+                "sub_tracks": args.sub_tracks, "judge": args.judge, "ingest_llm": bool(args.ingest_llm), "max_context_chars": args.max_context_chars,
                 "num_actors": 1, "plots": False,
                 "backbone": {"kind": "openai", "base_url": base_url, "model": args.alias, "max_tokens": 16,
                              "max_tokens_open": 96, "batch_size": 4, "timeout": 3600, "max_retries": 1}}})
@@ -311,6 +325,7 @@ def main() -> int:
             if srv is not None:
                 srv.stop()
     print_table(args.run_dir, args.seed)
+    print_findings(args.run_dir)
     return 0
 
 
