@@ -16,9 +16,10 @@ first, items of one context back to back: KV prefix reused): seconds and server 
 second, prefill tokens per second, the ratio, the llama.cpp ``system_info`` line and the load average.
 
 RUN must hold ``bench/`` (``python jobs/pipeline.py --only seed generate encode bench``). Without ``--base-url`` the
-script starts ``filegram llm serve``'s server on ``--model`` itself and stops it at the end. The run is resumable:
-rerun with a larger ``--per-sub-task`` and only the new items are answered (the seeded sample of N+k items
-contains the sample of N). ``--report-only`` prints the table of the results already in RUN. After the table it prints ``filegram findings
+script starts ``filegram llm serve``'s server on ``--model`` itself (on ``--port``, 8019) and stops it at the end.
+The run is resumable: rerun with a larger ``--per-sub-task`` and only the new items are answered (the seeded sample
+of N+k items contains the sample of N) — on the same endpoint URL and alias, which key the answers.
+``--report-only`` prints the table of the results already in RUN. After the table it prints ``filegram findings
 RUN`` (the reader's headroom and F1–F6 with their verdicts and the items each would need).
 
 Confidence intervals: Wilson score interval (95%) for accuracies (multiple-choice cells and Avg); a seeded
@@ -275,6 +276,9 @@ def main() -> int:
     p.add_argument("--model", default="qwen2.5-coder-0.5b", help="packaged model (filegram llm models)")
     p.add_argument("--base-url", default=None, help="use a running server instead of starting one")
     p.add_argument("--alias", default="local")
+    p.add_argument("--port", type=int, default=8019,
+                   help="the started server's port: answers are kept per endpoint URL (port included), so a rerun "
+                        "resumes only on the same port")
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--max-context-chars", type=int, default=6000)
     p.add_argument("--methods", nargs="+", default=MAIN)
@@ -306,8 +310,8 @@ def main() -> int:
         srv = None
         base_url = args.base_url
         if base_url is None:
-            srv = LlamaCppServer(args.model, n_ctx=args.n_ctx, alias=args.alias, cache_dir=args.cache_dir,
-                                 run_dir=args.run_dir, startup_timeout=600).start()
+            srv = LlamaCppServer(args.model, port=args.port, n_ctx=args.n_ctx, alias=args.alias,
+                                 cache_dir=args.cache_dir, run_dir=args.run_dir, startup_timeout=600).start()
             base_url = srv.base_url
         try:
             cfg = load_config(overrides={"run_dir": args.run_dir, "seed": args.seed, "evaluate": {
