@@ -127,6 +127,9 @@ def print_table(run_dir: str, seed: int) -> None:
               f"{ans['prompt_s']:.0f} s; {ans.get('n_context_cut', 0)} contexts cut); judging {info.get('judge_s')} s")
     for r in info.get("judge_validity") or []:
         print(f"judge validity {r['case']}: mean {r['mean']} over {r['n']} (ok={r['ok']})")
+    from filegram_ray.evaluate.report import VALIDITY_METHODS
+
+    avgs = {m: v for m, v in avgs.items() if m not in VALIDITY_METHODS}  # validity rows are never methods
     order = sorted(avgs, key=lambda m: -avgs[m])
     paper = sorted(PAPER_AVG, key=lambda m: -PAPER_AVG[m])
     print("rank by Avg here :", " > ".join(f"{m} {avgs[m]:.0f}" for m in order))
