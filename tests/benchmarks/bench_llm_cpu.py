@@ -141,10 +141,11 @@ def print_table(run_dir: str, seed: int) -> None:
 
 
 def print_findings(run_dir: str) -> None:
-    """The reader's headroom and the paper's findings F1–F6 on the run's results (``filegram findings``)."""
-    import subprocess
+    """The reader's headroom and the paper's findings F1–F6 on the run's results (``filegram findings``, run in
+    this process)."""
+    from filegram_ray.cli import main as filegram
 
-    subprocess.run([sys.executable, "-m", "filegram_ray.cli", "findings", run_dir], check=False)
+    filegram(["findings", run_dir])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,8 +320,8 @@ def main() -> int:
         try:
             cfg = load_config(overrides={"run_dir": args.run_dir, "seed": args.seed, "evaluate": {
                 "methods": args.methods, "settings": ["text"], "sample_per_sub_task": args.per_sub_task,
-                "sub_tracks": args.sub_tracks, "judge": args.judge, "ingest_llm": bool(args.ingest_llm), "max_context_chars": args.max_context_chars,
-                "num_actors": 1, "plots": False,
+                "sub_tracks": args.sub_tracks, "judge": args.judge, "ingest_llm": bool(args.ingest_llm),
+                "max_context_chars": args.max_context_chars, "num_actors": 1, "plots": False,
                 "backbone": {"kind": "openai", "base_url": base_url, "model": args.alias, "max_tokens": 16,
                              "max_tokens_open": 96, "batch_size": 4, "timeout": 3600, "max_retries": 1}}})
             load0 = os.getloadavg()
