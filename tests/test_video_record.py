@@ -61,3 +61,30 @@ def test_bad_trajectory_folder_is_a_clear_error(tmp_path):
 
     with pytest.raises(ValueError, match="even"):
         layout(641, 360)
+
+
+def test_chinese_text_is_drawn_with_glyphs_not_question_marks():
+    """A character the OpenCV face lacks is drawn with the font chain's Noto CJK face. opencv-python-headless 5.1
+    dropped the Unicode face 5.0 embedded behind ``sans``: 会议纪要 became ``????`` and OCR lost a rename (CI,
+    2026-12-02). Checked on pixels: the Chinese run differs from ``????`` and from the same run in the bare face."""
+    import numpy as np
+
+    from video.frames import _Text
+
+    t = _Text("sans")
+
+    def ink(text: str) -> np.ndarray:
+        img = np.zeros((40, 240, 3), np.uint8)
+        t.draw(img, text, 4, 4, 24, (255, 255, 255))
+        return img
+
+    drawn = ink("会议纪要")
+    assert drawn.any()
+    assert not np.array_equal(drawn, ink("????"))
+    assert not np.array_equal(ink("会"), ink("议"))  # each Han character its own glyph, not one repeated box
+    faces = [face for face, _ in t._runs("output/会议纪要_final.md")]
+    if t._face_has("会"):  # an OpenCV whose own face draws Han (5.0's wheel): one run
+        assert faces == [t.face]
+    else:  # Latin in the main face, Han in Noto Sans SC
+        assert len(faces) == 3 and faces[0] is faces[2] is t.face and faces[1] is not t.face
+    assert t.width("output/会议纪要.md", 24) == sum(t.width(s, 24) for s in ("output/", "会议纪要", ".md"))

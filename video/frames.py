@@ -5,10 +5,13 @@ the window title and the session clock, a toolbar with the breadcrumb and the se
 left (28 % of the width), tabs and the main pane (preview / editor / diff / folder listing / search results, or two
 panes side by side) on the right, a status line at the bottom; context menus and dialogs are drawn over it.
 
-Text uses OpenCV's TrueType renderer (``cv2.FontFace``, OpenCV ≥ 5): the built-in ``sans`` face falls back to
-OpenCV's embedded Unicode face for CJK, so Chinese paths and content are readable without any system font; a
-``.ttf``/``.otf`` path can be given instead (``font``). On OpenCV 4 (no ``FontFace``) the Hershey vector fonts are
-used and characters outside ASCII are drawn as ``?`` — the video is still made, with a warning.
+Text uses OpenCV's TrueType renderer (``cv2.FontFace``, OpenCV ≥ 5) with the built-in ``sans`` face or a
+``.ttf``/``.otf`` path (``font``). A character that face has no glyph for (OpenCV draws ``?`` instead) is drawn with
+the first font of :func:`rendering.glyphs.font_chain` that covers it — the Noto Sans CJK files of the
+``justmytype-intl-cjk`` wheel for Chinese — so Chinese paths and content are readable without any system font.
+OpenCV 5.0's wheel embedded a Unicode face behind ``sans``; 5.1's does not (``会议纪要`` came out as ``????``), which
+is why coverage is probed per character instead of assumed. On OpenCV 4 (no ``FontFace``) the Hershey vector fonts
+are used and characters outside ASCII are drawn as ``?`` — the video is still made, with a warning.
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ def layout(width: int, height: int, font_px: int = 15) -> Layout:
 
 
 class _Text:
-    """Text drawing and measuring with one font (TrueType when OpenCV has it, Hershey otherwise)."""
+    """Text drawing and measuring with one font (TrueType when OpenCV has it, Hershey otherwise); characters the font
+    lacks are drawn in runs with the first font of :func:`rendering.glyphs.font_chain` that has them."""
 
     def __init__(self, font: str = "sans"):
         import cv2
@@ -108,14 +112,64 @@ class _Text:
             log.warning("OpenCV %s has no TrueType text (cv2.FontFace); non-ASCII text is drawn as '?'",
                         cv2.__version__)
         self._w: dict[tuple[str, int, int], int] = {}
+        self._has: dict[str, bool] = {}
+        self._fallback: dict[int, object] = {}   # font_chain index -> cv2.FontFace
+        self._run_cache: dict[str, list[tuple[object, str]]] = {}
+
+    def _face_has(self, ch: str) -> bool:
+        """Whether the main face draws ``ch`` itself: OpenCV draws a missing glyph as ``?``, so a character whose
+        pixels equal those of ``?`` is missing (``?`` itself and blanks count as present)."""
+        got = self._has.get(ch)
+        if got is None:
+            if ch == "?" or ch.isspace() or ch.isascii():
+                got = True
+            else:
+                def ink(t: str) -> np.ndarray:
+                    im = np.zeros((48, 48), np.uint8)
+                    self.cv2.putText(im, t, (4, 36), 255, self.face, 32, 400)
+                    return im
+
+                got = not np.array_equal(ink(ch), ink("?"))
+            self._has[ch] = got
+        return got
+
+    def _runs(self, text: str) -> list[tuple[object, str]]:
+        """``text`` split into (face, run) pairs: the main face, or the fallback face of the chain font covering the
+        run's characters (the main face when none does: OpenCV then draws ``?``)."""
+        if text.isascii() or self.face is None:
+            return [(self.face, text)]
+        runs = self._run_cache.get(text)
+        if runs is None:
+            from rendering.glyphs import font_chain, font_for
+
+            runs = []
+            for ch in text:
+                face = self.face
+                if not self._face_has(ch):
+                    i = font_for(ch)
+                    if i is not None:
+                        face = self._fallback.get(i)
+                        if face is None:
+                            face = self._fallback[i] = self.cv2.FontFace(font_chain()[i].path)
+                if runs and runs[-1][0] is face:
+                    runs[-1] = (face, runs[-1][1] + ch)
+                else:
+                    runs.append((face, ch))
+            if len(self._run_cache) > 20000:
+                self._run_cache.clear()
+            self._run_cache[text] = runs
+        return runs
+
+    def _run_width(self, face, text: str, size: int, weight: int) -> int:
+        r = self.cv2.getTextSize((4096, 256), text, (0, size), face, size, weight)
+        return int(r[2])
 
     def width(self, text: str, size: int, weight: int = 400) -> int:
         key = (text, size, weight)
         w = self._w.get(key)
         if w is None:
             if self.face is not None:
-                r = self.cv2.getTextSize((4096, 256), text, (0, size), self.face, size, weight)
-                w = int(r[2])
+                w = sum(self._run_width(face, run, size, weight) for face, run in self._runs(text))
             else:  # pragma: no cover
                 (w, _), _ = self.cv2.getTextSize(_ascii(text), self.cv2.FONT_HERSHEY_SIMPLEX, size / 30.0, 1)
             if len(self._w) > 20000:
@@ -147,7 +201,12 @@ class _Text:
             text = self.fit(text, size, max_w, weight)
         base = y_top + int(round(size * 0.82))
         if self.face is not None:
-            self.cv2.putText(img, text, (int(x), base), color, self.face, size, weight)
+            x = int(x)
+            runs = self._runs(text)
+            for face, run in runs:
+                self.cv2.putText(img, run, (x, base), color, face, size, weight)
+                if len(runs) > 1:
+                    x += self._run_width(face, run, size, weight)
         else:  # pragma: no cover
             self.cv2.putText(img, _ascii(text), (int(x), base), self.cv2.FONT_HERSHEY_SIMPLEX, size / 30.0, color,
                              1, self.cv2.LINE_AA)
