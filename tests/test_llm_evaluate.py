@@ -33,8 +33,11 @@ def _spec(server, **kw):
 
 
 def _cfg(root, backbone, **section):
+    # contexts cut to 1,500 characters (~400 tokens) and judge replies to 48 tokens (SmolLM2 rambles to the cap):
+    # it prefills ~110 tokens/s on 2 AVX2 cores, and these tests check the plumbing, not what the model makes of it
     base = {"methods": ["no_context", "full_context"], "settings": ["text"], "sample_per_sub_task": None,
-            "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1}
+            "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1, "max_context_chars": 1500,
+            "judge_max_tokens": 48}
     base.update(section)
     return load_config(overrides={"run_dir": str(root), "evaluate": base})
 

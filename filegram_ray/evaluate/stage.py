@@ -342,7 +342,7 @@ class EvaluateStage(Stage):
 
         o, run, seed = self.opts, self.run, self.config.seed
         cache = load_judge_cache(run)
-        judge = make_judge(o.judge, o.judge_model, cache=cache)
+        judge = make_judge(o.judge, o.judge_model, cache=cache, max_tokens=o.judge_max_tokens)
         t_judge = time.perf_counter()
         if hasattr(judge, "prefetch"):  # one processor pass for the answers' verdicts and the validity rows
             self._ray()
