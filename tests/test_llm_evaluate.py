@@ -33,8 +33,9 @@ def _spec(server, **kw):
 
 
 def _cfg(root, backbone, **section):
-    # contexts cut to 1,500 characters (~400 tokens) and judge replies to 48 tokens (SmolLM2 rambles to the cap):
-    # it prefills ~110 tokens/s on 2 AVX2 cores, and these tests check the plumbing, not what the model makes of it
+    # contexts cut to 1,500 characters (~400 tokens): SmolLM2 prefills ~110 tokens/s on 2 AVX2 cores, and these
+    # tests check the plumbing, not what the model makes of a whole context; judge replies capped at 48 tokens
+    # through evaluate.judge_max_tokens (config -> stage -> judge; SmolLM2's verdicts here are shorter than that)
     base = {"methods": ["no_context", "full_context"], "settings": ["text"], "sample_per_sub_task": None,
             "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1, "max_context_chars": 1500,
             "judge_max_tokens": 48}

@@ -66,7 +66,8 @@ def test_bad_trajectory_folder_is_a_clear_error(tmp_path):
 def test_chinese_text_is_drawn_with_glyphs_not_question_marks():
     """A character the OpenCV face lacks is drawn with the font chain's Noto CJK face. opencv-python-headless 5.1
     dropped the Unicode face 5.0 embedded behind ``sans``: 会议纪要 became ``????`` and OCR lost a rename (CI,
-    2026-12-02). Checked on pixels: the Chinese run differs from ``????`` and from the same run in the bare face."""
+    2026-12-02). Checked on pixels (the Chinese run differs from ``????``, each character has its own glyph) and on
+    the runs and widths the drawing uses."""
     import numpy as np
 
     from video.frames import _Text

@@ -16,6 +16,7 @@ are used and characters outside ASCII are drawn as ``?`` — the video is still 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ class _Text:
         pixels equal those of ``?`` is missing (``?`` itself and blanks count as present)."""
         got = self._has.get(ch)
         if got is None:
-            if ch == "?" or ch.isspace() or ch.isascii():
+            if ch.isascii() or ch.isspace():
                 got = True
             else:
                 def ink(t: str) -> np.ndarray:
@@ -133,28 +134,28 @@ class _Text:
             self._has[ch] = got
         return got
 
+    def _face_of(self, ch: str):
+        """The face that draws ``ch``: the main face when it has the glyph, else the face of the first chain font
+        that covers ``ch`` (loaded once), else the main face (OpenCV then draws ``?``)."""
+        if self._face_has(ch):
+            return self.face
+        from rendering.glyphs import font_chain, font_for
+
+        i = font_for(ch)
+        if i is None:
+            return self.face
+        face = self._fallback.get(i)
+        if face is None:
+            face = self._fallback[i] = self.cv2.FontFace(font_chain()[i].path)
+        return face
+
     def _runs(self, text: str) -> list[tuple[object, str]]:
-        """``text`` split into (face, run) pairs: the main face, or the fallback face of the chain font covering the
-        run's characters (the main face when none does: OpenCV then draws ``?``)."""
+        """``text`` split into (face, run) pairs of consecutive characters drawn by one face (:meth:`_face_of`)."""
         if text.isascii() or self.face is None:
             return [(self.face, text)]
         runs = self._run_cache.get(text)
         if runs is None:
-            from rendering.glyphs import font_chain, font_for
-
-            runs = []
-            for ch in text:
-                face = self.face
-                if not self._face_has(ch):
-                    i = font_for(ch)
-                    if i is not None:
-                        face = self._fallback.get(i)
-                        if face is None:
-                            face = self._fallback[i] = self.cv2.FontFace(font_chain()[i].path)
-                if runs and runs[-1][0] is face:
-                    runs[-1] = (face, runs[-1][1] + ch)
-                else:
-                    runs.append((face, ch))
+            runs = [(face, "".join(chars)) for face, chars in itertools.groupby(text, key=self._face_of)]
             if len(self._run_cache) > 20000:
                 self._run_cache.clear()
             self._run_cache[text] = runs
