@@ -33,11 +33,12 @@ def _spec(server, **kw):
 
 
 def _cfg(root, backbone, **section):
-    # contexts cut to 1,500 characters (~400 tokens): SmolLM2 prefills ~110 tokens/s on 2 AVX2 cores, and these
+    # contexts cut to 700 characters (~175 tokens): SmolLM2 prefills ~110 tokens/s on 2 AVX2 cores, and these
     # tests check the plumbing, not what the model makes of a whole context; judge replies capped at 48 tokens
-    # through evaluate.judge_max_tokens (config -> stage -> judge; SmolLM2's verdicts here are shorter than that)
+    # through evaluate.judge_max_tokens (config -> stage -> judge), which cuts some of SmolLM2's verdicts: those
+    # are judge error rows, asked once per pass (test_llm_judge)
     base = {"methods": ["no_context", "full_context"], "settings": ["text"], "sample_per_sub_task": None,
-            "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1, "max_context_chars": 1500,
+            "plots": False, "backbone": backbone, "ingest_llm": False, "num_actors": 1, "max_context_chars": 700,
             "judge_max_tokens": 48}
     base.update(section)
     return load_config(overrides={"run_dir": str(root), "evaluate": base})

@@ -110,3 +110,31 @@ def test_llm_judge_validity_rows_on_a_real_qwen_server(ray_local, tmp_path):
     print(df)
     assert rows["empty"]["mean"] == 0.0
     assert rows["true_value"]["ok"] and rows["wrong_value"]["ok"], df
+
+
+def test_a_failed_judge_request_is_asked_once_per_pass_and_again_by_the_next_evaluate(ray_local):
+    """A judge request whose reply fails (here an HTML body on HTTP 200, ``../shared/cases`` BR2-25's shape) is
+    retried by the processor, then left unjudged; scoring the same answers again in the same pass (the stage's
+    prefetch, then ``score_rows``) sends nothing, and a new judge (the next evaluate) asks it again. Found on
+    2026-12-03: every pass sent its failed judge requests twice, one more Ray Dataset each time."""
+    from scripted_chat_server import RawReply, ScriptedChatServer, completion
+
+    def script(req, n):
+        wrong = "Inferred value: wrong" in req["messages"][-1]["content"]
+        return RawReply(200, b"<html>502 Bad Gateway</html>", "text/html") if wrong else \
+            completion('{"score": 5}')
+
+    items, key = _bank()
+    it = items[0]
+    reqs = [(it, "a", "a"), (it, "a", "wrong")]
+    with ScriptedChatServer(script) as srv:
+        spec = {"kind": "openai", "base_url": srv.base_url, "model": "scripted", "max_retries": 1, "batch_size": 2}
+        judge = LLMJudge(spec)
+        first = judge.judge_many(reqs)
+        asked = len(srv.requests)
+        assert first[0] == (5, "") and first[1][0] is None and first[1][1].startswith("judge error")
+        assert asked == 1 + 2  # the good one once, the failing one with its retry
+        again = judge.judge_many(reqs)
+        assert len(srv.requests) == asked and again == first  # same pass: nothing sent, the same verdicts
+        nxt = LLMJudge(spec, cache=judge.cache).judge_many(reqs)
+        assert len(srv.requests) == asked + 2 and nxt[0] == (5, "")  # next evaluate: only the failed one, again

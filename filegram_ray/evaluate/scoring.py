@@ -208,7 +208,8 @@ class LLMJudge:
     """Per-attribute LLM judge (reference §9.4) on a ``ray.data.llm`` processor: one request per (item, answer),
     temperature 0.1, ≤512 tokens, all requests of a stage in one Ray Dataset (:func:`~filegram_ray.llm.processors
     .run_chat`). An empty answer is 1 without a call (rubric: nothing inferred). A reply without a score in 1..5,
-    or an error reply, gives ``None`` (excluded from the mean) and a note.
+    or an error reply, gives ``None`` (excluded from the mean) and a note. A request whose reply failed is sent once per
+    judge (one evaluate pass: the processor has already retried it) and again by the next evaluate.
 
     Args:
         spec: the judge model (:class:`~filegram_ray.llm.processors.HttpChatSpec` or ``VLLMEngineSpec``, or a
@@ -227,6 +228,9 @@ class LLMJudge:
         self.cache = cache if cache is not None else {}
         self.temperature, self.max_tokens = float(temperature), int(max_tokens)
         self.replies: dict[str, str] = {}
+        #: ``key -> note`` of the requests that failed in this judge's lifetime (one stage pass): asked once per
+        #: pass (the processor already retried them), asked again by the next evaluate
+        self.failed: dict[str, str] = {}
 
     def key(self, item: Mapping[str, Any], reference: str, answer: str) -> str:
         import hashlib
@@ -244,9 +248,9 @@ class LLMJudge:
         keys = [self.key(it, ref, ans) if (ans or "").strip() else "" for it, ref, ans in requests]
         todo: dict[str, list[dict[str, str]]] = {}
         for k, (it, ref, ans) in zip(keys, requests):
-            if k and k not in self.cache and k not in todo:
+            if k and k not in self.cache and k not in self.failed and k not in todo:
                 todo[k] = judge_messages(it, ref, ans)
-        notes: dict[str, str] = {}
+        notes: dict[str, str] = dict(self.failed)
         if todo:
             reqs = [{"req_key": k, "messages": m, "max_tokens": self.max_tokens, "temperature": self.temperature}
                     for k, m in todo.items()]
@@ -254,8 +258,8 @@ class LLMJudge:
                 k = r["req_key"]
                 self.replies[k] = r.get("reply") or r.get("raw") or ""
                 if r.get("error"):
-                    notes[k] = f"judge error: {r['error'][:300]}"
-                    continue  # not cached: judged again on a rerun
+                    notes[k] = self.failed[k] = f"judge error: {r['error'][:300]}"
+                    continue  # not cached: judged again by the next evaluate, not again in this one
                 s = parse_judge_reply(r.get("reply") or "")
                 self.cache[k] = s
                 if s is None:
