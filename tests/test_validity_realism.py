@@ -262,8 +262,9 @@ def test_measurement_page_replaces_only_its_own_section(tmp_path: Path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def _bench_inputs(vectors: dict[str, str], probed: tuple[str, ...] = ()):
-    """Bench inputs: one profile per vector, 10 tasks each probing ``probed``; u1's T-02 is a real C L→M shift."""
+def _bench_inputs(vectors: dict[str, str], probed: tuple[str, ...] = (), fingerprints: bool = True):
+    """Bench inputs: one profile per vector, 10 tasks each probing ``probed``; u1's T-02 is a real C L→M shift.
+    ``fingerprints=False``: no fingerprint anywhere (a bench without encode)."""
     from filegram_ray.bench.inputs import BenchInputs, ProfileRec, TaskRec, TrajRec
 
     tasks = [f"T-{i:02d}" for i in range(1, 11)]
@@ -275,7 +276,8 @@ def _bench_inputs(vectors: dict[str, str], probed: tuple[str, ...] = ()):
             pert = {"dimension": "C", "from": "L", "to": "M"} if (p.profile_id, t) == ("u1", "T-02") else None
             trajs.append(TrajRec(trajectory_id=f"{p.profile_id}/{t}", profile_id=p.profile_id, task_id=t,
                                  perturbation=pert, shift_real=True if pert else None,
-                                 fingerprint=tuple(float((100 * k + j) * 7 + i) for i in range(17))))
+                                 fingerprint=tuple(float((100 * k + j) * 7 + i) for i in range(17))
+                                 if fingerprints else None))
     return BenchInputs(profiles=profiles, trajectories=trajs,
                        tasks=[TaskRec(task_id=t, type="understand", dimensions=probed) for t in tasks])
 
@@ -297,13 +299,13 @@ def test_anomdet_impostors_come_from_fine_grained_pairs():
 
 
 def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
-    """Issue #28 (item design): the other-dimension options are shifts the task could have shown (its probed
-    dimensions, reference §5.7) before the rest."""
+    """Issue #28 (item design), without fingerprints: the other-dimension options are shifts the task could have
+    shown (its probed dimensions, reference §5.7) before the rest."""
     from filegram_ray.bench.builders import shiftana
     from filegram_ray.bench.vocab import TIER_SHORT
 
     vecs = {"u1": "MMLMMM", "u2": "MMMMMM"}
-    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F")), seed=3, target=100)
+    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F"), fingerprints=False), seed=3, target=100)
     assert drafts
     dim_of = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": d for d in "ABCDEF" for a in "LMR" for b in "LMR"
               if a != b}
@@ -315,15 +317,15 @@ def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
 
 
 def test_shiftana_offers_the_changes_the_session_shows_first():
-    """Issue #28 (item design): a dimension the perturbed session acted one tier off the user's usual tier by the
-    user's own variation (``meta.json`` acting_tiers) is the first false option — read alone, the session shows that
-    change too; the opposite direction of the true shift follows."""
+    """Issue #28 (item design), without fingerprints: a dimension the perturbed session acted one tier off the
+    user's usual tier by the user's own variation (``meta.json`` acting_tiers) is the first false option — read
+    alone, the session shows that change too; the opposite direction of the true shift follows."""
     import dataclasses
 
     from filegram_ray.bench.builders import shiftana
     from filegram_ray.bench.vocab import TIER_SHORT
 
-    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"))
+    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"), fingerprints=False)
     acting = {"A": "M", "B": "M", "C": "M", "D": "L", "E": "M", "F": "R"}  # D and F went against type
     inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, acting_tiers=acting) if t.perturbed
                                                        else t for t in inputs.trajectories])
@@ -367,6 +369,103 @@ def test_item_sessions_compare_like_with_like():
         like = [t for t in user if t.split("/")[1] in probing]
         assert len(like) == min(len(user), len(probing - {imp.split("/")[1]} - ({"T-02"} if d.profile_id == "u1"
                                                                                    else set())))
+
+
+def _random_fingerprints(inputs, seed: int):
+    """The same inputs with seeded random fingerprints (log-normal, every column varies)."""
+    import dataclasses
+
+    import numpy as np
+
+    g = np.random.default_rng(seed)
+    return dataclasses.replace(inputs, trajectories=[
+        dataclasses.replace(t, fingerprint=tuple(float(x) for x in g.lognormal(1.0, 0.8, 17)))
+        for t in inputs.trajectories])
+
+
+def test_observed_view_measures_departure_in_task_sds_toward_a_tier():
+    """The memory-less view of shown sessions (bench/observed.py): per-task standardised log1p fingerprints; the
+    direction of a tier comes from the profiles of that tier; a session with more of what tier-L profiles do
+    stands toward L."""
+    import dataclasses
+
+    import numpy as np
+
+    from filegram_ray.bench.observed import DIM_COLUMNS, ObservedView
+
+    inputs = _bench_inputs({"u1": "MMMMMM", "u2": "MMLMMM", "u3": "MMMMMM", "u4": "MMLMMM"}, fingerprints=False)
+    deep = {"u2", "u4"}  # C-L profiles make deeper folders: C columns higher
+
+    def fp(t):
+        j = int(t.task_id[2:])
+        c = (20.0 if t.profile_id in deep else 2.0) + j + (30.0 if t.trajectory_id == "u1/T-05" else 0.0)
+        return tuple(c if i in DIM_COLUMNS["C"] else float(j + i) for i in range(17))
+
+    inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, fingerprint=fp(t))
+                                                       for t in inputs.trajectories])
+    view = ObservedView(inputs)
+    z = np.stack([view.z[f"u{k}/T-03"] for k in range(1, 5)])
+    assert np.allclose(z.mean(axis=0), 0.0) and np.allclose(z[:, DIM_COLUMNS["C"]].std(axis=0), 1.0)
+    assert np.allclose(z[:, 0], 0.0)  # a feature every session of the task shares stays 0
+    by = {t.trajectory_id: t for t in inputs.trajectories}
+    others = [by[f"u1/T-0{j}"] for j in (1, 3, 4)]
+    assert view.toward(by["u1/T-05"], others, "C", "M", "L") > 1.0  # u1 went deep on T-05
+    assert view.toward(by["u1/T-05"], others, "C", "M", "R") == 0.0  # no C-R profile in the run: no direction
+    assert view.toward(by["u1/T-06"], others, "C", "M", "L") == pytest.approx(0.0, abs=1e-9)
+    assert view.distance(by["u1/T-05"], others, ["A", "B"]) == pytest.approx(0.0, abs=1e-9)
+    assert view.distance(by["u1/T-05"], others, []) == 0.0
+    bare = _bench_inputs({"u1": "MMMMMM"}, fingerprints=False)
+    assert ObservedView(bare).toward(bare.trajectories[0], bare.trajectories[1:3], "C", "M", "L") is None
+
+
+def test_shiftana_false_options_are_the_changes_the_shown_session_displays_most():
+    """Issue #28 (item design), with fingerprints: the false options are the one-tier moves away from the user's
+    usual tiers that the shown session stands furthest toward, measured against the item's own baseline; the
+    opposite of the true shift (its "from" is not the usual tier) only when nothing else is left."""
+    from filegram_ray.bench.builders import shiftana
+    from filegram_ray.bench.observed import ObservedView
+
+    vecs = {"u1": "MMLMMR", "u2": "MMMMMM", "u3": "LRLLRL", "u4": "RLMRLM", "u5": "LMRMLR"}
+    inputs = _random_fingerprints(_bench_inputs(vecs, probed=("C", "A", "F")), 11)
+    view = ObservedView(inputs)
+    by = {t.trajectory_id: t for t in inputs.trajectories}
+    usual = dict(zip("ABCDEF", vecs["u1"], strict=True))
+    moves = [(e, usual[e], n) for e in "ABCDEF" for n in shiftana.NEIGHBOURS[usual[e]] if (e, n) != ("C", "M")]
+    drafts = shiftana.build(inputs, seed=3, target=100)
+    assert {len(d.distractors) + 1 for d in drafts} == {3, 4, 5, 6}
+    for d in drafts:
+        sess, base = by[d.context.trajectories[-1]], [by[t] for t in d.context.trajectories[:-1]]
+        far = {shiftana.shift_text(*m): view.toward(sess, base, *m) for m in moves}
+        got = [far[x] for x in d.distractors]
+        assert got == sorted(got, reverse=True)  # most displayed first
+        assert min(got) >= sorted(far.values(), reverse=True)[len(got) - 1] - 1e-9  # the k − 1 largest
+        assert shiftana.shift_text("C", "M", "L") not in d.distractors
+
+
+def test_anomdet_keeps_the_impostor_session_that_matches_the_shared_habits(monkeypatch):
+    """Issue #28 (item design): of the impostor sessions drawn, the item keeps the one nearest the shown user
+    sessions on the dimensions the two profiles share — the differing habit must give it away, not how the
+    impostor happened to act on a habit both have."""
+    import dataclasses
+
+    from filegram_ray.bench.builders import anomdet
+    from filegram_ray.bench.observed import DIM_COLUMNS
+
+    monkeypatch.setattr(anomdet, "IMPOSTOR_DRAWS", 100)  # every candidate session is drawn
+    inputs = _bench_inputs({"u1": "LLLLLL", "u2": "MLLLLL"}, probed=("A",), fingerprints=False)
+
+    def fp(t):  # A (where they differ): u2 reads 5, u1 0; shared B..F: u1 1, u2 1 on T-03 only, else 50
+        a = 5.0 if t.profile_id == "u2" else 0.0
+        shared = 1.0 if t.profile_id == "u1" or t.task_id == "T-03" else 50.0
+        return tuple(a if i in DIM_COLUMNS["A"] else shared for i in range(17))
+
+    inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, fingerprint=fp(t))
+                                                       for t in inputs.trajectories])
+    drafts = [d for d in anomdet.build(inputs, seed=2, target=20) if d.profile_id == "u1"]
+    assert drafts and {d.facts["impostor"] for d in drafts} == {"u2/T-03"}
+    monkeypatch.setattr(anomdet, "IMPOSTOR_DRAWS", 1)  # one draw: any of u2's sessions
+    one = {d.facts["impostor"] for d in anomdet.build(inputs, seed=2, target=20) if d.profile_id == "u1"}
+    assert len(one) > 1
 
 
 def test_memory_rule_answerer_tells_a_habitual_deviation_from_a_shift():
