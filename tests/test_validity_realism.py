@@ -299,13 +299,13 @@ def test_anomdet_impostors_come_from_fine_grained_pairs():
 
 
 def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
-    """Issue #28 (item design), without fingerprints: the other-dimension options are shifts the task could have
-    shown (its probed dimensions, reference §5.7) before the rest."""
+    """Issue #28 (item design): the other-dimension options are shifts the task could have shown (its probed
+    dimensions, reference §5.7) before the rest."""
     from filegram_ray.bench.builders import shiftana
     from filegram_ray.bench.vocab import TIER_SHORT
 
     vecs = {"u1": "MMLMMM", "u2": "MMMMMM"}
-    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F"), fingerprints=False), seed=3, target=100)
+    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F")), seed=3, target=100)
     assert drafts
     dim_of = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": d for d in "ABCDEF" for a in "LMR" for b in "LMR"
               if a != b}
@@ -317,15 +317,15 @@ def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
 
 
 def test_shiftana_offers_the_changes_the_session_shows_first():
-    """Issue #28 (item design), without fingerprints: a dimension the perturbed session acted one tier off the
-    user's usual tier by the user's own variation (``meta.json`` acting_tiers) is the first false option — read
-    alone, the session shows that change too; the opposite direction of the true shift follows."""
+    """Issue #28 (item design): a dimension the perturbed session acted one tier off the user's usual tier by the
+    user's own variation (``meta.json`` acting_tiers) is the first false option — read alone, the session shows that
+    change too; the opposite direction of the true shift follows."""
     import dataclasses
 
     from filegram_ray.bench.builders import shiftana
     from filegram_ray.bench.vocab import TIER_SHORT
 
-    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"), fingerprints=False)
+    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"))
     acting = {"A": "M", "B": "M", "C": "M", "D": "L", "E": "M", "F": "R"}  # D and F went against type
     inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, acting_tiers=acting) if t.perturbed
                                                        else t for t in inputs.trajectories])
@@ -371,75 +371,39 @@ def test_item_sessions_compare_like_with_like():
                                                                                    else set())))
 
 
-def _random_fingerprints(inputs, seed: int):
-    """The same inputs with seeded random fingerprints (log-normal, every column varies)."""
+def test_observed_view_measures_distance_in_task_sds():
+    """The memory-less view of shown sessions (bench/observed.py): per-task standardised log1p fingerprints, and
+    the distance of one session from the mean of others over the columns of the dimensions asked about."""
     import dataclasses
-
-    import numpy as np
-
-    g = np.random.default_rng(seed)
-    return dataclasses.replace(inputs, trajectories=[
-        dataclasses.replace(t, fingerprint=tuple(float(x) for x in g.lognormal(1.0, 0.8, 17)))
-        for t in inputs.trajectories])
-
-
-def test_observed_view_measures_departure_in_task_sds_toward_a_tier():
-    """The memory-less view of shown sessions (bench/observed.py): per-task standardised log1p fingerprints; the
-    direction of a tier comes from the profiles of that tier; a session with more of what tier-L profiles do
-    stands toward L."""
-    import dataclasses
+    import math
 
     import numpy as np
 
     from filegram_ray.bench.observed import DIM_COLUMNS, ObservedView
 
     inputs = _bench_inputs({"u1": "MMMMMM", "u2": "MMLMMM", "u3": "MMMMMM", "u4": "MMLMMM"}, fingerprints=False)
-    deep = {"u2", "u4"}  # C-L profiles make deeper folders: C columns higher
 
-    def fp(t):
+    def fp(t):  # C columns: 1 or 20 by profile, u1's T-05 far off; every other column the same for a task
         j = int(t.task_id[2:])
-        c = (20.0 if t.profile_id in deep else 2.0) + j + (30.0 if t.trajectory_id == "u1/T-05" else 0.0)
+        c = 20.0 if t.profile_id in ("u2", "u4") else (300.0 if t.trajectory_id == "u1/T-05" else 1.0)
         return tuple(c if i in DIM_COLUMNS["C"] else float(j + i) for i in range(17))
 
     inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, fingerprint=fp(t))
                                                        for t in inputs.trajectories])
     view = ObservedView(inputs)
     z = np.stack([view.z[f"u{k}/T-03"] for k in range(1, 5)])
-    assert np.allclose(z.mean(axis=0), 0.0) and np.allclose(z[:, DIM_COLUMNS["C"]].std(axis=0), 1.0)
+    assert np.allclose(z.mean(axis=0), 0.0) and np.allclose(z[:, DIM_COLUMNS["C"]], [[-1.0] * 3, [1.0] * 3] * 2)
     assert np.allclose(z[:, 0], 0.0)  # a feature every session of the task shares stays 0
     by = {t.trajectory_id: t for t in inputs.trajectories}
     others = [by[f"u1/T-0{j}"] for j in (1, 3, 4)]
-    assert view.toward(by["u1/T-05"], others, "C", "M", "L") > 1.0  # u1 went deep on T-05
-    assert view.toward(by["u1/T-05"], others, "C", "M", "R") == 0.0  # no C-R profile in the run: no direction
-    assert view.toward(by["u1/T-06"], others, "C", "M", "L") == pytest.approx(0.0, abs=1e-9)
+    z5 = (math.log1p(300.0) - np.mean([math.log1p(300.0), math.log1p(20.0), 1 * math.log1p(1.0), math.log1p(20.0)]))
+    z5 /= np.std([math.log1p(300.0), math.log1p(20.0), math.log1p(1.0), math.log1p(20.0)])
+    assert view.distance(by["u1/T-05"], others, ["C"]) == pytest.approx(math.sqrt(3) * (z5 + 1.0))
     assert view.distance(by["u1/T-05"], others, ["A", "B"]) == pytest.approx(0.0, abs=1e-9)
+    assert view.distance(by["u1/T-06"], others, ["C"]) == pytest.approx(0.0, abs=1e-9)
     assert view.distance(by["u1/T-05"], others, []) == 0.0
     bare = _bench_inputs({"u1": "MMMMMM"}, fingerprints=False)
-    assert ObservedView(bare).toward(bare.trajectories[0], bare.trajectories[1:3], "C", "M", "L") is None
-
-
-def test_shiftana_false_options_are_the_changes_the_shown_session_displays_most():
-    """Issue #28 (item design), with fingerprints: the false options are the one-tier moves away from the user's
-    usual tiers that the shown session stands furthest toward, measured against the item's own baseline; the
-    opposite of the true shift (its "from" is not the usual tier) only when nothing else is left."""
-    from filegram_ray.bench.builders import shiftana
-    from filegram_ray.bench.observed import ObservedView
-
-    vecs = {"u1": "MMLMMR", "u2": "MMMMMM", "u3": "LRLLRL", "u4": "RLMRLM", "u5": "LMRMLR"}
-    inputs = _random_fingerprints(_bench_inputs(vecs, probed=("C", "A", "F")), 11)
-    view = ObservedView(inputs)
-    by = {t.trajectory_id: t for t in inputs.trajectories}
-    usual = dict(zip("ABCDEF", vecs["u1"], strict=True))
-    moves = [(e, usual[e], n) for e in "ABCDEF" for n in shiftana.NEIGHBOURS[usual[e]] if (e, n) != ("C", "M")]
-    drafts = shiftana.build(inputs, seed=3, target=100)
-    assert {len(d.distractors) + 1 for d in drafts} == {3, 4, 5, 6}
-    for d in drafts:
-        sess, base = by[d.context.trajectories[-1]], [by[t] for t in d.context.trajectories[:-1]]
-        far = {shiftana.shift_text(*m): view.toward(sess, base, *m) for m in moves}
-        got = [far[x] for x in d.distractors]
-        assert got == sorted(got, reverse=True)  # most displayed first
-        assert min(got) >= sorted(far.values(), reverse=True)[len(got) - 1] - 1e-9  # the k − 1 largest
-        assert shiftana.shift_text("C", "M", "L") not in d.distractors
+    assert ObservedView(bare).distance(bare.trajectories[0], bare.trajectories[1:3], ["C"]) is None
 
 
 def test_anomdet_keeps_the_impostor_session_that_matches_the_shared_habits(monkeypatch):

@@ -1,21 +1,16 @@
-"""What the shown sessions of an item give away on their own: the memory-less view the T3 builders design against.
+"""What the shown sessions of an item give away on their own: the memory-less view AnomDet's builder designs
+against.
 
-An item of ShiftAna or AnomDet shows a few sessions of one user. A reader without memory can compare them only
-with each other; a memory knows the user's other sessions as well. Issue #28 asks that such a reader stay near
-chance (count-rule answerer ≤ chance + 0.15) while a memory still gains. :class:`ObservedView` measures, from the
-fingerprints alone, how far one session stands from a few others in the direction of a tier, so that a builder
-can prefer, among contexts that are all valid for the item, the one whose answer the shown sessions do not
-already give away (the idea of adversarial filtering, Zellers et al. 2018, "SWAG", §3; here over the choice of
-context and false options, never over the answer).
+An AnomDet item shows a few sessions of one user and one impostor session. A reader without memory can compare
+them only with each other. Issue #28 asks that such a reader stay near chance (count-rule answerer ≤ chance + 0.15).
+:class:`ObservedView` measures, from the fingerprints alone, how far one session stands from a few others on the
+columns of some dimensions, so that a builder can prefer, among contexts that are all valid for the item, the one
+whose answer the shown sessions do not give away for a reason the question is not about (the idea of adversarial
+filtering, Zellers et al. 2018, "SWAG", §3; here over the choice of context, never over the answer).
 
 Units: each fingerprint feature is ``log1p`` of its value, standardised per task over the run's sessions of that
-task (mean 0, SD 1; a constant feature stays 0), so "how far" is in task-SDs and a task that exercises a
-dimension more than another does not count as a departure. The direction of tier ``b`` from tier ``a`` on
-dimension ``d`` is the difference of the mean standardised columns of ``d`` over the unperturbed sessions of
-profiles whose tier on ``d`` is ``b`` and ``a`` (unit length; the zero vector when either group is empty).
-
-The builders read profile tiers here as they always do (they write the answer key); nothing of this reaches a
-method.
+task (mean 0, SD 1; a constant feature stays 0), so distances are in task-SDs and a task that exercises a
+dimension more than another does not count as a difference.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from filegram_ray.bench.inputs import FINGERPRINT_FEATURES, BenchInputs, TrajRec
-from filegram_ray.bench.vocab import DIMENSIONS, TIERS
 
 #: Fingerprint columns of each dimension (reference §7.3 order: 3 A, 3 B, 3 C, 3 D, 2 E, 3 F).
 DIM_COLUMNS: dict[str, tuple[int, ...]] = {"A": (0, 1, 2), "B": (3, 4, 5), "C": (6, 7, 8), "D": (9, 10, 11),
@@ -34,7 +28,7 @@ assert sum(len(c) for c in DIM_COLUMNS.values()) == len(FINGERPRINT_FEATURES)
 
 
 class ObservedView:
-    """Per-task standardised fingerprints of a run's sessions and the tier directions (module docstring).
+    """Per-task standardised fingerprints of a run's sessions (module docstring).
 
     Args:
         inputs: the bench inputs; trajectories without a fingerprint (no encode stage) are left out, and every
@@ -52,35 +46,10 @@ class ObservedView:
             sd = X.std(axis=0)
             Z = (X - X.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
             self.z.update((t.trajectory_id, row) for t, row in zip(ts, Z))
-        tiers = {p.profile_id: p.tiers for p in inputs.profiles}
-        self._dir: dict[tuple[str, str, str], np.ndarray] = {}
-        for d in DIMENSIONS:
-            cols = list(DIM_COLUMNS[d])
-            mean = {}
-            for tier in TIERS:
-                rows = [self.z[t.trajectory_id][cols] for t in inputs.trajectories
-                        if not t.perturbed and t.trajectory_id in self.z
-                        and tiers.get(t.profile_id, {}).get(d) == tier]
-                mean[tier] = np.mean(rows, axis=0) if rows else None
-            for a in TIERS:
-                for b in TIERS:
-                    if a == b:
-                        continue
-                    u = (mean[b] - mean[a]) if mean[a] is not None and mean[b] is not None else np.zeros(len(cols))
-                    n = float(np.linalg.norm(u))
-                    self._dir[(d, a, b)] = u / n if n > 1e-12 else u
 
     def known(self, trajs: Sequence[TrajRec]) -> bool:
         """True when every one of ``trajs`` has a fingerprint."""
         return all(t.trajectory_id in self.z for t in trajs)
-
-    def toward(self, session: TrajRec, others: Sequence[TrajRec], d: str, a: str, b: str) -> float | None:
-        """How far ``session`` stands from the mean of ``others`` on dimension ``d``'s columns, projected on the
-        direction of tier ``b`` from tier ``a`` (task-SDs; positive = toward ``b``); None without fingerprints."""
-        if not others or not self.known([session, *others]):
-            return None
-        dz = self.z[session.trajectory_id] - np.mean([self.z[t.trajectory_id] for t in others], axis=0)
-        return float(dz[list(DIM_COLUMNS[d])] @ self._dir[(d, a, b)])
 
     def distance(self, session: TrajRec, others: Sequence[TrajRec], dims: Sequence[str]) -> float | None:
         """Euclidean distance of ``session`` from the mean of ``others`` over the columns of ``dims`` (task-SDs);
