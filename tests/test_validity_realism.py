@@ -427,6 +427,11 @@ def test_anomdet_keeps_the_impostor_session_that_matches_the_shared_habits(monke
                                                        for t in inputs.trajectories])
     drafts = [d for d in anomdet.build(inputs, seed=2, target=20) if d.profile_id == "u1"]
     assert drafts and {d.facts["impostor"] for d in drafts} == {"u2/T-03"}
+    bare = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, fingerprint=None)
+                                                     if t.trajectory_id == "u2/T-03" else t
+                                                     for t in inputs.trajectories])
+    assert "u2/T-03" not in {d.facts["impostor"] for d in anomdet.build(bare, seed=2, target=20)
+                             if d.profile_id == "u1"}  # a draw without fingerprint ranks after those with one
     monkeypatch.setattr(anomdet, "IMPOSTOR_DRAWS", 1)  # one draw: any of u2's sessions
     one = {d.facts["impostor"] for d in anomdet.build(inputs, seed=2, target=20) if d.profile_id == "u1"}
     assert len(one) > 1

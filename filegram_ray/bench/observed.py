@@ -6,7 +6,7 @@ them only with each other. Issue #28 asks that such a reader stay near chance (c
 :class:`ObservedView` measures, from the fingerprints alone, how far one session stands from a few others on the
 columns of some dimensions, so that a builder can prefer, among contexts that are all valid for the item, the one
 whose answer the shown sessions do not give away for a reason the question is not about (the idea of adversarial
-filtering, Zellers et al. 2018, "SWAG", §3; here over the choice of context, never over the answer).
+filtering, Zellers et al. 2018, "SWAG"; here over the choice of context, never over the answer).
 
 Units: each fingerprint feature is ``log1p`` of its value, standardised per task over the run's sessions of that
 task (mean 0, SD 1; a constant feature stays 0), so distances are in task-SDs and a task that exercises a

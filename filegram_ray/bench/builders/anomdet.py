@@ -22,8 +22,8 @@ profiles differ (reference §7.3 columns) — otherwise nothing in the behaviour
 The impostor session whose shared habits match (issue #28, count-rule answerer): per item up to
 :data:`IMPOSTOR_DRAWS` of the impostor's eligible sessions are drawn, each with its own sample of user sessions,
 and the item keeps the one whose impostor session stands nearest the shown user sessions on the dimensions the two
-profiles *share* (:meth:`~filegram_ray.bench.observed.ObservedView.distance`, fingerprints only; the first draw
-when there are none). The item asks whether the 1–2 habits that differ give the impostor away; an impostor session
+profiles *share* (:meth:`~filegram_ray.bench.observed.ObservedView.distance`, fingerprints only; a draw without
+fingerprints ranks after those with, so a bench without encode keeps the first draw). The item asks whether the 1–2 habits that differ give the impostor away; an impostor session
 that happened to act far off on a habit the two share (its own offsets and session-to-session variation, issue #28
 item 1) is picked by a memory-less reader for a reason the question is not about. Until 2026-12-03 the impostor
 session was one draw: a count rule reading only the shown sessions scored chance + 0.22 / + 0.22 on two fresh
@@ -119,11 +119,11 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
                 user_ts = sorted(sample_preferring(r, pool,
                                                    lambda t: bool(diff & set(inputs.task(t.task_id).dimensions)),
                                                    k - 1, k - 1), key=lambda t: t.task_id)
-                far = view.distance(imp_t, user_ts, shared)
-                draws.append((0.0 if far is None else far, len(draws), imp_t, user_ts, k))
+                far = view.distance(imp_t, user_ts, shared)  # None: a session without fingerprint, ranked last
+                draws.append((far is None, far or 0.0, len(draws), imp_t, user_ts, k))
             if not draws:
                 continue
-            _, _, imp_t, user_ts, k = min(draws)
+            *_, imp_t, user_ts, k = min(draws)
             key = (imp_t.trajectory_id, tuple(t.trajectory_id for t in user_ts))
             if key in seen:
                 continue
