@@ -20,19 +20,12 @@ from typing import Any
 
 from filegram_ray.bench.recordings import load_recordings
 from filegram_ray.bench.vocab import DIMENSIONS, TIERS
+from filegram_ray.memory.constants import FINGERPRINT_NAMES
 
 log = logging.getLogger(__name__)
 
-#: The 17 fingerprint features in order (reference §7.3).
-FINGERPRINT_FEATURES: tuple[str, ...] = (
-    "reading_strategy.search_ratio", "reading_strategy.browse_ratio", "reading_strategy.revisit_ratio",
-    "output_detail.avg_output_length", "output_detail.files_created", "output_detail.total_output_chars",
-    "directory_style.dirs_created", "directory_style.max_dir_depth", "directory_style.files_moved",
-    "edit_strategy.total_edits", "edit_strategy.avg_lines_changed", "edit_strategy.small_edit_ratio",
-    "version_strategy.total_deletes", "version_strategy.delete_to_create_ratio",
-    "cross_modal_behavior.structured_files_created", "cross_modal_behavior.markdown_table_rows",
-    "cross_modal_behavior.image_files_created",
-)
+#: The 17 fingerprint features in order (reference §7.3): the memory's own names, ``attribute.key``.
+FINGERPRINT_FEATURES: tuple[str, ...] = FINGERPRINT_NAMES
 
 #: Index ``status`` values that make a trajectory unusable for the bench.
 BAD_STATUSES = frozenset({"error", "failed", "skipped", "incomplete"})

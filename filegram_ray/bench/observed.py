@@ -19,12 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from filegram_ray.bench.inputs import FINGERPRINT_FEATURES, BenchInputs, TrajRec
-
-#: Fingerprint columns of each dimension (reference §7.3 order: 3 A, 3 B, 3 C, 3 D, 2 E, 3 F).
-DIM_COLUMNS: dict[str, tuple[int, ...]] = {"A": (0, 1, 2), "B": (3, 4, 5), "C": (6, 7, 8), "D": (9, 10, 11),
-                                           "E": (12, 13), "F": (14, 15, 16)}
-assert sum(len(c) for c in DIM_COLUMNS.values()) == len(FINGERPRINT_FEATURES)
+from filegram_ray.bench.inputs import BenchInputs, TrajRec
+from filegram_ray.memory.constants import FINGERPRINT_COLUMNS as DIM_COLUMNS  # (reference §7.3)
 
 
 class ObservedView:

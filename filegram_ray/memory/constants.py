@@ -62,6 +62,10 @@ FINGERPRINT_FEATURES: tuple[tuple[str, str, str], ...] = (
     ("F", "cross_modal_behavior", "image_files_created"),
 )
 FINGERPRINT_NAMES: tuple[str, ...] = tuple(f"{a}.{k}" for _, a, k in FINGERPRINT_FEATURES)
+#: Columns of each dimension in the fingerprint, in §7.3 order (A 0–2, B 3–5, C 6–8, D 9–11, E 12–13, F 14–16).
+FINGERPRINT_COLUMNS: dict[str, tuple[int, ...]] = {
+    d: tuple(i for i, (dim, _, _) in enumerate(FINGERPRINT_FEATURES) if dim == d)
+    for d in dict.fromkeys(dim for dim, _, _ in FINGERPRINT_FEATURES)}
 
 #: Dimension labels used by shift localisation (§7.3). E has no upstream label (quirk, §13); ours: "E (Curation)".
 DIMENSION_LABELS: dict[str, str] = {

@@ -46,15 +46,14 @@ from typing import Any
 
 import numpy as np
 
-from filegram_ray.memory.constants import DEVIATION_THRESHOLD, FINGERPRINT_FEATURES
+from filegram_ray.memory.constants import DEVIATION_THRESHOLD, FINGERPRINT_COLUMNS, FINGERPRINT_FEATURES
 
 log = logging.getLogger(__name__)
 
 DIMENSIONS = ("A", "B", "C", "D", "E", "F")
 TIERS = ("L", "M", "R")
-#: Fingerprint columns of each dimension (reference §7.3 order).
-DIM_COLS: dict[str, list[int]] = {d: [i for i, (dim, _, _) in enumerate(FINGERPRINT_FEATURES) if dim == d]
-                                  for d in DIMENSIONS}
+#: Fingerprint columns of each dimension (reference §7.3 order), as lists: they index single rows too.
+DIM_COLS: dict[str, list[int]] = {d: list(cols) for d, cols in FINGERPRINT_COLUMNS.items()}
 FEATURE_NAMES = [f"{attr}.{key}" for _, attr, key in FINGERPRINT_FEATURES]
 #: Rule-classifier attribute of each dimension (reference §7.6; E = working_style = curation).
 RULE_ATTR = {"A": "reading_strategy", "B": "output_detail", "C": "directory_style", "D": "edit_strategy",

@@ -23,9 +23,9 @@ The impostor session whose shared habits match (issue #28, count-rule answerer):
 :data:`IMPOSTOR_DRAWS` of the impostor's eligible sessions are drawn, each with its own sample of user sessions,
 and the item keeps the one whose impostor session stands nearest the shown user sessions on the dimensions the two
 profiles *share* (:meth:`~filegram_ray.bench.observed.ObservedView.distance`, fingerprints only; a draw without
-fingerprints ranks after those with, so a bench without encode keeps the first draw). The item asks whether the 1–2 habits that differ give the impostor away; an impostor session
-that happened to act far off on a habit the two share (its own offsets and session-to-session variation, issue #28
-item 1) is picked by a memory-less reader for a reason the question is not about. Until 2026-12-03 the impostor
+fingerprints ranks after those with, so a bench without encode keeps the first draw). The item asks whether the
+1–2 habits that differ give the impostor away; an impostor session that happened to act far off on a habit the two
+share (its own offsets and session-to-session variation, issue #28 item 1) is picked by a memory-less reader for a reason the question is not about. Until 2026-12-03 the impostor
 session was one draw: a count rule reading only the shown sessions scored chance + 0.22 / + 0.22 on two fresh
 30-profile sets (seeds 2803 / 2804; bound + 0.15); with 3 draws chance + 0.11 / + 0.13, while the same readings with
 the user's usual taken from all of the user's sessions (``MemoryRuleAnswerer``) kept chance + 0.25 / + 0.26
