@@ -182,6 +182,41 @@ def test_actions_are_motivated(world):
     assert changes and inspected == changes
 
 
+def test_a_short_deliverable_still_gets_its_small_edits(world, tmp_path):
+    """Issue #28 (D read at 0.83 across profiles on fresh set 2804): a small edit of the agent's own deliverable
+    that finds no line to repair adds one fact read in the session — one added line, a whole sentence of the
+    source with the source named — so the number of small edits follows D, not the document's length (B). Only
+    for the own deliverable (``add``) and never when the task asks to shorten."""
+    from filegram_ray.engine import EngineSession
+    from filegram_ray.engine.simulator.agent import PersonaAgent
+    from filegram_ray.engine.simulator.notebook import Notebook
+
+    persona = Persona.from_profile(world["profiles"]["p8"])  # D-L, B-R: short outputs, many small edits
+    files = world["bundles"]["T-01"] / "files"
+    sess = EngineSession(files, tmp_path, persona.profile_id, "T-01", seed=1, start_ms=1.7e12)
+    agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+    sess.start()
+    try:
+        agent.read("channel_checks_summary.md")
+        source = Notebook()
+        source.absorb("channel_checks_summary.md", (files / "channel_checks_summary.md").read_text(encoding="utf-8"))
+        sentences = [f.text.rstrip(" .") for f in source.facts()]
+        draft = "# Summary\n\n- A short note for the team.\n"
+        agent.write("summary.md", draft)
+        assert agent.small_edit("summary.md") is False  # nothing to repair, no addition asked: no edit
+        assert agent.small_edit("summary.md", add=True) and agent.small_edit("summary.md", add=True)
+        added = [ln for ln in agent.own["summary.md"].split("\n") if ln not in draft.split("\n")]
+        assert len(added) == 2 and len(set(added)) == 2
+        for ln in added:
+            assert ln.startswith("- ") and "channel_checks_summary.md" in ln
+            assert any(x in ln for x in sentences), ln
+        assert [(len(new.split("\n")) - len(old.split("\n"))) for _, old, new in agent.changes] == [1, 1]
+        agent.condense = True
+        assert agent.small_edit("summary.md", add=True) is False
+    finally:
+        sess.close()
+
+
 def test_bad_tiers_raise_clear_error():
     with pytest.raises(ValueError, match="tiers.C"):
         Persona.from_profile({"profile_id": "px", "tiers": {"A": "L", "B": "L", "C": "X", "D": "L", "E": "L",

@@ -22,7 +22,7 @@ from filegram_ray.engine.simulator.textops import (
     repaired_text,
     revise_line,
 )
-from filegram_ray.engine.simulator.writer import compose
+from filegram_ray.engine.simulator.writer import FactStream, compose
 
 
 class EditingMixin:
@@ -42,7 +42,7 @@ class EditingMixin:
         if n_small + n_block and self.p.version != "overwrite" and self.chance("D", 0.9, 0.3, 0.05):
             self.cp(rel, rel + ".bak")
         for _ in range(n_small):
-            self.small_edit(rel)
+            self.small_edit(rel, add=True)
         for _ in range(n_block):
             self.block_edit(rel)
         if self.chance("D", 0.02, 0.1, 0.6):  # one decisive rewrite of the whole file (overwrite, TT §2.4 D-R)
@@ -75,10 +75,17 @@ class EditingMixin:
             out += [(figs[0].label, r, right) for r in raws if r != right]
         return out
 
-    def small_edit(self, rel: str) -> bool:
+    def small_edit(self, rel: str, add: bool = False) -> bool:
         """Replace 1–2 lines (≤ 4 changed lines, small edit < 10, TT §1 edit size) with a real repair
         (:func:`revise_line`): a figure that disagrees with another source is corrected first; otherwise a
-        pseudo-heading, a ``*`` bullet or an over-long sentence is fixed. No fixable line → no edit."""
+        pseudo-heading, a ``*`` bullet or an over-long sentence is fixed; else a bullet is made more precise
+        (:meth:`refinements`); else, with ``add`` (the agent's own deliverable, :meth:`self_revise`), a fact read
+        in the session that the document does not state yet is added (:meth:`add_fact`). Nothing left → no edit.
+
+        Until 2026-12-03 there was no third step, so a short deliverable ran out of fixable lines and a D-L
+        session with short outputs made fewer small edits than one with long outputs (issue #28: D read at 0.83
+        across profiles on a fresh set): the edit count followed B as well as D. A workspace file
+        (:meth:`revise_files`) gets no added fact: what it should say is the task's, not the persona's."""
         text = self.own.get(rel)
         if text is None:
             return False
@@ -89,11 +96,30 @@ class EditingMixin:
         if not cands:
             cands = self.refinements(lines)
         if not cands:
-            return False
+            return add and self.add_fact(rel)
         first = [c for c in cands if any(w in lines[c[0]] and lab.lower() in lines[c[0]].lower()
                                          for lab, w, _ in fixes)]
         i, new = first[0] if first else self.rng.choice(cands)
         return self.edit(rel, lines[i], new)
+
+    def add_fact(self, rel: str) -> bool:
+        """Add one statement the file lacks (a small edit of one added line, TT §1 edit size < 10): the first
+        fact read in the session (:meth:`Notebook.facts` order) whose sentence the file does not contain, phrased
+        like the writer's bullets (:class:`FactStream`, the persona's language and tone, source named), after a
+        drawn content line — as a bullet of the same indent when that line is a bullet, else as its own
+        paragraph. Not when the task asks to shorten (``condense``). Returns whether the file changed."""
+        text = self.own.get(rel)
+        if text is None or self.condense:
+            return False
+        fs = FactStream(self.nb, self.lang, self.p.tone, [])
+        fact = next((f for f in fs.facts if f.source != "task" and f.text.rstrip(" .。") not in text), None)
+        anchors = self._content_lines(text)
+        if fact is None or not anchors:
+            return False
+        line = text.split("\n")[self.rng.choice(anchors)]
+        bullet = re.match(r"^(\s*- )", line)
+        added = f"{bullet.group(1)}{fs.phrase(fact)}" if bullet else f"\n{fs.phrase(fact)}"
+        return self.edit(rel, line, f"{line}\n{added}")
 
     def refinements(self, lines: list[str]) -> list[tuple[int, str]]:
         """Own-output lines that can state a more precise fact: a bullet naming a source whose fact has no
