@@ -232,10 +232,11 @@ def test_events_json_is_list(world):
 def test_perturbation_moves_the_distribution_not_the_spread():
     """Issue #28: a one-tier shift moves the session's position by exactly one tier with the same draw and the
     same spread (a distribution shift), so a perturbed session is a session of the target tier, no sharper; B
-    and E draw narrower profile offsets and spreads (tendency.NARROW) than the other dimensions."""
+    and E draw narrower profile offsets and spreads, A and C wider spreads (tendency.PER_DIMENSION), than the
+    others."""
     from filegram_ray.engine.simulator.tendency import (
-        NARROW,
         OFFSET_MAX,
+        PER_DIMENSION,
         SIGMA_RANGE,
         TIER_POS,
         profile_tendency,
@@ -252,6 +253,7 @@ def test_perturbation_moves_the_distribution_not_the_spread():
             pos = session_positions({**tiers, d: to}, tend, 11, pid, "T-12", d)
             assert pos[d] - base[d] == pytest.approx(TIER_POS[to] - TIER_POS[tiers[d]])
         for d in "ABCDEF":
-            sd, clip, spread = NARROW.get(d, (None, OFFSET_MAX, SIGMA_RANGE))
+            sd, clip, spread = PER_DIMENSION.get(d, (None, OFFSET_MAX, SIGMA_RANGE))
             assert abs(tend.offset[d]) <= clip and spread[0] <= tend.sigma[d] <= spread[1]
-    assert NARROW["B"][1] < OFFSET_MAX and NARROW["E"][1] < OFFSET_MAX
+    assert PER_DIMENSION["B"][1] < OFFSET_MAX and PER_DIMENSION["E"][1] < OFFSET_MAX
+    assert PER_DIMENSION["A"][2][0] > SIGMA_RANGE[1] - 0.1 and PER_DIMENSION["C"][2][0] > SIGMA_RANGE[1] - 0.1

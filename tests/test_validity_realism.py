@@ -299,13 +299,13 @@ def test_anomdet_impostors_come_from_fine_grained_pairs():
 
 
 def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
-    """Issue #28 (item design): the other-dimension options are shifts the task could have shown (its probed
-    dimensions, reference §5.7) before the rest."""
+    """Issue #28 (item design), a bench without fingerprints (no encode stage): the other-dimension options are
+    shifts the task could have shown (its probed dimensions, reference §5.7) before the rest."""
     from filegram_ray.bench.builders import shiftana
     from filegram_ray.bench.vocab import TIER_SHORT
 
     vecs = {"u1": "MMLMMM", "u2": "MMMMMM"}
-    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F")), seed=3, target=100)
+    drafts = shiftana.build(_bench_inputs(vecs, probed=("C", "A", "F"), fingerprints=False), seed=3, target=100)
     assert drafts
     dim_of = {f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}": d for d in "ABCDEF" for a in "LMR" for b in "LMR"
               if a != b}
@@ -316,16 +316,16 @@ def test_shiftana_distractors_prefer_the_tasks_probed_dimensions():
         assert set(others) <= {"A", "F"} if k - 2 <= 4 else {"A", "F"} <= set(others)
 
 
-def test_shiftana_offers_the_changes_the_session_shows_first():
-    """Issue #28 (item design): a dimension the perturbed session acted one tier off the user's usual tier by the
-    user's own variation (``meta.json`` acting_tiers) is the first false option — read alone, the session shows that
-    change too; the opposite direction of the true shift follows."""
+def test_shiftana_offers_the_changes_the_session_acted_first_without_fingerprints():
+    """Issue #28 (item design), a bench without fingerprints (no encode stage): a dimension the perturbed session
+    acted one tier off the user's usual tier by the user's own variation (``meta.json`` acting_tiers) is the first
+    false option; the opposite direction of the true shift follows."""
     import dataclasses
 
     from filegram_ray.bench.builders import shiftana
     from filegram_ray.bench.vocab import TIER_SHORT
 
-    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"))
+    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM"}, probed=("C", "A", "F"), fingerprints=False)
     acting = {"A": "M", "B": "M", "C": "M", "D": "L", "E": "M", "F": "R"}  # D and F went against type
     inputs = dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, acting_tiers=acting) if t.perturbed
                                                        else t for t in inputs.trajectories])
@@ -340,6 +340,75 @@ def test_shiftana_offers_the_changes_the_session_shows_first():
         else:
             assert d.distractors[:3] == [f"{TIER_SHORT['F']['M']} → {TIER_SHORT['F']['R']}",
                                          f"{TIER_SHORT['D']['M']} → {TIER_SHORT['D']['L']}", reverse]
+
+
+def _with_fingerprints(inputs, fp):
+    import dataclasses
+
+    return dataclasses.replace(inputs, trajectories=[dataclasses.replace(t, fingerprint=fp(t))
+                                                     for t in inputs.trajectories])
+
+
+def test_shiftana_offers_the_changes_the_session_shows_most_first():
+    """Issue #28 (item design): the false options are the other one-tier changes ranked by how far the shown
+    session moved toward each from the baseline (bench/observed.py, per-task z along the direction from the
+    user's tier to the option's, learnt from the run's profiles). Here u1's perturbed session (C L→M) also reads
+    like a D-L session: "D M→L" is the first false option; D M→R (moved away) and the reversed true shift come
+    after every option the session does not contradict."""
+    from filegram_ray.bench.builders import shiftana
+    from filegram_ray.bench.observed import DIM_COLUMNS
+    from filegram_ray.bench.vocab import TIER_SHORT
+
+    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMLMM", "u3": "MMMRMM", "u4": "MMMMMM"}, probed=("C",))
+    tiers = {p.profile_id: p.tiers for p in inputs.profiles}
+
+    def fp(t):
+        c = 20.0 if t.trajectory_id == "u1/T-02" else {"L": 1.0, "M": 20.0}[tiers[t.profile_id]["C"]]
+        d = 1.0 if t.trajectory_id == "u1/T-02" else {"L": 1.0, "M": 10.0, "R": 100.0}[tiers[t.profile_id]["D"]]
+        j = int(t.task_id[2:])
+        return tuple(c if i in DIM_COLUMNS["C"] else d if i in DIM_COLUMNS["D"] else float(j + i) for i in range(17))
+
+    drafts = [x for x in shiftana.build(_with_fingerprints(inputs, fp), seed=3, target=100) if x.profile_id == "u1"]
+    assert {len(x.distractors) + 1 for x in drafts} == {3, 4, 5, 6}
+    for x in drafts:
+        assert x.correct == f"{TIER_SHORT['C']['L']} → {TIER_SHORT['C']['M']}"
+        assert x.distractors[0] == f"{TIER_SHORT['D']['M']} → {TIER_SHORT['D']['L']}"
+        assert f"{TIER_SHORT['D']['M']} → {TIER_SHORT['D']['R']}" not in x.distractors
+        assert f"{TIER_SHORT['C']['M']} → {TIER_SHORT['C']['L']}" not in x.distractors
+
+
+def test_shiftana_keeps_the_baseline_along_which_the_shift_shows_least(monkeypatch):
+    """Issue #28 (item design): of the baseline samples drawn, the item keeps the one from which the perturbed
+    session moved least toward the target tier — the shift must be told from the user's usual spread, not read off
+    one conspicuous count. u1's C columns vary from task to task; with many draws the kept 8-of-9 baseline is the
+    least revealing of the nine possible, with one draw it often is not."""
+    import itertools
+
+    from filegram_ray.bench.builders import shiftana
+    from filegram_ray.bench.observed import DIM_COLUMNS, ObservedView
+
+    inputs = _bench_inputs({"u1": "MMLMMM", "u2": "MMMMMM", "u3": "MMMMMM", "u4": "MMMMMM"}, probed=("C",))
+    level = {"u2": 40.0, "u3": 5.0, "u4": 20.0}
+
+    def fp(t):
+        j = int(t.task_id[2:])
+        c = level.get(t.profile_id, 30.0 if t.task_id == "T-02" else float((7 * j) % 11))
+        return tuple(c if i in DIM_COLUMNS["C"] else float(j + i) for i in range(17))
+
+    inputs = _with_fingerprints(inputs, fp)
+    view, by = ObservedView(inputs), {t.trajectory_id: t for t in inputs.trajectories}
+    sess, clean = by["u1/T-02"], [t for t in inputs.trajectories_of("u1") if not t.perturbed]
+    least = min(view.departure(sess, list(b), "C", "L", "M") for b in itertools.combinations(clean, 8))
+
+    def departures():
+        return [view.departure(sess, [by[t] for t in x.context.trajectories[:-1]], "C", "L", "M")
+                for x in shiftana.build(inputs, seed=3, target=100)]
+
+    monkeypatch.setattr(shiftana, "BASELINE_DRAWS", 60)
+    many = departures()
+    assert len(many) == 4 and all(d == pytest.approx(least) for d in many)
+    monkeypatch.setattr(shiftana, "BASELINE_DRAWS", 1)
+    assert any(d > least + 1e-6 for d in departures())
 
 
 def test_item_sessions_compare_like_with_like():

@@ -2,28 +2,35 @@
 
 Reference §9.1, §5.7. The last session shown was generated with one dimension moved by one tier (its
 ``meta.json`` perturbation); which change happened? Options are shifts in plain words ("everything in the top
-folder → one or two folder levels"): the true one and false ones, in this order of preference:
+folder → one or two folder levels"): the true one and false ones.
 
-1. **changes the session shows but the user did not make**: another dimension on which this session acted one
-   tier away from the user's usual tier by the user's own session-to-session variation (``meta.json``
-   ``acting_tiers``, persona simulator; issue #28: a session may go against type). Read on its own, the session
-   shows both changes; only the user's usual spread, which a memory has and one session does not, says which one
-   is the deliberate shift — the shifted dimension sits a whole tier away on average, a natural deviation just
-   past the tier's edge.
-2. the same dimension in the opposite direction;
-3. one-tier shifts of other dimensions away from the user's usual tier, the task's probed dimensions first (the
-   shift itself is drawn among them, reference §5.7), then the rest.
+**False options** are the other one-tier shifts away from the user's usual tiers, ranked by how far the shown
+session moved toward each from the shown baseline (:meth:`~filegram_ray.bench.observed.ObservedView.departure`:
+per-task standardised fingerprint, projected on the direction from the user's tier to the option's tier learnt
+from the run's profiles); the true shift reversed, which the session contradicts, comes last. So the first false
+options are the changes the session *shows* by the user's own session-to-session variation (issue #28: a session
+may go against type). Read with the baseline alone, the session shows them too; only the user's usual spread, which
+a memory has and a few sessions do not, says which one is the deliberate shift.
 
-Until 2026-12-02 (morning) the false options were 2 and 3 only: every one of them was a change the session does
-*not* show, so a memory-less rule that reads the shown session's tiers and compares them with the baseline sessions
-picked the one shown change (issue #28: count-rule answerer at chance + 0.29 / + 0.32 on two fresh 30-profile
-sets, bound + 0.15). Trajectories without ``acting_tiers`` (the LLM agent, older runs) get 2 and 3 only.
-
-Baseline = up to :data:`MAX_BASELINE` of the user's unperturbed sessions (seeded sample, shown in task order),
+**Baseline** = up to :data:`MAX_BASELINE` of the user's unperturbed sessions (seeded sample, shown in task order),
 drawn first among the sessions whose task probes the shifted dimension (the perturbed session's task does, reference
-§5.7), then, only up to :data:`MIN_BASELINE`, among the rest. Like is compared with like: until 2026-12-02 the
-baseline was any of the user's sessions, so a task that exercises a dimension (deletes, moves) read as a "change"
-next to baselines from tasks that do not, whatever the user did (issue #28).
+§5.7), then, only up to :data:`MIN_BASELINE`, among the rest. :data:`BASELINE_DRAWS` samples are drawn and the one
+from which the session moved least toward the target tier is kept (adversarial filtering over the context, never
+over the answer: bench/observed.py).
+
+History (issue #28, count-rule answerer without memory; bound chance + 0.15):
+* until 2026-12-02 the false options were the reversed shift and shifts the session does *not* show, so a rule
+  that reads the shown session's tiers against the baseline picked the one shown change (chance + 0.29 / + 0.32 on
+  two fresh 30-profile sets); the baseline was any of the user's sessions, so a task that exercises a dimension
+  (deletes, moves) read as a "change" next to baselines from tasks that do not;
+* until 2026-12-03 the false options were the dimensions the session *acted* one tier off (``meta.json``
+  ``acting_tiers``) and one baseline sample was drawn: chance + 0.31 / + 0.22 on fresh sets 2803 / 2804. The
+  acting tier is latent: a natural deviation just past a tier's edge rarely shows in the counts (the count rule
+  read it as changed in 0.17 of the items, the true shift in 0.5).
+
+A bench without fingerprints (no encode stage) keeps that acting-tier order (changes acted, the reversed shift,
+then the rest, the task's probed dimensions first in each group; LLM-agent trajectories have no ``acting_tiers``)
+and the first baseline sample.
 
 Only real shifts (issue #16): a perturbed session whose counterfactual check (``TrajRec.shift_real``, from
 ``meta.json`` ``perturbation_check``) found no change in the perturbed dimension's features gives no item — the
@@ -36,8 +43,11 @@ is sampled down to 2.88 items per perturbed session, the paper's 288 for its 100
 
 from __future__ import annotations
 
+import math
+
 from filegram_ray.bench.common import Draft, rng, sample_down, sample_preferring, session_label
 from filegram_ray.bench.inputs import BenchInputs
+from filegram_ray.bench.observed import ObservedView
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_SHORT
 
@@ -46,6 +56,8 @@ CHOICE_RANGE = (3, 4, 5, 6)  # reference §9.1
 MAX_BASELINE = 8
 #: Fewest baseline sessions shown; sessions of tasks that do not probe the shifted dimension fill up to it (ours).
 MIN_BASELINE = 3
+#: Baseline samples drawn per item; the one along which the shift shows least is kept (ours, module docstring).
+BASELINE_DRAWS = 4
 #: Items per perturbed session in the paper: 288 items / 100 perturbed sessions (reference §9.1, §5.7).
 ITEMS_PER_PERTURBED = 2.88
 #: One-tier moves (reference §5.7 shift rule: L→M, R→M, M→L, M→R).
@@ -60,7 +72,24 @@ def shift_text(d: str, a: str, b: str) -> str:
     return f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}"
 
 
+def _acting_order(inputs: BenchInputs, p, sess, r) -> list[tuple[str, str, str]]:
+    """False options without fingerprints (a bench without encode): changes the session acted (``acting_tiers``),
+    the opposite direction, then the rest, the task's probed dimensions first within each group."""
+    d, a, b = sess.perturbation["dimension"], sess.perturbation["from"], sess.perturbation["to"]
+    acting = sess.acting_tiers or {}
+    shown = [(e, p.tiers[e], acting[e]) for e in DIMENSIONS if e != d and acting.get(e) in NEIGHBOURS[p.tiers[e]]]
+    others = [(e, p.tiers[e], n) for e in DIMENSIONS if e != d for n in NEIGHBOURS[p.tiers[e]]
+              if (e, p.tiers[e], n) not in shown]
+    probed = set(inputs.task(sess.task_id).dimensions)
+    r.shuffle(shown)
+    r.shuffle(others)
+    shown.sort(key=lambda x: x[0] not in probed)  # stable
+    others.sort(key=lambda x: x[0] not in probed)
+    return [*shown, (d, b, a), *others]
+
+
 def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
+    view = ObservedView(inputs)
     drafts: list[Draft] = []
     for p in inputs.profiles:
         own = sorted(inputs.trajectories_of(p.profile_id), key=lambda t: t.task_id)
@@ -71,25 +100,27 @@ def build(inputs: BenchInputs, seed: int, target: int) -> list[Draft]:
             pert = sess.perturbation
             d, a, b = pert["dimension"], pert["from"], pert["to"]
             correct = shift_text(d, a, b)
-            acting = sess.acting_tiers or {}
-            shown_changes = [(e, p.tiers[e], acting[e]) for e in DIMENSIONS
-                             if e != d and acting.get(e) in NEIGHBOURS[p.tiers[e]]]
-            false = [(e, p.tiers[e], n) for e in DIMENSIONS if e != d for n in NEIGHBOURS[p.tiers[e]]
-                     if (e, p.tiers[e], n) not in shown_changes]
-            probed = set(inputs.task(sess.task_id).dimensions)
+            # every one-tier shift away from the user's usual tiers, and the true shift reversed
+            options = [(e, p.tiers[e], n) for e in DIMENSIONS for n in NEIGHBOURS[p.tiers[e]]
+                       if (e, p.tiers[e], n) != (d, a, b)] + [(d, b, a)]
             for k in CHOICE_RANGE:
                 r = rng(seed, NAME, sess.trajectory_id, k)
-                shown, others = list(shown_changes), list(false)
-                r.shuffle(shown)
-                r.shuffle(others)
-                shown.sort(key=lambda x: x[0] not in probed)  # the task's probed dimensions first (stable)
-                others.sort(key=lambda x: x[0] not in probed)
-                ordered = [shift_text(*x) for x in shown] + [shift_text(d, b, a)] + [shift_text(*x) for x in others]
-                distractors = ordered[:k - 1]
+                draws = [sorted(sample_preferring(r, clean, lambda t: d in inputs.task(t.task_id).dimensions,
+                                                  MAX_BASELINE, MIN_BASELINE), key=lambda t: t.task_id)
+                         for _ in range(BASELINE_DRAWS)]
+                # the baseline along which the shift shows least (first draw without fingerprints)
+                base = min(draws, key=lambda bs: view.departure(sess, bs, d, a, b) or 0.0)
+                if view.known([sess, *base]):
+                    dep = {x: view.departure(sess, base, *x) if x[1] == p.tiers[x[0]] else -math.inf
+                           for x in options}
+                    order = list(options)
+                    r.shuffle(order)
+                    order.sort(key=lambda x: -dep[x])  # stable: ties keep the drawn order
+                else:
+                    order = _acting_order(inputs, p, sess, r)
+                distractors = [shift_text(*x) for x in order[:k - 1]]
                 if len(distractors) < k - 1:
                     continue
-                base = sorted(sample_preferring(r, clean, lambda t: d in inputs.task(t.task_id).dimensions,
-                                                MAX_BASELINE, MIN_BASELINE), key=lambda t: t.task_id)
                 shown = [*base, sess]
                 drafts.append(Draft(
                     sub_task=NAME, sub_class=f"dim:{d}", channel="episodic", profile_id=p.profile_id,

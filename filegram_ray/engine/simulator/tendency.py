@@ -7,14 +7,24 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
 * Profile level (:func:`profile_tendency`): ``offset`` ~ N(0, 0.18) clipped to ±0.35 (stays inside the tier's
   half-width 0.5, so the profile's own mean is still its tier) and a session spread ``sigma`` ~ U(0.30, 0.48);
   both seeded from SHA-256(master seed, profile id, dimension), so two profiles with the same tiers differ and
-  a perturbed session of a profile keeps the profile's own offset and spread. B and E are narrower
-  (:data:`NARROW`: E offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38); B offset N(0, 0.07) clipped to
-  ±0.14, spread U(0.30, 0.42) — B's task × tier η² of avg_output_length reached 0.81 with E's values on a 32-task
-  set, so B keeps less of its spread in the profile and more in the session): their counts map the position
-  through steep, one-sided curves (deletes 2.6 / 0.35 / 0.03 per session; output length ×3 per tier), so a profile sitting
-  0.35 off its tier, or a wide session spread that pushes an E-M profile's mean deletes toward E-L's (the curve
-  is convex), made whole profiles unreadable: measured 2026-12-02, profile-level recovery B 0.77–0.83 and E
-  0.83–0.87 on two fresh 30-profile sets with single-session separability B ≤ 0.65, E ≤ 0.61.
+  a perturbed session of a profile keeps the profile's own offset and spread. :data:`PER_DIMENSION` sets other
+  values for three dimensions:
+
+  * B and E are narrower (E offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38); B offset N(0, 0.07)
+    clipped to ±0.14, spread U(0.30, 0.42); B's task × tier η² of avg_output_length reached 0.81 with E's values
+    on a 32-task set, so B keeps less of its spread in the profile and more in the session). Their counts map
+    the position through steep, one-sided curves (deletes 2.6 / 0.35 / 0.03 per session; output length ×3 per
+    tier), so a profile sitting 0.35 off its tier, or a wide session spread that pushes an E-M profile's mean
+    deletes toward E-L's (the curve is convex), made whole profiles unreadable: measured 2026-12-02,
+    profile-level recovery B 0.77–0.83 and E 0.83–0.87 on two fresh 30-profile sets with single-session
+    separability B ≤ 0.65, E ≤ 0.61.
+  * A and C have a wider session spread, U(0.42, 0.60). Their acting tier switches the whole strategy (A: the
+    searching branch, C: nested folders), so with the common spread a single session read its tier best of all
+    six (single-session separability A 0.71, C 0.78, the others 0.48–0.65, fresh sets 2803 / 2804), and a
+    perturbed session's shift on A or C showed in one count: the memory-less count rule answered ShiftAna items
+    on A and C at chance + 0.29–0.47, on B and D at chance − 0.17–+ 0.21 (issue #28). Measured 2026-12-03 on sets
+    2803 / 2804: separability A 0.71 → 0.64–0.65, C 0.77–0.78 → 0.69–0.72; profile-level recovery A 0.93–1.00,
+    C 0.97–1.00.
 * Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
   from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
   counterfactual re-simulation differs only by the shift. A perturbation moves the distribution, not the draw's
@@ -23,8 +33,8 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
   2026-12-02 the shifted dimension used 40 % of the spread, which let a single count read the target tier of a
   perturbed session (issue #28, count-rule answerer).
 * The *acting tier* of a session is the tier nearest to ``s``; about 10–15 % (L, R) and 20–30 % (M) of a
-  profile's sessions act a neighbouring tier (a session may go against type), and counts inside a tier are
-  drawn from distributions whose means move continuously with ``s`` (:func:`lerp`).
+  profile's sessions act a neighbouring tier, more on A and C (a session may go against type), and counts inside
+  a tier are drawn from distributions whose means move continuously with ``s`` (:func:`lerp`).
 
 The constants are ours (no source gives them); they were chosen so that a one-feature depth-2 tree reads the tier
 of a single session with ≤ 0.80 accuracy while a profile's 32 sessions still recover its tier (issue #28 bounds).
@@ -43,9 +53,11 @@ TIER_POS = {"L": 0.0, "M": 1.0, "R": 2.0}
 OFFSET_SD, OFFSET_MAX = 0.18, 0.35
 #: Session spread range (uniform per profile and dimension).
 SIGMA_RANGE = (0.30, 0.48)
-#: Narrower profile offsets and session spreads for B and E: (offset SD, offset clip, spread range) (module docstring).
-NARROW: dict[str, tuple[float, float, tuple[float, float]]] = {"B": (0.07, 0.14, (0.30, 0.42)),
-                                                                "E": (0.09, 0.18, (0.26, 0.38))}
+#: (offset SD, offset clip, spread range) where a dimension differs from the common values: B and E narrower, A and C
+#: a wider session spread (module docstring).
+PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
+    "B": (0.07, 0.14, (0.30, 0.42)), "E": (0.09, 0.18, (0.26, 0.38)),
+    "A": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60)), "C": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
 
@@ -64,7 +76,7 @@ def profile_tendency(profile_id: str, seed: int) -> Tendency:
     sig: dict[str, float] = {}
     for d in DIMENSIONS:
         rng = random.Random(derive_seed(seed, profile_id, d, "tendency"))
-        sd, clip, spread = NARROW.get(d, (OFFSET_SD, OFFSET_MAX, SIGMA_RANGE))
+        sd, clip, spread = PER_DIMENSION.get(d, (OFFSET_SD, OFFSET_MAX, SIGMA_RANGE))
         off[d] = max(-clip, min(clip, rng.gauss(0.0, sd)))
         sig[d] = rng.uniform(*spread)
     return Tendency(offset=off, sigma=sig)
