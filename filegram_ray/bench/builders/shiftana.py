@@ -44,9 +44,10 @@ is sampled down to 2.88 items per perturbed session, the paper's 288 for its 100
 from __future__ import annotations
 
 import math
+import random
 
 from filegram_ray.bench.common import Draft, rng, sample_down, sample_preferring, session_label
-from filegram_ray.bench.inputs import BenchInputs
+from filegram_ray.bench.inputs import BenchInputs, ProfileRec, TrajRec
 from filegram_ray.bench.observed import ObservedView
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_SHORT
@@ -72,7 +73,8 @@ def shift_text(d: str, a: str, b: str) -> str:
     return f"{TIER_SHORT[d][a]} → {TIER_SHORT[d][b]}"
 
 
-def _acting_order(inputs: BenchInputs, p, sess, r) -> list[tuple[str, str, str]]:
+def _acting_order(inputs: BenchInputs, p: ProfileRec, sess: TrajRec, r: random.Random
+                  ) -> list[tuple[str, str, str]]:
     """False options without fingerprints (a bench without encode): changes the session acted (``acting_tiers``),
     the opposite direction, then the rest, the task's probed dimensions first within each group."""
     d, a, b = sess.perturbation["dimension"], sess.perturbation["from"], sess.perturbation["to"]
