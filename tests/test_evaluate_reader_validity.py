@@ -128,3 +128,24 @@ def test_validity_rows_through_a_language_model_backbone(ray_local, tmp_path):
     items = [it for it in load_items(run) if it["setting"] == "text"]
     assert {public_view(it)["question_id"] for it in items} == set(gold["question_id"].to_list()) | {
         it["question_id"] for it in items if not it["choices"]}
+
+
+def test_headroom_sentence_tells_methods_above_no_context_from_those_below():
+    """Fresh-eyes report (2026-12-03): a method whose interval lies *below* No Context's was counted as proof that
+    the reader tells memory from none. Above and below are now counted apart, and the sentence names both."""
+    from filegram_ray.evaluate.report import headroom_lines, reader_summary
+
+    iv = pl.DataFrame({"method": ["no_context", "gold", "naive_rag", "filegramos", "mem0"], "cell": ["avg"] * 5,
+                       "mean": [26.7, 70.0, 17.8, 40.0, 28.0], "lo": [23.0, 65.0, 14.0, 33.0, 24.0],
+                       "hi": [30.0, 75.0, 22.0, 47.0, 32.0]})
+    res = pl.DataFrame({"method": iv["method"].to_list()})
+    r = reader_summary(res, iv, pl.DataFrame(), ["no_context", "naive_rag", "filegramos", "mem0"])
+    assert r["clear"] == ["filegramos"] and r["below"] == ["naive_rag"] and r["can_rank"] is True
+    text = headroom_lines(r, {"naive_rag": "Naive RAG", "filegramos": "FileGramOS"})[0]
+    assert "1 method(s) lie above No Context's interval (FileGramOS)" in text
+    assert "1 lie below it, worse than no memory (Naive RAG)" in text
+    only_below = reader_summary(res.filter(pl.col("method") != "filegramos"),
+                                iv.filter(pl.col("method") != "filegramos"), pl.DataFrame(),
+                                ["no_context", "naive_rag", "mem0"])
+    assert only_below["clear"] == [] and only_below["can_rank"] is True
+    assert "0 method(s) lie above No Context's interval (none); 1 lie below it" in headroom_lines(only_below)[0]

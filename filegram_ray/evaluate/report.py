@@ -249,7 +249,8 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
     """The reader's checks on the multiple-choice Avg: ``floor`` (No Context's row, else the empty-memory row),
     ``ceiling`` (gold evidence), ``headroom`` = ceiling − floor in points (None without either), ``can_rank`` (False
     when the headroom is under :data:`MIN_HEADROOM` or every method's interval overlaps the floor's), ``clear``
-    (methods whose Avg interval lies clear of the floor's), ``wrong_user`` (its interval and whether its mean falls
+    (methods whose Avg interval lies above the floor's), ``below`` (methods whose Avg interval lies below it: the
+    reader tells them apart too, but as worse than no memory), ``wrong_user`` (its interval and whether its mean falls
     inside the floor's interval), ``order`` (:func:`~filegram_ray.evaluate.reader_validity.order_stats`)."""
     from filegram_ray.evaluate.reader_validity import memory_method, order_stats
 
@@ -257,19 +258,21 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
     floor_id = "no_context" if "no_context" in have else "empty"
     floor, ceil = _ci(intervals, floor_id), _ci(intervals, "gold")
     out: dict[str, Any] = {"floor_row": floor_id, "floor": floor, "ceiling": ceil, "headroom": None,
-                           "can_rank": None, "clear": [], "why": "", "wrong_user": None, "order": {}}
+                           "can_rank": None, "clear": [], "below": [], "why": "", "wrong_user": None, "order": {}}
     others = [m for m in methods if m != floor_id]
     if floor is not None:
         for m in others:
             c = _ci(intervals, m)
-            if c is not None and (c["lo"] > floor["hi"] or c["hi"] < floor["lo"]):
+            if c is not None and c["lo"] > floor["hi"]:
                 out["clear"].append(m)
+            elif c is not None and c["hi"] < floor["lo"]:
+                out["below"].append(m)
     if floor is not None and ceil is not None:
         h = ceil["mean"] - floor["mean"]
         out["headroom"] = h
         if h < MIN_HEADROOM:
             out.update(can_rank=False, why=f"headroom {h:.1f} < {MIN_HEADROOM:.0f} points")
-        elif others and not out["clear"]:
+        elif others and not out["clear"] and not out["below"]:
             out.update(can_rank=False, why="every method's interval overlaps No Context's")
         else:
             out.update(can_rank=True)
@@ -308,10 +311,13 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
         lines.append(f"**This reader cannot rank the memory methods** ({reader['why']}): differences between "
                      "methods below reflect the reader as much as the memory.")
     else:
-        n = len(reader["clear"])
-        lines.append(f"The reader can tell memory from none: {n} method(s) lie clear of {floor_name}'s interval "
-                     f"({', '.join(_name(m, row_names) for m in reader['clear']) or 'none'}); the paired tests "
-                     "below say which differences are distinguishable.")
+        above, below = reader["clear"], reader.get("below", [])
+        names = ", ".join(_name(m, row_names) for m in above) or "none"
+        low = (f"; {len(below)} lie below it, worse than no memory "
+               f"({', '.join(_name(m, row_names) for m in below)})" if below else "")
+        lines.append(f"The reader can tell memory from none: {len(above)} method(s) lie above {floor_name}'s "
+                     f"interval ({names}){low}; the paired tests below say which differences are "
+                     "distinguishable.")
     return [" ".join(lines), ""]
 
 
