@@ -2,7 +2,8 @@
 against.
 
 An AnomDet item shows a few sessions of one user and one impostor session; a ShiftAna item shows a few baseline
-sessions of one user and one perturbed session. A reader without memory can compare them only with each other. Issue #28 asks that such a reader stay near chance (count-rule answerer ≤ chance + 0.15).
+sessions of one user and one perturbed session. A reader without memory can compare them only with each other.
+Issue #28 asks that such a reader stay near chance (count-rule answerer ≤ chance + 0.15).
 :class:`ObservedView` measures, from the fingerprints alone, how far one session stands from a few others on the
 columns of some dimensions, and how far it moved along the direction from one tier to another
 (:meth:`ObservedView.departure`), so that a builder can prefer, among contexts and false options that are all
@@ -53,16 +54,20 @@ class ObservedView:
         """True when every one of ``trajs`` has a fingerprint."""
         return all(t.trajectory_id in self.z for t in trajs)
 
+    def _difference(self, session: TrajRec, others: Sequence[TrajRec]) -> np.ndarray | None:
+        """``session``'s standardised fingerprint minus the mean of ``others``'; None without fingerprints."""
+        if not others or not self.known([session, *others]):
+            return None
+        return self.z[session.trajectory_id] - np.mean([self.z[t.trajectory_id] for t in others], axis=0)
+
     def distance(self, session: TrajRec, others: Sequence[TrajRec], dims: Sequence[str]) -> float | None:
         """Euclidean distance of ``session`` from the mean of ``others`` over the columns of ``dims`` (task-SDs);
         None without fingerprints, 0.0 when ``dims`` is empty."""
-        if not others or not self.known([session, *others]):
+        dz = self._difference(session, others)
+        if dz is None:
             return None
         cols = [i for d in dims for i in DIM_COLUMNS[d]]
-        if not cols:
-            return 0.0
-        dz = self.z[session.trajectory_id] - np.mean([self.z[t.trajectory_id] for t in others], axis=0)
-        return float(np.linalg.norm(dz[cols]))
+        return float(np.linalg.norm(dz[cols])) if cols else 0.0
 
     def direction(self, dim: str, a: str, b: str) -> np.ndarray:
         """Unit vector over ``dim``'s columns from tier ``a`` to tier ``b``: the mean standardised fingerprint of the
@@ -84,8 +89,5 @@ class ObservedView:
         """How far ``session`` moved from the mean of ``others`` toward tier ``b`` from tier ``a`` on ``dim``: the
         projection of the difference over ``dim``'s columns on :meth:`direction` (task-SDs; negative = away).
         None without fingerprints."""
-        if not others or not self.known([session, *others]):
-            return None
-        cols = list(DIM_COLUMNS[dim])
-        dz = self.z[session.trajectory_id] - np.mean([self.z[t.trajectory_id] for t in others], axis=0)
-        return float(dz[cols] @ self.direction(dim, a, b))
+        dz = self._difference(session, others)
+        return None if dz is None else float(dz[list(DIM_COLUMNS[dim])] @ self.direction(dim, a, b))

@@ -112,7 +112,7 @@ class EditingMixin:
         if text is None or self.condense:
             return False
         fs = FactStream(self.nb, self.lang, self.p.tone, [])
-        fact = next((f for f in fs.facts if f.source != "task" and f.text.rstrip(" .。") not in text), None)
+        fact = next((f for f in fs.facts if f.text.rstrip(" .。") not in text), None)  # no fallback: read facts only
         anchors = self._content_lines(text)
         if fact is None or not anchors:
             return False
