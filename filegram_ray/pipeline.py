@@ -38,7 +38,12 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
     from filegram_ray.config import check_sets
     from filegram_ray.runtime import init_ray
-    from filegram_ray.stages.rundir import forget_failed_start, missing_local_dir, refuse_missing_run
+    from filegram_ray.stages.rundir import (
+        forget_failed_start,
+        missing_local_dir,
+        missing_lock_file,
+        refuse_missing_run,
+    )
     from filegram_ray.stages.runner import run_stage
 
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
@@ -52,7 +57,7 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
 
         executor = SerialExecutor()
     timings: dict[str, Any] = {}
-    created = missing_local_dir(cfg)
+    created, created_lock = missing_local_dir(cfg), missing_lock_file(cfg)
     run = cfg.run()
     try:
         with run.lock("pipeline"):  # no other job slips in between two stages
@@ -65,8 +70,8 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
                 timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
                 print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     except BaseException:
-        if created:  # a new directory where nothing got done (forget_failed_start checks) is removed again
-            forget_failed_start(run, True)
+        if created or created_lock:  # a new directory (or lock file) where nothing got done is removed again
+            forget_failed_start(run, created, created_lock)  # (forget_failed_start checks that nothing got done)
         raise
     print("\nPipeline summary", file=sys.stdout)
     print(format_stage_table(timings))

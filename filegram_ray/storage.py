@@ -114,9 +114,11 @@ def refuse_missing_local_run(uri: str | os.PathLike, what: str = "this command")
     URIs are not checked here.
 
     Raises:
-        StorageError: names the path and says that ``what`` reads an existing run.
+        StorageError: names the path and says that ``what`` reads an existing run (or that the path is a file).
     """
     path = local_run_path(uri)
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        raise StorageError(f"{path}: a file, not a run directory ({what} reads a run directory)")
     if path is not None and not os.path.isdir(path):
         raise StorageError(f"{path}: no such run directory ({what} reads an existing run; nothing was created)")
 

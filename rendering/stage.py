@@ -378,7 +378,7 @@ class RenderStage(Stage):
                                          "narration_max_words": self.opts.narration_max_words,
                                          "plan": self.plan_key, "crash_on_text": self.opts.crash_on_text},
                           num_actors=actors, num_cpus=self._cpus_per_actor(actors),
-                          max_restarts=self.opts.max_attempts - 1)
+                          max_restarts=self.opts.max_attempts - 1, unit_noun="batches of derivatives")
 
     def _cpus_per_actor(self, actors: int) -> float:
         """``render.num_cpus_per_actor``, lowered to cluster CPUs / ``actors`` when Ray is up (rounded down to 3
@@ -453,7 +453,8 @@ class RenderStage(Stage):
         n_done = len(self.done)
         limited = f"{self.over_limit} over render.limit={cfg.limit}, " if self.over_limit else ""
         print(f"render: {len(self.outputs)} text outputs ({limited}{self.ignored} non-text ignored), "
-              f"{self.n_planned} units planned, {n_done} already done\n{table}", file=sys.stderr)
+              f"{self.n_planned} derivatives planned in {len(self.batches)} batches, {n_done} already done\n{table}",
+              file=sys.stderr)
         # units are derivative units (the runner's are batches): planned now + finished earlier
         return {**stats, "outputs": len(self.outputs), "ignored_non_text": self.ignored,
                 "over_limit": self.over_limit, "units_planned": self.n_planned, "units_already_done": n_done,

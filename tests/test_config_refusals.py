@@ -111,6 +111,22 @@ def test_a_stage_that_reads_a_run_refuses_a_missing_run_directory(tmp_path, caps
     assert not missing.exists()  # no run.json, no lock file, no directory
 
 
+@pytest.mark.parametrize("stage", ["encode", "render", "bench", "evaluate"])
+def test_a_stage_refused_on_a_folder_that_is_not_a_run_leaves_it_as_it_was(tmp_path, capsys, stage):
+    """A stage given a folder that holds no run (a fresh-eyes finding: a `.lock` was left there) refuses it in one
+    line and leaves exactly the files that were there; a run's own lock file stays (test_runtime_integrity)."""
+    folder = tmp_path / "Documents"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n", encoding="utf-8")
+    rc = run_job(_job(stage).main, ["--run-dir", str(folder), "--serial"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{folder}: " in err and "Traceback" not in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    rc = run_job(_job("pipeline").main, ["--run-dir", str(folder), "--serial", "--only", stage])
+    assert rc == 2 and f"{folder}: " in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
 def test_benchmark_scripts_refuse_a_missing_run_directory_without_creating_it(tmp_path):
     missing = tmp_path / "no-such-run"
     for cmd in (["tests/benchmarks/bench_methods.py", "--from-run", str(missing)],

@@ -24,11 +24,12 @@ def tiny_run(tmp_path_factory):
         "workspace": {"tts": "tone"},               # fast synthetic audio for the bundles
         "encode": {"embedder": "hashing"},          # lexical embedder: no model load in this test
         "render": {"formats": ["pdf", "docx", "md", "pptx", "xlsx", "png_page"]},  # no TTS: keeps it fast
-        # one short guidance video at 640 x 360: OCR time goes with the pixels (on 2 AVX2 cores 67 s at
-        # 1280 x 720, 37 s here); what OCR reads back at full size is tests/test_video_caption.py's floor
-        "record": {"trajectories": ["p3_efficient_executor/T-16"], "width": 640, "height": 360},
-        # 4 items per sub-task: with all 157, FileGramOS's MiniLM ingest alone took 64 s
-        "evaluate": {"methods": ["no_context", "full_context", "filegramos"], "sample_per_sub_task": 4,
+        # one short guidance video at 640 x 360: OCR time goes with the pixels and the keyframes (on 2 AVX2 cores
+        # p3/T-16, 35 events, took 69 s; p3/T-03, 13 events, 20 s); what OCR reads back at full size is
+        # tests/test_video_caption.py's floor
+        "record": {"trajectories": ["p3_efficient_executor/T-03"], "width": 640, "height": 360},
+        # 2 items per sub-task: FileGramOS's MiniLM ingest costs ~2.7 s per unit (51 s at 4 items per sub-task)
+        "evaluate": {"methods": ["no_context", "full_context", "filegramos"], "sample_per_sub_task": 2,
                      "method_options": {"filegramos": {}}},
     })
     timings = run_pipeline(cfg, serial=True)

@@ -87,6 +87,18 @@ def test_missing_tier(profiles, tmp_path):
         load_profile(f)
 
 
+def test_a_misspelt_tiers_key_is_named(profiles, tmp_path):
+    """A key close to the missing ``tiers`` (``teirs:``) is named in the error, with the key it stands for."""
+    d = _good(profiles)
+    d["teirs"] = d.pop("tiers")
+    with pytest.raises(ProfileError, match=r"bad\.yaml: field 'tiers': missing tier vector "
+                                           r"\(unknown key 'teirs': did you mean 'tiers'\?\)"):
+        load_profile(_write(tmp_path, d))
+    d["notes"] = d.pop("teirs")  # an unknown key far from 'tiers' is not offered as one
+    with pytest.raises(ProfileError, match=r"field 'tiers': missing tier vector$"):
+        load_profile(_write(tmp_path, d))
+
+
 def test_unknown_tier(profiles, tmp_path):
     d = _good(profiles)
     d["tiers"]["C"] = "X"

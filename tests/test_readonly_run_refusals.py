@@ -30,6 +30,20 @@ def test_a_typod_run_directory_is_refused_and_not_created(tmp_path, argv):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_file_given_as_the_run_directory_is_named_as_a_file(tmp_path):
+    """`filegram validity results.md` says the path is a file, not that no run directory exists there (a
+    fresh-eyes finding), in one line, exit 2, and the file is left as it was."""
+    f = tmp_path / "report.md"
+    f.write_text("# a report\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "filegram_ray.cli", "validity", str(f)], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{f}: a file, not a run directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f.read_text(encoding="utf-8") == "# a report\n"
+
+
 def test_an_unknown_profile_id_is_refused_before_the_seed_stage_starts(tmp_path):
     """`pipeline --only seed --set profiles=[p99]` is refused in one line before Ray starts or anything is created
     (the seed stage records the run's sets, so the profile ids are checked with the task ids)."""

@@ -153,3 +153,20 @@ def test_limit_is_not_counted_as_non_text(tmp_path, capsys):
     rec = run_render(_cfg(uri, ["render.formats=[md]", "render.limit=2"]), serial=True)
     assert (rec["outputs"], rec["over_limit"], rec["ignored_non_text"]) == (2, 6, 1)
     assert "2 text outputs (6 over render.limit=2, 1 non-text ignored)" in capsys.readouterr().err
+
+
+def test_progress_counts_batches_and_the_summary_says_so(tmp_path, capsys):
+    """The progress line counts the runner's units, batches of derivatives, and the summary gives both numbers (a
+    fresh-eyes finding: "[render] 19/19 units" beside "139 units planned" read as a contradiction)."""
+    import re
+
+    uri = str(tmp_path / "run")
+    _make_run(uri)
+    rec = run_render(_cfg(uri, ["render.formats=[md,docx]"]), serial=True)
+    err = capsys.readouterr().err
+    done = re.findall(r"\[render\] (\d+)/(\d+) batches of derivatives", err)
+    summary = re.search(r"(\d+) derivatives planned in (\d+) batches", err)
+    assert done and summary, err[-2000:]
+    n_batches = int(summary.group(2))
+    assert done[-1] == (str(n_batches), str(n_batches)) and 1 < n_batches < rec["units_planned"]
+    assert int(summary.group(1)) == rec["units_planned"] == rec["units"]["planned"]

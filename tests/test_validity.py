@@ -131,6 +131,12 @@ def test_cross_set_recovery_and_cli(mini_run, capsys):
     vis = next(c for c in checks if c["name"].startswith("perturbation visible"))
     assert res["realism"]["visibility"]["n_perturbed"] == 0 and vis["pass"] is None and vis["value"] is None
     assert "## 5. Behaviour like a person" in (run_dir / "results" / "validity.md").read_text()
+    # --strict: exit 1 exactly when a bounded check FAILs, naming them on stderr (a fresh-eyes finding: a FAIL
+    # could not stop a script); without it the command is a report and exits 0 (asserted above)
+    failed = [c["name"] for c in checks if c["pass"] is False]
+    assert main(["validity", str(run_dir), "--train-run", str(run_dir), "--strict"]) == (1 if failed else 0)
+    err = capsys.readouterr().err
+    assert all(n in err for n in failed) and (f"{len(failed)} check(s) FAIL" in err) == bool(failed)
 
 
 def test_task_scaler_standardises_per_task_with_a_floor():

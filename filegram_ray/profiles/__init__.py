@@ -174,6 +174,16 @@ def _from_upstream(path: Path, data: dict[str, Any], text: str,
     }
 
 
+def _misspelt(data: dict[str, Any], field: str) -> str:
+    """``" (unknown key 'teirs': did you mean 'tiers'?)"`` when a key of ``data`` that no profile has is close to
+    the missing ``field`` (difflib ratio ≥ 0.75: one swap or typo in a short key), else ``""``."""
+    import difflib
+
+    known = set(Profile.model_fields)
+    close = difflib.get_close_matches(field, [str(k) for k in data if str(k) not in known], n=1, cutoff=0.75)
+    return f" (unknown key {close[0]!r}: did you mean {field!r}?)" if close else ""
+
+
 def load_profile(file: str | Path, matrix: dict[str, dict[str, str]] | None = None) -> Profile:
     """Load one profile YAML (ours or upstream's). For upstream files, ``matrix`` (profile id -> tiers, E =
     curation) overrides the header vector; when None, ``profile_matrix.json`` beside the file is used if present.
@@ -186,7 +196,7 @@ def load_profile(file: str | Path, matrix: dict[str, dict[str, str]] | None = No
         data = _from_upstream(path, data, text, matrix)
     else:
         if "tiers" not in data:
-            raise _fail(path, "tiers", "missing tier vector")
+            raise _fail(path, "tiers", "missing tier vector" + _misspelt(data, "tiers"))
         data = dict(data, tiers=_check_tiers(path, data["tiers"]))
     try:
         return Profile.model_validate(data)

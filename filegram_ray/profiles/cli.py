@@ -67,6 +67,9 @@ def format_plan(plan) -> str:
     by_dim = Counter(p.dimension for p in plan.values())
     lines.append("per task: " + ", ".join(f"{k} {v}" for k, v in sorted(by_task.items())) + f" (={len(plan)})")
     lines.append("per dim:  " + ", ".join(f"{k} {v}" for k, v in sorted(by_dim.items())))
+    lines.append("the plan: the generate stage re-simulates each shift without it and moves one that changes "
+                 "nothing to the task's next active dimension, or drops it (meta.json perturbation_check; "
+                 "docs/validity.md)")
     return "\n".join(lines)
 
 

@@ -101,7 +101,9 @@ class WorkerSpec:
     """How to run a stage's worker: ``cls(**kwargs)`` once per process (then ``setup()`` if it has one), then
     ``process(unit) -> dict`` per unit. ``num_actors`` / ``num_cpus`` are what the actor-pool and Ray Data
     executors ask Ray for (the serial executor runs one worker in the driver); ``env_vars`` are set in the
-    actors' environment; ``max_restarts`` is how often a unit whose worker process died is run again."""
+    actors' environment; ``max_restarts`` is how often a unit whose worker process died is run again;
+    ``unit_noun`` names a unit in progress lines (``"batches"`` where a unit holds several of the stage's items,
+    so that ``[render] 37/37 batches`` is not read against the summary's 295 derivatives)."""
 
     cls: type
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -109,6 +111,7 @@ class WorkerSpec:
     num_cpus: float = 1.0
     env_vars: dict[str, str] = field(default_factory=dict)
     max_restarts: int = 3
+    unit_noun: str = "units"
 
 
 class Executor(Protocol):

@@ -32,10 +32,11 @@ __all__ = ["Executor", "SerialExecutor", "ActorPoolExecutor", "RayDataExecutor",
 
 
 class Progress:
-    """A progress line on stderr: tqdm when stderr is a terminal, else ``[label] n/N units, r/s`` every 5 s."""
+    """A progress line on stderr: tqdm when stderr is a terminal, else ``[label] n/N <noun>, r/s`` every 5 s
+    (``noun``: what one unit is, :attr:`~filegram_ray.stages.base.WorkerSpec.unit_noun`)."""
 
-    def __init__(self, total: int, desc: str, enabled: bool = True):
-        self.total, self.desc, self.n, self.t0 = total, desc, 0, time.perf_counter()
+    def __init__(self, total: int, desc: str, enabled: bool = True, noun: str = "units"):
+        self.total, self.desc, self.n, self.t0, self.noun = total, desc, 0, time.perf_counter(), noun
         self.enabled = enabled
         self._bar = None
         self._last = 0.0
@@ -43,7 +44,7 @@ class Progress:
             try:
                 from tqdm import tqdm
 
-                self._bar = tqdm(total=total, desc=desc, unit="unit", dynamic_ncols=True)
+                self._bar = tqdm(total=total, desc=desc, unit=f" {noun}", dynamic_ncols=True)
             except ImportError:  # pragma: no cover
                 self._bar = None
 
@@ -60,7 +61,7 @@ class Progress:
         if now - self._last >= 5.0 or self.n >= self.total:
             self._last = now
             rate = self.n / max(now - self.t0, 1e-9)
-            print(f"[{self.desc}] {self.n}/{self.total} units, {rate:.1f}/s {status}", file=sys.stderr,
+            print(f"[{self.desc}] {self.n}/{self.total} {self.noun}, {rate:.1f}/s {status}", file=sys.stderr,
                   flush=True)
 
     def close(self) -> None:
@@ -99,7 +100,7 @@ class _Base:
             on_row: Callable[[Row], None] | None = None) -> list[Row]:
         units = list(units)
         rows: list[Row] = []
-        bar = Progress(len(units), label, enabled=self.progress)
+        bar = Progress(len(units), label, enabled=self.progress, noun=spec.unit_noun)
 
         def emit(row: Row) -> None:
             rows.append(row)

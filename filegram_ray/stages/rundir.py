@@ -11,7 +11,8 @@ from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["recorded_seed", "check_run_seed", "refuse_missing_run", "missing_local_dir", "forget_failed_start"]
+__all__ = ["recorded_seed", "check_run_seed", "refuse_missing_run", "missing_local_dir", "missing_lock_file",
+           "forget_failed_start"]
 
 
 def recorded_seed(run) -> int | None:
@@ -87,12 +88,18 @@ def missing_local_dir(config) -> bool:
     return path is not None and not os.path.isdir(path)
 
 
-def forget_failed_start(run, created_dir: bool) -> None:
+def missing_lock_file(config) -> bool:
+    """Whether ``config.run_dir`` is local and has no ``.lock`` file yet (this job's lock will create it)."""
+    path = _local_run_path(config)
+    return path is not None and not os.path.exists(os.path.join(path, ".lock"))
+
+
+def forget_failed_start(run, created_dir: bool, created_lock: bool = False) -> None:
     """After a job that started a run failed before finishing any unit: remove the ``run.json`` it wrote (the seed
     and set it recorded must not pin the directory: a corrected command, another ``--seed`` included, starts it
-    afresh) and, when the job created the directory, the lock file and the then empty directory. Nothing is
-    removed once a unit is done (``_done/``) or a stage recorded itself: from then on the run holds outputs of
-    that plan. Never raises."""
+    afresh); the lock file when the job created it (a stage refused on a folder that is not a run leaves it as it
+    was); and, when the job created the directory, the then empty directory. Nothing is removed once a unit is
+    done (``_done/``) or a stage recorded itself: from then on the run holds outputs of that plan. Never raises."""
     try:
         if run.listdir("_done"):
             return
@@ -101,10 +108,11 @@ def forget_failed_start(run, created_dir: bool) -> None:
             if isinstance(data, dict) and data.get("stages"):
                 return
             run.remove("run.json", recursive=False)
-        if created_dir and run.is_local:
+        if (created_dir or created_lock) and run.is_local:
             lock = os.path.join(run.root, ".lock")
             if os.path.exists(lock):
                 os.remove(lock)
+        if created_dir and run.is_local:
             os.rmdir(run.root)  # only when empty: anything else written stays
     except Exception as exc:  # noqa: BLE001 - clean-up never hides the job's own error
         log.debug("could not forget the failed start of %s: %s", run.uri, exc)

@@ -67,6 +67,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
         check_run_seed,
         forget_failed_start,
         missing_local_dir,
+        missing_lock_file,
         refuse_missing_run,
     )
 
@@ -78,7 +79,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
         from filegram_ray.extras import require_extras
 
         require_extras(extras, f"{stage.name} stage")
-    created = missing_local_dir(config)
+    created, created_lock = missing_local_dir(config), missing_lock_file(config)
     run = config.run()
     new_run = not run.exists("run.json")
     executor = executor or choose_executor(stage, opts)
@@ -132,7 +133,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
             return stage_result(record)
     except BaseException:
         if new_run:
-            forget_failed_start(run, created)
+            forget_failed_start(run, created, created_lock)
         raise
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def _validity(args: argparse.Namespace) -> int:
@@ -64,6 +65,10 @@ def _validity(args: argparse.Namespace) -> int:
     for line in check_lines(res["realism"]):
         print(line)
     print(f"  wrote {args.run_dir}/results/validity.md and validity.json")
+    failed = [c["name"] for c in res["realism"]["checks"] if c["pass"] is False]
+    if failed and args.strict:
+        print(f"validity: {len(failed)} check(s) FAIL (--strict): {'; '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -79,4 +84,6 @@ def register(subparsers) -> None:
                         "fitted on RUN2 and scored on RUN (cross-set columns and checks)")
     p.add_argument("--train-profiles-dir", default=None, help="profile set of --train-run (default: its run.json)")
     p.add_argument("--tasks-dir", default=None, help="task set (default: recorded in run.json, else conf/tasks)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when a bounded check FAILs (default: a report, exit 0 whatever it finds)")
     p.set_defaults(func=_validity)
