@@ -28,9 +28,11 @@ def test_generate_job_submission(tmp_path):
     runtime_env = json.dumps({"excludes": ["runs/", ".git/", "**/__pycache__/", ".pytest_cache/",
                                            "*.egg-info/"]})
     with local_head(num_cpus=2) as (url, env):
+        # workspace.tts=tone: Piper speech for T-16's voice memo costs ~11 s (test_workspace_bundles covers it)
         proc = submit_job(url, env, str(REPO), [
             sys.executable, "jobs/generate.py", "--run-dir", str(run_dir), "--profiles", "p3", "p18",
-            "--tasks", "T-03", "T-16", "--num-actors", "1"], runtime_env_json=runtime_env, timeout_s=900)
+            "--tasks", "T-03", "T-16", "--num-actors", "1", "--set", "workspace.tts=tone"],
+            runtime_env_json=runtime_env, timeout_s=900)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-4000:]
         assert "succeeded" in out
