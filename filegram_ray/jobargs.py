@@ -69,6 +69,15 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
         if isinstance(ids, list) and ids and ids != getattr(cfg, key):
             print(f"using the run's {key} {' '.join(map(str, ids))} (run.json)", file=sys.stderr)
             upd[key] = [str(i) for i in ids]
+    for key in ("profiles_dir", "tasks_dir"):
+        # no set directory asked for: continue with the one the run was generated from (a fresh-eyes finding: a
+        # bare rerun of generate on a run made with --profiles-dir regenerated it from conf/profiles)
+        if (extra or {}).get(key) is not None or given(key) or getattr(cfg, key) is not None:
+            continue
+        d = recorded.get(key)
+        if isinstance(d, str) and d:
+            print(f"using the run's {key} {d} (run.json)", file=sys.stderr)
+            upd[key] = d
     if args.address:
         upd["ray"] = {**cfg.ray.model_dump(), "address": args.address}
     for k, v in (extra or {}).items():
@@ -85,7 +94,8 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
 def _recorded_config(run_dir: str, storage_options: dict[str, Any]) -> dict[str, Any]:
     """The config snapshot of an existing run directory's ``run.json`` (``{}`` for a new or unreadable one), its
     ``profiles``/``tasks`` taken from the generate stage's record when there is one (the run's sets), else from the
-    snapshot once the seed stage finished, else left out (a refused job's snapshot is not the run's set)."""
+    snapshot once the seed stage finished, else left out (a refused job's snapshot is not the run's set); its
+    ``profiles_dir``/``tasks_dir`` from the generate stage's record only (None before generate)."""
     import os
 
     from filegram_ray.storage import RunDir, StorageError
@@ -105,6 +115,8 @@ def _recorded_config(run_dir: str, storage_options: dict[str, Any]) -> dict[str,
     cfg = dict(cfg) if isinstance(cfg, dict) else {}
     stages = (data.get("stages") or {}) if isinstance(data, dict) else {}
     gen = stages.get("generate") if isinstance(stages, dict) else None
+    for key in ("profiles_dir", "tasks_dir"):  # the set directories the run was generated from, else none
+        cfg[key] = gen.get(key) if isinstance(gen, dict) else None
     for key in ("profiles", "tasks"):
         if isinstance(gen, dict) and key in gen:  # the sets the run was generated from (engine.generate.run_sets)
             cfg[key] = gen[key]

@@ -127,6 +127,57 @@ def test_a_stage_refused_on_a_folder_that_is_not_a_run_leaves_it_as_it_was(tmp_p
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
 
 
+def test_a_bare_rerun_keeps_the_profile_set_the_run_was_generated_from(tmp_path, capsys):
+    """Fresh-eyes finding: `jobs/generate.py --run-dir R` after a first generate with `--profiles-dir D` took the
+    bundled profiles instead and regenerated the trajectory from them (run.json then said profiles_dir None). A
+    bare rerun now continues with D, says so, and finds the trajectory done; an explicit set directory still wins."""
+    import shutil
+
+    pdir = tmp_path / "my-profiles"
+    pdir.mkdir()
+    shutil.copy(ROOT / "conf" / "profiles" / "p3_efficient_executor.yaml", pdir)
+    run = tmp_path / "run"
+    gen = _job("generate")
+    common = ["--run-dir", str(run), "--serial", "--set", "workspace.tts=tone"]
+    assert run_job(gen.main, [*common, "--profiles-dir", str(pdir), "--tasks", "T-03"]) == 0
+    capsys.readouterr()
+    assert run_job(gen.main, common) == 0
+    out = capsys.readouterr()
+    assert f"using the run's profiles_dir {pdir} (run.json)" in out.err
+    assert "skipped as done: 1" in out.out
+    rec = json.loads((run / "run.json").read_text(encoding="utf-8"))["stages"]["generate"]
+    assert rec["profiles_dir"] == str(pdir)
+    other = tmp_path / "other-profiles"
+    shutil.copytree(pdir, other)
+    assert run_job(gen.main, [*common, "--profiles-dir", str(other)]) == 0
+    assert "using the run's profiles_dir" not in capsys.readouterr().err
+    assert json.loads((run / "run.json").read_text(encoding="utf-8"))["stages"]["generate"]["profiles_dir"] == \
+        str(other)
+
+
+def test_a_misspelt_task_scenario_is_named_before_its_bundle_is_built(tmp_path, capsys):
+    """Fresh-eyes finding: `scenario: investment_analyst_folderx` in a task file built a generic business bundle
+    without a word. The seed stage now warns, naming the task, the field and the scenario it is close to; a task
+    set whose scenarios are all known prints no such warning."""
+    import shutil
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    text = (ROOT / "conf" / "tasks" / "t01.yaml").read_text(encoding="utf-8")
+    assert "scenario: investment_analyst_folder\n" in text
+    (tasks / "t01.yaml").write_text(text.replace("scenario: investment_analyst_folder\n",
+                                                 "scenario: investment_analyst_folderx\n"), encoding="utf-8")
+    argv = ["--run-dir", str(tmp_path / "run"), "--serial", "--set", f"tasks_dir={tasks}", "--set", "tasks=[T-01]",
+            "--set", "workspace.tts=tone"]
+    assert run_job(_job("seed").main, argv) == 0
+    err = capsys.readouterr().err
+    assert ("warning: task T-01: field 'workspace.scenario': unknown scenario 'investment_analyst_folderx' (did "
+            "you mean 'investment_analyst_folder'?); its bundle is built from the generic business domain") in err
+    shutil.copy(ROOT / "conf" / "tasks" / "t01.yaml", tasks / "t01.yaml")
+    assert run_job(_job("seed").main, argv) == 0
+    assert "unknown scenario" not in capsys.readouterr().err
+
+
 def test_benchmark_scripts_refuse_a_missing_run_directory_without_creating_it(tmp_path):
     missing = tmp_path / "no-such-run"
     for cmd in (["tests/benchmarks/bench_methods.py", "--from-run", str(missing)],

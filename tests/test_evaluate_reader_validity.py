@@ -148,4 +148,33 @@ def test_headroom_sentence_tells_methods_above_no_context_from_those_below():
                                 iv.filter(pl.col("method") != "filegramos"), pl.DataFrame(),
                                 ["no_context", "naive_rag", "mem0"])
     assert only_below["clear"] == [] and only_below["can_rank"] is True
-    assert "0 method(s) lie above No Context's interval (none); 1 lie below it" in headroom_lines(only_below)[0]
+    text = headroom_lines(only_below, {"naive_rag": "Naive RAG"})[0]  # nothing above: no claim that memory helps
+    assert "can tell memory from none" not in text
+    assert "No method lies above No Context's interval; 1 lie below it, worse than no memory (Naive RAG)" in text
+
+
+def test_a_method_counts_as_told_apart_only_when_its_paired_test_agrees_and_enough_profiles():
+    """Fresh-eyes report (2026-12-03, second pass): on a 2-profile slice the report said Naive RAG lies below No
+    Context ("worse than no memory") while its own paired test gave Holm p 0.775 (not distinguishable); the interval
+    looked tight because a bootstrap over 2 profiles has 3 distinct resamples. A method now counts only when its
+    paired test against the floor is distinguishable too, and intervals over fewer than MIN_INTERVAL_PROFILES
+    profiles do not rank at all."""
+    from filegram_ray.evaluate.report import MIN_INTERVAL_PROFILES, headroom_lines, reader_summary
+
+    iv = pl.DataFrame({"method": ["no_context", "gold", "naive_rag", "filegramos"], "cell": ["avg"] * 4,
+                       "mean": [26.7, 70.0, 17.8, 40.0], "lo": [23.0, 65.0, 14.0, 33.0],
+                       "hi": [30.0, 75.0, 22.0, 47.0], "n_profiles": [12] * 4})
+    res = pl.DataFrame({"method": iv["method"].to_list()})
+    paired = pl.DataFrame({"scope": ["avg", "avg", "avg"], "baseline": ["no_context", "no_context", "filegramos"],
+                           "method": ["naive_rag", "filegramos", "naive_rag"],
+                           "distinguishable": [False, True, True]})
+    r = reader_summary(res, iv, paired, ["no_context", "naive_rag", "filegramos"])
+    assert r["clear"] == ["filegramos"] and r["below"] == [] and r["interval_only"] == ["naive_rag"]
+    assert r["can_rank"] is True and "worse than no memory" not in headroom_lines(r)[0]
+    r = reader_summary(res, iv, paired.with_columns(distinguishable=pl.lit(False)),
+                       ["no_context", "naive_rag", "filegramos"])
+    assert r["clear"] == r["below"] == [] and r["can_rank"] is False and "paired test" in r["why"]
+    few = reader_summary(res, iv.with_columns(n_profiles=pl.lit(MIN_INTERVAL_PROFILES - 3)), paired,
+                         ["no_context", "naive_rag", "filegramos"])
+    assert few["can_rank"] is False and f"over {MIN_INTERVAL_PROFILES - 3} profile(s)" in few["why"]
+    assert "**This reader cannot rank the memory methods**" in headroom_lines(few)[0]

@@ -378,3 +378,26 @@ def test_wrong_user_row_falls_to_no_context(evaluated):
     assert reader["ceiling"]["lo"] > floor["hi"] and reader["headroom"] > 20
     # ground truth reaches only the gold row: the wrong-user and order rows' contexts come from method states
     assert res.filter(pl.col("method") == "wrong_user")["cache_key"].str.len_chars().min() > 0
+
+
+def test_job_progress_counts_contexts_and_the_summary_counts_method_units(tmp_path, capsys):
+    """Fresh-eyes finding: the progress line said "[evaluate] 13/13 units" while the record said 39 planned. The
+    executor's unit is a context holding every method's unit for it: the progress line says so, and the closing
+    line gives the method units (method × context) the record counts."""
+    import json
+    import re
+
+    from filegram_ray.jobargs import run_job
+    from filegram_ray.pipeline import stage_main
+
+    make_run(tmp_path)
+    argv = ["--run-dir", str(tmp_path), "--serial", "--set", "evaluate.methods=[no_context,full_context]",
+            "--set", "evaluate.plots=false"]
+    assert run_job(lambda a: stage_main("evaluate", a), argv) == 0
+    out = capsys.readouterr()
+    contexts = re.findall(r"\[evaluate\] (\d+)/(\d+) contexts \(all methods of each\)", out.err)
+    units = re.search(r"× 2 methods, (\d+) units \(method × context; 0 done earlier\)", out.out)
+    assert contexts and units, (out.err[-1500:], out.out[-1500:])
+    n_ctx = int(contexts[-1][1])
+    planned = json.loads((tmp_path / "run.json").read_text())["stages"]["evaluate"]["units"]["planned"]
+    assert contexts[-1][0] == str(n_ctx) and int(units.group(1)) == planned == 2 * n_ctx

@@ -99,6 +99,17 @@ def test_a_misspelt_tiers_key_is_named(profiles, tmp_path):
         load_profile(_write(tmp_path, d))
 
 
+def test_a_misspelt_attribute_value_is_refused(profiles, tmp_path):
+    """Fresh-eyes finding: `tone: casul` or `documentation: nonsense` loaded silently and the simulator acted as if
+    the attribute had its default. A free attribute's value outside its space is refused, naming file, field and
+    the allowed values."""
+    d = _good(profiles)
+    d["attributes"]["tone"] = "casul"
+    with pytest.raises(ProfileError, match=r"bad\.yaml: field 'attributes': tone: unknown value 'casul' "
+                                           r"\(expected one of professional, friendly, casual\)"):
+        load_profile(_write(tmp_path, d))
+
+
 def test_unknown_tier(profiles, tmp_path):
     d = _good(profiles)
     d["tiers"]["C"] = "X"

@@ -214,6 +214,9 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
 DISTINCT_MARK = " ◆"
 #: headroom (gold evidence − No Context, points) below which the report says the reader cannot rank methods
 MIN_HEADROOM = 20.0
+#: profiles below which a bootstrap over profiles has too few distinct replicates for its interval to mean much
+#: (2 profiles give 3 distinct resamples); the same floor as leave-profiles-out recovery (validity.core)
+MIN_INTERVAL_PROFILES = 5
 
 
 def report_statistics(results: pl.DataFrame, seed: int = 0) -> dict[str, Any]:
@@ -248,32 +251,44 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
                    methods: list[str]) -> dict[str, Any]:
     """The reader's checks on the multiple-choice Avg: ``floor`` (No Context's row, else the empty-memory row),
     ``ceiling`` (gold evidence), ``headroom`` = ceiling − floor in points (None without either), ``can_rank`` (False
-    when the headroom is under :data:`MIN_HEADROOM` or every method's interval overlaps the floor's), ``clear``
-    (methods whose Avg interval lies above the floor's), ``below`` (methods whose Avg interval lies below it: the
-    reader tells them apart too, but as worse than no memory), ``wrong_user`` (its interval and whether its mean falls
-    inside the floor's interval), ``order`` (:func:`~filegram_ray.evaluate.reader_validity.order_stats`)."""
+    when the headroom is under :data:`MIN_HEADROOM`, the floor's interval rests on fewer than
+    :data:`MIN_INTERVAL_PROFILES` profiles, or no method is told apart from the floor), ``clear`` (methods whose Avg
+    interval lies above the floor's and whose paired test against it is distinguishable, when ``paired`` holds
+    one), ``below`` (the same, below it: the reader tells them apart too, but as worse than no memory),
+    ``interval_only`` (intervals apart but the paired test not distinguishable: not counted), ``wrong_user`` (its
+    interval and whether its mean falls inside the floor's interval), ``order``
+    (:func:`~filegram_ray.evaluate.reader_validity.order_stats`)."""
     from filegram_ray.evaluate.reader_validity import memory_method, order_stats
 
     have = set(results["method"].to_list()) if results.height else set()
     floor_id = "no_context" if "no_context" in have else "empty"
     floor, ceil = _ci(intervals, floor_id), _ci(intervals, "gold")
     out: dict[str, Any] = {"floor_row": floor_id, "floor": floor, "ceiling": ceil, "headroom": None,
-                           "can_rank": None, "clear": [], "below": [], "why": "", "wrong_user": None, "order": {}}
+                           "can_rank": None, "clear": [], "below": [], "interval_only": [], "why": "",
+                           "wrong_user": None, "order": {}}
     others = [m for m in methods if m != floor_id]
+    tested = {r["method"]: bool(r["distinguishable"]) for r in paired.filter(
+        (pl.col("scope") == "avg") & (pl.col("baseline") == floor_id)).iter_rows(named=True)} \
+        if paired.height and {"scope", "baseline", "method", "distinguishable"} <= set(paired.columns) else {}
     if floor is not None:
         for m in others:
             c = _ci(intervals, m)
-            if c is not None and c["lo"] > floor["hi"]:
-                out["clear"].append(m)
-            elif c is not None and c["hi"] < floor["lo"]:
-                out["below"].append(m)
+            side = "clear" if c is not None and c["lo"] > floor["hi"] else \
+                "below" if c is not None and c["hi"] < floor["lo"] else None
+            if side is not None:
+                out[side if tested.get(m, True) else "interval_only"].append(m)
+    n_prof = (floor or {}).get("n_profiles")
     if floor is not None and ceil is not None:
         h = ceil["mean"] - floor["mean"]
         out["headroom"] = h
         if h < MIN_HEADROOM:
             out.update(can_rank=False, why=f"headroom {h:.1f} < {MIN_HEADROOM:.0f} points")
+        elif n_prof is not None and n_prof < MIN_INTERVAL_PROFILES:
+            out.update(can_rank=False, why=f"the intervals are bootstrapped over {n_prof} profile(s); fewer than "
+                                           f"{MIN_INTERVAL_PROFILES} give too few distinct resamples to mean much")
         elif others and not out["clear"] and not out["below"]:
-            out.update(can_rank=False, why="every method's interval overlaps No Context's")
+            out.update(can_rank=False, why="no method is told apart from No Context (its interval overlaps, or "
+                                           "the paired test does not distinguish it)")
         else:
             out.update(can_rank=True)
     wu = _ci(intervals, "wrong_user")
@@ -312,12 +327,15 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
                      "methods below reflect the reader as much as the memory.")
     else:
         above, below = reader["clear"], reader.get("below", [])
-        names = ", ".join(_name(m, row_names) for m in above) or "none"
-        low = (f"; {len(below)} lie below it, worse than no memory "
+        low = (f"{len(below)} lie below it, worse than no memory "
                f"({', '.join(_name(m, row_names) for m in below)})" if below else "")
-        lines.append(f"The reader can tell memory from none: {len(above)} method(s) lie above {floor_name}'s "
-                     f"interval ({names}){low}; the paired tests below say which differences are "
-                     "distinguishable.")
+        if above:
+            lines.append(f"The reader can tell memory from none: {len(above)} method(s) lie above {floor_name}'s "
+                         f"interval ({', '.join(_name(m, row_names) for m in above)})" + (f"; {low}" if low else "")
+                         + "; the paired tests below give each difference.")
+        else:
+            lines.append(f"No method lies above {floor_name}'s interval; {low}. The reader tells these apart from "
+                         "no memory, but no memory method beats it here.")
     return [" ".join(lines), ""]
 
 

@@ -149,8 +149,11 @@ class EvaluateStage(Stage):
 
     @classmethod
     def after_run(cls, record: dict[str, Any], config) -> None:
-        print(f"evaluate: {record['n_items']} items × {len(record['methods'])} methods, {record['n_error_rows']} "
-              f"error rows, {record['seconds']} s")
+        u = record.get("units") or {}
+        units = (f", {u['planned']} units (method × context; {u.get('skipped', 0)} done earlier)"
+                 if isinstance(u, dict) and "planned" in u else "")
+        print(f"evaluate: {record['n_items']} items × {len(record['methods'])} methods{units}, "
+              f"{record['n_error_rows']} error rows, {record['seconds']} s")
         print(f"Report: {config.run().url('results/report.md')}")
 
     @classmethod
@@ -248,7 +251,9 @@ class EvaluateStage(Stage):
             "run_uri": self.run.uri, "storage_options": self.run.storage_options, "methods": o.methods,
             "method_options": o.method_options, "backbone": o.backbone, "seed": self.config.seed,
             "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats},
-            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
+            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor,
+            # a spec unit holds one context's unfinished method units; the record counts method units
+            unit_noun="contexts (all methods of each)")
 
     def done_records(self, row: Row) -> dict[str, dict[str, Any]]:
         """Completion records are per method unit: a spec unit's row carries one row per method unit, and each

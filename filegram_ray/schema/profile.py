@@ -113,8 +113,8 @@ Rhythm = Literal["phased", "steady", "bursty"]
 class Profile(BaseModel):
     """One persona (ref §5). Raises ``pydantic.ValidationError`` on: a ``profile_id`` that is not an id
     (:func:`id_problem`: a path, empty, control characters), a missing/unknown dimension in ``tiers``,
-    a tier outside L/M/R, a missing or unknown behavioural attribute, an unknown dimension key in preferences or
-    avoidances."""
+    a tier outside L/M/R, a missing or unknown behavioural attribute, a free attribute's value outside
+    :data:`FREE_ATTRIBUTE_VALUES`, an unknown dimension key in preferences or avoidances."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -155,6 +155,9 @@ class Profile(BaseModel):
         missing = [a for a in BEHAVIOURAL_ATTRIBUTES if a not in v]
         if missing:
             raise ValueError(f"missing attribute(s) {missing}")
+        for a, space in FREE_ATTRIBUTE_VALUES.items():  # the simulator acts on these values: a typo is refused
+            if v[a] not in space:
+                raise ValueError(f"{a}: unknown value {v[a]!r} (expected one of {', '.join(space)})")
         return {a: v[a] for a in BEHAVIOURAL_ATTRIBUTES}
 
     @model_validator(mode="after")

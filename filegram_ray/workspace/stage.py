@@ -11,6 +11,7 @@ Config section ``workspace:`` (the top-level ``seed`` key is the master seed) (d
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -141,7 +142,22 @@ class SeedStage(Stage):
         return {"tasks": args.tasks}, {}
 
     def check(self) -> None:
-        self.tasks = _tasks(self.config)  # unknown task ids are refused here, before any unit
+        """Refuse unknown task ids before any unit; say which tasks name a scenario without a domain of its own
+        (their bundle is built from the generic business domain, :data:`~filegram_ray.workspace.scenarios.
+        SCENARIO_DOMAIN`), so that a misspelt ``workspace.scenario`` is not silently a different bundle."""
+        import difflib
+
+        from filegram_ray.workspace.scenarios import SCENARIO_DOMAIN
+
+        self.tasks = _tasks(self.config)
+        for t in self.tasks:
+            ws = t.get("workspace") or {}
+            sc = ws.get("scenario") or ""
+            if sc and not ws.get("empty") and sc not in SCENARIO_DOMAIN:
+                near = difflib.get_close_matches(sc, list(SCENARIO_DOMAIN), n=1, cutoff=0.8)
+                print(f"warning: task {t['task_id']}: field 'workspace.scenario': unknown scenario {sc!r}"
+                      + (f" (did you mean {near[0]!r}?)" if near else "")
+                      + "; its bundle is built from the generic business domain", file=sys.stderr)
 
     def plan(self) -> list[dict[str, Any]]:
         return longest_first([{"unit_id": t["task_id"], "task": t} for t in self.tasks])
