@@ -401,3 +401,25 @@ def test_job_progress_counts_contexts_and_the_summary_counts_method_units(tmp_pa
     n_ctx = int(contexts[-1][1])
     planned = json.loads((tmp_path / "run.json").read_text())["stages"]["evaluate"]["units"]["planned"]
     assert contexts[-1][0] == str(n_ctx) and int(units.group(1)) == planned == 2 * n_ctx
+
+
+def test_findings_and_the_viewer_say_when_the_bank_changed_after_evaluate(tmp_path, capsys):
+    """Fresh-eyes finding: bench → evaluate → bench again (more items) → `filegram view` / `filegram findings`
+    showed the earlier results without a word. evaluate records the bank's digest; both now say when the current
+    bench/items.parquet is another bank, and say nothing while it is the one answered."""
+    from filegram_ray.cli import main
+    from filegram_ray.storage import RunDir
+    from filegram_ray.view.build import results_section
+
+    run = make_run(tmp_path)
+    info = run_evaluate(_cfg(tmp_path, methods=["no_context"], plots=False))
+    assert len(info["bank_sha256"]) == 16
+    assert main(["findings", str(tmp_path)]) == 0
+    assert "changed after the last evaluate" not in capsys.readouterr().out
+    assert "changed after" not in results_section(RunDir(str(tmp_path)))["note"]
+    items = run.read_table("bench/items.parquet")
+    run.write_table("bench/items.parquet", items.head(items.height - 1))  # the bench stage rebuilt another bank
+    assert main(["findings", str(tmp_path)]) == 0
+    assert ("note: bench/items.parquet changed after the last evaluate (the bench stage ran again): these results "
+            "answer the earlier item bank") in capsys.readouterr().out
+    assert "rerun the evaluate stage for the current one" in results_section(RunDir(str(tmp_path)))["note"]

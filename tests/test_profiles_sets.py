@@ -161,3 +161,7 @@ def test_cli_perturbations(capsys):
     assert re.search(r"^p5_balanced_organizer\s+T-16 E R->M; T-18 E R->L; T-22 B M->L", out, re.MULTILINE)
     assert "per task: T-12 13, T-16 15, T-18 8, T-22 11, T-24 12, T-26 12, T-29 16, T-31 13 (=100)" in out
     assert "per dim:  A 22, B 15, C 26, D 11, E 13, F 13" in out
+    # fresh-eyes finding: the two-tier E shift (README: "by one tier") is named and explained, and the footer says
+    # that the generate stage moves or drops a shift that would change nothing
+    assert "two-tier shifts: p5_balanced_organizer T-18 E R->L (upstream computes E shifts on the rhythm tier" in out
+    assert "moves one that changes nothing to the task's next active dimension, or drops it" in out

@@ -170,7 +170,8 @@ class BenchStage(Stage):
             stats["skipped_trajectories"] = skipped
         run.write_json("bench/stats.json", stats)
         print(f"bench: {len(bank.items)} items from {inputs.n_profiles} profiles × {inputs.n_tasks} tasks "
-              f"({len(inputs.trajectories)} usable trajectories), seed {seed}; targets scaled to that set"
+              f"({len(inputs.trajectories)} usable trajectories), seed {seed}; targets scaled to that set "
+              "(VisGrd's is the paper's 100, bounded by the recordings)"
               + (f", distractor profiles drawn from all {len(inputs.profiles)}"
                  if inputs.n_profiles < len(inputs.profiles) else ""))
         for sk in skipped:

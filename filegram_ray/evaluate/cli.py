@@ -46,6 +46,7 @@ def findings_of_run(run_dir: str) -> dict:
 
 def _findings(args: argparse.Namespace) -> int:
     from filegram_ray.evaluate.report import headroom_lines
+    from filegram_ray.evaluate.stage import stale_results_note
 
     out = findings_of_run(args.run_dir)
     stats = out["stats"]
@@ -53,6 +54,9 @@ def _findings(args: argparse.Namespace) -> int:
         print(json.dumps({"findings": stats["findings"], "reader": stats["reader"]}, indent=1, default=str))
         return 0
     print(f"findings of {args.run_dir} ({len(stats['methods'])} methods; seed {out['seed']})")
+    stale = stale_results_note(out["run"])
+    if stale:
+        print(f"  note: {stale}")
     if not out["has_profile"]:
         print("  note: results.parquet has no profile column (evaluated before issue #30): items are resampled "
               "one by one, so the intervals are too narrow; rerun evaluate for profile-level intervals")

@@ -115,6 +115,36 @@ def format_time_by_method(t: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+
+def bank_digest(run) -> str | None:
+    """SHA-256 (first 16 hex digits) of ``bench/items.parquet``, or None without one. The bench writes the same
+    bytes for the same seed and inputs, so a changed digest means a rebuilt, different item bank."""
+    import hashlib
+
+    if not run.exists("bench/items.parquet"):
+        return None
+    return hashlib.sha256(run.read_bytes("bench/items.parquet")).hexdigest()[:16]
+
+
+def stale_results_note(run) -> str:
+    """``""``, or one sentence saying that ``bench/items.parquet`` changed after the last evaluate (its recorded
+    ``bank_sha256``), so the results, the report and the findings answer an earlier item bank. Runs evaluated before
+    the digest was recorded give ``""``."""
+    if not run.exists("run.json"):
+        return ""
+    try:
+        rec = (run.read_json("run.json").get("stages") or {}).get("evaluate") or {}
+    except (OSError, ValueError, AttributeError):
+        return ""
+    then = rec.get("bank_sha256") if isinstance(rec, dict) else None
+    if not then:
+        return ""
+    now = bank_digest(run)
+    if now == then:
+        return ""
+    return ("bench/items.parquet changed after the last evaluate (the bench stage ran again): these results answer "
+            "the earlier item bank; rerun the evaluate stage for the current one")
+
 class EvaluateStage(Stage):
     """Evaluate: methods × items through one backbone → ``results/`` (see the module docstring for the flow).
 
@@ -427,6 +457,7 @@ class EvaluateStage(Stage):
         shown = {m: make_method(m, **o.method_options.get(m, {})) for m in [*o.methods, *earlier]}
         return {
             "n_items": len(self.items), "n_bank": self.n_bank, "sample_per_sub_task": o.sample_per_sub_task,
+            "bank_sha256": bank_digest(self.run),  # which item bank these results answer (stale_results_note)
             "methods": o.methods, "earlier_methods": list(earlier), "earlier_left_out": left_out,
             "backbone": self.bb_info, "judge": judge.name,
             "method_modes": {m: getattr(shown[m], "mode", lambda llm: "")(bool(self.llm_ingest)) for m in shown},

@@ -67,6 +67,11 @@ def format_plan(plan) -> str:
     by_dim = Counter(p.dimension for p in plan.values())
     lines.append("per task: " + ", ".join(f"{k} {v}" for k, v in sorted(by_task.items())) + f" (={len(plan)})")
     lines.append("per dim:  " + ", ".join(f"{k} {v}" for k, v in sorted(by_dim.items())))
+    jumps = [f"{pid} {tid} {p.dimension} {p.from_}->{p.to}" for (pid, tid), p in plan.items()
+             if {p.from_, p.to} == {"L", "R"}]
+    if jumps:  # the upstream scheme's E shifts are one tier on the rhythm scale (profiles/perturbation.py)
+        lines.append(f"two-tier shifts: {'; '.join(jumps)} (upstream computes E shifts on the rhythm tier; one "
+                     "rhythm tier reads as two on the curation scale, kept so ShiftAna agrees with upstream)")
     lines.append("the plan: the generate stage re-simulates each shift without it and moves one that changes "
                  "nothing to the task's next active dimension, or drops it (meta.json perturbation_check; "
                  "docs/validity.md)")

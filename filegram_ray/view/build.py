@@ -115,6 +115,11 @@ def results_section(run: RunDir) -> dict[str, Any]:
         (validity if r["method"] in VALIDITY_ROWS else rows).append(row)
     note = "" if intervals is not None else ("No interval table (results/intervals.parquet) in this run: an older "
                                              "evaluate wrote it; the plain scores are shown, intervals are missing.")
+    from filegram_ray.evaluate.stage import stale_results_note
+
+    stale = stale_results_note(run)
+    if stale:
+        note = (note + " " if note else "") + stale[0].upper() + stale[1:] + "."
     return {"columns": cols, "rows": rows, "validity": validity, "has_intervals": intervals is not None,
             "paired": paired_rows, "note": note}
 

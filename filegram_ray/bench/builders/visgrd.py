@@ -40,6 +40,8 @@ HELD_OUT = "second half"  # video.realworld.HELD_OUT_SECOND_HALF (kept literal: 
 
 
 def default_count(inputs: BenchInputs) -> int:
+    """The paper's 100 (reference §9.1), not scaled to the profile/task set: VisGrd items come from the recordings,
+    whose number is the record stage's ``sample``; the pool of recorded trajectories bounds what is built."""
     return PAPER_COUNTS[NAME]
 
 
