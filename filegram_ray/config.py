@@ -37,11 +37,14 @@ def _natural(id_: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", id_)]
 
 
-def match_ids(wanted: list[str] | None, available: list[str], field: str, where: str = "") -> list[str]:
+def match_ids(wanted: list[str] | None, available: list[str], field: str, where: str = "",
+              label: str | None = None) -> list[str]:
     """The ids of ``available`` that ``wanted`` names, in ``available`` order; ``None``/empty ``wanted`` = all.
 
     A wanted id matches an available id equal to it or equal to its part before the first ``_`` (the short form:
     ``p1`` names ``p1_methodical``), the same rule in every stage (case REL-short-profile-ids-empty-encode-bench).
+    ``label`` names where the ids came from in the error (default ``config field <field>``; a command's positional
+    argument passes e.g. ``argument PROFILE``).
 
     Raises:
         ValueError: a wanted id matches nothing: ``config field <field>: unknown id 'x' (<where> has: …)``.
@@ -53,7 +56,7 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
         got = [a for a in available if names_id(w, a)]
         if not got:
             known = ", ".join(sorted(available, key=_natural)[:12]) + (" …" if len(available) > 12 else "")
-            raise UserError(f"config field {field}: unknown id {w!r}"
+            raise UserError(f"{label or f'config field {field}'}: unknown id {w!r}"
                              + (f" ({where} has: {known or 'none'})" if where else f" (known: {known or 'none'})"))
         hits.update(got)
     return [a for a in available if a in hits]

@@ -110,9 +110,12 @@ def test_cli_build_and_counts(synth_run, capsys):
     from filegram_ray.cli import main
 
     assert main(["bench", "build", "--run-dir", synth_run.root, "--set", "bench.sub_tasks=[AnomDet]"]) == 0
+    capsys.readouterr()
     assert main(["bench", "counts", "--run-dir", synth_run.root]) == 0
     out = capsys.readouterr().out
     assert "AnomDet" in out and "total" in out
+    # the run as a positional argument, like `view RUN` and `validity RUN` (a fresh-eyes finding)
+    assert main(["bench", "counts", synth_run.root]) == 0 and capsys.readouterr().out == out
 
 
 def _generated(run, **record):

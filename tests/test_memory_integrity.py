@@ -214,7 +214,8 @@ def test_cli_memory_show_takes_short_profile_ids_and_encode_has_common_options(t
     assert capsys.readouterr().out == (main(["memory", "show", str(root), "pa_reader"]), capsys.readouterr().out)[1]
     assert main(["memory", "show", str(root), "zz"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: config field profile_id: unknown id 'zz'") and "pa_reader" in err
+    # named as the command's argument, not as a config field (a fresh-eyes finding)
+    assert err.startswith("error: argument PROFILE_ID: unknown id 'zz'") and "pa_reader" in err
     helps = build_parser()._subparsers._group_actions[0].choices["memory"]._subparsers._group_actions[0] \
         .choices["encode"].format_help()
     assert "--seed" in helps and "the seed the run directory was made" in " ".join(helps.split())

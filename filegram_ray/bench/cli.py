@@ -18,6 +18,10 @@ def _counts(args: argparse.Namespace) -> int:
     from filegram_ray.jobargs import config_from_args
     from filegram_ray.storage import refuse_missing_local_run
 
+    if args.run and args.run_dir and args.run != args.run_dir:
+        raise SystemExit(f"filegram bench counts: two run directories given ({args.run} and --run-dir "
+                         f"{args.run_dir}); give one")
+    args.run_dir = args.run_dir or args.run  # `bench counts RUN` like `view RUN`, `validity RUN`, `findings RUN`
     config = config_from_args(args)
     refuse_missing_local_run(config.run_dir, "filegram bench counts")
     run = config.run()
@@ -42,5 +46,6 @@ def register(subparsers) -> None:
     _add_common(b)
     b.set_defaults(func=_build)
     c = sub.add_parser("counts", help="print item counts per track, sub-task and channel of a built bank")
+    c.add_argument("run", nargs="?", default=None, metavar="RUN", help="the run directory (same as --run-dir)")
     _add_common(c)
     c.set_defaults(func=_counts)

@@ -39,8 +39,8 @@ def _prompt(args: argparse.Namespace) -> int:
 
     profiles = {p.profile_id: p for p in load_profiles(args.profiles_dir)}
     tasks = {t.task_id: t for t in load_tasks(args.tasks_dir)}
-    profile = profiles[match_ids([args.profile], list(profiles), "profile")[0]]
-    task = tasks[match_ids([args.task], list(tasks), "task")[0]]
+    profile = profiles[match_ids([args.profile], list(profiles), "profile", label="argument PROFILE")[0]]
+    task = tasks[match_ids([args.task], list(tasks), "task", label="argument TASK")[0]]
     pert = None
     if args.perturb:
         dim, _, to = args.perturb.partition(":")

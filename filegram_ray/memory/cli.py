@@ -32,7 +32,7 @@ def _show(args: argparse.Namespace) -> int:
 
         have = [d for d in run.listdir("memory") if run.exists(f"memory/{d}/store.json")]
         if pid not in have:
-            pid = match_ids([pid], have, "profile_id", f"{run.url('memory')}")[0]
+            pid = match_ids([pid], have, "profile_id", f"{run.url('memory')}", label="argument PROFILE_ID")[0]
     store = load_store(run, pid)
     indices = embedder = None
     if args.query is not None:
