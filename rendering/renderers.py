@@ -894,8 +894,9 @@ def build_wav(obj: Section | Document, max_words: int = NARRATION_MAX_WORDS, tts
     """
     script = narration_script(obj, max_words)
     if is_cjk(script):
-        raise NotApplicable("audio: no Chinese piper voice is packaged (the English voice reads Han characters "
-                            "as 'Chinese letter'); Chinese narration skipped")
+        raise NotApplicable("audio: the narration holds Han characters and no Chinese piper voice is packaged (the "
+                            "English voice reads each as 'Chinese letter'); skipped (a section labelled en can hold "
+                            "some: the label needs 10 % Han letters)")
     if len(script) < 20:
         raise NotApplicable("audio: narration script shorter than 20 characters (§10 minimum)")
     if not any(ch.isalnum() for ch in script):  # dashes, ellipses, symbols: nothing to pronounce (BR-19)

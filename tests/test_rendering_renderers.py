@@ -113,7 +113,7 @@ def test_wav_narration_english_deterministic_and_chinese_skipped(en, zh, tmp_pat
     script = R.narration_script(en, 12)
     assert script.startswith("Revenue.") and len(script.split()) <= 12
     assert recover_bytes(a.data, "wav") == script == a.meta["transcript"]
-    with pytest.raises(R.NotApplicable, match="no Chinese piper voice"):
+    with pytest.raises(R.NotApplicable, match="holds Han characters and no Chinese piper voice"):
         R.build("wav", zh, tts=tts)
 
 
