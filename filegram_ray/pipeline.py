@@ -79,9 +79,11 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
 
 
 def format_stage_table(timings: dict[str, Any]) -> str:
-    """The per-stage table (seconds, CPU seconds, peak memory, units) from :func:`run_pipeline`'s result."""
-    lines = [f"{'stage':<10} {'seconds':>9} {'cpu s':>8} {'peak MiB':>9} {'driver MiB':>10} {'planned':>8} {'done':>6} {'skipped':>8} "
-             f"{'failed':>7}"]
+    """The per-stage table (seconds, CPU seconds, peak memory, units: :class:`~filegram_ray.stages.base.UnitCounts`,
+    whose ``skipped`` is the ``earlier`` column) from :func:`run_pipeline`'s result, with a line explaining the
+    unit columns."""
+    lines = [f"{'stage':<10} {'seconds':>9} {'cpu s':>8} {'peak MiB':>9} {'driver MiB':>10} {'planned':>8} {'done':>6} "
+             f"{'earlier':>8} {'failed':>7}"]
     for name, rec in timings.items():
         res = rec.get("result") if isinstance(rec.get("result"), dict) else {}
         u = res.get("units") if isinstance(res.get("units"), dict) else {}
@@ -93,6 +95,8 @@ def format_stage_table(timings: dict[str, Any]) -> str:
     cpu = sum(float((r.get("result") or {}).get("cpu_s") or 0) for r in timings.values()
               if isinstance(r.get("result"), dict))
     lines.append(f"{'total':<10} {total:>9.1f} {cpu:>8.1f}")
+    lines.append("units: done = finished by this run (a unit a stage renders as 'skipped', e.g. a format that does "
+                 "not apply, counts here); earlier = finished by an earlier run and left alone; failed = error rows")
     return "\n".join(lines)
 
 

@@ -66,3 +66,17 @@ def test_report_numbers_come_from_answers(tiny_run):
         assert row.height == 1 and abs(row["avg"][0] - recount) < 1e-6
     report = run.read_text("results/report.md")
     assert "FileGramOS" in report and "Oracle" in report
+
+
+def test_stage_table_names_its_unit_columns():
+    """Fresh-eyes finding: the pipeline table's "skipped" (units an earlier run finished) was read against a stage's
+    own "skipped" (e.g. an audio format that does not apply, which the record counts as done). The column is
+    "earlier" and a line under the table says what each unit column counts."""
+    from filegram_ray.pipeline import format_stage_table
+
+    table = format_stage_table({"render": {"seconds": 2.0, "result": {
+        "cpu_s": 1.5, "peak_memory_mb": 100, "driver_peak_memory_mb": 90,
+        "units": {"planned": 7, "done": 5, "skipped": 2, "failed": 0}}}})
+    head, row = table.splitlines()[:2]
+    assert head.split()[-4:] == ["planned", "done", "earlier", "failed"] and row.split()[-4:] == ["7", "5", "2", "0"]
+    assert "earlier = finished by an earlier run and left alone" in table.splitlines()[-1]
