@@ -16,9 +16,15 @@ def _list(args: argparse.Namespace) -> int:
     from filegram_ray.methods import make_method, method_names
 
     options = dict(load_config(getattr(args, "config", None)).section("evaluate").get("method_options") or {})
+    limit = 10**6 if getattr(args, "full", False) else 120
+    cut = False
     for name in method_names():
         m = make_method(name, **options.get(name, {}))
-        print(f"{name:<28} {m.row_name():<26} {first_sentence(type(m).__doc__ or '')}")
+        text = first_sentence(type(m).__doc__ or "", limit)
+        cut = cut or text.endswith("…")
+        print(f"{name:<28} {m.row_name():<26} {text}")
+    if cut:
+        print("(descriptions cut at 120 characters end in …; --full prints them whole)")
     return 0
 
 
@@ -67,6 +73,7 @@ def register(sub) -> None:
     p = sub.add_parser("methods", help="list the registered memory methods")
     p.add_argument("--config", default=None, help="pipeline YAML whose evaluate.method_options name the rows "
                    "(default: conf/default.yaml)")
+    p.add_argument("--full", action="store_true", help="print each description whole (default: cut at 120 chars)")
     p.set_defaults(func=_list)
     e = sub.add_parser("evaluate", help="answer FileGramBench items with memory methods; write results/")
     add_evaluate_options(add_common_options(e))

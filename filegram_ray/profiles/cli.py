@@ -17,7 +17,7 @@ from filegram_ray.errors import UserError
 
 def format_table(profiles) -> str:
     """Plain-text table of profiles (shape: str)."""
-    from filegram_ray.schema.profile import DIMENSIONS
+    from filegram_ray.schema.profile import DIMENSION_NAMES, DIMENSIONS
 
     wid = max([len(p.profile_id) for p in profiles] + [2])
     wname = max([len(p.name) for p in profiles] + [4])
@@ -27,7 +27,9 @@ def format_table(profiles) -> str:
     for p in profiles:
         lines.append(f"{p.profile_id:<{wid}}  {p.name:<{wname}}  {p.role:<{wrole}}  {p.lang:<4}  "
                      + " ".join(p.tiers[d] for d in DIMENSIONS) + f"  {p.rhythm}")
-    lines.append(f"{len(profiles)} profiles (E = curation tier; rhythm = ordering texture)")
+    lines.append(f"{len(profiles)} profiles; tiers L / M / R per dimension: "
+                 + ", ".join(f"{d} {DIMENSION_NAMES[d]}" for d in DIMENSIONS)
+                 + "; rhythm = ordering texture (upstream's E)")
     return "\n".join(lines)
 
 
@@ -90,7 +92,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("profiles", help="inspect or build profile sets")
     sub = p.add_subparsers(dest="profiles_command", metavar="ACTION")
     ls = sub.add_parser("list", help="list profiles with their tier vectors")
-    ls.add_argument("--dir", default=None, help="profile directory or file (default conf/profiles; upstream ok)")
+    ls.add_argument("--dir", default=None, help="profile directory or file, ours or upstream FileGram's format "
+                    "(default conf/profiles)")
     ls.set_defaults(func=_list)
     new = sub.add_parser("new", help="build a balanced profile set of any size (Faker identities)")
     new.add_argument("--n", type=int, required=True, help="number of profiles")
