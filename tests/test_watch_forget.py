@@ -160,6 +160,12 @@ def test_forget_invalidates_only_the_memory_of_the_changed_sessions(tmp_path):
     assert not (store / "cache").exists() and not (store / "memory" / "real_user" / "store.json").exists()
     state = load_state(run, "real_user")
     assert len(state["encoded"]) == 3 - len(r["sessions_to_reencode"])
+    # `memory show` between the forget and the update names the command to run (a fresh-eyes finding: it said
+    # "missing file 'memory/real_user/store.json'")
+    from filegram_ray.cli import main
+
+    with pytest.raises(SystemExit, match="no consolidated memory .*run `filegram memory update"):
+        main(["memory", "show", str(store)])
     units, _ = watch_units(WatchStore.open(store))
     up = update_memory(run, "real_user", units, embedder="hashing")
     # proj1's session held nothing else: it has no file event left and is no memory unit any more

@@ -100,6 +100,9 @@ def test_incremental_update_equals_from_scratch_and_feeds_the_real_world_setting
     assert cli_main(["memory", "show", str(store_dir), "--query", "notes table"]) == 0
     out = capsys.readouterr().out
     assert "Behavioral Memory Profile (5 sessions" in out and "Relevant content" in out
+    # searches and browsing are not observable to the watcher: the shown memory says so before any "never"
+    # (a fresh-eyes finding: "Never used search in any of 2 trajectories" read as a habit)
+    assert out.startswith("[note: this memory comes from the watcher, which cannot observe searches or folder")
 
     # the Real-World setting: the store imported as one profile's trajectories …
     rundir = tmp_path / "run"

@@ -152,7 +152,7 @@ def test_extract_corrupt_raises_naming_file(tmp_path):
     assert kind_of("photo.JPEG") == "jpg" and kind_of("x.md~") == "md" and kind_of("noext") == "bin"
 
 
-def test_import_reports_corrupt_and_keeps_the_rest(tmp_path):
+def test_import_reports_corrupt_and_keeps_the_rest(tmp_path, capsys):
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
     (src / "notes.md").write_text("# Notes\nhello", encoding="utf-8")
@@ -171,6 +171,28 @@ def test_import_reports_corrupt_and_keeps_the_rest(tmp_path):
     assert set(b.annotations()) == {"sub/ok.png"}
     assert b.annotations()["sub/ok.png"]["content"].startswith("Image file ok.png: PNG, 4×4 pixels")
     assert (info.out_dir / "extracted" / "notes.md.txt").read_text(encoding="utf-8").startswith("# Notes")
+    # the summary tells the kept-but-unreadable files from the entries left out (a fresh-eyes finding: it called
+    # all of them "unreadable or left out" while the corrupt ones were imported, as intended)
+    import io
+
+    from filegram_ray.workspace.cli import print_import_summary
+
+    buf = io.StringIO()
+    print_import_summary(info, file=buf)
+    out = buf.getvalue()
+    assert "  unreadable, kept without a text view: sub/broken.docx: " in out
+    assert "  left out: passwd.txt: symbolic link: not imported" in out
+    assert "2 file(s) kept without a text view" in out and "1 entry left out" in out
+    # `workspace list` keeps each media description on its file's line (a fresh-eyes finding: a newline inside the
+    # description's first 60 characters broke the line)
+    from filegram_ray.cli import main
+
+    assert main(["workspace", "list", str(info.out_dir)]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    # one line per file and per error, no spill-over
+    assert listing[0].startswith("T-07 ") and len(listing) == 1 + len(b.files) + len(b.errors)
+    ok_line = next(ln for ln in listing if "sub/ok.png   [" in ln)
+    assert ok_line.endswith("…]") and "Image file ok.png: PNG, 4×4 pixels" in ok_line
 
 
 #: R1 files whose text extraction dominates the run (hundreds of pages); covered by the slow full-import test.

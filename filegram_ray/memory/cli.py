@@ -25,6 +25,9 @@ def _show(args: argparse.Namespace) -> int:
         if load_state(run, pid) is None:
             raise SystemExit(f"filegram memory show: {args.run_dir} has no memory yet; run "
                              f"`filegram memory update {args.run_dir}` first")
+        if not run.exists(f"memory/{pid}/store.json"):  # `watch --forget` deletes the consolidated memory
+            raise SystemExit(f"filegram memory show: {args.run_dir} has no consolidated memory (a `filegram watch "
+                             f"--forget` removes it); run `filegram memory update {args.run_dir}` first")
     elif pid is None:
         raise SystemExit("filegram memory show: PROFILE_ID is required for a run directory")
     else:  # the short form names a profile as in every other command (p3 = p3_efficient_executor)
@@ -45,6 +48,10 @@ def _show(args: argparse.Namespace) -> int:
         indices = load_indices(run, pid, embedder)
     channels = tuple(c for c in args.channels.split(",") if c)
     ctx = retrieve(store, args.query, channels=channels, indices=indices, embedder=embedder)
+    if is_watch_store(args.run_dir):  # docs/watch.md "What is not recorded": a count of 0 there is not a habit
+        print("[note: this memory comes from the watcher, which cannot observe searches or folder browsing; "
+              "what it says of them (\"never uses search\", \"never browsed directories\") reflects that, not "
+              "your habits]\n")
     print(ctx.text)
     print(f"\n[tokens: memory={ctx.tokens_memory}, context={ctx.tokens_context} ({ctx.tokenizer})]")
     return 0

@@ -80,6 +80,8 @@ class BundleInfo:
     described: list[dict[str, Any]] = field(default_factory=list)
     #: :func:`bundle_content_hash` of the written bundle.json
     content_hash: str = ""
+    #: import only: hidden entries (a name starting with ".": ``.env``, ``.git/``) left out; folders end in "/"
+    hidden: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -260,7 +262,7 @@ def build_bundle(task: Any, seed: int, out_dir: Path | str, *, tts: str = "auto"
 
 def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list, errors: list, source: str,
             tts: str | None, annotations: dict, extra: dict[str, dict] | None = None,
-            warnings: list[dict[str, str]] | None = None) -> BundleInfo:
+            warnings: list[dict[str, str]] | None = None, hidden: list[str] | None = None) -> BundleInfo:
     files_dir = out_dir / "files"
     rows = []
     for path in sorted(p for p in files_dir.rglob("*") if p.is_file()):
@@ -273,6 +275,8 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
             "source": source, "files": rows, "facts": facts, "errors": errors, "tts_engine": tts}
     if warnings is not None:
         meta["warnings"] = warnings
+    if hidden:  # only when something was left out: earlier imports keep their bytes
+        meta["hidden_left_out"] = hidden
     data = (json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")  # before any write
     tmp = out_dir / "bundle.json.tmp"
     tmp.write_bytes(data)
@@ -281,7 +285,7 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
     for r in rows:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
-                      errors, list(warnings or []), content_hash=bundle_content_hash(meta))
+                      errors, list(warnings or []), content_hash=bundle_content_hash(meta), hidden=list(hidden or []))
 
 
 def load_bundle(dir: Path | str) -> Bundle:
@@ -354,7 +358,7 @@ def _verify_media(path: Path, kind: str) -> str | None:
 
 def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
                   describe: DescribeOptions | dict | None = None, progress: Callable[[str], None] | None = None,
-                  ) -> BundleInfo:
+                  include_hidden: bool = False) -> BundleInfo:
     """Bring your own workspace: copy ``src_dir`` into ``out_dir/files``, hash it, extract its text and describe
     its media.
 
@@ -371,6 +375,9 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
     ``%XX``; ``renamed_from`` in its row, one entry in ``warnings``), so everything written is UTF-8 and every
     imported file reaches the sandbox (cases BR-27, REL-import-invalid-utf8-filename-aborts,
     REL2-IMPORT-control-char-names-dropped-by-engine).
+    Hidden entries (a file or folder whose name starts with ``.``: ``.env``, ``.git/``, ``.DS_Store``) are left out
+    unless ``include_hidden``, as the watcher leaves them out (docs/watch.md); they are listed in
+    ``BundleInfo.hidden`` and in bundle.json ``hidden_left_out``, never copied or read.
     Raises: FileNotFoundError when ``src_dir`` is not a directory.
     """
     import stat as _stat
@@ -403,13 +410,21 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
         errors.append({"path": _safe_component(rel), "error": f"cannot read folder: {exc.strerror or exc}"})
 
     entries: list[str] = []
+    hidden: list[str] = []
     for root, dirs, names in os.walk(src, onerror=walk_error, followlinks=False):
         base = Path(root).relative_to(src)
         for d in list(dirs):
-            if os.path.islink(os.path.join(root, d)):  # never follow links (module docstring of import)
+            if not include_hidden and d.startswith("."):  # never descended into, never read
+                hidden.append("/".join(_safe_component(c) for c in (base / d).as_posix().split("/")) + "/")
+                dirs.remove(d)
+            elif os.path.islink(os.path.join(root, d)):  # never follow links (module docstring of import)
                 entries.append((base / d).as_posix())
                 dirs.remove(d)
-        entries.extend((base / n).as_posix() for n in names)
+        for n in names:
+            if not include_hidden and n.startswith("."):
+                hidden.append("/".join(_safe_component(c) for c in (base / n).as_posix().split("/")))
+            else:
+                entries.append((base / n).as_posix())
     for raw in sorted(entries):
         rel = "/".join(_safe_component(c) for c in raw.split("/"))
         try:
@@ -489,7 +504,7 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
         ws = {"scenario": "imported"}
     ws = {**ws, "scenario": f"imported:{_safe_component(src.name)}"}
     info = _finish(out_dir, task_id, None, ws, [], errors, source="imported", tts=None, annotations=annotations,
-                   extra=extra, warnings=warnings)
+                   extra=extra, warnings=warnings, hidden=sorted(hidden))
     info.described = described
     return info
 

@@ -49,7 +49,7 @@ def publish_bundle(local_dir: Path | str, run: RunDir, task_id: str, info: Bundl
 
 def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, describe: Any = None,
                stages: tuple[str, ...] | list[str] = BYOF_STAGES, serial: bool = False, progress=None,
-               on_import=None) -> dict[str, Any]:
+               on_import=None, include_hidden: bool = False) -> dict[str, Any]:
     """Import ``src_dir`` as ``task_id``'s workspace of ``cfg``'s run and run ``stages`` on it.
 
     Args:
@@ -84,7 +84,8 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
     from filegram_ray.workspace.bundle import import_bundle
 
     with tempfile.TemporaryDirectory(prefix=f"byof_{task_id}_") as tmp:
-        info = import_bundle(src, task_id, Path(tmp) / "bundle", describe=describe, progress=progress)
+        info = import_bundle(src, task_id, Path(tmp) / "bundle", describe=describe, progress=progress,
+                             include_hidden=include_hidden)
         publish_bundle(Path(tmp) / "bundle", run, task_id, info, str(src.resolve()))
     info.out_dir = Path(run.url(f"workspaces/{task_id}"))
     if on_import:

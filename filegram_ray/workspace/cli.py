@@ -37,8 +37,9 @@ def _list(args) -> int:
     b = load_bundle(args.dir)
     print(f"{b.task_id} seed={b.seed} scenario={b.scenario} files={len(b.files)} facts={len(b.facts)}")
     for f in b.files:
-        ann = (f.annotation or {}).get("content", "")
-        print(f"  {f.kind:<5} {f.bytes:>9}  {f.path}" + (f"   [{ann[:60]}]" if ann else ""))
+        ann = " ".join(str((f.annotation or {}).get("content", "")).split())  # one line: the description's start
+        short = ann if len(ann) <= 60 else ann[:59].rstrip() + "…"
+        print(f"  {f.kind:<5} {f.bytes:>9}  {f.path}" + (f"   [{short}]" if ann else ""))
     for e in b.errors:
         print(f"  ERROR {e['path']}: {e['error']}")
     return 0
@@ -120,11 +121,20 @@ def print_import_summary(info, file=None) -> None:
                   f" {', '.join(d['path'] for d in only)}", file=out)
     for w in info.warnings:
         print(f"  renamed: {w['warning']}", file=out)
+    hidden = getattr(info, "hidden", None) or []
+    if hidden:
+        shown = ", ".join(hidden[:5]) + (f" … ({len(hidden) - 5} more)" if len(hidden) > 5 else "")
+        print(f"  {len(hidden)} hidden entr{'y' if len(hidden) == 1 else 'ies'} left out, not read: {shown} "
+              "(--include-hidden imports them; bundle.json 'hidden_left_out')", file=out)
+    kept = {e["path"] for e in info.errors if (info.out_dir / "files" / e["path"]).is_file()}
     for e in info.errors:
-        print(f"  unreadable: {e['path']}: {e['error']}", file=out)
+        how = "unreadable, kept without a text view" if e["path"] in kept else "left out"
+        print(f"  {how}: {e['path']}: {e['error']}", file=out)
     if info.errors:
-        print(f"{len(info.errors)} files unreadable or left out (also in bundle.json 'errors'); the rest is imported",
-              file=out)
+        n_out = len(info.errors) - len(kept)
+        print(f"{len(kept)} file(s) kept without a text view (counted above: listings show them, the agent cannot "
+              f"read their text), {n_out} {'entry' if n_out == 1 else 'entries'} left out; all in bundle.json "
+              "'errors'", file=out)
 
 
 def _import(args) -> int:
@@ -136,7 +146,8 @@ def _import(args) -> int:
     opts = DescribeOptions(ocr=not args.no_ocr, asr=not args.no_asr, vlm=vlm_spec(args.vlm),
                            max_audio_s=args.max_audio_s, max_keyframes=args.max_keyframes, threads=args.threads)
     info = import_bundle(Path(args.dir), args.task, Path(args.out), describe=opts,
-                         progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+                         progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                         include_hidden=args.include_hidden)
     print_import_summary(info)
     return 0
 
@@ -159,7 +170,8 @@ def _run_folder(args) -> int:
     stages = [] if args.import_only else (args.stages or None)
     res = run_folder(Path(args.dir), args.task, cfg, describe=opts, serial=args.serial,
                      progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
-                     on_import=print_import_summary, **({"stages": stages} if stages is not None else {}))
+                     on_import=print_import_summary, include_hidden=args.include_hidden,
+                     **({"stages": stages} if stages is not None else {}))
     if res["pipeline"] and "evaluate" in res["pipeline"]:
         print(f"\nReport: {cfg.run().url('results/report.md')}")
     return 0
@@ -177,6 +189,10 @@ def add_describe_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-audio-s", type=float, default=900.0, help="seconds of sound transcribed per file")
     g.add_argument("--max-keyframes", type=int, default=12, help="video keyframes read by OCR per file")
     g.add_argument("--threads", type=int, default=1, help="CPU threads of the OCR and speech models")
+    h = p.add_argument_group("what is imported")
+    h.add_argument("--include-hidden", action="store_true",
+                   help="import hidden files and folders too (names starting with '.': .env, .git/); default: left "
+                        "out and listed, as the watcher does")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
