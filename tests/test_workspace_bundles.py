@@ -230,6 +230,36 @@ def test_import_real_r1_office_full(tmp_path):
     _check_r1_import(R1, tmp_path / "r1")
 
 
+def test_import_leaves_hidden_entries_out_unless_asked(tmp_path):
+    """Fresh-eyes finding: `workspace import` copied `.env` (a key in it) and `.hidden.txt` and wrote their text to
+    extracted/, while the watcher leaves hidden names out. Hidden files and folders are now left out, never read,
+    and listed (summary, bundle.json 'hidden_left_out'); --include-hidden imports them."""
+    import io
+
+    from filegram_ray.cli import main
+    from filegram_ray.workspace.cli import print_import_summary
+
+    src = tmp_path / "src"
+    (src / "sub" / ".git").mkdir(parents=True)
+    (src / ".env").write_text("KEY=abc\n", encoding="utf-8")
+    (src / "notes.md").write_text("# Notes\nhello\n", encoding="utf-8")
+    (src / "sub" / "a.md").write_text("# A\n", encoding="utf-8")
+    (src / "sub" / ".git" / "HEAD").write_text("ref: x\n", encoding="utf-8")
+    info = import_bundle(src, "T-07", tmp_path / "out")
+    assert {f.path for f in load_bundle(info.out_dir).files} == {"notes.md", "sub/a.md"}
+    assert info.hidden == [".env", "sub/.git/"] and info.errors == []
+    meta = json.loads((info.out_dir / "bundle.json").read_text(encoding="utf-8"))
+    assert meta["hidden_left_out"] == [".env", "sub/.git/"]
+    assert b"KEY=abc" not in b"".join(p.read_bytes() for p in info.out_dir.rglob("*") if p.is_file())
+    buf = io.StringIO()
+    print_import_summary(info, file=buf)
+    assert "2 hidden entries left out, not read: .env, sub/.git/ (--include-hidden imports them" in buf.getvalue()
+    assert main(["workspace", "import", str(src), "--task", "T-07", "--out", str(tmp_path / "all"),
+                 "--include-hidden", "--no-ocr", "--no-asr"]) == 0
+    assert {f.path for f in load_bundle(tmp_path / "all").files} == {".env", "notes.md", "sub/a.md", "sub/.git/HEAD"}
+    assert "hidden_left_out" not in json.loads((tmp_path / "all" / "bundle.json").read_text(encoding="utf-8"))
+
+
 def test_cli_build_and_list(tmp_path, capsys):
     from filegram_ray.cli import main
 
