@@ -115,7 +115,6 @@ def format_time_by_method(t: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-
 def bank_digest(run) -> str | None:
     """SHA-256 (first 16 hex digits) of ``bench/items.parquet``, or None without one. The bench writes the same
     bytes for the same seed and inputs, so a changed digest means a rebuilt, different item bank."""
@@ -144,6 +143,7 @@ def stale_results_note(run) -> str:
         return ""
     return ("bench/items.parquet changed after the last evaluate (the bench stage ran again): these results answer "
             "the earlier item bank; rerun the evaluate stage for the current one")
+
 
 class EvaluateStage(Stage):
     """Evaluate: methods × items through one backbone → ``results/`` (see the module docstring for the flow).

@@ -17,7 +17,8 @@ def _show(args: argparse.Namespace) -> int:
     pid, kind = args.profile_id, args.embedder
     from filegram_ray.watch.store import is_watch_store
 
-    if is_watch_store(args.run_dir):  # a watcher store: its profile and the embedder its memory was built with
+    watch_store = is_watch_store(args.run_dir)
+    if watch_store:  # a watcher store: its profile and the embedder its memory was built with
         from filegram_ray.memory.incremental import load_state
         from filegram_ray.watch.store import WatchStore
 
@@ -48,7 +49,7 @@ def _show(args: argparse.Namespace) -> int:
         indices = load_indices(run, pid, embedder)
     channels = tuple(c for c in args.channels.split(",") if c)
     ctx = retrieve(store, args.query, channels=channels, indices=indices, embedder=embedder)
-    if is_watch_store(args.run_dir):  # docs/watch.md "What is not recorded": a count of 0 there is not a habit
+    if watch_store:  # docs/watch.md "What is not recorded": a count of 0 there is not a habit
         print("[note: this memory comes from the watcher, which cannot observe searches or folder browsing; "
               "what it says of them (\"never uses search\", \"never browsed directories\") reflects that, not "
               "your habits]\n")

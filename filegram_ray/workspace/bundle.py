@@ -82,6 +82,9 @@ class BundleInfo:
     content_hash: str = ""
     #: import only: hidden entries (a name starting with ".": ``.env``, ``.git/``) left out; folders end in "/"
     hidden: list[str] = field(default_factory=list)
+    #: import only: paths of ``errors`` that were imported all the same (a file without a text view); the other
+    #: errors' entries were left out (links, special files, copy failures)
+    kept_unreadable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -285,7 +288,8 @@ def _finish(out_dir: Path, task_id: str, seed: int | None, ws: dict, facts: list
     for r in rows:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return BundleInfo(task_id, seed, out_dir, len(rows), sum(r["bytes"] for r in rows), dict(sorted(by_kind.items())),
-                      errors, list(warnings or []), content_hash=bundle_content_hash(meta), hidden=list(hidden or []))
+                      errors, list(warnings or []), content_hash=bundle_content_hash(meta), hidden=list(hidden or []),
+                      kept_unreadable=[e["path"] for e in errors if e["path"] in {r["path"] for r in rows}])
 
 
 def load_bundle(dir: Path | str) -> Bundle:
@@ -318,6 +322,11 @@ MEDIA_PROBE_SECONDS = 10
 #: UTF-8 file can hold) and every control, line-separator or bidi character written as ``%XX``: the one names rule
 #: of :mod:`filegram_ray.names`, shared with the engine (cases BR-27, REL2-IMPORT-control-char-names-dropped-by-engine)
 _safe_component = escape_name
+
+
+def _safe_path(raw: str) -> str:
+    """``raw`` (a ``/``-separated path) with each component escaped by :data:`_safe_component`."""
+    return "/".join(_safe_component(c) for c in raw.split("/"))
 #: a path for messages: valid UTF-8 with undecodable bytes shown as ``\xNN``
 _printable = printable
 
@@ -415,18 +424,18 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
         base = Path(root).relative_to(src)
         for d in list(dirs):
             if not include_hidden and d.startswith("."):  # never descended into, never read
-                hidden.append("/".join(_safe_component(c) for c in (base / d).as_posix().split("/")) + "/")
+                hidden.append(_safe_path((base / d).as_posix()) + "/")
                 dirs.remove(d)
             elif os.path.islink(os.path.join(root, d)):  # never follow links (module docstring of import)
                 entries.append((base / d).as_posix())
                 dirs.remove(d)
         for n in names:
             if not include_hidden and n.startswith("."):
-                hidden.append("/".join(_safe_component(c) for c in (base / n).as_posix().split("/")))
+                hidden.append(_safe_path((base / n).as_posix()))
             else:
                 entries.append((base / n).as_posix())
     for raw in sorted(entries):
-        rel = "/".join(_safe_component(c) for c in raw.split("/"))
+        rel = _safe_path(raw)
         try:
             if rel != raw:  # a taken %XX name gets ~2, ~3 … before its extension (filegram_ray.names)
                 head, _, base = rel.rpartition("/")

@@ -121,12 +121,12 @@ def print_import_summary(info, file=None) -> None:
                   f" {', '.join(d['path'] for d in only)}", file=out)
     for w in info.warnings:
         print(f"  renamed: {w['warning']}", file=out)
-    hidden = getattr(info, "hidden", None) or []
+    hidden = info.hidden
     if hidden:
         shown = ", ".join(hidden[:5]) + (f" … ({len(hidden) - 5} more)" if len(hidden) > 5 else "")
         print(f"  {len(hidden)} hidden entr{'y' if len(hidden) == 1 else 'ies'} left out, not read: {shown} "
               "(--include-hidden imports them; bundle.json 'hidden_left_out')", file=out)
-    kept = {e["path"] for e in info.errors if (info.out_dir / "files" / e["path"]).is_file()}
+    kept = set(info.kept_unreadable)
     for e in info.errors:
         how = "unreadable, kept without a text view" if e["path"] in kept else "left out"
         print(f"  {how}: {e['path']}: {e['error']}", file=out)
