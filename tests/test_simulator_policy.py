@@ -217,6 +217,80 @@ def test_a_short_deliverable_still_gets_its_small_edits(world, tmp_path):
         sess.close()
 
 
+def _notebook(n_sources: int):
+    from filegram_ray.engine.simulator.notebook import Notebook
+
+    nb = Notebook()
+    for i in range(n_sources):
+        body = "\n".join(f"{k + 1}\tThe team in region {i} reported that shipment batch {k} arrived on schedule today."
+                         for k in range(12))
+        nb.absorb(f"notes_{i}.md", body)
+    return nb
+
+
+def test_document_size_follows_the_char_budget_not_the_reading():
+    """Issue #28 / TIER_TARGETS §3 ("output volume comes from the B tier alone"): with a character budget the
+    document stops taking facts once it would pass it, whole sentences only, so a session that read twice as much
+    writes a document of the same size; without one the size follows what was read."""
+    import random
+
+    from filegram_ray.engine.simulator.writer import DocSpec, compose
+
+    def doc(n, max_chars):
+        spec = DocSpec(title="Shipments", lines=150, max_depth=3, max_chars=max_chars)
+        return compose(spec, _notebook(n), random.Random(3))
+
+    small, big = doc(4, 2000), doc(12, 2000)
+    assert len(small) <= 2000 + 200 and len(big) <= 2000 + 200  # headings of the last section at most
+    assert abs(len(big) - len(small)) < 400
+    assert len(doc(12, None)) > 2 * len(big)  # the budget is what binds, not the facts
+    sentences = {f"The team in region {i} reported that shipment batch {k} arrived on schedule today"
+                 for i in range(12) for k in range(12)}
+    for ln in big.split("\n"):
+        if ln.lstrip().startswith("- "):
+            assert any(x in ln for x in sentences), ln  # no sentence is cut to fit
+
+
+def test_b_tiers_keep_their_char_bands_whatever_was_read(world):
+    """TIER_TARGETS §2.2 avg_output_length bands: the main deliverable's character budget follows the session's
+    B position (B-L 8,000, B-M 2,200, B-R 800 at the tier's centre, log-normal wobble), whatever A read."""
+    from filegram_ray.engine import EngineSession
+    from filegram_ray.engine.simulator.agent import PersonaAgent
+
+    budgets = {}
+    for pid in ("p1", "p5", "p3"):  # B-L, B-M, B-R
+        persona = Persona.from_profile(world["profiles"][pid])
+        sess = EngineSession(None, world["root"] / f"budget-{pid}", persona.profile_id, "T-01", seed=1,
+                             start_ms=1.7e12)
+        try:
+            agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+            agent.pos["B"] = {"L": 0.0, "M": 1.0, "R": 2.0}[persona.tiers["B"]]
+            budgets[persona.tiers["B"]] = [agent.doc_spec("main", "x").max_chars for _ in range(40)]
+        finally:
+            sess.close()
+    med = {t: sorted(v)[len(v) // 2] for t, v in budgets.items()}
+    assert 5000 < med["L"] < 11000 and 1500 < med["M"] < 3000 and 400 < med["R"] < 1200
+    assert max(budgets["R"]) < min(budgets["L"])
+
+
+def test_a_table_is_read_with_its_own_header():
+    """A CSV met first through a grep hit (a data row) and then read from line 1 names its columns by the file's
+    first line, not by the hit; a table read only from its middle gives no rows (its columns are unknown)."""
+    from filegram_ray.engine.simulator.notebook import Notebook
+
+    nb = Notebook()
+    nb.absorb_grep("data.csv:3:2024-06-16,Brett Smith,review,done")
+    nb.absorb("data.csv", "1\tdate,owner,task,status\n2\t2024-06-13,Amy Ross,report,blocked\n"
+                          "3\t2024-06-16,Brett Smith,review,done\n")
+    rows = [f for f in nb.facts() if f.row is not None]
+    assert {f.row[0][0] for f in rows} == {"date"}
+    assert sorted(f.text for f in rows) == ["2024-06-13: owner Amy Ross, task report, status blocked",
+                                            "2024-06-16: owner Brett Smith, task review, status done"]
+    mid = Notebook()
+    mid.absorb("data.csv", "2\t2024-06-13,Amy Ross,report,blocked\n3\t2024-06-16,Brett Smith,review,done\n")
+    assert [f for f in mid.facts() if f.row is not None] == []
+
+
 def test_bad_tiers_raise_clear_error():
     with pytest.raises(ValueError, match="tiers.C"):
         Persona.from_profile({"profile_id": "px", "tiers": {"A": "L", "B": "L", "C": "X", "D": "L", "E": "L",

@@ -70,7 +70,7 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/3"  # 3: tendencies, motivated actions, extractive outputs (issue #28)
+AGENT_VERSION = "persona-simulator/4"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {
@@ -276,9 +276,9 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         aux: list[tuple[str, str]] = []
         if B == "L" or self.pos["B"] < 0.8:
             # B-L auxiliaries (TT §2.2: ≥ 2, README/index, appendix, references), each drawn (issue #28)
-            if self.chance("B", 0.85, 0.2, 0.0):
+            if self.chance("B", 0.95, 0.2, 0.0):
                 aux.append(("appendix", self.join(lay["aux"], self.name("appendix", ".md", 2))))
-            if self.chance("B", 0.9, 0.2, 0.0):
+            if self.chance("B", 0.95, 0.2, 0.0):
                 aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 3))))
             if self.T["C"] != "R" and self.chance("B", 0.7, 0.0, 0.0):
                 aux.append(("index", self.join(lay["base"] or lay["aux"], self.name("index", ".md", 4))))

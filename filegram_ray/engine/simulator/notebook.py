@@ -87,6 +87,9 @@ class SourceNotes:
     figures: list[Figure] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     chars_read: int = 0
+    #: the file's first line, when a read started there (a table's header; a grep hit or a window read from the
+    #: middle of the file does not show it)
+    first_line: str = ""
 
 
 class Notebook:
@@ -106,6 +109,9 @@ class Notebook:
         """Take the lines, figures and names of one read output; returns the number of new lines kept."""
         src = self._src(path)
         src.chars_read += len(output)
+        first = re.match(r"^\s*(\d{1,6})(?:\t|\|\s?|:\s|→)(.*)$", output.split("\n", 1)[0])
+        if first and int(first.group(1)) == 1 and not src.first_line:
+            src.first_line = clean_line(first.group(2))
         seen = set(src.lines)
         kept = 0
         for raw in strip_line_numbers(output):
@@ -190,7 +196,8 @@ class Notebook:
         """Statements taken from what was read (issue #28 item 3), round-robin over sources in read order.
 
         A table source (``.csv``/``.tsv``, or a first line of ≥ 2 commas and no digit) gives one statement per
-        row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``). Any other source gives
+        row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``; the header is the file's first
+        line, so a table read only from its middle gives no rows). Any other source gives
         its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
         ≥ 30 characters and ends with its full stop (English) or has ≥ 10 CJK characters; lines wrapped by the
         extraction are joined back first; the source's title line and headings are not facts.
@@ -204,9 +211,14 @@ class Notebook:
             lines = src.lines
             tabular = PurePosixPath(p).suffix.lower() in (".csv", ".tsv") or bool(
                 lines and lines[0].count(",") >= 2 and not re.search(r"\d", lines[0]))
-            if tabular and lines:
-                header = [h.strip() for h in lines[0].split(",")]
-                for ln in lines[1:]:
+            # the header is the file's first line as read; a table whose first line was never seen (a window or
+            # grep hit from its middle) gives no rows, since its columns cannot be named
+            head_line = src.first_line if src.first_line.count(",") >= 1 else ""
+            if tabular and head_line:
+                header = [h.strip() for h in head_line.split(",")]
+                for ln in lines:
+                    if ln == head_line:
+                        continue
                     cells = [c.strip() for c in ln.split(",")]
                     if len(cells) == len(header) >= 2 and cells[0]:
                         pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], cells[1:]) if c)

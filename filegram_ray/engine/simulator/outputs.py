@@ -45,6 +45,28 @@ class OutputMixin:
         # the line ranges, for its character counts to reach the same bands as English (issue #28: with extra
         # Chinese lines at B-M only, Chinese B-M and B-R profiles wrote the same totals; measured 2026-12-02).
         wobble = math.exp(rng.gauss(0.0, 0.25))
+        # The character budget follows the B band at the session's position (TT §2.2 avg_output_length: B-L
+        # 3,500–9,000, B-M 1,500–3,000, B-R 400–1,200 chars; §3: B-L README ≥ 1,500, B-R index ≤ 300), with the same
+        # wobble: the lines above are whole sentences (≈ 60 characters in English), so without it a B-M report
+        # ran to 4,300 characters (median; 58 % over the hard 3,500) and a B-R one to 2,200, and their length
+        # followed how much the session had read, an A leak (§3; measured 2026-12-03 on set 2805). A README or
+        # index of a B-M or B-R writer is its contents list and a few key facts (§2.2: B-M has no auxiliaries,
+        # B-R none at all; the C-L README per level is C's, §3): at the main file's size, a B-M profile with C-L
+        # wrote 1.6 READMEs of 1,900 characters per session and read as B-L. The budget's own wobble (σ = 0.35,
+        # ours) is session noise, which averages out over a profile's sessions (issue #28 item 1).
+        # English B-M sits at the short end of its band (§2.2), Chinese B-M nearer the middle. The outline every
+        # session drafts follows B too (a thorough writer's working outline is fuller, a minimal one's a few
+        # lines; E decides only its fate, §3); at one size in every tier it pulled each tier's average toward it.
+        chars = None
+        if kind == "main":
+            chars = self.lerp("B", 8000, 2300 if zh else 1700, 800)
+        elif kind in ("readme", "index"):
+            chars = self.lerp("B", 4000, 700, 250)
+        elif kind in ("scratch", "outline"):
+            chars = self.lerp("B", 1800, 800, 400)
+        else:
+            chars = self.lerp("B", 6000, 1800, 700)
+        size_wobble = math.exp(rng.gauss(0.0, 0.35)) if chars else 1.0
         if kind == "main":
             lines = max(12, round((self.lerp("B", 265, 90, 30) if not zh else self.lerp("B", 330, 125, 42))
                                   * wobble))
@@ -55,7 +77,8 @@ class OutputMixin:
             depth = {"L": 3, "M": 2, "R": 1}[B]
             maxc = {"L": 50, "M": 45, "R": 30}[B] if not zh else {"L": 34, "M": 30, "R": 18}[B]
         elif kind in ("scratch", "outline"):
-            lines, depth, maxc = rng.randint(6, 12), 1, 40 if not zh else 26
+            lines = round(rng.randint(6, 12) * self.lerp("B", 2.0, 1.0, 0.6))
+            depth, maxc = 1, 40 if not zh else 26
         else:  # appendix, references, log, notes
             lines = max(8, round((self.lerp("B", 120, 72, 22) if not zh else self.lerp("B", 150, 90, 28)) * wobble))
             depth = {"L": 3, "M": 3, "R": 2}[B]
@@ -76,7 +99,8 @@ class OutputMixin:
         return DocSpec(title=title, lines=lines, max_depth=depth, structure=structure, table_rows=rows,
                        lang=lang, tone=self.p.tone, max_line_chars=maxc,
                        numbered=structure == "hierarchical" and B != "R", topic=self.topic(),
-                       closing=kind not in ("scratch", "outline", "readme"))
+                       closing=kind not in ("scratch", "outline", "readme"),
+                       max_chars=round(chars * size_wobble) if chars else None)
 
     def visual_plan(self) -> tuple[bool, bool]:
         """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; issue #28: drawn,
@@ -124,7 +148,10 @@ class OutputMixin:
         if len(lines) > 2:
             lines.append("")
         spec.lines = max(0, spec.lines - len(lines))
-        body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] if spec.lines > 6 else []
+        if spec.max_chars:  # the record of changes is part of the budget
+            spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in lines))
+        body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] \
+            if spec.lines > 6 and spec.max_chars != 0 else []
         return "\n".join(lines + body).rstrip("\n") + "\n"
 
     def render(self, kind: str, title: str | None = None, spec: DocSpec | None = None) -> str:
@@ -214,5 +241,8 @@ class OutputMixin:
                 head.append(f"- `{PurePosixPath(p).name}`: {first}" if first else f"- `{PurePosixPath(p).name}`")
             head += [f"- `{d}/`" for d in subs] + [""]
             spec.lines = max(0, spec.lines - len(head))
-            body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] if spec.lines > 6 else []
+            if spec.max_chars:  # the contents list is part of the budget (B-R: a tiny index, TT §6)
+                spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in head))
+            body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] \
+                if spec.lines > 6 and spec.max_chars != 0 else []
             self.write(rel, "\n".join(head + body).rstrip("\n") + "\n")

@@ -67,6 +67,10 @@ class DocSpec:
         max_line_chars: kept for callers (sentences are never cut, issue #28).  numbered: numbered section titles.
         topic: what the document is about (used in the intro).  closing: add the tone's closing line.
         sections: explicit section titles (any fact in each) instead of :data:`SECTIONS`.
+        max_chars: character budget of the facts, headings and intro (None = no budget): the document stops
+        taking facts once it would pass it, so its size follows the B band rather than how much was read
+        (TT §2.2 char bands, §3 "output volume comes from the B tier alone"). A table and figure references
+        are still written (they are F's, §2.6), so a document may pass the budget by their size.
     """
 
     title: str
@@ -82,6 +86,7 @@ class DocSpec:
     topic: str = ""
     closing: bool = True
     sections: list[str] | None = None
+    max_chars: int | None = None
 
 
 def cjk_ratio(text: str) -> float:
@@ -155,8 +160,8 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
     issue #28 item 3): an intro naming the sources, thematic sections (:data:`SECTIONS`) whose bullets (or
     paragraphs, ``narrative``) are whole sentences and table rows from the inputs with their source named,
     per-source subsections at depth ≥ 3, a figures subsection at depth 4, one Markdown table of real rows, and,
-    when lines remain, the evidence listed source by source. Ends early when the facts run out; never pads.
-    Deterministic given ``rng``."""
+    when lines remain, the evidence listed source by source. Ends early when the facts run out or the character
+    budget (``spec.max_chars``) is spent; never pads. Deterministic given ``rng``."""
     lang, tone = spec.lang, spec.tone
     fs = FactStream(nb, lang, tone, fallback or [])
     depth = max(1, spec.max_depth)
@@ -173,18 +178,35 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
     budget = spec.lines - len(closing)
     fig_refs = list(spec.figure_refs)
     table_done = spec.table_rows <= 0
+    char_cap = spec.max_chars if spec.max_chars else 10**9
+    size = [sum(len(x) + 1 for x in out)]  # characters taken so far (facts, headings, intro)
+
+    def room(text: str) -> bool:
+        """Take ``text`` if it fits the character budget."""
+        if size[0] + len(text) + 1 > char_cap:
+            return False
+        size[0] += len(text) + 1
+        return True
 
     def body(k: int, kind: str | None, source: str | None = None, strict: bool = False) -> list[str]:
         lines: list[str] = []
         if spec.structure == "narrative":
             for _ in range(max(1, k // 2)):
+                if size[0] >= char_cap:
+                    break
                 pair = [t for t in (fs.next(kind, source, strict), fs.next(kind, source, strict)) if t]
+                if pair and not room(pair[0]):
+                    break
+                if len(pair) == 2 and not room(pair[1]):
+                    pair = pair[:1]
                 if pair:
                     lines += [(" " if lang == "en" else "").join(pair), ""]
         else:
             for j in range(k):
+                if size[0] >= char_cap:
+                    break
                 txt = fs.next(kind, source, strict)
-                if txt is None:
+                if txt is None or not room(txt):
                     break
                 lines.append(f"  - {txt}" if spec.structure == "hierarchical" and j % 3 == 2 else f"- {txt}")
             if lines:
@@ -193,7 +215,7 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
 
     sec = 0
     for name, kind in secs:
-        if len(out) >= budget or fs.left == 0:
+        if len(out) >= budget or fs.left == 0 or size[0] >= char_cap:
             break
         sec += 1
         num = f"{sec}. " if spec.numbered else ""
@@ -214,8 +236,10 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
         if not block and table_done and not fig_refs:
             sec -= 1
             continue
+        size[0] += sum(len(x) + 1 for x in block if x.startswith("#"))  # subsection headings count too
         if depth >= 2:
             out += [f"## {num}{name}", ""]
+            size[0] += len(name) + 5
         if not table_done and sec >= 2:
             out += table(nb, spec.table_rows, lang) + [""]
             table_done = True
@@ -229,14 +253,22 @@ def compose(spec: DocSpec, nb: Notebook, rng: random.Random, fallback: list[str]
         out += table(nb, spec.table_rows, lang) + [""]
     for n, rel in fig_refs:
         out += [f"Figure {n}: see `{rel}`." if lang == "en" else f"图{n}：见 `{rel}`。", ""]
-    if len(out) < budget - 6 and depth >= 2 and not spec.sections and spec.lines >= 70:
+    if len(out) < budget - 6 and depth >= 2 and not spec.sections and spec.lines >= 70 and size[0] < char_cap:
         # A longer (B-L, B-M) report lists its evidence source by source, each fact once more (TT §2.2).
         num = f"{sec + 1}. " if spec.numbered else ""
         out += [f"## {num}{BY_SOURCE[lang]}", ""]
         for src, texts in fs.by_source():
             if len(out) >= budget - 3:
                 break
-            out += [f"### {src}", ""] + [f"- {t}" for t in texts[: max(1, budget - len(out) - 2)]] + [""]
+            taken = []
+            for t in texts[: max(1, budget - len(out) - 2)]:
+                if not room(t):
+                    break
+                taken.append(f"- {t}")
+            if not taken:
+                break
+            out += [f"### {src}", ""] + taken + [""]
+            size[0] += len(src) + 5
     out = out[: max(budget, 4)]
     while out and (out[-1] == "" or out[-1].startswith("#")):
         out.pop()
