@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-_LINE_PREFIX = re.compile(r"^\s*\d{1,6}(?:\t|\|\s?|:\s|→)")
+_LINE_PREFIX = re.compile(r"^\s*(\d{1,6})(?:\t|\|\s?|:\s|→)")
 _MD_MARK = re.compile(r"^\s*(?:#{1,6}\s+|[-*+>]\s+|\d{1,3}[.)]\s+|\|)")
 _FIGURE = re.compile(
     r"([A-Za-z\u4e00-\u9fff][A-Za-z\u4e00-\u9fff /&().'-]{1,40}?)\s*[:：=]?\s*(?:is|was|of|为|是|达)?\s*"
@@ -109,9 +109,10 @@ class Notebook:
         """Take the lines, figures and names of one read output; returns the number of new lines kept."""
         src = self._src(path)
         src.chars_read += len(output)
-        first = re.match(r"^\s*(\d{1,6})(?:\t|\|\s?|:\s|→)(.*)$", output.split("\n", 1)[0])
+        top = output.split("\n", 1)[0]
+        first = _LINE_PREFIX.match(top)
         if first and int(first.group(1)) == 1 and not src.first_line:
-            src.first_line = clean_line(first.group(2))
+            src.first_line = clean_line(top[first.end():])
         seen = set(src.lines)
         kept = 0
         for raw in strip_line_numbers(output):

@@ -57,7 +57,6 @@ class OutputMixin:
         # English B-M sits at the short end of its band (§2.2), Chinese B-M nearer the middle. The outline every
         # session drafts follows B too (a thorough writer's working outline is fuller, a minimal one's a few
         # lines; E decides only its fate, §3); at one size in every tier it pulled each tier's average toward it.
-        chars = None
         if kind == "main":
             chars = self.lerp("B", 8000, 2300 if zh else 1700, 800)
         elif kind in ("readme", "index"):
@@ -66,7 +65,7 @@ class OutputMixin:
             chars = self.lerp("B", 1800, 800, 400)
         else:
             chars = self.lerp("B", 6000, 1800, 700)
-        size_wobble = math.exp(rng.gauss(0.0, 0.35)) if chars else 1.0
+        size_wobble = math.exp(rng.gauss(0.0, 0.35))
         if kind == "main":
             lines = max(12, round((self.lerp("B", 265, 90, 30) if not zh else self.lerp("B", 330, 125, 42))
                                   * wobble))
@@ -100,7 +99,7 @@ class OutputMixin:
                        lang=lang, tone=self.p.tone, max_line_chars=maxc,
                        numbered=structure == "hierarchical" and B != "R", topic=self.topic(),
                        closing=kind not in ("scratch", "outline", "readme"),
-                       max_chars=round(chars * size_wobble) if chars else None)
+                       max_chars=round(chars * size_wobble))
 
     def visual_plan(self) -> tuple[bool, bool]:
         """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; issue #28: drawn,
@@ -147,12 +146,19 @@ class OutputMixin:
         lines += [f"- `{a}` → `{b}`" for a, b in self.moved]
         if len(lines) > 2:
             lines.append("")
-        spec.lines = max(0, spec.lines - len(lines))
-        if spec.max_chars:  # the record of changes is part of the budget
-            spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in lines))
-        body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] \
-            if spec.lines > 6 and spec.max_chars != 0 else []
+        body = self.body_after(spec, lines)
         return "\n".join(lines + body).rstrip("\n") + "\n"
+
+    def body_after(self, spec: DocSpec, head: list[str]) -> list[str]:
+        """The composed lines (its own title dropped) that follow ``head`` in a file: the head's lines and
+        characters come out of the spec's budgets (a B-R index stays tiny, TT §6); none when fewer than 7 lines
+        or no characters are left."""
+        spec.lines = max(0, spec.lines - len(head))
+        if spec.max_chars:
+            spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in head))
+        if spec.lines <= 6 or spec.max_chars == 0:
+            return []
+        return compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:]
 
     def render(self, kind: str, title: str | None = None, spec: DocSpec | None = None) -> str:
         spec = spec or self.doc_spec(kind, title or self.title(kind))
@@ -240,9 +246,5 @@ class OutputMixin:
                 first = next((ln.lstrip("# ") for ln in self.own[p].split("\n") if ln.startswith("# ")), "")
                 head.append(f"- `{PurePosixPath(p).name}`: {first}" if first else f"- `{PurePosixPath(p).name}`")
             head += [f"- `{d}/`" for d in subs] + [""]
-            spec.lines = max(0, spec.lines - len(head))
-            if spec.max_chars:  # the contents list is part of the budget (B-R: a tiny index, TT §6)
-                spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in head))
-            body = compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:] \
-                if spec.lines > 6 and spec.max_chars != 0 else []
+            body = self.body_after(spec, head)
             self.write(rel, "\n".join(head + body).rstrip("\n") + "\n")
