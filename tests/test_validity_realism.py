@@ -412,9 +412,10 @@ def test_shiftana_keeps_the_baseline_along_which_the_shift_shows_least(monkeypat
 
 
 def test_item_sessions_compare_like_with_like():
-    """Issue #28 (item design): ShiftAna's baseline sessions and AnomDet's user sessions come first from tasks
-    that probe the dimension in question (the shifted one; one where user and impostor differ), so a task that
-    exercises a dimension is not what sets the asked-about session apart."""
+    """Issue #28 (item design): AnomDet's user sessions come first from tasks that probe a dimension where user and
+    impostor differ, so a task that exercises a dimension is not what sets the impostor apart. ShiftAna's baseline is
+    drawn from all of the user's sessions: one drawn from the tasks that probe the shifted dimension named the
+    answer's dimension to a reader of the session list (its fingerprints are compared per task anyway)."""
     import dataclasses
 
     from filegram_ray.bench.builders import anomdet, shiftana
@@ -427,9 +428,10 @@ def test_item_sessions_compare_like_with_like():
                                                 for t in inputs.tasks])
     sa = shiftana.build(inputs, seed=1, target=100)
     assert sa
-    for d in sa:  # the shift is C; 5 clean sessions of u1 probe C: all of them, nothing else
+    for d in sa:  # the shift is C; 9 clean sessions of u1, 5 of them probe C: 8 shown, whatever they probe
         base = d.context.trajectories[:-1]
-        assert {t.split("/")[1] for t in base} == probing - {"T-02"}
+        assert len(base) == shiftana.MAX_BASELINE
+        assert len({t.split("/")[1] for t in base} - probing) >= 3
     ad = anomdet.build(inputs, seed=1, target=40)
     assert ad
     for d in ad:  # u1 and u2 differ on A: user sessions from A-probing tasks while there are enough

@@ -184,7 +184,8 @@ def sample_preferring(r: random.Random, pool: Sequence[Any], prefer: Callable[[A
                       least: int) -> list[Any]:
     """Up to ``most`` of the ``prefer``-red members of ``pool``, then the others only until there are ``least``
     (seeded by ``r``; the order of the draw is ``r.sample`` of the preferred, then of the others). Issue #28's
-    "like with like": an item's comparison sessions come first from tasks that exercise the dimension asked about."""
+    "like with like": AnomDet's user sessions come first from tasks that exercise a dimension where user and
+    impostor differ."""
     liked = [x for x in pool if prefer(x)]
     others = [x for x in pool if not prefer(x)]
     got = r.sample(liked, min(most, len(liked)))

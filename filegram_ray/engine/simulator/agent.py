@@ -70,7 +70,8 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/4"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets
+AGENT_VERSION = "persona-simulator/5"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
+# 5: D offsets narrower
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {

@@ -18,6 +18,10 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
     deletes toward E-L's (the curve is convex), made whole profiles unreadable: measured 2026-12-02,
     profile-level recovery B 0.77–0.83 and E 0.83–0.87 on two fresh 30-profile sets with single-session
     separability B ≤ 0.65, E ≤ 0.61.
+  * D keeps the common spread with a narrower offset, N(0, 0.10) clipped to ±0.20: its counts (lines per edit,
+    edits per file) are the noisiest of the six (single-session separability D 0.51–0.58), so a profile placed
+    0.2–0.35 toward a neighbour read as that neighbour: profile-level recovery D leave-profiles-out 0.87–0.97 on
+    four 30-profile sets (2805, 2806, 2811, 2812), 4 of its 7 misses with |offset| ≥ 0.18 (measured 2026-12-03).
   * A and C have a wider session spread, U(0.42, 0.60). Their acting tier switches the whole strategy (A: the
     searching branch, C: nested folders), so with the common spread a single session read its tier best of all
     six (single-session separability A 0.71, C 0.78, the others 0.48–0.65, fresh sets 2803 / 2804), and a
@@ -53,10 +57,10 @@ TIER_POS = {"L": 0.0, "M": 1.0, "R": 2.0}
 OFFSET_SD, OFFSET_MAX = 0.18, 0.35
 #: Session spread range (uniform per profile and dimension).
 SIGMA_RANGE = (0.30, 0.48)
-#: (offset SD, offset clip, spread range) where a dimension differs from the common values: B and E narrower, A and C
-#: a wider session spread (module docstring).
+#: (offset SD, offset clip, spread range) where a dimension differs from the common values: B, D and E narrower
+#: offsets, A and C a wider session spread (module docstring).
 PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
-    "B": (0.07, 0.14, (0.30, 0.42)), "E": (0.09, 0.18, (0.26, 0.38)),
+    "B": (0.07, 0.14, (0.30, 0.42)), "E": (0.09, 0.18, (0.26, 0.38)), "D": (0.10, 0.20, SIGMA_RANGE),
     "A": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60)), "C": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
