@@ -291,6 +291,36 @@ def test_a_table_is_read_with_its_own_header():
     assert [f for f in mid.facts() if f.row is not None] == []
 
 
+def test_bulleted_sentences_and_document_tables_are_facts(tmp_path):
+    """A PDF's bullet items (reportlab's WinAnsi bullet, code 0o177, which pypdf returns as DEL) reach the reader
+    as "• …" and are whole sentences the writer can use; a table inside a document, shown as whitespace-separated
+    cells under a header of column names, gives one statement per row. Before, both were dropped, and a detailed
+    writer ran out of facts (B-L documents under TIER_TARGETS §2.2's 3,000-character average)."""
+    from filegram_ray.engine.simulator.notebook import Notebook, clean_line
+    from filegram_ray.workspace.extract import extract_text
+    from filegram_ray.workspace.writers import Doc, write_docx, write_pdf
+
+    doc = Doc(title="Risk register", sections=[("Open questions", [
+        "- Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk.",
+        "Free cash flow was $561.2M, covering the dividend roughly 2.0x."])],
+              tables=[("Figures", [["quarter", "company", "revenue_musd"], ["2023Q1", "SeaLtd", "15003.6"],
+                                   ["2023Q2", "TSMC", "4222.8"]])])
+    write_pdf(doc, tmp_path / "risk.pdf", author="test")
+    write_docx(doc, tmp_path / "risk.docx", author="test")  # its tables come out as tab-separated rows
+    for name in ("risk.pdf", "risk.docx"):
+        text = extract_text(tmp_path / name)
+        assert "\x7f" not in text
+        nb = Notebook()
+        nb.absorb(name, "\n".join(f"{i}\t{ln}" for i, ln in enumerate(text.splitlines(), start=1)))
+        facts = {f.text for f in nb.facts()}
+        assert "Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk." in facts, name
+        assert not any(f.startswith("quarter") for f in facts)  # the header names the cells; it is no statement
+    assert "• Daniel Gibson flagged" in extract_text(tmp_path / "risk.pdf")
+    assert {"2023Q1: company SeaLtd, revenue_musd 15003.6", "2023Q2: company TSMC, revenue_musd 4222.8"} <= facts
+    assert clean_line("-5% drop in revenue") == "-5% drop in revenue"  # a minus sign is not a list mark
+    assert clean_line("▪ Revenue grew.") == clean_line("- Revenue grew.") == "Revenue grew."
+
+
 def test_bad_tiers_raise_clear_error():
     with pytest.raises(ValueError, match="tiers.C"):
         Persona.from_profile({"profile_id": "px", "tiers": {"A": "L", "B": "L", "C": "X", "D": "L", "E": "L",

@@ -3,7 +3,8 @@
 ``extract_text(path) -> str`` turns every document kind a FileGram workspace holds into UTF-8 text so that
 the engine's ``read`` tool, the import path and the memory methods see the same words a person would read:
 
-* pdf  — pypdf, page texts joined with a blank line; then comments (``[comment p.N, author]``: annotations with
+* pdf  — pypdf, page texts joined with a blank line (a WinAnsi bullet code that pypdf returns as DEL is shown as
+  ``•``); then comments (``[comment p.N, author]``: annotations with
   text, sticky notes and typed-on text boxes), filled form fields (``[form] name: value``) and attached files'
   names (``[attachments]``)
 * docx — python-docx, paragraphs in order (tracked insertions included, deletions left out) then every table as
@@ -161,6 +162,11 @@ class _TextBudget:
         return text
 
 
+#: PDF 32000-1:2008 Annex D.2, WinAnsiEncoding note: every unused code above octal 40 shows the bullet. reportlab
+#: writes ``&bull;`` in the standard fonts as code 0o177, which pypdf hands back as the control character DEL.
+_WINANSI_BULLET = "\x7f"
+
+
 def _pdf(path: Path) -> str:
     from pypdf import PdfReader
 
@@ -169,7 +175,7 @@ def _pdf(path: Path) -> str:
     if n > PDF_MAX_PAGES:
         raise InputLimitError(f"{path}: too large: {n:,} pages (limit {PDF_MAX_PAGES:,})")
     budget = _TextBudget(path)
-    texts = [budget.take((page.extract_text() or "").strip()) for page in reader.pages]
+    texts = [budget.take((page.extract_text() or "").strip().replace(_WINANSI_BULLET, "•")) for page in reader.pages]
     extra: list[str] = []
     notes: list[str] = []
     for k, page in enumerate(reader.pages, start=1):

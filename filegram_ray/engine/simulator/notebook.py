@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 _LINE_PREFIX = re.compile(r"^\s*(\d{1,6})(?:\t|\|\s?|:\s|→)")
-_MD_MARK = re.compile(r"^\s*(?:#{1,6}\s+|[-*+>]\s+|\d{1,3}[.)]\s+|\|)")
+#: Markdown block marks and list glyphs of extracted documents (•, ▪, ◦, ●, ‣, –: PDF and DOCX bullets)
+_MD_MARK = re.compile(r"^\s*(?:#{1,6}\s+|[-*+>–]\s+|[•▪◦●‣]\s*|\d{1,3}[.)]\s+|\|)")
 _FIGURE = re.compile(
     r"([A-Za-z\u4e00-\u9fff][A-Za-z\u4e00-\u9fff /&().'-]{1,40}?)\s*[:：=]?\s*(?:is|was|of|为|是|达)?\s*"
     r"(?:US)?[$¥€£]?\s?(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)\s?(%|percent|million|billion|[MBKk万亿元])?")
@@ -67,6 +68,21 @@ def _is_fact(sent: str) -> bool:
     # a whole sentence: long enough and closed by its own full stop (a wrapped fragment is not a fact)
     return len(sent) >= 30 and len(sent.split()) >= 6 and "…" not in sent and bool(re.search(r"[.!?)]$", sent)) \
         and bool(re.match(r"[A-Z0-9\"'(]", sent))
+
+
+_COLUMN = re.compile(r"[A-Za-z][A-Za-z_]*")
+
+
+def _column_header(cells: list[str]) -> bool:
+    """A line of ≥ 3 column names (letters and ``_``, one with ``_`` at least: ``quarter company revenue_musd``),
+    the header of a table that a PDF or DOCX extraction shows as whitespace-separated cells."""
+    return len(cells) >= 3 and all(_COLUMN.fullmatch(c) for c in cells) and any("_" in c for c in cells)
+
+
+def _row_fact(source: str, header: list[str], cells: list[str]) -> Fact:
+    """A table row as a statement, its cells named by the header: ``"NVDA: quarter Q3, revenue_musd 1,234"``."""
+    pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], cells[1:]) if c)
+    return Fact(source, f"{cells[0]}: {pairs}", "figure", row=(header, cells))
 
 
 def _kind(sent: str) -> str:
@@ -198,7 +214,8 @@ class Notebook:
 
         A table source (``.csv``/``.tsv``, or a first line of ≥ 2 commas and no digit) gives one statement per
         row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``; the header is the file's first
-        line, so a table read only from its middle gives no rows). Any other source gives
+        line, so a table read only from its middle gives no rows). Any other source gives the rows of the tables it
+        shows as whitespace-separated cells under a header of column names (:func:`_column_header`) and
         its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
         ≥ 30 characters and ends with its full stop (English) or has ≥ 10 CJK characters; lines wrapped by the
         extraction are joined back first; the source's title line and headings are not facts.
@@ -222,11 +239,21 @@ class Notebook:
                         continue
                     cells = [c.strip() for c in ln.split(",")]
                     if len(cells) == len(header) >= 2 and cells[0]:
-                        pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], cells[1:]) if c)
-                        out.append(Fact(p, f"{cells[0]}: {pairs}", "figure", row=(header, cells)))
+                        out.append(_row_fact(p, header, cells))
             else:
+                prose: list[str] = []
+                header: list[str] | None = None
+                for ln in lines:  # a table inside a document (PDF, DOCX): a header of column names, then rows
+                    cells = ln.split()
+                    if _column_header(cells):
+                        header = cells
+                    elif header and len(cells) == len(header) and re.search(r"\d", ln):
+                        out.append(_row_fact(p, header, cells))
+                    else:
+                        header = None
+                        prose.append(ln)
                 joined: list[str] = []
-                for ln in lines:  # a sentence wrapped over lines (PDF, DOCX extraction) is joined back first
+                for ln in prose:  # a sentence wrapped over lines (PDF, DOCX extraction) is joined back first
                     if joined and joined[-1] != src.title and len(joined[-1]) >= 45 and \
                             not re.search(r"[.!?。！？:：]$", joined[-1]):
                         joined[-1] += " " + ln
