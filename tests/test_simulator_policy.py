@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -213,6 +214,38 @@ def test_a_short_deliverable_still_gets_its_small_edits(world, tmp_path):
         assert [(len(new.split("\n")) - len(old.split("\n"))) for _, old, new in agent.changes] == [1, 1]
         agent.condense = True
         assert agent.small_edit("summary.md", add=True) is False
+    finally:
+        sess.close()
+
+
+def test_a_block_edit_finds_its_block_in_a_plain_text_file(world, tmp_path):
+    """Issue #28 (D-M read as D-L: 102 of 138 block edits of eight D-M profiles fell back to a one-line edit): a text
+    without a qualifying ``## `` section (a plain-text workspace file) has a run of its paragraphs rewritten as
+    bullets, one per sentence, nothing dropped or added; a heading-like line (CAPITALS, a ``====`` underline) is
+    never turned into a bullet."""
+    from filegram_ray.engine import EngineSession
+    from filegram_ray.engine.simulator.agent import PersonaAgent
+
+    persona = Persona.from_profile(world["profiles"]["p8"])
+    sess = EngineSession(world["bundles"]["T-01"] / "files", tmp_path, persona.profile_id, "T-01", seed=1,
+                         start_ms=1.7e12)
+    agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+    text = ("Court attendance checklist\n==========================\n\nNOTES\n\n"
+            "Under section 20 the court must weigh the best interests of the child. The client asked for a "
+            "plain-language explanation of each stage. Mediation is scheduled for 2024-11-28. Belinda Dixon will "
+            "attend with the client.\n\nFIGURES\n\nThe filing fee was paid on 2024-10-02.\n")
+    sess.start()
+    try:
+        agent.write("checklist.txt", text)
+        assert agent.block_edit("checklist.txt")
+        _, old, new = agent.changes[-1]
+        after = agent.own["checklist.txt"]
+        assert "NOTES\n" in after and "FIGURES\n" in after and "====\n" in after
+        assert not any(ln.startswith("- ") and (ln[2:].isupper() or "===" in ln) for ln in after.split("\n"))
+        bullets = [ln for ln in new.split("\n") if ln.startswith("- ")]
+        assert len(bullets) >= 4  # the paragraph's four sentences, one bullet each
+        assert sorted(re.sub(r"\W+", "", b[2:]) for b in bullets) == sorted(
+            re.sub(r"\W+", "", x) for x in re.split(r"(?<=[.!?])\s+", " ".join(old.split("\n"))) if x.strip())
     finally:
         sess.close()
 

@@ -25,6 +25,15 @@ from filegram_ray.engine.simulator.textops import (
 from filegram_ray.engine.simulator.writer import FactStream, compose
 
 
+def _is_prose(line: str) -> bool:
+    """A paragraph line: not blank, not a heading, table row, bullet or indented line, and not heading-like either
+    (a plain-text file's CAPITALISED heading or ``====`` underline: a closing full stop or ≥ 40 characters)."""
+    s = line.strip()
+    if not s or line.startswith(("#", "|", " ", "-")) or not re.search(r"\w", s):
+        return False
+    return bool(re.search(r"[.!?。！？]$", s)) or len(s) >= 40
+
+
 class EditingMixin:
     """How a :class:`PersonaAgent` changes text; uses the agent's state (``own``, ``nb``, ``changes``,
     ``rng``, ``T``)."""
@@ -159,10 +168,13 @@ class EditingMixin:
                 j += 1
             spans.append((heads[k] + 1, heads[j]))
         self.rng.shuffle(spans)
-        for a, b in spans:
+        # then runs of paragraphs anywhere (a plain-text file or a short document has no qualifying "## " section)
+        runs = self._paragraph_runs(lines)
+        self.rng.shuffle(runs)
+        for a, b in spans + runs:
             block = lines[a:b]
             bullets = [ln for ln in block if re.match(r"^\s*- ", ln)]
-            paras = [ln for ln in block if ln.strip() and not ln.startswith(("#", "|", " ", "-"))]
+            paras = [ln for ln in block if _is_prose(ln)]
             if self.condense and len(bullets) + len(paras) >= 3:
                 # cut the section to what matters: the first sentence of each paragraph, the first 3 bullets
                 keep_b = set(bullets[:3])
@@ -170,7 +182,7 @@ class EditingMixin:
                              if ln not in bullets or ln in keep_b]
             elif len(bullets) >= 4:
                 new_block = self._reflow(block)
-            elif len(paras) >= 2:
+            elif len(paras) >= 2 or (paras and len(SENTENCE_BREAK.split(paras[0])) >= 3):
                 split = SENTENCE_BREAK
                 new_block = []
                 for ln in block:
@@ -184,6 +196,39 @@ class EditingMixin:
             if old.strip() and text.count(old) == 1 and old != new:
                 return self.edit(rel, old, new)
         return self.small_edit(rel)
+
+    @staticmethod
+    def _paragraph_runs(lines: list[str], least: int = 8) -> list[tuple[int, int]]:
+        """``(start, end)`` line spans of consecutive blank-separated paragraphs and bullet lists (no heading, table
+        or heading-like line inside: :func:`_is_prose`), each grown until it holds ≥ ``least`` bullets or
+        sentences (TT §2.4 D-M: a block edit changes 15–45 lines); spans of fewer than ``least // 2`` are left out.
+        For texts whose sections are too short to qualify (a plain-text workspace file, a short B-M or B-R
+        document)."""
+        groups: list[tuple[int, int]] = []
+        i = 0
+        while i < len(lines):
+            if not (_is_prose(lines[i]) or re.match(r"^\s*- ", lines[i])):
+                i += 1
+                continue
+            j = i
+            while j < len(lines) and (_is_prose(lines[j]) or re.match(r"^\s*- ", lines[j])):
+                j += 1
+            groups.append((i, j))
+            i = j
+
+        def weight(a: int, b: int) -> int:
+            return sum(len(SENTENCE_BREAK.split(ln)) for ln in lines[a:b] if ln.strip())
+
+        runs = []
+        for k, (a, b) in enumerate(groups):
+            m = k
+            while weight(a, b) < least and m + 1 < len(groups) and \
+                    not any(ln.strip() for ln in lines[groups[m][1]:groups[m + 1][0]]):  # only blank lines between
+                m += 1
+                b = groups[m][1]
+            if weight(a, b) >= least // 2:
+                runs.append((a, b))
+        return runs
 
     @staticmethod
     def _reflow(block: list[str]) -> list[str]:
