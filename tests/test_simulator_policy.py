@@ -233,15 +233,17 @@ def test_a_block_edit_finds_its_block_in_a_plain_text_file(world, tmp_path):
     text = ("Court attendance checklist\n==========================\n\nNOTES\n\n"
             "Under section 20 the court must weigh the best interests of the child. The client asked for a "
             "plain-language explanation of each stage. Mediation is scheduled for 2024-11-28. Belinda Dixon will "
-            "attend with the client.\n\nFIGURES\n\nThe filing fee was paid on 2024-10-02.\n")
+            "attend with the client.\n\nFIGURES\n\n* Action item: Dr. Cassie Thomas to circulate the bundle.\n"
+            "1. Review the contract.\n\nTHE FOLLOWING ITEMS REMAIN OPEN FOR THE HEARING\n")
     sess.start()
     try:
         agent.write("checklist.txt", text)
         assert agent.block_edit("checklist.txt")
         _, old, new = agent.changes[-1]
         after = agent.own["checklist.txt"]
-        assert "NOTES\n" in after and "FIGURES\n" in after and "====\n" in after
-        assert not any(ln.startswith("- ") and (ln[2:].isupper() or "===" in ln) for ln in after.split("\n"))
+        for kept in ("\nNOTES\n", "\nFIGURES\n", "====\n", "\n* Action item: Dr. Cassie Thomas to circulate the "
+                     "bundle.\n1. Review the contract.\n", "\nTHE FOLLOWING ITEMS REMAIN OPEN FOR THE HEARING\n"):
+            assert kept in after, kept  # headings and other lists are left as they were
         bullets = [ln for ln in new.split("\n") if ln.startswith("- ")]
         assert len(bullets) >= 4  # the paragraph's four sentences, one bullet each
         assert sorted(re.sub(r"\W+", "", b[2:]) for b in bullets) == sorted(
@@ -326,30 +328,38 @@ def test_a_table_is_read_with_its_own_header():
 
 def test_bulleted_sentences_and_document_tables_are_facts(tmp_path):
     """A PDF's bullet items (reportlab's WinAnsi bullet, code 0o177, which pypdf returns as DEL) reach the reader
-    as "• …" and are whole sentences the writer can use; a table inside a document, shown as whitespace-separated
-    cells under a header of column names, gives one statement per row. Before, both were dropped, and a detailed
-    writer ran out of facts (B-L documents under TIER_TARGETS §2.2's 3,000-character average)."""
+    as "• …" and are whole sentences the writer can use; a DOCX table (tab-separated rows, cells of several words)
+    and a table shown as whitespace-separated cells under lower-case column names give one statement per row.
+    Before, all of them were dropped, and a detailed writer ran out of facts."""
     from filegram_ray.engine.simulator.notebook import Notebook, clean_line
     from filegram_ray.workspace.extract import extract_text
     from filegram_ray.workspace.writers import Doc, write_docx, write_pdf
 
-    doc = Doc(title="Risk register", sections=[("Open questions", [
-        "- Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk.",
-        "Free cash flow was $561.2M, covering the dividend roughly 2.0x."])],
-              tables=[("Figures", [["quarter", "company", "revenue_musd"], ["2023Q1", "SeaLtd", "15003.6"],
-                                   ["2023Q2", "TSMC", "4222.8"]])])
-    write_pdf(doc, tmp_path / "risk.pdf", author="test")
-    write_docx(doc, tmp_path / "risk.docx", author="test")  # its tables come out as tab-separated rows
-    for name in ("risk.pdf", "risk.docx"):
-        text = extract_text(tmp_path / name)
-        assert "\x7f" not in text
+    def facts_of(name: str, text: str) -> set[str]:
         nb = Notebook()
         nb.absorb(name, "\n".join(f"{i}\t{ln}" for i, ln in enumerate(text.splitlines(), start=1)))
-        facts = {f.text for f in nb.facts()}
-        assert "Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk." in facts, name
-        assert not any(f.startswith("quarter") for f in facts)  # the header names the cells; it is no statement
-    assert "• Daniel Gibson flagged" in extract_text(tmp_path / "risk.pdf")
-    assert {"2023Q1: company SeaLtd, revenue_musd 15003.6", "2023Q2: company TSMC, revenue_musd 4222.8"} <= facts
+        return {f.text for f in nb.facts()}
+
+    doc = Doc(title="Case register", sections=[("Open questions", [
+        "- Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk.",
+        "Free cash flow was $561.2M, covering the dividend roughly 2.0x."])],
+              tables=[("Matters", [["Client", "Responsible", "Status"],
+                                   ["Gardner, Reyes and Best", "Dr. Cassie Thomas", "open"],
+                                   ["Acme Ltd", "Jo Bloggs", "closed"]])])
+    write_pdf(doc, tmp_path / "risk.pdf", author="test")
+    write_docx(doc, tmp_path / "risk.docx", author="test")
+    pdf = extract_text(tmp_path / "risk.pdf")
+    assert "\x7f" not in pdf and "• Daniel Gibson flagged" in pdf
+    bullet = "Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk."
+    assert bullet in facts_of("risk.pdf", pdf)
+    docx = facts_of("risk.docx", extract_text(tmp_path / "risk.docx"))
+    assert bullet in docx
+    assert {"Gardner, Reyes and Best: Responsible Dr. Cassie Thomas, Status open",
+            "Acme Ltd: Responsible Jo Bloggs, Status closed"} <= docx
+    assert not any(f.startswith("Client") for f in docx)  # the header names the cells; it is no statement
+    plain = facts_of("figures.txt", "quarter company revenue_musd\n2023Q1 SeaLtd 15003.6\n2023Q2 TSMC 4222.8\n")
+    assert plain == {"2023Q1: company SeaLtd, revenue_musd 15003.6", "2023Q2: company TSMC, revenue_musd 4222.8"}
+    assert facts_of("notes.md", "Set max_retries in app_config file\nthe value is 3 in staging 4 5 6\n") == set()
     assert clean_line("-5% drop in revenue") == "-5% drop in revenue"  # a minus sign is not a list mark
     assert clean_line("▪ Revenue grew.") == clean_line("- Revenue grew.") == "Revenue grew."
 

@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 AGENT_VERSION = "persona-simulator/5"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
-# 5: D offsets narrower; bulleted sentences and in-document table rows are facts
+# 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {

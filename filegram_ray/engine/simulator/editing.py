@@ -24,14 +24,17 @@ from filegram_ray.engine.simulator.textops import (
 )
 from filegram_ray.engine.simulator.writer import FactStream, compose
 
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s)")
+
 
 def _is_prose(line: str) -> bool:
-    """A paragraph line: not blank, not a heading, table row, bullet or indented line, and not heading-like either
-    (a plain-text file's CAPITALISED heading or ``====`` underline: a closing full stop or ≥ 40 characters)."""
+    """A paragraph line: not blank, not a heading, table row, list item (``-``, ``*``, ``+``, ``•``, ``1.``) or
+    indented line, and not heading-like either (a plain-text file's CAPITALISED heading or ``====`` underline: it
+    needs a closing full stop, or ≥ 40 characters and lower-case letters)."""
     s = line.strip()
-    if not s or line.startswith(("#", "|", " ", "-")) or not re.search(r"\w", s):
+    if not s or line.startswith(("#", "|", " ", "-")) or _LIST_ITEM.match(line) or not re.search(r"\w", s):
         return False
-    return bool(re.search(r"[.!?。！？]$", s)) or len(s) >= 40
+    return bool(re.search(r"[.!?。！？]$", s)) or (len(s) >= 40 and s.upper() != s)
 
 
 class EditingMixin:

@@ -31,7 +31,7 @@ def strip_line_numbers(output: str) -> list[str]:
 def clean_line(line: str) -> str:
     s = _MD_MARK.sub("", line).strip()
     s = s.replace("**", "").replace("`", "").strip(" |")
-    s = re.sub(r"\s*\|\s*", " · ", s)
+    s = re.sub(r"\s*[|\t]\s*", " · ", s)  # table cells (Markdown pipes, a DOCX table's tab-separated row)
     return re.sub(r"\s+", " ", s)
 
 
@@ -70,12 +70,23 @@ def _is_fact(sent: str) -> bool:
         and bool(re.match(r"[A-Z0-9\"'(]", sent))
 
 
-_COLUMN = re.compile(r"[A-Za-z][A-Za-z_]*")
+_CELL_SEP = " · "  # what clean_line makes of a table's cell boundary
+_COLUMN = re.compile(r"[a-z][a-z_]*")
+_NAMED_COLUMN = re.compile(r"[A-Za-z\u4e00-\u9fff][A-Za-z\u4e00-\u9fff _/()%&.-]{0,39}")
 
 
-def _column_header(cells: list[str]) -> bool:
-    """A line of ≥ 3 column names (letters and ``_``, one with ``_`` at least: ``quarter company revenue_musd``),
-    the header of a table that a PDF or DOCX extraction shows as whitespace-separated cells."""
+def _cells(line: str) -> list[str]:
+    """A notes line as table cells: split at the cell boundaries clean_line marked, else at whitespace."""
+    return [c.strip() for c in line.split(_CELL_SEP)] if _CELL_SEP in line else line.split()
+
+
+def _column_header(line: str) -> bool:
+    """A table's header line: ≥ 2 marked cells that are all names (no digits: ``Client · Responsible · Status``),
+    or ≥ 3 whitespace-separated lower-case column names with ``_`` in one at least (``quarter company
+    revenue_musd``, a table a text export shows without cell marks)."""
+    cells = _cells(line)
+    if _CELL_SEP in line:
+        return len(cells) >= 2 and all(_NAMED_COLUMN.fullmatch(c) for c in cells)
     return len(cells) >= 3 and all(_COLUMN.fullmatch(c) for c in cells) and any("_" in c for c in cells)
 
 
@@ -215,8 +226,8 @@ class Notebook:
         A table source (``.csv``/``.tsv``, or a first line of ≥ 2 commas and no digit) gives one statement per
         row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``; the header is the file's first
         line, so a table read only from its middle gives no rows). Any other source gives the rows of the tables it
-        shows as whitespace-separated cells under a header of column names (:func:`_column_header`) and
-        its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
+        holds (a DOCX table's tab-separated rows, a Markdown table, whitespace-separated cells under lower-case
+        column names; the header line: :func:`_column_header`) and its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
         ≥ 30 characters and ends with its full stop (English) or has ≥ 10 CJK characters; lines wrapped by the
         extraction are joined back first; the source's title line and headings are not facts.
         Nothing is cut: a sentence is used whole or not at all. Kinds: ``"date"`` (a date or month name),
@@ -243,12 +254,15 @@ class Notebook:
             else:
                 prose: list[str] = []
                 header: list[str] | None = None
-                for ln in lines:  # a table inside a document (PDF, DOCX): a header of column names, then rows
-                    cells = ln.split()
-                    if _column_header(cells):
+                for ln in lines:  # a table inside a document (DOCX, Markdown): a header of column names, then rows
+                    cells = _cells(ln)
+                    marked = _CELL_SEP in ln
+                    if (header is None or not marked) and _column_header(ln):
                         header = cells
-                    elif header and len(cells) == len(header) and re.search(r"\d", ln):
+                    elif header and len(cells) == len(header) and (marked or re.search(r"\d", ln)):
                         out.append(_row_fact(p, header, cells))
+                    elif header and marked:
+                        continue  # a row of another width (a merged cell): left out, the table goes on
                     else:
                         header = None
                         prose.append(ln)

@@ -8,7 +8,7 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
   half-width 0.5, so the profile's own mean is still its tier) and a session spread ``sigma`` ~ U(0.30, 0.48);
   both seeded from SHA-256(master seed, profile id, dimension), so two profiles with the same tiers differ and
   a perturbed session of a profile keeps the profile's own offset and spread. :data:`PER_DIMENSION` sets other
-  values for three dimensions:
+  values for five dimensions:
 
   * B and E are narrower (E offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38); B offset N(0, 0.07)
     clipped to ±0.14, spread U(0.30, 0.42); B's task × tier η² of avg_output_length reached 0.81 with E's values
