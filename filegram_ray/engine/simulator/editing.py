@@ -25,6 +25,8 @@ from filegram_ray.engine.simulator.textops import (
 from filegram_ray.engine.simulator.writer import FactStream, compose
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s)")
+#: A Markdown bullet line as the simulator writes it (``- x``, ``  - x``): what block edits rewrite
+_BULLET = re.compile(r"^\s*- ")
 
 
 def _is_prose(line: str) -> bool:
@@ -167,7 +169,7 @@ class EditingMixin:
         spans = []
         for k in range(len(heads) - 1):
             j = k + 1
-            while j < len(heads) - 1 and sum(1 for ln in lines[heads[k]:heads[j]] if re.match(r"^\s*- ", ln)) < 8:
+            while j < len(heads) - 1 and sum(1 for ln in lines[heads[k]:heads[j]] if _BULLET.match(ln)) < 8:
                 j += 1
             spans.append((heads[k] + 1, heads[j]))
         self.rng.shuffle(spans)
@@ -176,7 +178,7 @@ class EditingMixin:
         self.rng.shuffle(runs)
         for a, b in spans + runs:
             block = lines[a:b]
-            bullets = [ln for ln in block if re.match(r"^\s*- ", ln)]
+            bullets = [ln for ln in block if _BULLET.match(ln)]
             paras = [ln for ln in block if _is_prose(ln)]
             if self.condense and len(bullets) + len(paras) >= 3:
                 # cut the section to what matters: the first sentence of each paragraph, the first 3 bullets
@@ -210,11 +212,11 @@ class EditingMixin:
         groups: list[tuple[int, int]] = []
         i = 0
         while i < len(lines):
-            if not (_is_prose(lines[i]) or re.match(r"^\s*- ", lines[i])):
+            if not (_is_prose(lines[i]) or _BULLET.match(lines[i])):
                 i += 1
                 continue
             j = i
-            while j < len(lines) and (_is_prose(lines[j]) or re.match(r"^\s*- ", lines[j])):
+            while j < len(lines) and (_is_prose(lines[j]) or _BULLET.match(lines[j])):
                 j += 1
             groups.append((i, j))
             i = j
@@ -248,8 +250,8 @@ class EditingMixin:
                 run.clear()
 
         for ln in block:
-            if re.match(r"^\s*- ", ln):
-                run.append(re.sub(r"^\s*- ", "", ln).strip())
+            if _BULLET.match(ln):
+                run.append(_BULLET.sub("", ln).strip())
             elif not ln.strip() and run:
                 continue
             else:

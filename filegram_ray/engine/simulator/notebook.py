@@ -227,9 +227,10 @@ class Notebook:
         row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``; the header is the file's first
         line, so a table read only from its middle gives no rows). Any other source gives the rows of the tables it
         holds (a DOCX table's tab-separated rows, a Markdown table, whitespace-separated cells under lower-case
-        column names; the header line: :func:`_column_header`) and its sentences: a line is split at sentence ends and a sentence is kept whole when it has ≥ 6 words and
-        ≥ 30 characters and ends with its full stop (English) or has ≥ 10 CJK characters; lines wrapped by the
-        extraction are joined back first; the source's title line and headings are not facts.
+        column names; the header line: :func:`_column_header`) and its sentences: a line is split at sentence ends
+        and a sentence is kept whole when it has ≥ 6 words and ≥ 30 characters and ends with its full stop
+        (English) or has ≥ 10 CJK characters; lines wrapped by the extraction are joined back first; the source's
+        title line and headings are not facts.
         Nothing is cut: a sentence is used whole or not at all. Kinds: ``"date"`` (a date or month name),
         ``"figure"`` (a number), ``"name"`` (a person's name), else ``"text"``.
         """
