@@ -281,7 +281,9 @@ def test_watched_store_holds_no_secret_in_blobs_diffs_events_or_names(tmp_path):
     ren = [e for e in evs if e["event_type"] == "file_rename" and "v2" in e["new_path"]]
     assert len(ren) == 1 and "[EMAIL-" in ren[0]["old_path"] and "[PHONE-" in ren[0]["old_path"]
     created = [e["file_path"] for e in evs if e["event_type"] == "file_write" and "[EMAIL-" in e["file_path"]
-               and e["file_path"].endswith(".md") and "cv" not in e["file_path"]]
+               and e["file_path"].endswith(".md") and not e["file_path"].endswith("/cv.md")]
+    # CI stop 42: a substring test ("cv" not in the path) also dropped '[PHONE-cvwnikudr]' — placeholders are
+    # random letters, so files are told apart by their last component only
     assert created == [ren[0]["old_path"]]  # the rename joins the create of the same (redacted) name
     assert any("[KEY-" in p for p in paths if p)
     assert oct((store / "state" / "name.key").stat().st_mode & 0o777) == "0o600"
