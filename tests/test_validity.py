@@ -186,3 +186,39 @@ def test_too_few_profiles_reports_recovery_as_na_not_zero(tmp_path, capsys):
     # trained on another run, the cross-set recovery is still a figure
     res = run_validity(str(run_dir), train_run=str(run_dir), write=False)
     assert all(0.0 <= res["cross"][d]["session"] <= 1.0 for d in DIMENSIONS)
+
+
+def test_a_bad_field_in_one_trajectory_leaves_it_out_and_all_bad_is_one_line(tmp_path, capsys):
+    """Fresh-user report (helper-26): a wrong-typed field inside one trajectory's meta.json ("perturbation":
+    "junk", an unknown dimension, a bad baseline fingerprint) or events.json (an event that is a number) ended
+    `filegram validity` with a traceback. Now that trajectory is left out and named with the file and field; a run
+    whose every trajectory is unreadable is a one-line error, exit 2."""
+    from filegram_ray.cli import main
+    from filegram_ray.validity.core import load_sessions
+
+    run_dir = tmp_path / "run"
+    cfg = _cfg(run_dir).model_dump()
+    cfg.update(profiles=["p2", "p3"], tasks=["T-01", "T-12"])
+    assert run_generate(type(_cfg(run_dir)).model_validate(cfg))["ok"] == 4
+    trajs = run_dir / "trajectories"
+
+    def set_meta(rel, **fields):
+        path = next(trajs.glob(rel.replace("/", "_*/"))) / "meta.json"
+        meta = json.loads(path.read_text())
+        meta.update(fields)
+        path.write_text(json.dumps(meta))
+
+    set_meta("p2/T-01", perturbation="junk")
+    set_meta("p2/T-12", perturbation={"dimension": "Q", "to": "L"})
+    set_meta("p3/T-01", perturbation_check={"baseline_fingerprint": [1, 2]})
+    got = load_sessions(str(run_dir))
+    assert [s.trajectory_id.split("_")[0] + s.trajectory_id[-5:] for s in got.sessions] == ["p3/T-12"]
+    errs = {x["trajectory_id"].split("_")[0] + x["trajectory_id"][-5:]: x["error"] for x in got.skipped}
+    assert "meta.json: field 'perturbation' must be an object" in errs["p2/T-01"]
+    assert "field 'perturbation.dimension'" in errs["p2/T-12"] and "'Q'" in errs["p2/T-12"]
+    assert "field 'perturbation_check.baseline_fingerprint'" in errs["p3/T-01"]
+    (next(trajs.glob("p3_*/T-12")) / "events.json").write_text("[5]")
+    capsys.readouterr()
+    assert main(["validity", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no finished trajectories" in err[0] and "Traceback" not in err[0], err

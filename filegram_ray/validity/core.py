@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from filegram_ray.errors import UserError
 from filegram_ray.memory.constants import DEVIATION_THRESHOLD, FINGERPRINT_COLUMNS, FINGERPRINT_FEATURES
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,37 @@ def _stage_dirs(run) -> tuple[str | None, str | None]:
     return rec.get("profiles_dir"), rec.get("tasks_dir")
 
 
+def _check_meta(meta: dict[str, Any], where: str) -> None:
+    """The fields of a trajectory's ``meta.json`` that the measures read: ``perturbation`` (null, or an object
+    whose ``dimension`` is one of A–F and whose ``to`` is L, M or R) and ``perturbation_check`` (null, or an object
+    whose ``baseline_fingerprint`` is null or a list of 17 numbers).
+
+    Raises:
+        ValueError: naming ``where`` and the field.
+    """
+    pert = meta.get("perturbation")
+    if pert is not None:
+        if not isinstance(pert, dict):
+            raise ValueError(f"{where}: field 'perturbation' must be an object or null, got {type(pert).__name__}")
+        if pert.get("dimension") not in DIMENSIONS:
+            raise ValueError(f"{where}: field 'perturbation.dimension' must be one of {', '.join(DIMENSIONS)}, "
+                             f"got {pert.get('dimension')!r}")
+        if pert.get("to") not in TIERS:
+            raise ValueError(f"{where}: field 'perturbation.to' must be one of {', '.join(TIERS)}, "
+                             f"got {pert.get('to')!r}")
+    check = meta.get("perturbation_check")
+    if check is None:
+        return
+    if not isinstance(check, dict):
+        raise ValueError(f"{where}: field 'perturbation_check' must be an object or null, got "
+                         f"{type(check).__name__}")
+    b = check.get("baseline_fingerprint")
+    if b is not None and not (isinstance(b, list) and len(b) == len(FEATURE_NAMES)
+                              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)):
+        raise ValueError(f"{where}: field 'perturbation_check.baseline_fingerprint' must be null or a list of "
+                         f"{len(FEATURE_NAMES)} numbers")
+
+
 def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str | None = None,
                   storage_options: dict[str, Any] | None = None) -> SessionSet:
     """Read every finished trajectory of a run with its ground truth and fingerprint.
@@ -147,12 +179,13 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
         profiles_dir / tasks_dir: profile and task sets; default = the ones the generate stage recorded in
             ``run.json``, else the bundled sets.
 
-    A trajectory whose ``meta.json`` or ``events.json`` is unreadable or malformed is left out and listed in
-    :attr:`SessionSet.skipped` with the error naming the file (and field).
+    A trajectory whose ``meta.json`` or ``events.json`` is unreadable or malformed (a file, or a field the measures
+    read: :func:`_check_meta`, an event) is left out and listed in :attr:`SessionSet.skipped` with the error naming
+    the file (and field).
 
     Raises:
         StorageError: the trajectory index is missing.
-        ValueError: a trajectory's profile is not in the profile set (names the trajectory and the set).
+        UserError: a trajectory's profile is not in the profile set (names the trajectory and the set).
     """
     from filegram_ray.memory.engram import parse_events
     from filegram_ray.memory.features import extract_procedural, fingerprint
@@ -176,29 +209,31 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
         for r in idx.filter(idx["status"] == "ok").sort("trajectory_id").iter_rows(named=True):
             pid, tid = r["profile_id"], r["task_id"]
             if pid not in profiles:
-                raise ValueError(f"trajectory {r['trajectory_id']}: profile {pid!r} is not in the profile set "
+                raise UserError(f"trajectory {r['trajectory_id']}: profile {pid!r} is not in the profile set "
                                  f"{pdir or 'conf/profiles'} (pass --profiles-dir)")
             rel = f"trajectories/{pid}/{tid}"
             try:  # one bad trajectory is left out and named, never the end of the whole measure
                 meta = run.read_json(f"{rel}/meta.json")
                 if not isinstance(meta, dict):
                     raise ValueError(f"{run.url(rel)}/meta.json: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
+                _check_meta(meta, f"{run.url(rel)}/meta.json")
                 events = parse_events(run.read_bytes(f"{rel}/events.json"), run.url(f"{rel}/events.json"))
+                if run.is_local:
+                    media = Path(run.full(f"{rel}/media"))
+                else:
+                    media = Path(tmp.name) / "media"
+                    run.get_tree(f"{rel}/media", media)
+                proc = extract_procedural(normalize_events(events, media if media.exists() else None,
+                                                           source=f"{rel}/events.json"))
+                fp = np.asarray(fingerprint(proc), dtype=np.float64)
             except (ValueError, StorageError) as exc:
                 log.warning("validity: trajectory %s left out: %s", r["trajectory_id"], exc)
                 out.skipped.append({"trajectory_id": r["trajectory_id"], "error": str(exc)})
                 continue
-            if run.is_local:
-                media = Path(run.full(f"{rel}/media"))
-            else:
-                media = Path(tmp.name) / "media"
-                run.get_tree(f"{rel}/media", media)
-            proc = extract_procedural(normalize_events(events, media if media.exists() else None,
-                                                       source=f"{rel}/events.json"))
             out.sessions.append(Session(
                 trajectory_id=r["trajectory_id"], profile_id=pid, task_id=tid, task_type=ttypes.get(tid, ""),
                 tiers=dict(profiles[pid].tiers), perturbation=meta.get("perturbation"),
-                check=meta.get("perturbation_check"), fp=np.asarray(fingerprint(proc), dtype=np.float64),
+                check=meta.get("perturbation_check"), fp=fp,
                 proc=proc, kept=Counter(e.get("event_type") for e in events),
                 n_raw=int((meta.get("event_counts") or {}).get("raw", 0))))
     finally:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from filegram_ray.errors import UserError
 from filegram_ray.validity.core import (
     BAND,
     DIMENSIONS,
@@ -201,7 +202,7 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
     test = load_sessions(run_uri, profiles_dir, tasks_dir, storage_options)
     if not test.sessions:
         first = f" ({len(test.skipped)} left out, first: {test.skipped[0]['error']})" if test.skipped else ""
-        raise ValueError(f"{run_uri}: no finished trajectories in trajectories/index.parquet{first}")
+        raise UserError(f"{run_uri}: no finished trajectories in trajectories/index.parquet{first}")
     lpo = recovery(test)
     res: dict[str, Any] = {"run": str(run_uri), "profiles_dir": test.profiles_dir, "n_sessions": len(test.sessions),
                            "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),
