@@ -139,24 +139,30 @@ def _stage_dirs(run) -> tuple[str | None, str | None]:
     return rec.get("profiles_dir"), rec.get("tasks_dir")
 
 
-def _check_meta(meta: dict[str, Any], where: str) -> None:
-    """The fields of a trajectory's ``meta.json`` that the measures read: ``perturbation`` (null, or an object
-    whose ``dimension`` is one of A–F and whose ``to`` is L, M or R) and ``perturbation_check`` (null, or an object
-    whose ``baseline_fingerprint`` is null or a list of 17 numbers).
+def _check_meta(meta: Any, where: str) -> None:
+    """The fields of a trajectory's ``meta.json`` that the measures read: the file is an object, ``perturbation``
+    is null or a :class:`~filegram_ray.schema.meta.Perturbation` (the model the generator writes it with), and
+    ``perturbation_check`` is null or an object whose ``baseline_fingerprint`` is null or a list of 17 numbers.
 
     Raises:
         ValueError: naming ``where`` and the field.
     """
+    from pydantic import ValidationError
+
+    from filegram_ray.schema.meta import Perturbation
+
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
     pert = meta.get("perturbation")
     if pert is not None:
         if not isinstance(pert, dict):
             raise ValueError(f"{where}: field 'perturbation' must be an object or null, got {type(pert).__name__}")
-        if pert.get("dimension") not in DIMENSIONS:
-            raise ValueError(f"{where}: field 'perturbation.dimension' must be one of {', '.join(DIMENSIONS)}, "
-                             f"got {pert.get('dimension')!r}")
-        if pert.get("to") not in TIERS:
-            raise ValueError(f"{where}: field 'perturbation.to' must be one of {', '.join(TIERS)}, "
-                             f"got {pert.get('to')!r}")
+        try:
+            Perturbation.model_validate(pert)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field_ = ".".join(["perturbation", *(str(x) for x in err["loc"])])
+            raise ValueError(f"{where}: field '{field_}': {err['msg']}, got {err['input']!r:.80}") from None
     check = meta.get("perturbation_check")
     if check is None:
         return
@@ -214,8 +220,6 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
             rel = f"trajectories/{pid}/{tid}"
             try:  # one bad trajectory is left out and named, never the end of the whole measure
                 meta = run.read_json(f"{rel}/meta.json")
-                if not isinstance(meta, dict):
-                    raise ValueError(f"{run.url(rel)}/meta.json: expected a JSON object, got {type(meta).__name__}")  # noqa: TRY004
                 _check_meta(meta, f"{run.url(rel)}/meta.json")
                 events = parse_events(run.read_bytes(f"{rel}/events.json"), run.url(f"{rel}/events.json"))
                 if run.is_local:
@@ -225,7 +229,6 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
                     run.get_tree(f"{rel}/media", media)
                 proc = extract_procedural(normalize_events(events, media if media.exists() else None,
                                                            source=f"{rel}/events.json"))
-                fp = np.asarray(fingerprint(proc), dtype=np.float64)
             except (ValueError, StorageError) as exc:
                 log.warning("validity: trajectory %s left out: %s", r["trajectory_id"], exc)
                 out.skipped.append({"trajectory_id": r["trajectory_id"], "error": str(exc)})
@@ -233,7 +236,7 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
             out.sessions.append(Session(
                 trajectory_id=r["trajectory_id"], profile_id=pid, task_id=tid, task_type=ttypes.get(tid, ""),
                 tiers=dict(profiles[pid].tiers), perturbation=meta.get("perturbation"),
-                check=meta.get("perturbation_check"), fp=fp,
+                check=meta.get("perturbation_check"), fp=np.asarray(fingerprint(proc), dtype=np.float64),
                 proc=proc, kept=Counter(e.get("event_type") for e in events),
                 n_raw=int((meta.get("event_counts") or {}).get("raw", 0))))
     finally:
