@@ -21,10 +21,10 @@ PROFILES = ["p2", "p3", "p4", "p7", "p8", "p9"]
 TASKS = ["T-01", "T-03", "T-12"]
 
 
-def _cfg(run_dir: Path, **gen):
-    cfg = load_config(None, [f"run_dir={run_dir}", "seed=7"])
+def _cfg(run_dir: Path, seed: int = 7, profiles: list[str] = PROFILES, **gen):
+    cfg = load_config(None, [f"run_dir={run_dir}", f"seed={seed}"])
     data = cfg.model_dump()
-    data.update(profiles=PROFILES, tasks=TASKS, generate={"serial": True, **gen})
+    data.update(profiles=profiles, tasks=TASKS, generate={"serial": True, **gen})
     return type(cfg).model_validate(data)
 
 
@@ -34,6 +34,29 @@ def mini_run(tmp_path_factory):
     rec = run_generate(_cfg(run_dir))
     assert rec["ok"] == len(PROFILES) * len(TASKS) and rec["error"] == 0
     return run_dir, rec
+
+
+@pytest.fixture(scope="module")
+def cross_run(tmp_path_factory):
+    """A second, independently generated run for the cross-set figures (another seed, three of the profiles)."""
+    run_dir = tmp_path_factory.mktemp("validity-cross") / "run"
+    rec = run_generate(_cfg(run_dir, seed=8, profiles=PROFILES[:3]))
+    assert rec["ok"] == 3 * len(TASKS) and rec["error"] == 0
+    return run_dir
+
+
+def _copy_run(src: Path, dst: Path) -> Path:
+    """A copy of a generated run to change (the module's runs stay as generated)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
 
 
 def test_perturbed_units_carry_a_counterfactual_check(mini_run):
@@ -102,11 +125,11 @@ def test_validity_report_on_a_run(mini_run):
     assert json.loads(run.read_text("results/validity.json"))["n_sessions"] == res["n_sessions"]
 
 
-def test_cross_set_recovery_and_cli(mini_run, capsys):
+def test_cross_set_recovery_and_cli(mini_run, cross_run, capsys):
     from filegram_ray.cli import main
 
     run_dir, _ = mini_run
-    assert main(["validity", str(run_dir), "--train-run", str(run_dir)]) == 0
+    assert main(["validity", str(run_dir), "--train-run", str(cross_run)]) == 0
     out = capsys.readouterr().out
     assert "validity of" in out and "task-std" in out
     res = json.loads((run_dir / "results" / "validity.json").read_text())
@@ -134,7 +157,7 @@ def test_cross_set_recovery_and_cli(mini_run, capsys):
     # --strict: exit 1 exactly when a bounded check FAILs, naming them on stderr (a fresh-eyes finding: a FAIL
     # could not stop a script); without it the command is a report and exits 0 (asserted above)
     failed = [c["name"] for c in checks if c["pass"] is False]
-    assert main(["validity", str(run_dir), "--train-run", str(run_dir), "--strict"]) == (1 if failed else 0)
+    assert main(["validity", str(run_dir), "--train-run", str(cross_run), "--strict"]) == (1 if failed else 0)
     err = capsys.readouterr().err
     assert all(n in err for n in failed) and (f"{len(failed)} check(s) FAIL" in err) == bool(failed)
 
@@ -156,7 +179,7 @@ def test_merge_report_replaces_its_section():
     assert "- a" not in again and "- b" in again and again.endswith("tail\n") and again.count("validity:start") == 1
 
 
-def test_too_few_profiles_reports_recovery_as_na_not_zero(tmp_path, capsys):
+def test_too_few_profiles_reports_recovery_as_na_not_zero(tmp_path, cross_run, capsys):
     """Fresh-user report: `filegram validity` on a 2-profile run printed recovery 0.00 / 0.00 (the held-out
     profile's tier was never in its training fold). Leave-profiles-out needs ≥ MIN_LPO_PROFILES profiles; below
     that the JSON, validity.md, the report.md section and the printed summary say n/a and why, with no number."""
@@ -184,7 +207,7 @@ def test_too_few_profiles_reports_recovery_as_na_not_zero(tmp_path, capsys):
     assert md.count(f"| n/a ({why}) | n/a |") == 6 and "0.00 ✗" not in md.split("## 2.")[0]
     assert f"Tier recovery, leave-profiles-out, session/profile: n/a ({why})" in run.read_text("results/report.md")
     # trained on another run, the cross-set recovery is still a figure
-    res = run_validity(str(run_dir), train_run=str(run_dir), write=False)
+    res = run_validity(str(run_dir), train_run=str(cross_run), write=False)
     assert all(0.0 <= res["cross"][d]["session"] <= 1.0 for d in DIMENSIONS)
 
 
@@ -222,3 +245,130 @@ def test_a_bad_field_in_one_trajectory_leaves_it_out_and_all_bad_is_one_line(tmp
     assert main(["validity", str(run_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no finished trajectories" in err[0] and "Traceback" not in err[0], err
+
+
+def test_a_recorded_set_that_is_gone_is_one_line_naming_the_flag(mini_run, cross_run, tmp_path, capsys):
+    """Review finding: a run whose run.json records a profile (task) set that no longer exists was silently scored
+    against the bundled conf/profiles. Now it is a one-line error naming the directory, the run and the option to
+    pass (--train-profiles-dir for the training run of --cross); a run that records no set keeps the bundled one."""
+    from filegram_ray.cli import main
+    from filegram_ray.errors import UserError
+    from filegram_ray.paths import profiles_dir
+    from filegram_ray.validity.core import load_sessions
+
+    run_dir = _copy_run(mini_run[0], tmp_path / "run")
+    gone = tmp_path / "gone-profiles"
+
+    def record(key, value):
+        _edit_json(run_dir / "run.json", lambda d: d["stages"]["generate"].update({key: value}))
+
+    record("profiles_dir", str(gone))
+    with pytest.raises(UserError, match=rf"^{run_dir}: the profile set this run was generated from \({gone}, "
+                                        r"recorded in run.json\) no longer exists; pass --profiles-dir DIR"):
+        load_sessions(str(run_dir))
+    capsys.readouterr()
+    assert main(["validity", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(gone) in err[0] and "--profiles-dir" in err[0], err
+    # the training run of a cross-set check names its own option, before any measure is computed
+    with pytest.raises(UserError, match=rf"{gone}.*pass --train-profiles-dir DIR"):
+        run_validity(str(cross_run), train_run=str(run_dir), write=False)
+    assert len(load_sessions(str(run_dir), profiles_dir=str(profiles_dir())).sessions) == len(PROFILES) * len(TASKS)
+    record("profiles_dir", None)
+    record("tasks_dir", str(tmp_path / "gone-tasks"))
+    with pytest.raises(UserError, match=r"the task set this run was generated from .*gone-tasks.* pass --tasks-dir"):
+        load_sessions(str(run_dir))
+
+
+def test_a_profile_set_that_contradicts_the_acting_tiers_is_refused(mini_run, tmp_path):
+    """Review finding: --profiles-dir naming a set with the same ids but other tiers than the run was generated with
+    changed every figure silently. The trajectories' meta.json acting tiers (drawn again from the recorded seed;
+    a session may act a neighbouring tier by design) and a perturbation's 'from' now refuse such a set, naming the
+    profile, a trajectory, the dimension, both tiers and the set. Old runs without acting_tiers are not checked."""
+    import shutil
+
+    import yaml
+
+    from filegram_ray.errors import UserError
+    from filegram_ray.paths import profiles_dir
+    from filegram_ray.validity.core import load_sessions
+
+    run_dir, _ = mini_run
+    pd = tmp_path / "profiles"
+    shutil.copytree(profiles_dir(), pd)
+    assert len(load_sessions(str(run_dir), profiles_dir=str(pd)).sessions) == len(PROFILES) * len(TASKS)
+    pid = "p3_efficient_executor"
+    t12 = json.loads((run_dir / "trajectories" / pid / "T-12" / "meta.json").read_text())["perturbation"]
+    dim = next(d for d in DIMENSIONS if d != t12["dimension"])  # a dimension no trajectory of p3 perturbs
+
+    def set_tier(d):
+        f = pd / f"{pid}.yaml"
+        y = yaml.safe_load(f.read_text())
+        old = y["tiers"][d]
+        y["tiers"][d] = {"L": "R", "R": "L", "M": "L"}[old]
+        f.write_text(yaml.safe_dump(y, allow_unicode=True, sort_keys=False))
+        return old, y["tiers"][d]
+
+    old, new = set_tier(dim)
+    with pytest.raises(UserError) as exc:
+        load_sessions(str(run_dir), profiles_dir=str(pd))
+    msg = str(exc.value)
+    assert msg.startswith(f"profile set {pd} contradicts run {run_dir}: profile '{pid}' has {dim}={new} there, "
+                          f"but the run was generated with {dim}={old} (trajectory {pid}/T-"), msg
+    assert "acting_tiers" in msg and msg.endswith("pass --profiles-dir with the profile set the run was generated "
+                                                  "from") and "\n" not in msg
+    # a run made by another simulator version: acting tiers cannot be drawn again, a perturbation's 'from' still
+    # names the profile's tier
+    other = _copy_run(run_dir, tmp_path / "other-version")
+    for meta in other.glob("trajectories/*/*/meta.json"):
+        _edit_json(meta, lambda m: m.update(agent_version="persona-simulator/0"))
+    load_sessions(str(other), profiles_dir=str(pd))
+    set_tier(t12["dimension"])
+    with pytest.raises(UserError, match=rf"profile '{pid}' has {t12['dimension']}=.* generated with "
+                                        rf"{t12['dimension']}={t12['from']} \(trajectory {pid}/T-12: meta.json "
+                                        rf"perturbation from"):
+        load_sessions(str(other), profiles_dir=str(pd))
+    # an old run without acting_tiers: nothing to compare, no check
+    for meta in other.glob("trajectories/*/*/meta.json"):
+        _edit_json(meta, lambda m: m.pop("acting_tiers", None))
+    assert len(load_sessions(str(other), profiles_dir=str(pd)).sessions) == len(PROFILES) * len(TASKS)
+
+
+def test_cross_with_the_run_itself_is_refused(mini_run, tmp_path, capsys):
+    """Review finding: `filegram validity RUN --cross RUN` scored a set against itself and inflated the cross-set
+    figures; any spelling of the same local run (a link, a trailing slash, file://, ..) is now a one-line error."""
+    from filegram_ray.cli import main
+    from filegram_ray.errors import UserError
+
+    run_dir, _ = mini_run
+    link = tmp_path / "link"
+    link.symlink_to(run_dir)
+    for same in (run_dir, f"{run_dir}/", link, f"file://{run_dir}", run_dir.parent / ".." / run_dir.parent.name
+                 / run_dir.name):
+        with pytest.raises(UserError, match="^--cross must be a second, independently generated run"):
+            run_validity(str(run_dir), train_run=str(same), write=False)
+    capsys.readouterr()
+    assert main(["validity", str(run_dir), "--cross", str(link)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--cross must be a second, independently generated run" in err[0], err
+
+
+def test_trajectories_left_out_of_the_training_run_are_reported(mini_run, cross_run, tmp_path, capsys):
+    """Review finding: a trajectory left out of the --cross run was only a log warning; it is now in the result
+    (train_skipped), printed by the command and written to validity.md like the run's own."""
+    from filegram_ray.cli import main
+
+    train = _copy_run(mini_run[0], tmp_path / "train")
+    bad = next(train.glob("trajectories/p4_*/T-01/meta.json"))
+    bad.write_text('["not an object"]')
+    capsys.readouterr()
+    assert main(["validity", str(cross_run), "--cross", str(train)]) == 0
+    out = capsys.readouterr().out
+    res = json.loads((cross_run / "results" / "validity.json").read_text())
+    assert res["skipped"] == [] and [x["error"] for x in res["train_skipped"]] == [
+        f"{bad}: expected a JSON object, got list"]
+    assert f"left out of the --cross run {train}: 1 trajectories with an unreadable or malformed file" in out
+    md = (cross_run / "results" / "validity.md").read_text()
+    assert f"Left out of the cross-set training run: 1 trajectories with an unreadable or malformed file (first: {bad}" \
+        in md
+

@@ -30,6 +30,10 @@ def _validity(args: argparse.Namespace) -> int:
         return f(x["precision"]) + "/" + f(x["recall"]) + ("✗" if low else " ")
 
     print(f"validity of {args.run_dir}: {res['n_sessions']} sessions, {res['n_profiles']} profiles")
+    for key, whose in (("skipped", args.run_dir), ("train_skipped", f"the --cross run {args.train_run}")):
+        if res.get(key):
+            print(f"  left out of {whose}: {len(res[key])} trajectories with an unreadable or malformed file "
+                  f"(first: {res[key][0]['error']})")
     head = (f"  {'dim':<4}{'session':>8}{'profile':>9}{'rule':>6}{'no-op':>6}{'effect':>7}  τ-flags P/R: "
             f"{'store':>12}{'per-dim':>12}{'task-std':>12}")
     if res.get("cross"):

@@ -139,10 +139,99 @@ def _stage_dirs(run) -> tuple[str | None, str | None]:
     return rec.get("profiles_dir"), rec.get("tasks_dir")
 
 
+def _set_dir(given: str | None, recorded: str | None, kind: str, flag: str, run_uri: str) -> str | None:
+    """The profile or task set to read: ``given``, else the one ``run.json`` recorded, else None (the bundled set).
+
+    Raises:
+        UserError: the recorded set no longer exists and none was given (names the directory, the run and
+            ``flag``): falling back to the bundled set would score the run against tiers it was not made with.
+    """
+    if given or not recorded:
+        return given or None
+    if not Path(recorded).is_dir():
+        raise UserError(f"{run_uri}: the {kind} set this run was generated from ({recorded}, recorded in run.json) "
+                        f"no longer exists; pass {flag} DIR with that {kind} set")
+    return recorded
+
+
+def _check_tiers(acted: list[tuple[str, str, str, dict[str, Any]]], profiles: dict[str, Any], set_name: str,
+                 run_uri: str, flag: str) -> None:
+    """Does the profile set hold the tiers the run was generated with? Read from the trajectories' ``meta.json``
+    (persona simulator only): ``acting_tiers`` (the tier each dimension acted in the session) and the
+    perturbation's ``from`` (the profile's own tier on the perturbed dimension).
+
+    A session acts the tier nearest its drawn position ``TIER_POS[tier] + offset + N(0, sigma)``
+    (:mod:`filegram_ray.engine.simulator.tendency`), so its acting tiers differ from the profile's tiers on some
+    dimensions by design and are not compared with them directly. Instead, for a trajectory made by this
+    simulator version (``meta.json`` ``agent_version``, part of the generator's cache key) the position is drawn
+    again from the recorded seed, and a profile tier is *consistent* with the trajectory when it makes the session
+    act the recorded tier; the perturbed dimension of a perturbed session is judged by ``from`` only (any
+    version). A profile tier that is inconsistent with one of the profile's trajectories, while another tier is
+    consistent with all of them, is a contradiction. Where no tier is consistent with all of them the
+    trajectories were made by other code than this, and nothing is concluded.
+
+    Args:
+        acted: ``(trajectory_id, profile_id, task_id, meta)`` of the loaded trajectories whose ``meta.json`` has
+            ``acting_tiers``.
+
+    Raises:
+        UserError: naming the profile, one trajectory, the dimension, the set's tier and the run's, the profile
+            set and ``flag``.
+    """
+    from filegram_ray.engine.simulator import AGENT_VERSION
+    from filegram_ray.engine.simulator.tendency import (
+        TIER_POS,
+        acting_tier,
+        profile_tendency,
+        session_positions,
+    )
+
+    tendencies: dict[tuple[str, int], Any] = {}
+    # (profile, dim) -> tiers consistent with every trajectory so far, and the first trajectory that ruled the
+    # set's tier out (with what it recorded)
+    fits: dict[tuple[str, str], set[str]] = {}
+    first: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def keep(pid: str, d: str, ok: set[str], traj: str, why: str) -> None:
+        fits[(pid, d)] = fits.get((pid, d), set(TIERS)) & ok
+        if profiles[pid].tiers[d] not in ok and (pid, d) not in first:
+            first[(pid, d)] = (traj, why)
+
+    for traj, pid, tid, meta in acted:
+        acting, pert = meta["acting_tiers"], meta.get("perturbation")
+        shifted = pert["dimension"] if pert else None
+        if pert:
+            frm = pert.get("from", pert.get("from_"))  # the schema takes either spelling
+            keep(pid, shifted, {frm}, traj, f"meta.json perturbation from {shifted}={frm}")
+        seed = meta.get("seed")
+        if meta.get("agent_version") != AGENT_VERSION or not isinstance(seed, int) or isinstance(seed, bool):
+            continue
+        eff = {d: str(profiles[pid].tiers[d]) for d in DIMENSIONS}
+        if pert:
+            eff[shifted] = pert["to"]
+        if (pid, seed) not in tendencies:
+            tendencies[(pid, seed)] = profile_tendency(pid, seed)
+        pos = session_positions(eff, tendencies[(pid, seed)], seed, pid, tid, shifted)
+        for d in DIMENSIONS:
+            if d != shifted:
+                base = pos[d] - TIER_POS[eff[d]]  # the session's draw, without the tier
+                ok = {t for t in TIERS if acting_tier(TIER_POS[t] + base) == acting[d]}
+                keep(pid, d, ok, traj, f"meta.json acting_tiers {d}={acting[d]}, which the session's recorded "
+                                       f"seed does not draw from {d}={profiles[pid].tiers[d]}")
+    for (pid, d), (traj, why) in first.items():
+        run_t = fits[(pid, d)]
+        if run_t:
+            raise UserError(
+                f"profile set {set_name} contradicts run {run_uri}: profile {pid!r} has {d}="
+                f"{profiles[pid].tiers[d]} there, but the run was generated with {d}={'/'.join(sorted(run_t))} "
+                f"(trajectory {traj}: {why}); pass {flag} with the profile set the run was generated from")
+
+
 def _check_meta(meta: Any, where: str) -> None:
     """The fields of a trajectory's ``meta.json`` that the measures read: the file is an object, ``perturbation``
-    is null or a :class:`~filegram_ray.schema.meta.Perturbation` (the model the generator writes it with), and
-    ``perturbation_check`` is null or an object whose ``baseline_fingerprint`` is null or a list of 17 numbers.
+    is null or a :class:`~filegram_ray.schema.meta.Perturbation` (the model the generator writes it with),
+    ``perturbation_check`` is null or an object whose ``baseline_fingerprint`` is null or a list of 17 numbers, and
+    ``acting_tiers`` is absent, null or an object mapping each of A–F to L, M or R.
 
     Raises:
         ValueError: naming ``where`` and the field.
@@ -163,6 +252,11 @@ def _check_meta(meta: Any, where: str) -> None:
             err = exc.errors()[0]
             field_ = ".".join(["perturbation", *(str(x) for x in err["loc"])])
             raise ValueError(f"{where}: field '{field_}': {err['msg']}, got {err['input']!r:.80}") from None
+    acting = meta.get("acting_tiers")
+    if acting is not None and not (isinstance(acting, dict) and set(acting) == set(DIMENSIONS)
+                                   and all(v in TIERS for v in acting.values())):
+        raise ValueError(f"{where}: field 'acting_tiers' must map each of {'/'.join(DIMENSIONS)} to one of "
+                         f"{'/'.join(TIERS)}, got {acting!r:.80}")
     check = meta.get("perturbation_check")
     if check is None:
         return
@@ -177,13 +271,15 @@ def _check_meta(meta: Any, where: str) -> None:
 
 
 def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str | None = None,
-                  storage_options: dict[str, Any] | None = None) -> SessionSet:
+                  storage_options: dict[str, Any] | None = None, *, flag: str = "--profiles-dir") -> SessionSet:
     """Read every finished trajectory of a run with its ground truth and fingerprint.
 
     Args:
         run_uri: run directory (local path or fsspec URI) holding ``trajectories/index.parquet``.
         profiles_dir / tasks_dir: profile and task sets; default = the ones the generate stage recorded in
-            ``run.json``, else the bundled sets.
+            ``run.json``, else (nothing recorded) the bundled sets.
+        flag: the command-line option that sets ``profiles_dir`` for this run, named in the errors
+            (``--train-profiles-dir`` for the training run of a cross-set check).
 
     A trajectory whose ``meta.json`` or ``events.json`` is unreadable or malformed (a file, or a field the measures
     read: :func:`_check_meta`, an event) is left out and listed in :attr:`SessionSet.skipped` with the error naming
@@ -191,7 +287,11 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
 
     Raises:
         StorageError: the trajectory index is missing.
-        UserError: a trajectory's profile is not in the profile set (names the trajectory and the set).
+        UserError: the profile (task) set recorded in ``run.json`` no longer exists and none was given (names the
+            directory, the run and ``flag`` / ``--tasks-dir``); a trajectory's profile is not in the profile set
+            (names the trajectory and the set); the profile set contradicts the tiers the run's trajectories were
+            generated with (:func:`_check_tiers`: names the profile, a trajectory, the dimension, both tiers and
+            the set).
     """
     from filegram_ray.memory.engram import parse_events
     from filegram_ray.memory.features import extract_procedural, fingerprint
@@ -202,8 +302,8 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
 
     run = RunDir(run_uri, storage_options or {})
     rec_p, rec_t = _stage_dirs(run)
-    pdir = profiles_dir or (rec_p if rec_p and Path(rec_p).exists() else None)
-    tdir = tasks_dir or (rec_t if rec_t and Path(rec_t).exists() else None)
+    pdir = _set_dir(profiles_dir, rec_p, "profile", flag, run.uri)
+    tdir = _set_dir(tasks_dir, rec_t, "task", "--tasks-dir", run.uri)
     profiles = {p.profile_id: p for p in load_profiles(pdir)}
     ttypes = {t.task_id: str(t.type) for t in load_tasks(tdir)}
     idx = run.read_table("trajectories/index.parquet")
@@ -211,12 +311,13 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
     if run.exists("workspaces/index.parquet"):
         out.n_input_files = run.read_table("workspaces/index.parquet").height
     tmp = tempfile.TemporaryDirectory(prefix="fg-validity-") if not run.is_local else None
+    acted: list[tuple[str, str, str, dict[str, Any]]] = []  # trajectories whose meta.json records acting_tiers
     try:
         for r in idx.filter(idx["status"] == "ok").sort("trajectory_id").iter_rows(named=True):
             pid, tid = r["profile_id"], r["task_id"]
             if pid not in profiles:
                 raise UserError(f"trajectory {r['trajectory_id']}: profile {pid!r} is not in the profile set "
-                                 f"{pdir or 'conf/profiles'} (pass --profiles-dir)")
+                                 f"{pdir or 'conf/profiles'} (pass {flag})")
             rel = f"trajectories/{pid}/{tid}"
             try:  # one bad trajectory is left out and named, never the end of the whole measure
                 meta = run.read_json(f"{rel}/meta.json")
@@ -239,9 +340,12 @@ def load_sessions(run_uri: str, profiles_dir: str | None = None, tasks_dir: str 
                 check=meta.get("perturbation_check"), fp=np.asarray(fingerprint(proc), dtype=np.float64),
                 proc=proc, kept=Counter(e.get("event_type") for e in events),
                 n_raw=int((meta.get("event_counts") or {}).get("raw", 0))))
+            if meta.get("acting_tiers") is not None:
+                acted.append((r["trajectory_id"], pid, tid, meta))
     finally:
         if tmp is not None:
             tmp.cleanup()
+    _check_tiers(acted, profiles, pdir or "conf/profiles", run.uri, flag)
     return out
 
 

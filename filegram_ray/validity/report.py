@@ -46,6 +46,8 @@ def render_markdown(res: dict[str, Any]) -> str:
                                                           if res.get("train_run") else ""), "",
          *([f"Left out: {len(res['skipped'])} trajectories with an unreadable or malformed file (first: "
             f"{res['skipped'][0]['error']})", ""] if res.get("skipped") else []),
+         *([f"Left out of the cross-set training run: {len(res['train_skipped'])} trajectories with an unreadable "
+            f"or malformed file (first: {res['train_skipped'][0]['error']})", ""] if res.get("train_skipped") else []),
          "## 1. Tier recovery (unperturbed sessions)", "",
          ("Classifier: the dimension's own fingerprint columns, log1p, standardised per task on the training "
           "sessions, multinomial logistic regression (balanced class weights). Per profile = summed log-probabilities over its sessions. "
@@ -180,6 +182,19 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def _same_run(a: str, b: str) -> bool:
+    """Whether two run URIs name the same run: resolved paths (symbolic links, ``..``, ``file://``) for local runs,
+    the URIs without a trailing ``/`` otherwise."""
+    import os
+
+    from filegram_ray.storage import local_run_path
+
+    pa, pb = local_run_path(a), local_run_path(b)
+    if pa is not None and pb is not None:
+        return os.path.realpath(pa) == os.path.realpath(pb)
+    return str(a).rstrip("/") == str(b).rstrip("/")
+
+
 def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: str | None = None,
                  train_profiles_dir: str | None = None, tasks_dir: str | None = None,
                  storage_options: dict[str, Any] | None = None, write: bool = True) -> dict[str, Any]:
@@ -192,26 +207,41 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
             and single-session separability are fitted there and scored here).
         write: False = compute only.
 
-    Returns: the result dict (also ``results/validity.json``).
+    Returns: the result dict (also ``results/validity.json``); ``skipped`` / ``train_skipped`` list the
+    trajectories of the run / of ``train_run`` left out for an unreadable or malformed file.
 
     Raises:
-        StorageError: missing trajectory index. ValueError: profiles missing from the set.
+        StorageError: missing trajectory index.
+        UserError: ``train_run`` is ``run_uri`` itself (the same resolved local path, or the same URI); a profile or
+            task set recorded in a run's ``run.json`` no longer exists and none was given; a profile missing from
+            the set, or a set that contradicts the tiers a run was generated with (:func:`load_sessions`, naming
+            ``--profiles-dir`` or ``--train-profiles-dir``); a run with no readable trajectory.
     """
     from filegram_ray.storage import RunDir
 
-    test = load_sessions(run_uri, profiles_dir, tasks_dir, storage_options)
-    if not test.sessions:
-        first = f" ({len(test.skipped)} left out, first: {test.skipped[0]['error']})" if test.skipped else ""
-        raise UserError(f"{run_uri}: no finished trajectories in trajectories/index.parquet{first}")
+    if train_run and _same_run(run_uri, train_run):
+        raise UserError(f"--cross must be a second, independently generated run: {train_run} is {run_uri} itself, "
+                        "and a set scored against itself inflates the cross-set figures (generate another run, "
+                        "e.g. with another seed or profile set)")
+
+    def load(uri: str, pdir: str | None, flag: str, what: str):
+        got = load_sessions(uri, pdir, tasks_dir, storage_options, flag=flag)
+        if not got.sessions:
+            first = f" ({len(got.skipped)} left out, first: {got.skipped[0]['error']})" if got.skipped else ""
+            raise UserError(f"{uri}{what}: no finished trajectories in trajectories/index.parquet{first}")
+        return got
+
+    # both runs are read before anything is computed: a problem with the training run ends the command at once
+    test = load(run_uri, profiles_dir, "--profiles-dir", "")
+    train = load(train_run, train_profiles_dir, "--train-profiles-dir", " (--cross)") if train_run else None
     lpo = recovery(test)
     res: dict[str, Any] = {"run": str(run_uri), "profiles_dir": test.profiles_dir, "n_sessions": len(test.sessions),
                            "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),
                            "perturbations": perturbation_effects(test, lpo), "tau": tau_flags(test),
                            "counts": aggregate_counts(test), "targets": TARGETS, "skipped": test.skipped}
-    train = None
-    if train_run:
-        train = load_sessions(train_run, train_profiles_dir, tasks_dir, storage_options)
+    if train is not None:
         res["train_run"] = str(train_run)
+        res["train_skipped"] = train.skipped
         res["cross"] = recovery(test, train)
     res["realism"] = realism(test, train, lpo, res.get("cross"), res["perturbations"], res["tau"], run_uri=run_uri,
                              storage_options=storage_options)
