@@ -372,3 +372,61 @@ def test_trajectories_left_out_of_the_training_run_are_reported(mini_run, cross_
     assert f"Left out of the cross-set training run: 1 trajectories with an unreadable or malformed file (first: {bad}" \
         in md
 
+
+def _bench_validity():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_validity", Path(__file__).parent / "benchmarks" / "bench_validity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_validity_failed_command_is_its_error_and_one_line(tmp_path):
+    """Review finding: `bench_validity.py --tasks T-99` ended in a CalledProcessError traceback while the real
+    error was only in the run log. Now the end of the failed command's log is printed, then one line; exit = the
+    command's (2, a user error)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent / "benchmarks" / "bench_validity.py"
+    r = subprocess.run([sys.executable, str(script), "--label", "x", "--out", str(tmp_path), "--n", "2", "--tasks",
+                        "T-99", "--page", str(tmp_path / "page.md")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "unknown id 'T-99'" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("bench_validity: `filegram pipeline` failed (exit 2)") and "run-101.log" in last, last
+    assert not (tmp_path / "page.md").exists()
+
+
+def test_bench_validity_refuses_reused_folders_made_with_other_settings(tmp_path, capsys):
+    """Review finding: reusing run folders, bench_validity wrote the asked --n / --tasks into its page although the
+    reused runs held others. A reused profile set or run made with other settings is refused (one line naming the
+    folder and both settings); the page's sizes are what the run holds."""
+    import polars as pl
+
+    from filegram_ray.cli import main as filegram
+
+    mod = _bench_validity()
+    out = tmp_path / "x"
+    prof, run = out / "profiles-101", out / "run-101"
+    assert filegram(["profiles", "new", "--n", "2", "--seed", "101", "--out", str(prof)]) == 0
+    capsys.readouterr()
+    argv = ["--label", "x", "--out", str(tmp_path), "--page", str(tmp_path / "page.md")]
+    assert mod.main([*argv, "--n", "3", "--tasks", "T-01"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bench_validity: {prof}: the reused profile set holds 2 profiles, but --n 3 was asked; pass --n 2, "
+                   "or another --out or --label for fresh sets"], err
+    pids = sorted(p.stem for p in prof.glob("*.yaml"))
+    (run / "trajectories").mkdir(parents=True)
+    pl.DataFrame([{"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t, "status": "ok"}
+                  for p in pids for t in ("T-01", "T-02")]).write_parquet(run / "trajectories" / "index.parquet")
+    assert mod.main([*argv, "--n", "2", "--tasks", "T-01"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bench_validity: {run}: the run holds 2 profiles × 2 tasks (T-01 T-02), but 2 profiles × 1 tasks "
+                   "(T-01) were asked (--n, --tasks); pass the settings it was made with, or another --out or --label "
+                   "for fresh runs"], err
+    assert not (tmp_path / "page.md").exists()
+    got = mod.build_set(out, 101, 2, ["T-02", "T-01"], None, False)  # a complete run of these settings: reused
+    assert got["reused"] and got["n"] == 2 and got["tasks"] == ["T-01", "T-02"]

@@ -11,7 +11,9 @@ profile's sessions as issue #28 asks; ``--tasks`` takes a slice, e.g. :data:`SLI
     python tests/benchmarks/bench_validity.py --label before --source /tmp/old-tree   # generate with another tree
 
 Sizes (defaults): 2 sets × 30 profiles × 32 tasks = 1,920 trajectories (150 perturbed per set); ≈ 3 min of
-generate per set on a quiet 2-core machine, serial. Run directories are kept under ``--out`` and reused (the stages resume).
+generate per set on a quiet 2-core machine, serial. Run directories are kept under ``--out`` and reused (the stages resume);
+a reused profile set or run made with another ``--n`` / ``--tasks`` is refused, naming the folder and both settings.
+A failed ``filegram`` command ends the script with the end of its log and a one-line error (exit: the command's).
 ``--source DIR``: generate with the source tree at DIR (``PYTHONPATH=DIR``; e.g. ``git archive <commit>``
 unpacked) — how the "before" figures of today's simulator were made; the measuring code is always this checkout's.
 """
@@ -44,14 +46,41 @@ TASKS = [f"T-{i:02d}" for i in range(1, 33)]
 PAGE = ROOT / "docs" / "measurements" / "2026-12-02-validity.md"
 
 
+#: Lines of a failed subprocess's log printed before the one-line error.
+LOG_TAIL = 12
+
+
+class BenchError(Exception):
+    """Why the benchmark stops, in one line (printed without a traceback; exit ``code``)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
 def _cli(args: list[str], source: str | None, log: Path) -> float:
+    """Run ``filegram ARGS`` with its output appended to ``log``; returns the seconds it took.
+
+    Raises:
+        BenchError: the command failed; the last :data:`LOG_TAIL` lines it wrote (its own one-line error among them)
+            are printed to stderr first, and the exit code is the command's.
+    """
     env = dict(os.environ)
     if source:
         env["PYTHONPATH"] = source
     t0 = time.perf_counter()
+    start = log.stat().st_size if log.exists() else 0
     with log.open("a", encoding="utf-8") as fh:
-        subprocess.run([sys.executable, "-m", "filegram_ray.cli", *args], check=True, stdout=fh, stderr=fh,
-                       env=env, cwd=source or ROOT)
+        rc = subprocess.run([sys.executable, "-m", "filegram_ray.cli", *args], stdout=fh, stderr=fh, env=env,
+                            cwd=source or ROOT).returncode
+    if rc:
+        with log.open("rb") as fh:
+            fh.seek(start)
+            tail = fh.read().decode("utf-8", errors="replace").splitlines()[-LOG_TAIL:]
+        for line in tail:
+            print(line, file=sys.stderr)
+        raise BenchError(f"`filegram {args[0]}` failed (exit {rc}); the lines above are the end of its log {log}",
+                         rc if rc > 0 else 1)
     return time.perf_counter() - t0
 
 
@@ -63,22 +92,66 @@ def _complete(run: Path, n_units: int) -> bool:
     return idx.exists() and pl.read_parquet(idx).filter(pl.col("status") == "ok").height >= n_units
 
 
+def run_content(run: Path) -> tuple[int, list[str]] | None:
+    """What a run holds: (number of profiles, sorted task ids) of its trajectory index, every status; None when it
+    has no index yet."""
+    import polars as pl
+
+    idx = run / "trajectories" / "index.parquet"
+    if not idx.exists():
+        return None
+    t = pl.read_parquet(idx, columns=["profile_id", "task_id"])
+    return t["profile_id"].n_unique(), sorted(set(t["task_id"].to_list()))
+
+
+def _tasks_text(tasks: list[str]) -> str:
+    return f"{len(tasks)} tasks ({' '.join(tasks[:4])}{' …' if len(tasks) > 4 else ''})"
+
+
 def build_set(out: Path, seed: int, n: int, tasks: list[str], source: str | None, encode: bool) -> dict:
-    """Profiles, seed + generate (+ encode) for one fresh set; returns sizes and seconds."""
+    """Profiles, seed + generate (+ encode) for one fresh set; returns sizes (``n``, ``tasks``: what the run holds),
+    seconds and whether the run directory was reused.
+
+    Raises:
+        BenchError: a reused profile set or run directory under ``out`` was made with another ``n`` or other
+            ``tasks`` (names the folder and both settings); a ``filegram`` command failed (:func:`_cli`).
+    """
     prof, run = out / f"profiles-{seed}", out / f"run-{seed}"
     log = out / f"run-{seed}.log"
+    want = sorted(set(tasks))
     secs = {}
-    if not (prof / "pairs.json").exists():
+    if (prof / "pairs.json").exists():
+        from filegram_ray.profiles import load_profiles
+
+        have = len(load_profiles(prof))
+        if have != n:
+            raise BenchError(f"{prof}: the reused profile set holds {have} profiles, but --n {n} was asked; pass "
+                             f"--n {have}, or another --out or --label for fresh sets")
+    else:
         secs["profiles"] = _cli(["profiles", "new", "--n", str(n), "--seed", str(seed), "--out", str(prof)], source,
                                 log)
+
+    def refuse_other(content: tuple[int, list[str]]) -> None:
+        raise BenchError(f"{run}: the run holds {content[0]} profiles × {_tasks_text(content[1])}, but {n} profiles "
+                         f"× {_tasks_text(want)} were asked (--n, --tasks); pass the settings it was made with, or "
+                         "another --out or --label for fresh runs")
+
+    before = run_content(run)
+    if before is not None and (before[0] > n or not set(before[1]) <= set(want)):
+        refuse_other(before)  # a smaller run of the same settings is resumed below
     stages = ["seed", "generate"] + (["encode"] if encode else [])
-    if _complete(run, n * len(tasks)) and not encode:
-        return {"seed": seed, "profiles_dir": str(prof), "run": str(run), "seconds": {"pipeline": 0.0},
-                "stages": stages, "reused": True}
-    secs["pipeline"] = _cli(["pipeline", "--run-dir", str(run), "--seed", str(seed), "--serial", "--only", *stages,
-                             "--set", f"profiles_dir={prof}", "--set", f"tasks=[{','.join(tasks)}]",
-                             "--set", "workspace.tts=tone"], source, log)
-    return {"seed": seed, "profiles_dir": str(prof), "run": str(run), "seconds": secs, "stages": stages}
+    reused = _complete(run, n * len(want)) and not encode
+    if reused:
+        secs = {"pipeline": 0.0}
+    else:
+        secs["pipeline"] = _cli(["pipeline", "--run-dir", str(run), "--seed", str(seed), "--serial", "--only",
+                                 *stages, "--set", f"profiles_dir={prof}", "--set", f"tasks=[{','.join(tasks)}]",
+                                 "--set", "workspace.tts=tone"], source, log)
+    content = run_content(run)
+    if content is None or content != (n, want):
+        refuse_other(content or (0, []))
+    return {"seed": seed, "profiles_dir": str(prof), "run": str(run), "seconds": secs, "stages": stages,
+            "n": content[0], "tasks": content[1], **({"reused": True} if reused else {})}
 
 
 def session_digest(run: Path, pid: str, tid: str, max_lines: int = 6) -> list[str]:
@@ -320,6 +393,15 @@ def coupling_mc(n: int = 3000, seed: int = 1) -> str:
 
 
 def main(argv=None) -> int:
+    """The command line (module docstring); a :class:`BenchError` ends it with one line on stderr and its code."""
+    try:
+        return _main(argv)
+    except BenchError as exc:
+        print(f"bench_validity: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True, help="section name, e.g. before / after")
     ap.add_argument("--out", default="/tmp/fg-bench-validity", help="where profile sets and runs go (reused)")
@@ -357,8 +439,8 @@ def main(argv=None) -> int:
                                            capture_output=True, text=True).stdout.strip()
     sets = []
     for seed in args.seeds:
-        s = build_set(out, seed, args.n, args.tasks, args.source, args.encode)
-        sets.append({**s, "n": args.n, "tasks": args.tasks})
+        s = build_set(out, seed, args.n, args.tasks, args.source, args.encode)  # n, tasks: what the run holds
+        sets.append(s)
         print(f"set {seed}: {s['run']} ({s['seconds']})", flush=True)
     results = []
     for i, s in enumerate(sets):
