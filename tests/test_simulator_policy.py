@@ -404,3 +404,53 @@ def test_perturbation_moves_the_distribution_not_the_spread():
             assert abs(tend.offset[d]) <= clip and spread[0] <= tend.sigma[d] <= spread[1]
     assert all(PER_DIMENSION[d][1] < OFFSET_MAX for d in "BDE")
     assert PER_DIMENSION["A"][2][0] > SIGMA_RANGE[1] - 0.1 and PER_DIMENSION["C"][2][0] > SIGMA_RANGE[1] - 0.1
+
+
+def test_a_session_writing_effort_is_one_draw_shared_by_its_files_and_its_counterfactual(world):
+    """Issue #28 item 1 (version 6): a session's writing effort is one log-normal factor (σ = EFFORT_SD) on every
+    file's character budget, seeded from (seed, profile, task), so a perturbed session and its counterfactual
+    draw the same effort."""
+    import math
+    import statistics
+
+    from filegram_ray.engine import EngineSession
+    from filegram_ray.engine.simulator.agent import PersonaAgent
+    from filegram_ray.engine.simulator.tendency import EFFORT_SD, session_effort
+
+    logs = [math.log(session_effort(5, "g0001", f"T-{i:03d}")) for i in range(2000)]
+    assert abs(statistics.fmean(logs)) < 0.02 and abs(statistics.stdev(logs) - EFFORT_SD) < 0.02
+    assert session_effort(5, "g0001", "T-01") == session_effort(5, "g0001", "T-01")
+    efforts = []
+    for pert in (None, {"dimension": "B", "from": "L", "to": "M"}):
+        persona = Persona.from_profile(world["profiles"]["p1"], pert)
+        sess = EngineSession(None, world["root"] / f"effort-{bool(pert)}", persona.profile_id, "T-01", seed=1,
+                             start_ms=1.7e12)
+        try:
+            agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+            efforts.append(agent.effort)
+        finally:
+            sess.close()
+    assert efforts[0] == efforts[1] == session_effort(7, world["profiles"]["p1"].profile_id, "T-01")
+
+
+def test_b_l_writes_its_auxiliaries_in_revision_tasks_too(world):
+    """TIER_TARGETS §2.2 B-L: ≥ 3 output files per task in every task type, the main file with a data appendix and
+    a source list; B-R exactly the task's own file (plus the working outline). Iterate task T-11, four sessions
+    each: p1 (B-L) writes the appendix and the source list beside its correction log in most sessions, p3 (B-R)
+    never."""
+    from filegram_ray.workspace.bundle import build_bundle
+
+    build_bundle(world["tasks"]["T-11"], 7, world["root"] / "ws" / "T-11")
+    world["bundles"]["T-11"] = world["root"] / "ws" / "T-11"
+
+    def created(pid, seed):
+        d = run(world, pid, "T-11", seed=seed, tag=f"aux{pid}{seed}")
+        ev = json.loads((d / "events.json").read_text())
+        return [e["file_path"] for e in ev if e["event_type"] == "file_write" and e.get("operation") == "create"]
+
+    appendix, sources = re.compile(r"appendix|数据附录", re.I), re.compile(r"references|sources|参考资料", re.I)
+    b_l = [created("p1", s) for s in (1, 2, 3, 4)]
+    assert sum(any(appendix.search(f) for f in c) and any(sources.search(f) for f in c) for c in b_l) >= 3, b_l
+    assert all(len(c) >= 3 for c in b_l), b_l
+    b_r = [created("p3", s) for s in (1, 2, 3, 4)]
+    assert all(len(c) <= 2 and not any(appendix.search(f) or sources.search(f) for f in c) for c in b_r), b_r

@@ -53,6 +53,7 @@ from filegram_ray.engine.simulator.tendency import (
     lerp,
     poisson,
     profile_tendency,
+    session_effort,
     session_positions,
 )
 from filegram_ray.engine.simulator.textops import (
@@ -70,8 +71,9 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/5"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
-# 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files
+AGENT_VERSION = "persona-simulator/6"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
+# 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files;
+# 6: a session's writing effort; B-L auxiliaries in revision and organize tasks
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {
@@ -108,6 +110,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         self.pos = session_positions(persona.tiers, profile_tendency(persona.profile_id, seed), seed,
                                      persona.profile_id, self.tid, shifted)
         self.T = {d: acting_tier(v) for d, v in self.pos.items()}
+        self.effort = session_effort(seed, persona.profile_id, self.tid)
         self.lang = persona.lang
         self.files: list[str] = []          # workspace files (relative), listing order
         self.dirs: list[str] = []           # workspace folders (relative)
@@ -247,6 +250,23 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
                 out.append(n)
         return out
 
+    def auxiliaries(self, folder: str, index_folder: str | None = None) -> list[tuple[str, str]]:
+        """The B-L auxiliaries of this session's deliverable (TT §2.2 B-L: ≥ 3 output files per task, in every task
+        type: a data appendix and a reference list beside the main file, plus a README/index where ``index_folder``
+        is given and C is not R), each drawn with a chance that follows the B position (0.95 / 0.2 / 0 at L / M / R;
+        the index 0.7 / 0 / 0; issue #28). (kind, relpath) pairs; none for a session acting B-M or B-R above
+        position 0.8, and none where the task forbids new files (T-09)."""
+        if self.rules.get("no_new_files") or not (self.T["B"] == "L" or self.pos["B"] < 0.8):
+            return []
+        aux: list[tuple[str, str]] = []
+        if self.chance("B", 0.95, 0.2, 0.0):
+            aux.append(("appendix", self.join(folder, self.name("appendix", ".md", 2))))
+        if self.chance("B", 0.95, 0.2, 0.0):
+            aux.append(("references", self.join(folder, self.name("references", ".md", 3))))
+        if index_folder is not None and self.T["C"] != "R" and self.chance("B", 0.7, 0.0, 0.0):
+            aux.append(("index", self.join(index_folder, self.name("index", ".md", 4))))
+        return aux
+
     def flow_content(self, revision_outputs: bool = False) -> None:
         """Understand / synthesize / create: read (A), write the deliverable set (B, C, F), self-revise (D),
         curate own scratch files (E)."""
@@ -274,16 +294,9 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
             chart_rel = self.join(lay["fig"], ("fig_" if not lay["fig"] else "") + self.name("chart", ext))
             fig_refs.append((1, chart_rel))
             writes.append(lambda: self.write(chart_rel, self.chart(self.topic())))
-        aux: list[tuple[str, str]] = []
-        if B == "L" or self.pos["B"] < 0.8:
-            # B-L auxiliaries (TT §2.2: ≥ 2, README/index, appendix, references), each drawn (issue #28)
-            if self.chance("B", 0.95, 0.2, 0.0):
-                aux.append(("appendix", self.join(lay["aux"], self.name("appendix", ".md", 2))))
-            if self.chance("B", 0.95, 0.2, 0.0):
-                aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 3))))
-            if self.T["C"] != "R" and self.chance("B", 0.7, 0.0, 0.0):
-                aux.append(("index", self.join(lay["base"] or lay["aux"], self.name("index", ".md", 4))))
-        elif B == "M" and (self.p.a("documentation") == "comprehensive" or "max_lines" in self.rules):
+        aux = self.auxiliaries(lay["aux"], lay["base"] or lay["aux"])
+        if B == "M" and self.pos["B"] >= 0.8 and (self.p.a("documentation") == "comprehensive"
+                                                  or "max_lines" in self.rules):
             # p9's comprehensive documentation, or a task that caps the main file (T-16: ≤ 30 lines): a balanced
             # writer moves the detail into one supporting file instead of dropping it (TT §2.2 B-M: 1–2 files)
             aux.append(("references", self.join(lay["aux"], self.name("references", ".md", 2))))
@@ -349,6 +362,10 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
             final.append(lambda: self.write(note_tmp, self.render_log()))
             if note_tmp != note_final:
                 final.append(lambda: self.mv([(note_tmp, note_final)]))
+            # B-L: the appendix and references beside the note, in the note's folder (no folder of their own, so
+            # C's folder counts do not follow B)
+            for kind, rel in self.auxiliaries(lay["main"]):
+                final.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         pre = "" if lay["fig"] else "fig_"
         if want_csv:
             final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("csv", ".csv")),

@@ -142,6 +142,8 @@ class OrganizingMixin:
             self.write(note, self.render_log(spec))
 
         final.append(write_note)
+        for kind, rel in self.auxiliaries(""):  # B-L: appendix and references beside the note
+            final.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         want_csv, want_chart = self.visual_plan()
         if want_csv:
             final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))

@@ -44,7 +44,9 @@ class OutputMixin:
         # characters (TT §2.2: 18–28 against 30–40), so a Chinese persona writes more lines in every tier, inside
         # the line ranges, for its character counts to reach the same bands as English (issue #28: with extra
         # Chinese lines at B-M only, Chinese B-M and B-R profiles wrote the same totals; measured 2026-12-02).
-        wobble = math.exp(rng.gauss(0.0, 0.25))
+        # The session's writing effort (tendency.session_effort) scales every file's lines and characters alike.
+        effort = getattr(self, "effort", 1.0)
+        wobble = math.exp(rng.gauss(0.0, 0.25)) * effort
         # The character budget follows the B band at the session's position (TT §2.2 avg_output_length: B-L
         # 3,500–9,000, B-M 1,500–3,000, B-R 400–1,200 chars; §3: B-L README ≥ 1,500, B-R index ≤ 300), with the same
         # wobble: the lines above are whole sentences (≈ 60 characters in English), so without it a B-M report
@@ -65,7 +67,7 @@ class OutputMixin:
             chars = self.lerp("B", 1800, 800, 400)
         else:
             chars = self.lerp("B", 6000, 1800, 700)
-        size_wobble = math.exp(rng.gauss(0.0, 0.35))
+        size_wobble = math.exp(rng.gauss(0.0, 0.35)) * effort
         if kind == "main":
             lines = max(12, round((self.lerp("B", 265, 90, 30) if not zh else self.lerp("B", 330, 125, 42))
                                   * wobble))
@@ -76,7 +78,7 @@ class OutputMixin:
             depth = {"L": 3, "M": 2, "R": 1}[B]
             maxc = {"L": 50, "M": 45, "R": 30}[B] if not zh else {"L": 34, "M": 30, "R": 18}[B]
         elif kind in ("scratch", "outline"):
-            lines = round(rng.randint(6, 12) * self.lerp("B", 2.0, 1.0, 0.6))
+            lines = round(rng.randint(6, 12) * self.lerp("B", 2.0, 1.0, 0.6) * effort)
             depth, maxc = 1, 40 if not zh else 26
         else:  # appendix, references, log, notes
             lines = max(8, round((self.lerp("B", 120, 72, 22) if not zh else self.lerp("B", 150, 90, 28)) * wobble))

@@ -64,6 +64,8 @@ PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
     "A": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60)), "C": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
+#: SD of the log of a session's writing effort (:func:`session_effort`; ours, issue #28).
+EFFORT_SD = 0.2
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,17 @@ def session_positions(tiers: dict[str, str], tendency: Tendency, seed: int, prof
         sd = tendency.sigma[d] * (PERTURBED_SPREAD if d == shifted else 1.0)
         out[d] = TIER_POS[tiers[d]] + tendency.offset[d] + sd * z
     return out
+
+
+def session_effort(seed: int, profile_id: str, task_id: str) -> float:
+    """How much writing this session had time for: a factor ``exp(N(0, EFFORT_SD))`` on the length of every text
+    file it writes, shared by all its files (a rushed session writes everything shorter; issue #28 item 1: a
+    person's output length varies from day to day, not only from file to file). Seeded from (master seed, profile
+    id, task id), so a perturbed session and its counterfactual re-simulation draw the same effort. Measured
+    2026-12-04: without it the task × B-tier cells explained 0.76–0.83 of avg_output_length's variance on eight
+    fresh 30-profile sets (the per-file draws average out inside a session)."""
+    rng = random.Random(derive_seed(seed, profile_id, task_id, "effort"))
+    return math.exp(rng.gauss(0.0, EFFORT_SD))
 
 
 def acting_tier(s: float) -> str:
