@@ -430,3 +430,18 @@ def test_bench_validity_refuses_reused_folders_made_with_other_settings(tmp_path
     assert not (tmp_path / "page.md").exists()
     got = mod.build_set(out, 101, 2, ["T-02", "T-01"], None, False)  # a complete run of these settings: reused
     assert got["reused"] and got["n"] == 2 and got["tasks"] == ["T-01", "T-02"]
+
+
+def test_bench_validity_label_is_one_folder_whatever_it_holds(tmp_path, capsys):
+    """A label such as "fresh pair 2829 / 2830" names the page section as written; its runs go to one folder under
+    --out (OUT/fresh_pair_2829_2830), not to two nested ones."""
+    mod = _bench_validity()
+    prof = tmp_path / "fresh_pair_2829_2830" / "profiles-101"
+    from filegram_ray.cli import main as filegram
+
+    assert filegram(["profiles", "new", "--n", "2", "--seed", "101", "--out", str(prof)]) == 0
+    capsys.readouterr()
+    argv = ["--label", "fresh pair 2829 / 2830", "--out", str(tmp_path), "--page", str(tmp_path / "page.md")]
+    assert mod.main([*argv, "--n", "3", "--tasks", "T-01"]) == 2  # refused on the reused set: it was found there
+    assert f"bench_validity: {prof}: the reused profile set holds 2 profiles" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh_pair_2829_2830"]

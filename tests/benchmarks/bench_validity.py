@@ -24,6 +24,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -403,7 +404,8 @@ def main(argv=None) -> int:
 
 def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--label", required=True, help="section name, e.g. before / after")
+    ap.add_argument("--label", required=True, help="section name, e.g. before / after; its runs go to OUT/LABEL "
+                    "(characters other than letters, digits, '.', '-' and '_' become '_')")
     ap.add_argument("--out", default="/tmp/fg-bench-validity", help="where profile sets and runs go (reused)")
     ap.add_argument("--seeds", nargs=2, type=int, default=[101, 202])
     ap.add_argument("--n", type=int, default=30, help="profiles per set")
@@ -426,7 +428,9 @@ def _main(argv=None) -> int:
     if args.coupling:
         print(coupling_mc())
         return 0
-    out = Path(args.out) / args.label
+    # the label names a section of the page; its folder under --out is one path component whatever it holds
+    # ("fresh pair 2829 / 2830" used to nest two folders)
+    out = Path(args.out) / (re.sub(r"[^\w.-]+", "_", args.label).strip("._") or "run")
     out.mkdir(parents=True, exist_ok=True)
     if args.llm_sample:
         text = llm_side_by_side(out, args.llm_profiles, args.llm_tasks, 7, args.llm_model,
