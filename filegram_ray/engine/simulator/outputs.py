@@ -45,7 +45,7 @@ class OutputMixin:
         # the line ranges, for its character counts to reach the same bands as English (issue #28: with extra
         # Chinese lines at B-M only, Chinese B-M and B-R profiles wrote the same totals; measured 2026-12-02).
         # The session's writing effort (tendency.session_effort) scales every file's lines and characters alike.
-        effort = getattr(self, "effort", 1.0)
+        effort = self.effort
         wobble = math.exp(rng.gauss(0.0, 0.25)) * effort
         # The character budget follows the B band at the session's position (TT §2.2 avg_output_length: B-L
         # 3,500–9,000, B-M 1,500–3,000, B-R 400–1,200 chars; §3: B-L README ≥ 1,500, B-R index ≤ 300), with the same
