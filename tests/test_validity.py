@@ -353,6 +353,16 @@ def test_cross_with_the_run_itself_is_refused(mini_run, tmp_path, capsys):
     assert len(err) == 1 and "--cross must be a second, independently generated run" in err[0], err
 
 
+def test_cross_with_a_copy_of_the_run_is_refused(mini_run, tmp_path):
+    """A copy of the run in another folder (or the same seed and profile set generated again: same bytes) holds the
+    same trajectories; scored against it, the cross-set figures would be inflated as by the run itself."""
+    from filegram_ray.errors import UserError
+
+    copy = _copy_run(mini_run[0], tmp_path / "copy")
+    with pytest.raises(UserError, match="holds the same trajectories as"):
+        run_validity(str(mini_run[0]), train_run=str(copy), write=False)
+
+
 def test_trajectories_left_out_of_the_training_run_are_reported(mini_run, cross_run, tmp_path, capsys):
     """Review finding: a trajectory left out of the --cross run was only a log warning; it is now in the result
     (train_skipped), printed by the command and written to validity.md like the run's own."""

@@ -195,6 +195,15 @@ def _same_run(a: str, b: str) -> bool:
     return str(a).rstrip("/") == str(b).rstrip("/")
 
 
+def _same_sessions(a: Any, b: Any) -> bool:
+    """Whether two session sets hold the same trajectories: the same trajectory ids with byte-equal fingerprints
+    (a copied run, or one generated again with the same seed and profile set: same seed, same bytes)."""
+    def key(ss: Any) -> set[tuple[str, bytes]]:
+        return {(s.trajectory_id, s.fp.tobytes()) for s in ss.sessions}
+
+    return len(a.sessions) == len(b.sessions) and key(a) == key(b)
+
+
 def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: str | None = None,
                  train_profiles_dir: str | None = None, tasks_dir: str | None = None,
                  storage_options: dict[str, Any] | None = None, write: bool = True) -> dict[str, Any]:
@@ -212,7 +221,8 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
 
     Raises:
         StorageError: missing trajectory index.
-        UserError: ``train_run`` is ``run_uri`` itself (the same resolved local path, or the same URI); a profile or
+        UserError: ``train_run`` is ``run_uri`` itself (the same resolved local path, or the same URI) or holds the
+            same trajectories (:func:`_same_sessions`: a copy, or the same seed and profile set); a profile or
             task set recorded in a run's ``run.json`` no longer exists and none was given; a profile missing from
             the set, or a set that contradicts the tiers a run was generated with (:func:`load_sessions`, naming
             ``--profiles-dir`` or ``--train-profiles-dir``); a run with no readable trajectory.
@@ -234,6 +244,11 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
     # both runs are read before anything is computed: a problem with the training run ends the command at once
     test = load(run_uri, profiles_dir, "--profiles-dir", "")
     train = load(train_run, train_profiles_dir, "--train-profiles-dir", " (--cross)") if train_run else None
+    if train is not None and _same_sessions(test, train):
+        raise UserError(f"--cross must be a second, independently generated run: {train_run} holds the same "
+                        f"trajectories as {run_uri} (a copy of it, or a run made with the same seed and profile set), "
+                        "and a set scored against itself inflates the cross-set figures (generate another run, "
+                        "e.g. with another seed or profile set)")
     lpo = recovery(test)
     res: dict[str, Any] = {"run": str(run_uri), "profiles_dir": test.profiles_dir, "n_sessions": len(test.sessions),
                            "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),
