@@ -531,3 +531,37 @@ def test_memory_rule_answerer_tells_a_habitual_deviation_from_a_shift():
     assert mem.answer_shiftana("q", choices, shown, profile_id="u") == "B"
     count = CountRuleAnswerer(tiers.__getitem__)
     assert {count.answer_shiftana(f"q{i}", choices, shown) for i in range(20)} == {"A", "B"}  # a tie, drawn
+
+
+def test_rule_answerer_margin_carries_a_profile_bootstrap_interval():
+    """accuracy − chance comes with its 95 % interval over profiles (a profile's items share its sessions): wide
+    when the profiles disagree, a point when they all score the same, None with one profile."""
+    from types import SimpleNamespace
+
+    from filegram_ray.bench.vocab import TIER_SHORT
+    from filegram_ray.validity.separability import CountRuleAnswerer, score_rule_answerer
+
+    base = {"A": "L", "B": "M", "C": "R", "D": "R", "E": "R", "F": "R"}
+    shifted = {**base, "E": "M"}
+    choices = [f"{TIER_SHORT['C']['R']} → {TIER_SHORT['C']['M']}", f"{TIER_SHORT['E']['R']} → {TIER_SHORT['E']['M']}",
+               f"{TIER_SHORT['E']['M']} → {TIER_SHORT['E']['R']}"]
+    tiers, items, keys = {}, [], {}
+    for u in range(10):
+        for j in range(4):
+            ids = [f"u{u}/b{j}{i}" for i in range(4)] + [f"u{u}/s{j}"]
+            for t in ids[:-1]:
+                tiers[t] = dict(base)
+            tiers[ids[-1]] = dict(shifted if u < 5 else base)  # half the users' shifts show in the counts
+            qid = f"ShiftAna-{u:02d}{j}"
+            items.append(SimpleNamespace(sub_track="ShiftAna", choices=choices, question_id=qid, profile_id=f"u{u}",
+                                         context=SimpleNamespace(trajectories=ids, labels=[])))
+            keys[qid] = "B"
+    res = score_rule_answerer(items, keys, CountRuleAnswerer(tiers.__getitem__, seed=1))["ShiftAna"]
+    assert res["n"] == 40 and res["n_profiles"] == 10
+    assert res["chance"] == pytest.approx(1 / 3)
+    lo, hi = res["interval"]
+    assert lo < res["margin"] < hi and hi - lo > 0.1
+    one = score_rule_answerer(items[:4], keys, CountRuleAnswerer(tiers.__getitem__, seed=1))["ShiftAna"]
+    assert one["margin"] == pytest.approx(2 / 3) and one["interval"] is None
+    same = score_rule_answerer(items[:20], keys, CountRuleAnswerer(tiers.__getitem__, seed=1))["ShiftAna"]
+    assert same["interval"] == pytest.approx([2 / 3, 2 / 3])

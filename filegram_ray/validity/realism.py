@@ -249,7 +249,10 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
         r = out["rule_answerer"].get(s)
         checks.append(_check(f"count-rule answerer {s}, accuracy − chance", r["margin"] if r else None,
                              BOUNDS["rule_answerer_margin"], "<=",
-                             (f"accuracy {r['accuracy']:.2f}, chance {r['chance']:.2f}, {r['n']} items" if r else
+                             (f"accuracy {r['accuracy']:.2f}, chance {r['chance']:.2f}, {r['n']} items"
+                              + (f" of {r['n_profiles']} profiles; 95 % interval over profiles "
+                                 f"[{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]" if r.get("interval") else "")
+                              if r else
                               out["rule_answerer"].get("error") or "no item")))
     mot = out["motivation"]
     for key, label in (("search_hits", "searches that match a file"),
@@ -292,8 +295,9 @@ def check_lines(res: dict[str, Any]) -> list[str]:
     lines.append("    info  hand-written single-count rules, tier of a single session: "
                  + ", ".join(f"{d} {_fmt(rs[d])}" for d in DIMENSIONS))
     mem = res.get("memory_answerer") or {}
-    got = [f"{s} {mem[s]['accuracy']:.2f} (chance {mem[s]['chance']:.2f}, {mem[s]['margin']:+.2f})"
-           for s in ("ShiftAna", "AnomDet") if isinstance(mem.get(s), dict)]
+    got = [f"{s} {mem[s]['accuracy']:.2f} (chance {mem[s]['chance']:.2f}, {mem[s]['margin']:+.2f}"
+           + (f", 95 % [{mem[s]['interval'][0]:+.2f}, {mem[s]['interval'][1]:+.2f}]" if mem[s].get("interval") else "")
+           + ")" for s in ("ShiftAna", "AnomDet") if isinstance(mem.get(s), dict)]
     if got:
         lines.append("    info  the same readings with the user's usual taken from memory (all of the user's other "
                      "sessions; MemoryRuleAnswerer): " + ", ".join(got))

@@ -345,11 +345,15 @@ def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer:
     """Accuracy of ``answerer`` on the ShiftAna / AnomDet items among ``items`` (bench
     :class:`~filegram_ray.bench.schema.Item`), with ``keys`` = ``question_id -> correct letter``.
 
-    Returns ``{sub_task: {"accuracy", "chance", "n", "margin" (accuracy − chance)}}``."""
+    Returns ``{sub_task: {"accuracy", "chance", "n", "margin" (accuracy − chance), "interval" ([lo, hi], the
+    margin's 95 % percentile interval by bootstrap over the items' profiles, evaluate.stats.bootstrap_ci: a
+    profile's items share its sessions; None with fewer than 2 profiles), "n_profiles"}}``."""
     from filegram_ray.bench.schema import LETTERS
+    from filegram_ray.evaluate.stats import bootstrap_ci
 
     hits: dict[str, list[float]] = {}
     chance: dict[str, list[float]] = {}
+    users: dict[str, list[str]] = {}
     for it in items:
         if it.sub_track not in ("ShiftAna", "AnomDet") or not it.choices:
             continue
@@ -361,8 +365,13 @@ def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer:
                                           it.profile_id)
         hits.setdefault(it.sub_track, []).append(float(got == keys[it.question_id]))
         chance.setdefault(it.sub_track, []).append(1.0 / len(it.choices))
+        users.setdefault(it.sub_track, []).append(it.profile_id)
     out = {}
     for s in sorted(hits):
         acc, ch = float(np.mean(hits[s])), float(np.mean(chance[s]))
-        out[s] = {"accuracy": acc, "chance": ch, "n": len(hits[s]), "margin": acc - ch}
+        k = len(set(users[s]))
+        # accuracy − chance is the mean over items of (hit − 1 / choices): its interval is that mean's
+        _, lo, hi = bootstrap_ci([h - c for h, c in zip(hits[s], chance[s])], users[s])
+        out[s] = {"accuracy": acc, "chance": ch, "n": len(hits[s]), "margin": acc - ch, "n_profiles": k,
+                  "interval": [lo, hi] if k >= 2 and lo is not None else None}
     return out
