@@ -28,7 +28,11 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
     perturbed session's shift on A or C showed in one count: the memory-less count rule answered ShiftAna items
     on A and C at chance + 0.29–0.47, on B and D at chance − 0.17–+ 0.21 (issue #28). Measured 2026-12-03 on sets
     2803 / 2804: separability A 0.71 → 0.64–0.65, C 0.77–0.78 → 0.69–0.72; profile-level recovery A 0.93–1.00,
-    C 0.97–1.00.
+    C 0.97–1.00. Version 7 widens both to U(0.50, 0.68) and narrows C's offset to N(0, 0.12) clipped to ±0.24:
+    C's folder depth reads its acting tier exactly (TIER_TARGETS §2.3 hard bands), so the count rule read a C shift
+    at chance + 0.23–0.30 and an A shift at + 0.13–0.17 on sets 2833 / 2834 (issue #28, ShiftAna), and C's
+    profile-level misses were profiles placed 0.19–0.33 toward a neighbour (set 2824). Figures: docs/validity.md,
+    round 11.
 * Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
   from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
   counterfactual re-simulation differs only by the shift. A perturbation moves the distribution, not the draw's
@@ -61,7 +65,7 @@ SIGMA_RANGE = (0.30, 0.48)
 #: offsets, A and C a wider session spread (module docstring).
 PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
     "B": (0.07, 0.14, (0.30, 0.42)), "E": (0.09, 0.18, (0.26, 0.38)), "D": (0.10, 0.20, SIGMA_RANGE),
-    "A": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60)), "C": (OFFSET_SD, OFFSET_MAX, (0.42, 0.60))}
+    "A": (OFFSET_SD, OFFSET_MAX, (0.50, 0.68)), "C": (0.12, 0.24, (0.50, 0.68))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
 #: SD of the log of a session's writing effort (:func:`session_effort`; ours, issue #28).
