@@ -373,5 +373,5 @@ def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer:
         # accuracy − chance is the mean over items of (hit − 1 / choices): its interval is that mean's
         _, lo, hi = bootstrap_ci([h - c for h, c in zip(hits[s], chance[s])], users[s])
         out[s] = {"accuracy": acc, "chance": ch, "n": len(hits[s]), "margin": acc - ch, "n_profiles": k,
-                  "interval": [lo, hi] if k >= 2 and lo is not None else None}
+                  "interval": [lo, hi] if k >= 2 else None}
     return out
