@@ -140,6 +140,11 @@ def test_cross_set_recovery_and_cli(mini_run, cross_run, capsys):
     for d in DIMENSIONS:
         assert f"single-session separability {d}, cross-set" in names
         assert f"profile-level recovery {d}, cross-set" in names
+        # one profile is 1 / n of the figure: the note counts the misses against what the bound allows
+        rec = next(c for c in checks if c["name"] == f"profile-level recovery {d}, cross-set")
+        n = res["cross"][d]["n_profiles"]
+        missed = round((1 - rec["value"]) * n)
+        assert rec["note"] == f"{missed} of {n} profiles read as another tier; the bound allows {int(n * 0.1 + 1e-9)}"
     for want in ("no-op perturbations", "count-rule answerer ShiftAna", "count-rule answerer AnomDet",
                  "motivation: searches", "motivation: deletes/moves/renames", "motivation: output sentences"):
         assert any(n.startswith(want) for n in names), want

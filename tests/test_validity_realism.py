@@ -565,3 +565,14 @@ def test_rule_answerer_margin_carries_a_profile_bootstrap_interval():
     assert one["margin"] == pytest.approx(2 / 3) and one["interval"] is None
     same = score_rule_answerer(items[:20], keys, CountRuleAnswerer(tiers.__getitem__, seed=1))["ShiftAna"]
     assert same["interval"] == pytest.approx([2 / 3, 2 / 3])
+
+
+def test_recovery_note_counts_missed_profiles_against_the_bound():
+    """A recovery figure moves by one profile in n: its check line says how many were missed and how many the
+    0.90 bound allows (3 of 30, 6 of 60), so 0.867 on 30 profiles reads as one miss too many."""
+    from filegram_ray.validity.realism import _missed_note
+
+    assert _missed_note(27 / 30, 30) == "3 of 30 profiles read as another tier; the bound allows 3"
+    assert _missed_note(26 / 30, 30) == "4 of 30 profiles read as another tier; the bound allows 3"
+    assert _missed_note(55 / 60, 60) == "5 of 60 profiles read as another tier; the bound allows 6"
+    assert _missed_note(None, 30) == "" and _missed_note(float("nan"), 30) == "" and _missed_note(1.0, 0) == ""
