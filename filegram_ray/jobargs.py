@@ -16,6 +16,18 @@ if TYPE_CHECKING:  # imported where used: building a parser (`filegram X --help`
     from filegram_ray.config import PipelineConfig
 
 
+def at_least_one(text: str) -> int:
+    """argparse type for a count (``--num-actors``, ``filegram profiles new --n``): a whole number ≥ 1, else
+    argparse's one-line usage error (exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {n}")
+    return n
+
+
 def add_common_options(p: argparse.ArgumentParser, *, serial: bool = True) -> argparse.ArgumentParser:
     """Add the options every stage job accepts to ``p`` (a parser or a ``filegram`` subcommand)."""
     p.add_argument("--config", default=None, help="pipeline YAML (default: conf/default.yaml)")

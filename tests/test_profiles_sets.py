@@ -165,3 +165,14 @@ def test_cli_perturbations(capsys):
     # that the generate stage moves or drops a shift that would change nothing
     assert "two-tier shifts: p5_balanced_organizer T-18 E R->L (upstream computes E shifts on the rhythm tier" in out
     assert "moves one that changes nothing to the task's next active dimension, or drops it" in out
+
+
+@pytest.mark.parametrize("n", ["0", "-3", "two"])
+def test_new_profile_set_with_no_profiles_is_a_usage_error(tmp_path, capsys, n):
+    """Review finding (helper-28): `filegram profiles new --n 0` ended in a ValueError traceback; a count under 1
+    or not a number is now argparse's one-line usage error (exit 2), and nothing is written."""
+    with pytest.raises(SystemExit) as exc:
+        main(["profiles", "new", "--n", n, "--out", str(tmp_path / "set")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --n:" in err and "Traceback" not in err and not (tmp_path / "set").exists()

@@ -12,7 +12,7 @@ import pytest
 from filegram_ray.config import load_config
 from filegram_ray.engine.generate import GenerateWorker, plan_units, run_generate
 from filegram_ray.storage import RunDir
-from filegram_ray.validity.core import DIM_COLS, DIMENSIONS, TaskScaler
+from filegram_ray.validity.core import DIM_COLS, DIMENSIONS, TaskScaler, load_sessions
 from filegram_ray.validity.report import merge_report, run_validity
 
 #: Six bundled profiles whose upstream plan perturbs T-12 (reference §5.7), so the run holds 6 perturbed units.
@@ -368,6 +368,24 @@ def test_cross_with_a_copy_of_the_run_is_refused(mini_run, tmp_path):
         run_validity(str(mini_run[0]), train_run=str(copy), write=False)
 
 
+def test_cross_with_a_partial_copy_of_the_run_is_refused(mini_run, tmp_path, capsys):
+    """Review finding (helper-28): a copy with one trajectory broken, or the same seed and profile set generated on
+    part of the tasks, passed --cross because the check asked for exactly the same set of trajectories. Now a run
+    sharing at least half of the smaller run's trajectories (same id, byte-equal fingerprint) is refused."""
+    from filegram_ray.cli import main
+    from filegram_ray.errors import UserError
+
+    copy = _copy_run(mini_run[0], tmp_path / "copy")
+    next(copy.glob("trajectories/p4_*/T-01/meta.json")).write_text('["not an object"]')
+    n = len(load_sessions(str(mini_run[0])).sessions)
+    with pytest.raises(UserError, match=rf"holds the same trajectories as .*\({n - 1} of the {n - 1} of the smaller"):
+        run_validity(str(mini_run[0]), train_run=str(copy), write=False)
+    capsys.readouterr()
+    assert main(["validity", str(copy), "--cross", str(mini_run[0])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "on all or part of its tasks" in err[0], err
+
+
 def test_trajectories_left_out_of_the_training_run_are_reported(mini_run, cross_run, tmp_path, capsys):
     """Review finding: a trajectory left out of the --cross run was only a log warning; it is now in the result
     (train_skipped), printed by the command and written to validity.md like the run's own."""
@@ -413,6 +431,24 @@ def test_bench_validity_failed_command_is_its_error_and_one_line(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("bench_validity: `filegram pipeline` failed (exit 2)") and "run-101.log" in last, last
     assert not (tmp_path / "page.md").exists()
+
+
+def test_bench_validity_refuses_equal_seeds_and_no_profiles_before_generating(tmp_path):
+    """Review finding (helper-28): `--seeds 5 5` generated a set, then ended in a UserError traceback from filegram
+    validity (a run scored against itself); `--n 0` in a ValueError traceback from `filegram profiles new`. Both
+    are now one line, exit 2, before anything is generated."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent / "benchmarks" / "bench_validity.py"
+    for extra, want in ((["--seeds", "5", "5"], "--seeds 5 5: the two sets must differ"),
+                        (["--n", "0"], "--n 0: a profile set needs at least 1 profile")):
+        r = subprocess.run([sys.executable, str(script), "--label", "x", "--out", str(tmp_path / "out"), *extra,
+                            "--page", str(tmp_path / "page.md")], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"bench_validity: {want}"), r.stderr
+        assert not (tmp_path / "out").exists() and not (tmp_path / "page.md").exists()
 
 
 def test_bench_validity_refuses_reused_folders_made_with_other_settings(tmp_path, capsys):

@@ -576,3 +576,19 @@ def test_recovery_note_counts_missed_profiles_against_the_bound():
     assert _missed_note(26 / 30, 30) == "4 of 30 profiles read as another tier; the bound allows 3"
     assert _missed_note(55 / 60, 60) == "5 of 60 profiles read as another tier; the bound allows 6"
     assert _missed_note(None, 30) == "" and _missed_note(float("nan"), 30) == "" and _missed_note(1.0, 0) == ""
+
+
+def test_check_line_shows_enough_digits_to_agree_with_its_verdict():
+    """Review finding (helper-28): 0.7997 against ">= 0.8" printed "FAIL   0.800 >= 0.8", a line that contradicts
+    itself; a value whose 3-decimal form would pass the other way is printed with 5 decimals."""
+    res = {"checks": [{"name": "s", "value": 0.79970, "bound": 0.8, "op": ">=", "pass": False, "note": ""},
+                      {"name": "t", "value": 0.80004, "bound": 0.8, "op": "<=", "pass": False, "note": ""},
+                      {"name": "u", "value": 0.812, "bound": 0.8, "op": ">=", "pass": True, "note": ""}],
+           "tau_flags": {"tau": 1.5, "precision": 0.6, "recall": 0.3},
+           "flag_reason": {"delta_perturbed": 3.0, "delta_unperturbed": 2.0, "cutoff": 4.0,
+                           "perturbed_below_cutoff": 0.7},
+           "rule_sessions": {d: 0.5 for d in "ABCDEF"}}
+    lines = check_lines(res)
+    assert lines[0].split()[:4] == ["FAIL", "0.79970", ">=", "0.8"]
+    assert lines[1].split()[:4] == ["FAIL", "0.80004", "<=", "0.8"]
+    assert lines[2].split()[:4] == ["PASS", "0.812", ">=", "0.8"]

@@ -56,6 +56,7 @@ from filegram_ray.engine.worker import (  # noqa: F401 - the worker's names are 
     trajectory_fingerprint,
 )
 from filegram_ray.errors import UserError
+from filegram_ray.jobargs import at_least_one
 from filegram_ray.stages.base import Row, Stage, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 
@@ -164,19 +165,6 @@ def _pert_dict(pert: Any) -> dict[str, str]:
     return {"dimension": pert.dimension, "from": frm, "to": pert.to}
 
 
-def _at_least_one(text: str) -> int:
-    """``--num-actors``: a whole number ≥ 1 (argparse type)."""
-    import argparse
-
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {n}")
-    return n
-
-
 def simulator_fingerprint(run, unit: dict[str, Any], opts: GenerateConfig) -> tuple[str, str | None]:
     """``(fingerprint, bundle sha256)`` of a simulator unit: what :meth:`GenerateWorker.process` writes into the
     completion record and :meth:`GenerateStage.finished` compares (the bundle's content included)."""
@@ -213,7 +201,7 @@ class GenerateStage(Stage):
         parser.add_argument("--tasks", nargs="+", default=None, help="task ids (T-01 …); default: the run's set "
                             "(run.json), else config 'tasks', else all")
         parser.add_argument("--profiles-dir", default=None, help="a profile set directory (new profile sets)")
-        parser.add_argument("--num-actors", type=_at_least_one, default=None,
+        parser.add_argument("--num-actors", type=at_least_one, default=None,
                             help="actor pool size (same as --set generate.num_actors=N; ≥ 1)")
 
     @classmethod

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from filegram_ray.errors import UserError
+from filegram_ray.jobargs import at_least_one
 
 
 def format_table(profiles) -> str:
@@ -96,7 +97,7 @@ def register(subparsers) -> None:
                     "(default conf/profiles)")
     ls.set_defaults(func=_list)
     new = sub.add_parser("new", help="build a balanced profile set of any size (Faker identities)")
-    new.add_argument("--n", type=int, required=True, help="number of profiles")
+    new.add_argument("--n", type=at_least_one, required=True, help="number of profiles (≥ 1)")
     new.add_argument("--seed", type=int, default=7, help="master seed (same seed, same bytes)")
     new.add_argument("--out", required=True, help="output directory")
     new.set_defaults(func=_new)

@@ -291,7 +291,10 @@ def check_lines(res: dict[str, Any]) -> list[str]:
     lines = []
     for c in res["checks"]:
         mark = "n/a " if c["pass"] is None else "PASS" if c["pass"] else "FAIL"
-        lines.append(f"    {mark}  {_fmt(c['value']):>6} {c['op']} {c['bound']:<5g} {c['name']}"
+        shown = _fmt(c["value"])
+        if c["pass"] is not None and _check("", float(shown), c["bound"], c["op"])["pass"] != c["pass"]:
+            shown = f"{c['value']:.5f}"  # 0.79970 would print as 0.800, which reads as meeting ">= 0.8"
+        lines.append(f"    {mark}  {shown:>6} {c['op']} {c['bound']:<5g} {c['name']}"
                      + (f"  ({c['note']})" if c.get("note") else ""))
     t, fr = res["tau_flags"], res["flag_reason"]
     lines.append(f"    info  τ-flags (memory's own, τ = {t['tau']}): precision {_fmt(t['precision'])}, recall "

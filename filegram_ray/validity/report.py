@@ -195,13 +195,20 @@ def _same_run(a: str, b: str) -> bool:
     return str(a).rstrip("/") == str(b).rstrip("/")
 
 
-def _same_sessions(a: Any, b: Any) -> bool:
-    """Whether two session sets hold the same trajectories: the same trajectory ids with byte-equal fingerprints
-    (a copied run, or one generated again with the same seed and profile set: same seed, same bytes)."""
+#: Share of the smaller run's trajectories that, shared with the other run (same id, byte-equal fingerprint), make
+#: ``--cross`` refuse the pair (ours): a copy with a few files changed, or a run regenerated with the same seed and
+#: profile set on part of the tasks, holds most of them; two independently generated runs share none.
+SHARED_MAX = 0.5
+
+
+def _shared_sessions(a: Any, b: Any) -> tuple[int, int]:
+    """``(shared, n)``: trajectories the two session sets hold alike (the same trajectory id with a byte-equal
+    fingerprint: a copied run, or one generated again with the same seed and profile set, same seed, same bytes)
+    and the size of the smaller set."""
     def key(ss: Any) -> set[tuple[str, bytes]]:
         return {(s.trajectory_id, s.fp.tobytes()) for s in ss.sessions}
 
-    return len(a.sessions) == len(b.sessions) and key(a) == key(b)
+    return len(key(a) & key(b)), min(len(a.sessions), len(b.sessions))
 
 
 def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: str | None = None,
@@ -222,7 +229,8 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
     Raises:
         StorageError: missing trajectory index.
         UserError: ``train_run`` is ``run_uri`` itself (the same resolved local path, or the same URI) or holds the
-            same trajectories (:func:`_same_sessions`: a copy, or the same seed and profile set); a profile or
+            same trajectories (:func:`_shared_sessions`: at least :data:`SHARED_MAX` of the smaller run's; a copy, or the
+            same seed and profile set, on all or part of the tasks); a profile or
             task set recorded in a run's ``run.json`` no longer exists and none was given; a profile missing from
             the set, or a set that contradicts the tiers a run was generated with (:func:`load_sessions`, naming
             ``--profiles-dir`` or ``--train-profiles-dir``); a run with no readable trajectory.
@@ -244,11 +252,13 @@ def run_validity(run_uri: str, *, profiles_dir: str | None = None, train_run: st
     # both runs are read before anything is computed: a problem with the training run ends the command at once
     test = load(run_uri, profiles_dir, "--profiles-dir", "")
     train = load(train_run, train_profiles_dir, "--train-profiles-dir", " (--cross)") if train_run else None
-    if train is not None and _same_sessions(test, train):
+    shared, n_min = _shared_sessions(test, train) if train is not None else (0, 0)
+    if n_min and shared >= SHARED_MAX * n_min:
         raise UserError(f"--cross must be a second, independently generated run: {train_run} holds the same "
-                        f"trajectories as {run_uri} (a copy of it, or a run made with the same seed and profile set), "
-                        "and a set scored against itself inflates the cross-set figures (generate another run, "
-                        "e.g. with another seed or profile set)")
+                        f"trajectories as {run_uri} ({shared} of the {n_min} of the smaller run: a copy of it, or a "
+                        "run made with the same seed and profile set, on all or part of its tasks), and a set scored "
+                        "against itself inflates the cross-set figures (generate another run, e.g. with another seed "
+                        "or profile set)")
     lpo = recovery(test)
     res: dict[str, Any] = {"run": str(run_uri), "profiles_dir": test.profiles_dir, "n_sessions": len(test.sessions),
                            "n_profiles": len(test.profiles), "lpo": lpo, "rule": rule_recovery(test),

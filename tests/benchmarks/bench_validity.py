@@ -432,6 +432,11 @@ def _main(argv=None) -> int:
     if args.coupling:
         print(coupling_mc())
         return 0
+    if args.seeds[0] == args.seeds[1]:
+        raise BenchError(f"--seeds {args.seeds[0]} {args.seeds[1]}: the two sets must differ (each is the other's "
+                         "cross-set, and filegram validity refuses a run scored against itself)")
+    if args.n < 1:
+        raise BenchError(f"--n {args.n}: a profile set needs at least 1 profile")
     # the label names a section of the page; its folder under --out is one path component whatever it holds
     # ("fresh pair 2829 / 2830" used to nest two folders)
     out = Path(args.out) / (re.sub(r"[^\w.-]+", "_", args.label).strip("._") or "run")
