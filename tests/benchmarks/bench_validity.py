@@ -410,14 +410,17 @@ def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True, help="section name, e.g. before / after; its runs go to OUT/LABEL "
                     "(characters other than letters, digits, '.', '-' and '_' become '_')")
-    ap.add_argument("--out", default="/tmp/fg-bench-validity", help="where profile sets and runs go (reused)")
-    ap.add_argument("--seeds", nargs=2, type=int, default=[101, 202])
+    ap.add_argument("--out", default="/tmp/fg-bench-validity",
+                    help="where profile sets and runs go (reused; default /tmp/fg-bench-validity)")
+    ap.add_argument("--seeds", nargs=2, type=int, default=[101, 202],
+                    help="the two profile-set seeds, each set the other's cross-set (default 101 202)")
     ap.add_argument("--n", type=int, default=60, help="profiles per set (default 60: module docstring)")
-    ap.add_argument("--tasks", nargs="+", default=TASKS)
+    ap.add_argument("--tasks", nargs="+", default=TASKS, help="task ids (default all 32)")
     ap.add_argument("--source", default=None, help="generate with this source tree (PYTHONPATH)")
     ap.add_argument("--commit", default=None, help="commit the simulator came from (default: this checkout's HEAD)")
     ap.add_argument("--encode", action="store_true", help="run the encode stage as well (≈ 1 CPU-s per trajectory)")
-    ap.add_argument("--page", default=str(PAGE))
+    ap.add_argument("--page", default=str(PAGE), help="measurement page whose --label section is written or "
+                    f"replaced (default {PAGE.relative_to(ROOT)} in this checkout; --out does not move it)")
     ap.add_argument("--llm-sample", action="store_true",
                     help="issue #28 item 5 only: the LLM agent beside the simulator on --llm-profiles × --llm-tasks")
     ap.add_argument("--llm-profiles", nargs="+", default=["p1", "p3"])
