@@ -71,10 +71,10 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/7"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
+AGENT_VERSION = "persona-simulator/8"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
 # 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files;
 # 6: a session's writing effort; B-L auxiliaries in revision and organize tasks; 7: A and C session spreads wider,
-# C's profile offset narrower
+# C's profile offset narrower; 8: A's profile offset narrower
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {

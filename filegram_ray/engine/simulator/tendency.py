@@ -32,7 +32,8 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
     C's folder depth reads its acting tier exactly (TIER_TARGETS §2.3 hard bands), so the count rule read a C shift
     at chance + 0.23–0.30 and an A shift at + 0.13–0.17 on sets 2833 / 2834 (issue #28, ShiftAna), and C's
     profile-level misses were profiles placed 0.19–0.33 toward a neighbour (set 2824). Figures: docs/validity.md,
-    round 11.
+    round 11. Version 8 narrows A's offset the same way: on five 60-profile sets (2848, 2855–2858) 17 of the 21
+    profiles whose A tier was missed sat more than 0.2 toward the tier they were read as (issue #28, round 12).
 * Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
   from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
   counterfactual re-simulation differs only by the shift. A perturbation moves the distribution, not the draw's
@@ -61,11 +62,11 @@ TIER_POS = {"L": 0.0, "M": 1.0, "R": 2.0}
 OFFSET_SD, OFFSET_MAX = 0.18, 0.35
 #: Session spread range (uniform per profile and dimension).
 SIGMA_RANGE = (0.30, 0.48)
-#: (offset SD, offset clip, spread range) where a dimension differs from the common values: B, D and E narrower
-#: offsets, A and C a wider session spread (module docstring).
+#: (offset SD, offset clip, spread range) where a dimension differs from the common values: A, B, C, D and E
+#: narrower offsets, A and C a wider session spread (module docstring); F keeps the common values.
 PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
     "B": (0.07, 0.14, (0.30, 0.42)), "E": (0.09, 0.18, (0.26, 0.38)), "D": (0.10, 0.20, SIGMA_RANGE),
-    "A": (OFFSET_SD, OFFSET_MAX, (0.50, 0.68)), "C": (0.12, 0.24, (0.50, 0.68))}
+    "A": (0.12, 0.24, (0.50, 0.68)), "C": (0.12, 0.24, (0.50, 0.68))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
 #: SD of the log of a session's writing effort (:func:`session_effort`; ours, issue #28).
