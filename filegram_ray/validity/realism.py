@@ -168,10 +168,20 @@ def _bank_items(run_uri: str, storage_options: dict[str, Any] | None, profiles_d
     return bank.items, {k.question_id: k.correct for k in bank.keys}, f"built in memory (seed {seed})"
 
 
+def _absent(x: Any) -> bool:
+    """A figure that could not be measured: None or NaN."""
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _meets(value: float, bound: float, op: str) -> bool:
+    """``value op bound`` for op in ``>=``, ``<=``, ``==``."""
+    return bool(value >= bound if op == ">=" else value <= bound if op == "<=" else value == bound)
+
+
 def _missed_note(share: float | None, n: int | None) -> str:
     """``k of n profiles read as another tier; the bound allows m`` for a profile-level recovery figure (one profile
     is 1 / n of it: at 30 profiles the bound 0.90 allows 3 misses), or "" without a figure."""
-    if share is None or not n or (isinstance(share, float) and math.isnan(share)):
+    if _absent(share) or not n:
         return ""
     missed, allowed = round((1.0 - share) * n), math.floor(n * (1.0 - BOUNDS["profile"]) + 1e-9)
     return f"{missed} of {n} profiles read as another tier; the bound allows {allowed}"
@@ -179,8 +189,8 @@ def _missed_note(share: float | None, n: int | None) -> str:
 
 def _check(name: str, value: float | None, bound: float, op: str, note: str = "") -> dict[str, Any]:
     ok = None
-    if value is not None and not (isinstance(value, float) and math.isnan(value)):
-        ok = bool(value >= bound if op == ">=" else value <= bound if op == "<=" else value == bound)
+    if not _absent(value):
+        ok = _meets(value, bound, op)
     else:
         value = None
     return {"name": name, "value": value, "bound": bound, "op": op, "pass": ok, "note": note}
@@ -281,7 +291,7 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
 
 
 def _fmt(x: Any) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if _absent(x):
         return "n/a"
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
@@ -292,7 +302,7 @@ def check_lines(res: dict[str, Any]) -> list[str]:
     for c in res["checks"]:
         mark = "n/a " if c["pass"] is None else "PASS" if c["pass"] else "FAIL"
         shown = _fmt(c["value"])
-        if c["pass"] is not None and _check("", float(shown), c["bound"], c["op"])["pass"] != c["pass"]:
+        if c["pass"] is not None and _meets(float(shown), c["bound"], c["op"]) != c["pass"]:
             shown = f"{c['value']:.5f}"  # 0.79970 would print as 0.800, which reads as meeting ">= 0.8"
         lines.append(f"    {mark}  {shown:>6} {c['op']} {c['bound']:<5g} {c['name']}"
                      + (f"  ({c['note']})" if c.get("note") else ""))
