@@ -8,6 +8,7 @@ forwarded messages and attachment names of mails — and the view either holds i
 from __future__ import annotations
 
 import subprocess
+import sys
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def test_br2_01_text_in_grouped_shapes_reaches_the_agent_view(tmp_path):
     folder.mkdir()
     _grouped_deck(folder / "grouped.pptx")
     out = tmp_path / "ws"
-    proc = subprocess.run(["filegram", "workspace", "import", str(folder), "--task", "T-07", "--out", str(out),
+    proc = subprocess.run([str(Path(sys.executable).parent / "filegram"), "workspace", "import", str(folder), "--task", "T-07", "--out", str(out),
                            "--no-ocr", "--no-asr"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     view = (out / "extracted" / "grouped.pptx.txt").read_text(encoding="utf-8")

@@ -2,10 +2,14 @@
 a fresh venv, runs ``filegram models verify`` and a small seed → generate → encode → bench → evaluate slice from a
 directory outside the repository.
 
-The venv is made with ``--system-site-packages`` so that the already-installed dependencies (torch, Ray, the
-weight packages: gigabytes) are reused instead of downloaded; the project itself comes only from the wheel
-(``pip install --no-index``: every requirement of the wheel's metadata must already be satisfied, nothing is
-fetched), and the test checks that ``filegram_ray`` is imported from the venv, not from this checkout. The bundled
+The venv is layered on the environment running the tests (issue 54): it is made without pip and without the
+base interpreter's packages, and a ``.pth`` file in its site-packages lists the site-packages folders of the running
+interpreter (a virtual environment's own, or the system's), so the already-installed dependencies (torch, Ray, the
+weight packages: gigabytes) are found wherever the tester installed them instead of being downloaded. A path listed
+in a ``.pth`` file is appended to ``sys.path`` after the venv's own site-packages and its ``.pth`` files are not run,
+so the editable install of this checkout is not seen and the project comes only from the wheel (``pip install
+--no-index``: every requirement of the wheel's metadata must already be satisfied, nothing is fetched); the test
+checks that ``filegram_ray`` is imported from the venv, not from this checkout. The bundled
 profile and task sets are not part of the wheel (they live in ``conf/``): the run points ``FILEGRAM_CONF`` at a
 copy, as the cluster image does. About 2–3 minutes on 2 cores (wheel 10 s, install 45 s, slice 100 s).
 """
@@ -33,6 +37,29 @@ def _run(cmd, cwd, env, timeout=600):
     return r
 
 
+def site_folders() -> list[str]:
+    """The site-packages folders of the interpreter running the tests, in ``sys.path`` order: a virtual
+    environment's own (and its base's, when it was made with ``--system-site-packages``), or the system's."""
+    import site
+
+    found = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    for p in site.getsitepackages():
+        if p not in found and Path(p).is_dir():
+            found.append(p)
+    return found
+
+
+def layer_on_running_environment(py: Path) -> Path:
+    """Write ``_running_env.pth`` into the site-packages of the venv of ``py``, listing :func:`site_folders`.
+
+    Returns the ``.pth`` file's path."""
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    pth = Path(purelib) / "_running_env.pth"
+    pth.write_text("".join(f"{p}\n" for p in site_folders()))
+    return pth
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(venv python, venv bin, wheel path, env) after building the wheel and installing it into a fresh venv."""
@@ -51,9 +78,10 @@ def installed(tmp_path_factory):
           "."], cwd=src, env=env)
     (whl,) = (tmp / "dist").glob("filegram_ray-*.whl")
     venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], cwd=tmp, env=env)
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp, env=env)
     py = venv / "bin" / "python"
-    # pip is the system one (visible through --system-site-packages); it installs into the venv's prefix
+    layer_on_running_environment(py)
+    # pip is the running environment's (visible through the .pth file); it installs into the venv's prefix
     _run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", str(whl)], cwd=tmp, env=env)
     return py, venv / "bin", whl, env, tmp
 
