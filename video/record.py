@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.errors import UserError
 from filegram_ray.storage import RunDir
 from video.encode import EncodeParams, Mp4Writer, probe
 from video.frames import FrameRenderer, layout
@@ -85,13 +86,13 @@ class TrajectorySource:
         try:
             raw = traj.read_bytes("events.json")
         except Exception as exc:
-            raise ValueError(f"{traj.uri}/events.json: cannot read: {exc}") from exc
+            raise UserError(f"{traj.uri}/events.json: cannot read: {exc}") from exc
         from filegram_ray.memory.engram import parse_events
 
         self.events: list[dict[str, Any]] = parse_events(raw, f"{traj.uri}/events.json")
         for i, ev in enumerate(self.events):
             if not isinstance(ev, dict) or "event_type" not in ev:
-                raise ValueError(f"{traj.uri}/events.json: event [{i}] has no field 'event_type'")
+                raise UserError(f"{traj.uri}/events.json: event [{i}] has no field 'event_type'")
         self._ann: dict[str, str] | None = None
 
     @classmethod
@@ -206,7 +207,7 @@ def record(source: TrajectorySource, opts: RecordOptions | None = None) -> Recor
     """
     opts = opts or RecordOptions()
     if opts.min_gesture_s > opts.max_gesture_s:
-        raise ValueError(f"record: min_gesture_s {opts.min_gesture_s} > max_gesture_s {opts.max_gesture_s}")
+        raise UserError(f"record: min_gesture_s {opts.min_gesture_s} > max_gesture_s {opts.max_gesture_s}")
     t0 = time.perf_counter()
     L = layout(opts.width, opts.height, opts.font_px)
     tl = build_timeline(source.events, initial_files=source.initial_files(), text_of=source.text_of,

@@ -28,6 +28,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from filegram_ray.errors import UserError
+
 __all__ = ["PROMPT", "VlmConfig", "build_vlm_processor", "encode_keyframe", "vlm_messages", "vlm_postprocess",
            "vlm_preprocess", "vlm_processor_config"]
 
@@ -91,9 +93,9 @@ class VlmConfig(BaseModel):
     @model_validator(mode="after")
     def _needs(self) -> VlmConfig:
         if self.kind == "vllm" and not self.model_source:
-            raise ValueError("caption.vlm.model_source: a local model directory is required for kind 'vllm'")
+            raise UserError("caption.vlm.model_source: a local model directory is required for kind 'vllm'")
         if self.kind == "http" and not self.url:
-            raise ValueError("caption.vlm.url: an OpenAI-compatible base URL is required for kind 'http'")
+            raise UserError("caption.vlm.url: an OpenAI-compatible base URL is required for kind 'http'")
         return self
 
     def endpoint(self) -> str:
@@ -176,7 +178,7 @@ def vlm_processor_config(cfg: VlmConfig):
         if cfg.api_key_env:
             token = os.environ.get(cfg.api_key_env)
             if not token:
-                raise ValueError(f"caption.vlm.api_key_env: environment variable {cfg.api_key_env} is not set")
+                raise UserError(f"caption.vlm.api_key_env: environment variable {cfg.api_key_env} is not set")
             headers = {"Authorization": f"Bearer {token}"}
         kw = {"url": cfg.endpoint(), "headers": headers, "qps": cfg.qps, "max_retries": cfg.max_retries,
               "batch_size": cfg.batch_size, "concurrency": cfg.concurrency}
