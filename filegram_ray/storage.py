@@ -34,6 +34,7 @@ from typing import Any
 import fsspec
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 
 __all__ = ["RunDir", "RunDirLockedError", "StorageError", "atomic_write_local", "safe_unit_name"]
 
@@ -191,8 +192,6 @@ class RunDir:
     def read_json(self, rel: str) -> Any:
         """Parsed JSON of ``rel`` with the strict reader :func:`~filegram_ray.limits.load_json` (UTF-8, no
         duplicate keys, no lone surrogates, bounded nesting). Raises StorageError naming the URI and ``rel``."""
-        from filegram_ray.limits import load_json
-
         data = self.read_bytes(rel)
         try:
             return load_json(data, f"{self.uri}: {rel}")
@@ -380,7 +379,7 @@ class RunDir:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             try:
-                holder = json.loads(os.pread(fd, 4096, 0) or b"null")
+                holder = load_json(os.pread(fd, 4096, 0) or b"null", LOCK_FILE)
             except (OSError, ValueError):
                 holder = None
             os.close(fd)
@@ -400,7 +399,7 @@ class RunDir:
 
     def _read_lock_record(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.read_bytes(LOCK_RECORD))
+            return load_json(self.read_bytes(LOCK_RECORD), LOCK_RECORD)
         except (StorageError, ValueError):
             return None
 

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 from filegram_ray.storage import RunDir
 from video.encode import EncodeParams, Mp4Writer, probe
 from video.frames import FrameRenderer, layout
@@ -120,12 +121,12 @@ class TrajectorySource:
         (reference §2.2), else the workspace's ``files/`` folder, else none."""
         if self.traj.exists("events_raw.json"):
             try:
-                for ev in json.loads(self.traj.read_bytes("events_raw.json")):
+                for ev in load_json(self.traj.read_bytes("events_raw.json"), f"{self.traj.uri}/events_raw.json"):
                     if isinstance(ev, dict) and ev.get("event_type") == "fs_snapshot":
                         ref = ev.get("media_ref") or {}
                         listing = self.media_of(ref)
                         if listing is not None:
-                            files = json.loads(listing)
+                            files = load_json(listing, f"{self.traj.uri}/media/{ref.get('path')}")
                             if isinstance(files, list):
                                 return [str(f) for f in files]
                         tree = ev.get("directory_tree")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 from filegram_ray.names import escape_name, free_name, name_problem, printable
 from filegram_ray.workspace import writers as W
 from filegram_ray.workspace.extract import (
@@ -302,7 +303,7 @@ def load_bundle(dir: Path | str) -> Bundle:
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path}: bundle.json not found")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = load_json(meta_path.read_bytes(), str(meta_path))
         files = [BundleFile(f["path"], f["kind"], int(f["bytes"]), f["sha256"], f.get("annotation"))
                  for f in meta["files"]]
     except (KeyError, TypeError, json.JSONDecodeError) as exc:
