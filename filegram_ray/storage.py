@@ -18,6 +18,7 @@ Paths handed to and returned from :class:`RunDir` are always *relative* POSIX pa
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -372,9 +373,22 @@ class RunDir:
 
     def _lock_local(self, owner: dict[str, Any]):
         import fcntl
+        import stat
 
         path = os.path.join(self.root, LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a link: a .lock pointing outside would be truncated by every stage
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UserError(f"{path}: is a symbolic link; the run directory's lock file must be a regular file "
+                                "of its own (remove the link)") from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            os.close(fd)
+            what = "has other hard links" if stat.S_ISREG(st.st_mode) else "is not a regular file"
+            raise UserError(f"{path}: {what}; the run directory's lock file must be a regular file of its own "
+                            "(remove it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
