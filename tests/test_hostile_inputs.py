@@ -582,3 +582,23 @@ def test_xlsx_extraction_bounds_cells_and_characters(tmp_path, monkeypatch):
     monkeypatch.setattr(X._TextBudget.__init__, "__defaults__", (3,))
     with pytest.raises(ExtractionError, match=r"book.xlsx: cannot extract text: too large: more than 3 characters"):
         extract_text(p)
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"config": [1], "stages": {}}', '{"stages": {"seed": 3}}', "null"])
+def test_a_run_json_that_is_not_a_manifest_is_one_line_for_every_stage(tmp_path, capsys, content):
+    """Attack pass, tracebacks: ``generate`` on a run directory whose run.json is a list ended in an AttributeError
+    traceback. Every stage (and findings / validity) reads run.json through one reader that refuses anything but
+    a run manifest in one line naming the file (exit 2), and nothing is written."""
+    (tmp_path / "run.json").write_text(content, encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv in ([["run", s, "--run-dir", str(tmp_path), "--serial", "--set", "profiles=[p1_methodical]",
+                   "--set", "tasks=[T-01]"] for s in ("seed", "generate", "encode", "render", "record", "caption",
+                                                       "bench", "evaluate")]
+                 + [["findings", str(tmp_path)], ["validity", str(tmp_path)]]):
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and err.startswith("error: ") and "\n" not in err, (argv, err)
+        assert "run.json" in err or argv[0] != "run", (argv, err)  # findings/validity may miss results first
+    after = sorted(p.name for p in tmp_path.iterdir() if p.name != ".lock")  # the released, empty lock file
+    assert after == before and (not (tmp_path / ".lock").exists() or (tmp_path / ".lock").stat().st_size == 0)
+    assert (tmp_path / "run.json").read_text(encoding="utf-8") == content

@@ -36,7 +36,9 @@ def findings_of_run(run_dir: str) -> dict:
     seed = 0
     if run.exists("run.json"):
         try:
-            seed = int(run.read_json("run.json").get("seed", 0) or 0)
+            from filegram_ray.schema.meta import read_manifest
+
+            seed = int(read_manifest(run).get("seed", 0) or 0)
         except (ValueError, TypeError, AttributeError):
             seed = 0
     stats = report_statistics(results, seed)

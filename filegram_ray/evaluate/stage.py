@@ -132,7 +132,9 @@ def stale_results_note(run) -> str:
     if not run.exists("run.json"):
         return ""
     try:
-        rec = (run.read_json("run.json").get("stages") or {}).get("evaluate") or {}
+        from filegram_ray.schema.meta import read_manifest
+
+        rec = (read_manifest(run).get("stages") or {}).get("evaluate") or {}
     except (OSError, ValueError, AttributeError):
         return ""
     then = rec.get("bank_sha256") if isinstance(rec, dict) else None

@@ -132,11 +132,36 @@ def redact_settings(value: Any, *, _store: bool = False) -> Any:
     return value
 
 
+def read_manifest(run) -> dict[str, Any]:
+    """``run.json`` of a :class:`~filegram_ray.storage.RunDir` as a :class:`RunManifest` dict (``{}`` for a run
+    directory without one): every reader of ``run.json`` goes through here, so a damaged one is one error line.
+
+    Raises:
+        StorageError: ``run.json`` is not JSON, or not a run manifest (its top level is not an object, or its
+            ``config`` / ``stages`` are not objects); names the file and what is wrong.
+    """
+    from pydantic import ValidationError
+
+    from filegram_ray.storage import StorageError
+
+    if not run.exists("run.json"):
+        return {}
+    data = run.read_json("run.json")
+    if not isinstance(data, dict):
+        raise StorageError(f"{run.uri}: run.json: top level must be a JSON object (the run manifest), got "
+                           f"{type(data).__name__}; restore it or use a new --run-dir")
+    try:
+        return RunManifest.model_validate(data).model_dump(mode="json")
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise StorageError(f"{run.uri}: run.json: field '{'.'.join(map(str, err['loc']))}': {err['msg']}; restore "
+                           "it or use a new --run-dir") from None
+
+
 def record_stage(run, stage: str, record: dict[str, Any], config: dict[str, Any] | None = None) -> None:
     """Merge a stage's record (options, timings, counts) into ``run.json`` of a :class:`RunDir`; the config
     snapshot and the record are written with their secrets redacted (:class:`RunManifest`)."""
-    data = run.read_json("run.json") if run.exists("run.json") else {}
-    man = RunManifest.model_validate(data)
+    man = RunManifest.model_validate(read_manifest(run))
     if config is not None:
         man.config = config
         man.seed = int(config.get("seed", man.seed))

@@ -19,8 +19,9 @@ def recorded_seed(run) -> int | None:
     """The master seed a run directory was made with (``run.json`` → ``config.seed``), or None for a new run."""
     if not run.exists("run.json"):
         return None
-    data = run.read_json("run.json")
-    cfg = data.get("config") or {}
+    from filegram_ray.schema.meta import read_manifest
+
+    cfg = read_manifest(run).get("config") or {}
     return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
 
 
@@ -40,13 +41,12 @@ def check_run_seed(run, config, check_ids: bool = False) -> None:
     seed = recorded_seed(run)
     if seed is None:
         from filegram_ray.config import check_sets
-        from filegram_ray.schema.meta import RunManifest
+        from filegram_ray.schema.meta import RunManifest, read_manifest
 
         if check_ids:  # a stage that starts the run: an unknown profile/task id is refused before it is recorded
             check_sets(config)
 
-        data = run.read_json("run.json") if run.exists("run.json") else {}
-        man = RunManifest.model_validate(data)
+        man = RunManifest.model_validate(read_manifest(run))
         man.config = config.model_dump(mode="json")
         man.seed = int(config.seed)
         run.write_json("run.json", man.model_dump(mode="json"))
