@@ -130,3 +130,28 @@ def test_a_slow_document_does_not_keep_the_others_unsearched(tmp_path):
     finally:
         sess.finish()
         sess.close()
+
+
+def test_a_legal_255_byte_name_gets_its_text_view(tmp_path):
+    """Attack pass, tracebacks: a file with a legal 254/255-byte name was kept "without a text view" (the view's
+    name, plus ``.txt`` and ``.tmp``, is longer than NAME_MAX: ENAMETOOLONG). The view gets the longest prefix
+    that fits plus a hash of the whole name (two long names that share their start keep distinct views), and
+    bundle.json names it in the file's ``view`` field; the file itself keeps its name."""
+    src = tmp_path / "src"
+    src.mkdir()
+    names = ["a" * 251 + ".md", "a" * 250 + "b.md", "é" * 125 + ".md", "ok.md"]
+    assert [len(n.encode()) for n in names] == [254, 254, 253, 5]
+    for i, n in enumerate(names):
+        (src / n).write_text(f"text of file {i}\n", encoding="utf-8")
+    info = import_bundle(src, "T-07", tmp_path / "ws")
+    meta = json.loads((tmp_path / "ws" / "bundle.json").read_text(encoding="utf-8"))
+    assert not info.errors and not meta.get("errors"), meta.get("errors")
+    rows = {f["path"]: f for f in meta["files"]}
+    assert set(rows) == set(names) and "view" not in rows["ok.md"]
+    views = {n: (tmp_path / "ws" / rows[n]["view"]) for n in names[:3]}
+    assert len(set(views.values())) == 3
+    for i, n in enumerate(names[:3]):
+        assert views[n].read_text(encoding="utf-8") == f"text of file {i}\n"
+        assert len(views[n].name.encode()) <= 255 and (tmp_path / "ws" / "files" / n).is_file()
+    assert (tmp_path / "ws" / "extracted" / "ok.md.txt").read_text(encoding="utf-8") == "text of file 3\n"
+    assert not list((tmp_path / "ws" / "extracted").glob(".view-*"))  # no temp file left
