@@ -34,7 +34,8 @@ from pathlib import Path
 
 from filegram_ray.errors import UserError
 
-__all__ = ["MANIFEST_PATH", "REQUIREMENT_FILES", "FileCheck", "PackageCheck", "WeightsError", "check_once",
+__all__ = ["MANIFEST_PATH", "REQUIREMENT_FILES", "FileCheck", "PackageCheck", "WeightsError",
+           "WeightsNotInstalledError", "check_once",
            "install_command", "manifest", "pip_locked", "verified_file", "verify"]
 
 #: the manifest shipped with the package
@@ -48,6 +49,12 @@ _FILE_OF_EXTRA = {"core": "models-core.txt", "llm": "models-llm.txt", "llm-1.5b"
 
 class WeightsError(UserError):
     """An installed weight package differs from the manifest (version, size or sha256 of a file)."""
+
+
+class WeightsNotInstalledError(ModuleNotFoundError, UserError):
+    """A weight package a loader needs is not installed: the user's install, one line naming the package and the
+    command that installs it (a ``ModuleNotFoundError`` too, for callers that treat it as a missing optional
+    module and describe without it)."""
 
 
 @dataclass(frozen=True)
@@ -276,14 +283,14 @@ def check_once(package: str) -> Path:
     Returns:
         the package's installed folder.
     Raises:
-        ModuleNotFoundError: the package is not installed.
+        WeightsNotInstalledError: the package is not installed (a ModuleNotFoundError and a UserError).
         WeightsError: its version or a file differs from the manifest (names the file and what differs).
     """
     entry = _entry(package)
     root = _root(entry["module"])
     if root is None:
-        raise ModuleNotFoundError(f"{entry['package']} is not installed ({install_command(entry['package'])})",
-                                  name=entry["module"])
+        raise WeightsNotInstalledError(f"{entry['package']} is not installed ({install_command(entry['package'])})",
+                                       name=entry["module"])
     stamp, ok = _stamped(entry["module"], _fingerprint(entry, root))
     if ok:
         return root
