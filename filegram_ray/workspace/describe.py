@@ -289,6 +289,10 @@ class MediaDescriber:
         if eng is None:
             d.skipped.append(("ocr", self._ocr_error or "unavailable"))
             return
+        if images and all(img.size and int(img.max()) == int(img.min()) for _, img in images):
+            # one colour: nothing OCR could read, so no reading is claimed (case BR2-09)
+            d.skipped.append(("ocr", f"the {what.split(' (')[0]} is a single colour: no text to read"))
+            return
         lines: list[str] = []
         found = 0
         prev: list[str] | None = None
@@ -353,9 +357,6 @@ class MediaDescriber:
         d = MediaDescription(p, "image", props, header)
         bgr = np.ascontiguousarray(np.asarray(rgb)[:, :, ::-1])
         d.keyframes = [bgr]
-        if bgr.size and int(bgr.max()) == int(bgr.min()):  # one colour: nothing OCR could read, so none is claimed
-            d.skipped.append(("ocr", "the image is a single colour: no text to read"))
-            return d
         self._ocr_section(d, [(None, bgr)], "image")
         return d
 
