@@ -6,8 +6,8 @@ states no single option, timed out, or the method failed to ingest or retrieve. 
 left out of every mean, interval, paired test and finding (:mod:`filegram_ray.evaluate.scoring`), and counted here
 per method and per cause (:func:`error_cause`).
 
-A method whose error rows are more than :data:`MOSTLY_FAILED` of its items has **no result** (:func:`failure_summary`
-``failed``): the report names it as failed with its first distinct error texts and the setting that would fix
+A method whose error rows (other than the judge's: an answer the open-ended judge could not score is the judge's
+failure) are more than :data:`MOSTLY_FAILED` of its items has **no result** (:func:`failure_summary` ``failed``): the report names it as failed with its first distinct error texts and the setting that would fix
 the cause (:func:`fix_hint`), and it gets no marker, no paired test and no finding verdict — a score made of the
 few items that happened to fit is not the method's score.
 """
@@ -112,7 +112,8 @@ def fix_hint(cause: str, texts: list[str], budget_chars: int | None = None) -> s
 
 
 def failure_summary(results: pl.DataFrame, budget_chars: int | None = None) -> dict[str, Any]:
-    """Error rows per method: ``{"methods": {method: {n, n_failed, share, failed, causes: {cause: n}, examples:
+    """Error rows per method: ``{"methods": {method: {n, n_failed, share (of items failed other than by the judge),
+    failed, causes: {cause: n}, examples:
     [first distinct error texts], hint, prompt_tokens_failed, prompt_tokens_ok}}, "failed": [methods with more than
     MOSTLY_FAILED of their items failed]}``, methods in results order, only methods with an error row listed.
     ``budget_chars``: the run's ``evaluate.max_context_chars`` (for :func:`fix_hint`)."""
@@ -125,7 +126,7 @@ def failure_summary(results: pl.DataFrame, budget_chars: int | None = None) -> d
         bad = df.filter(pl.col("status") != "ok")
         if not bad.height:
             continue
-        texts = [str(e or "") for e in bad["error"].to_list()]
+        texts = [str(e or "") for e in bad["error"].to_list()] if "error" in bad.columns else [""] * bad.height
         causes: dict[str, int] = {}
         for t in texts:
             c = error_cause(t)
@@ -133,7 +134,8 @@ def failure_summary(results: pl.DataFrame, budget_chars: int | None = None) -> d
         causes = {c: causes[c] for c in CAUSES if c in causes}
         examples = list(dict.fromkeys(t[:300] for t in texts))[:N_EXAMPLES]
         top = max(causes, key=lambda c: causes[c])
-        share = bad.height / df.height
+        # the judge failing to score an answer is the judge's failure, not the method's: counted, never "no result"
+        share = (bad.height - causes.get("judge", 0)) / df.height
         entry = {"n": df.height, "n_failed": bad.height, "share": share, "failed": share > MOSTLY_FAILED,
                  "causes": causes, "examples": examples,
                  "hint": fix_hint(top, [t for t in texts if error_cause(t) == top], budget_chars),

@@ -31,7 +31,6 @@ from typing import Any
 import polars as pl
 
 from filegram_ray.bench.vocab import JUDGE_VALUE_SPACE
-from filegram_ray.evaluate.failures import MOSTLY_FAILED
 from filegram_ray.llm.parsing import parse_json_object
 
 log = logging.getLogger(__name__)
@@ -396,8 +395,8 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(results: pl.DataFrame) -> pl.DataFrame:
-    """One row per method: n, n_errors, ``n_scored`` (items with a score), ``failed`` (more than
-    :data:`~filegram_ray.evaluate.failures.MOSTLY_FAILED` of its items are error rows: no result), one column per
+    """One row per method: n, n_errors, ``n_scored`` (items with a score), ``failed`` (most of its items were never
+    answered: no result, :func:`~filegram_ray.evaluate.failures.failed_methods`), one column per
     sub-task present, the three channels, Avg, In, Out, ``multimodal`` (accuracy over the multiple-choice items of
     the multimodal setting; None without any) and ``real_world`` (mean score over every item of the Real-World
     setting; None without any). Error rows have no score and enter no mean.
@@ -406,6 +405,9 @@ def summarise(results: pl.DataFrame) -> pl.DataFrame:
         results: the results table (columns method, sub_track, channel, is_open, score, status,
             tokens_in_memory, tokens_out, cache_key).
     """
+    from filegram_ray.evaluate.failures import failed_methods
+
+    failed = set(failed_methods(results))
     rows = []
     subs = [s for s in SUB_TASK_ORDER if s in set(results["sub_track"].to_list())]
     subs += sorted(set(results["sub_track"].to_list()) - set(subs))
@@ -414,7 +416,7 @@ def summarise(results: pl.DataFrame) -> pl.DataFrame:
         n_err = df.filter(pl.col("status") != "ok").height
         row: dict[str, Any] = {"method": method, "n": df.height, "n_errors": n_err,
                                "n_scored": df.filter(pl.col("score").is_not_null()).height,
-                               "failed": n_err > MOSTLY_FAILED * df.height}
+                               "failed": method in failed}
         for s in subs:
             row[s] = _mean(df.filter(pl.col("sub_track") == s)["score"].to_list())
         for c in CHANNELS:
