@@ -620,11 +620,12 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     if plots and summary.height:
         subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
         iv = stats["intervals"] if stats is not None else None
+        shown = summary.filter(~pl.col("failed")) if "failed" in summary.columns else summary  # no bar of 0 for
+        # a method with no result
         run.write_bytes("results/subtasks.png",
-                        _bar_png(summary, subs, "Score per sub-task (95 % intervals)", "score (0–100)", row_names,
-                                 iv))
+                        _bar_png(shown, subs, "Score per sub-task (95 % intervals)", "score (0–100)", row_names, iv))
         chans = [c for c in CHANNELS if c in summary.columns]
-        run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel (95 % intervals)",
+        run.write_bytes("results/channels.png", _bar_png(shown, chans, "Score per memory channel (95 % intervals)",
                                                          "score (0–100)", row_names, iv))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]
