@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 __all__ = ["CAUSES", "MOSTLY_FAILED", "error_cause", "failed_methods", "failure_lines", "failure_summary",
-           "fix_hint"]
+           "fix_hint", "suggest_context_chars"]
 
 #: Share of a method's items that must fail for the method to count as having no result ("mostly failed").
 MOSTLY_FAILED = 0.5
@@ -60,6 +60,15 @@ _RULES = [
 ]
 _WINDOW = re.compile(r"(?:available context size|context size|maximum context length(?: is)?|context length of|"
                      r"n_ctx\s*[=:]?)\D{0,12}(\d{3,7})\s*tokens?", re.I)
+#: the prompt's own token count as the server states it: llama.cpp "request (9057 tokens)", vLLM "you requested
+#: 5000 tokens (4900 in the messages, …)" (the messages' count preferred)
+_REQUEST = re.compile(r"request \((\d+) tokens\)|requested \d+ tokens \((\d+) in the messages|requested (\d+) tokens",
+                      re.I)
+#: share of the window a suggested cut fills (room for the tokenizer's spread between prompts)
+FILL = 0.9
+#: characters per token assumed when the server does not state a prompt's token count (English text runs 3–4,
+#: ENVIRONMENT_FACTS §4; 3 errs short)
+CHARS_PER_TOKEN = 3.0
 
 
 def error_cause(text: str | None) -> str:
@@ -80,27 +89,58 @@ def _window_tokens(texts: list[str]) -> int | None:
     return None
 
 
-def fix_hint(cause: str, texts: list[str], budget_chars: int | None = None) -> str:
+def _request_tokens(text: str) -> int | None:
+    m = _REQUEST.search(text or "")
+    return int(next(g for g in m.groups() if g)) if m else None
+
+
+def suggest_context_chars(failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The largest ``evaluate.max_context_chars`` under which the failed prompts would fit the window the server
+    stated in its error texts.
+
+    Args:
+        failed: the failed rows, each ``{error, prompt_chars, context_chars}`` (``prompt_chars`` the whole prompt,
+            ``context_chars`` the method's context in it; rows with ``prompt_chars`` 0 are not counted).
+
+    The prompt may hold ``limit = FILL × window × c`` characters, ``c`` the fewest characters per token among the
+    failed prompts whose token count the server stated (else :data:`CHARS_PER_TOKEN`); the cut leaves room for the
+    rest of the prompt: ``chars = limit − max(prompt_chars − context_chars)``. Returns ``{window, limit, chars}``:
+    all None without a stated window; ``chars`` None when the rest of the prompt alone leaves under 200 characters.
+    """
+    rows = [r for r in failed if r.get("prompt_chars")]
+    window = _window_tokens([r["error"] for r in failed])
+    if not window:
+        return {"window": None, "limit": None, "chars": None}
+    ratios = [r["prompt_chars"] / n for r in rows if (n := _request_tokens(r["error"]))]
+    limit = int(FILL * window * (min(ratios) if ratios else CHARS_PER_TOKEN))
+    chars = limit - max((r["prompt_chars"] - r["context_chars"] for r in rows), default=0)
+    return {"window": window, "limit": limit, "chars": chars if chars >= 200 else None}
+
+
+def fix_hint(cause: str, texts: list[str], budget_chars: int | None = None,
+             suggestion: dict[str, Any] | None = None) -> str:
     """The setting that would fix ``cause``, in one sentence (empty for causes no setting fixes).
 
     A context overflow (or empty replies, which some servers send for a prompt over their window) is fixed by
-    cutting every method's context to the server's window, ``evaluate.max_context_chars``, or by starting the server
-    with a larger window. The suggested value is 3 characters per window token less 500 tokens for the system
-    prompt, question and reply (English text runs 3–4 characters per token, ENVIRONMENT_FACTS §4; 3 errs short).
+    cutting every method's context to the server's window, ``evaluate.max_context_chars``
+    (``suggestion``: :func:`suggest_context_chars`), or by starting the server with a larger window.
     """
     now = f" (now {budget_chars:,})" if budget_chars else " (now unset: no cut)"
     if cause in ("context_overflow", "empty_reply"):
-        window = _window_tokens(texts)
-        if window:
-            size = f"`--set evaluate.max_context_chars={max(1000, 3 * (window - 500))}`"
-            win = f"the server's window is {window:,} tokens"
+        sug = suggestion or {"window": _window_tokens(texts), "limit": None, "chars": None}
+        win = (f"the server's window is {sug['window']:,} tokens" if sug.get("window") else
+               "the server did not say its window")
+        if sug.get("chars"):
+            size = f"cut every method's context to fit with `--set evaluate.max_context_chars={sug['chars']}`{now}"
+        elif sug.get("limit"):
+            size = (f"the question and system prompt alone nearly fill the {sug['limit']:,} characters it holds, so "
+                    f"cutting the context (`evaluate.max_context_chars`{now}) cannot make room")
         else:
-            size, win = "`--set evaluate.max_context_chars=N` with N ≈ 3 × (the server's window in tokens − 500)", \
-                "the server did not say its window"
+            size = f"cut every method's context with `--set evaluate.max_context_chars=N`{now}"
         lead = ("the prompts did not fit the server's context window" if cause == "context_overflow" else
                 "an empty reply is how some servers (LM Studio's GGUF path) answer a prompt over their window")
-        return (f"{lead}; {win}: cut every method's context to fit with {size}{now}, or start the server with a "
-                "larger window (llama-server `--ctx-size`, vLLM `--max-model-len`).")
+        return (f"{lead}; {win}: {size}, or start the server with a larger window (llama-server `--ctx-size`, "
+                "vLLM `--max-model-len`).")
     if cause == "cut_reply":
         return "raise the reply budget (`evaluate.backbone.max_tokens`) or use a backbone `constrain` mode."
     if cause == "no_option":
@@ -134,11 +174,17 @@ def failure_summary(results: pl.DataFrame, budget_chars: int | None = None) -> d
         causes = {c: causes[c] for c in CAUSES if c in causes}
         examples = list(dict.fromkeys(t[:300] for t in texts))[:N_EXAMPLES]
         top = max(causes, key=lambda c: causes[c])
+        # prompt and context sizes of the failed rows (len // 4 on error rows, evaluate/answer.py: × 4 = chars)
+        sizes = [{"error": t, "prompt_chars": 4 * int(p or 0), "context_chars": 4 * int(c or 0)}
+                 for t, p, c in zip(texts, bad["prompt_tokens"].to_list() if "prompt_tokens" in bad.columns
+                                    else [0] * bad.height,
+                                    bad["tokens_out"].to_list() if "tokens_out" in bad.columns else [0] * bad.height)
+                 if error_cause(t) == top]
         # the judge failing to score an answer is the judge's failure, not the method's: counted, never "no result"
         share = (bad.height - causes.get("judge", 0)) / df.height
         entry = {"n": df.height, "n_failed": bad.height, "share": share, "failed": share > MOSTLY_FAILED,
                  "causes": causes, "examples": examples,
-                 "hint": fix_hint(top, [t for t in texts if error_cause(t) == top], budget_chars),
+                 "hint": fix_hint(top, [r["error"] for r in sizes], budget_chars, suggest_context_chars(sizes)),
                  "prompt_tokens_failed": None, "prompt_tokens_ok": None}
         if tok:
             ok = df.filter(pl.col("status") == "ok")
