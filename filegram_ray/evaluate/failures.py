@@ -210,7 +210,7 @@ def failure_lines(summary: Mapping[str, Any], name=lambda m: m) -> list[str]:
            ("Items a method never got an answer for. They have no score: they are left out of every score, interval, "
             "paired test and finding above, and counted here per cause. A method with more than "
             f"{MOSTLY_FAILED:.0%} of its items failed has **no result** (its row says failed)."), "",
-           "| Method | failed | of | causes | prompt tokens (failed / answered) |", "|---|---|---|---|---|"]
+           "| Method | failed | of | causes | prompt tokens (failed: len // 4 / answered: the server's count) |", "|---|---|---|---|---|"]
     for m, e in methods.items():
         causes = ", ".join(f"{CAUSES[c]}: {n}" for c, n in e["causes"].items())
         toks = "–"
