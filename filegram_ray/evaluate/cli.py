@@ -66,6 +66,8 @@ def _findings(args: argparse.Namespace) -> int:
     for f in stats["findings"]:
         items = f" — about {f['items']:,} items would decide it ({f['toward']})" if f["items"] else ""
         print(f"  {f['id']} {f['verdict'].upper():9s} {f['statement']}{items}")
+        if f.get("not_tested"):
+            print(f"       not tested: {f['not_tested']}")
         if f["missing"]:
             print(f"       not evaluated: {', '.join(f['missing'])}")
         for c in f["claims"]:

@@ -31,6 +31,13 @@ rows of :func:`validity_rows`:
 The method whose memory the ``wrong_user`` and ``order`` rows use is :func:`memory_method`: FileGramOS when it is
 evaluated, else the first evaluated method with a memory. Validity rows never count as methods (they are kept out
 of every paired test, Holm family and finding).
+
+**The gate** (:func:`reader_gate`): a reader *reads* — and only then may it decide a finding or mark a method as
+distinguishable — when its validity rows say so: the gold-evidence headroom is at least :data:`MIN_HEADROOM`
+points and, told the answer, it gives it on every multiple-choice sub-task (gold evidence ≥ :data:`MIN_GOLD_SCORE`
+where the sub-task has at least :data:`MIN_GOLD_ITEMS` gold items); the wrong user's memory falls to the floor;
+the option order changes at most a share 1 − :data:`MIN_ORDER_CONSISTENCY` of its answers; and the intervals rest
+on at least :data:`MIN_INTERVAL_PROFILES` profiles. A check that was not measured does not pass.
 """
 
 from __future__ import annotations
@@ -44,16 +51,23 @@ from typing import Any
 import polars as pl
 
 from filegram_ray.evaluate.items import public_view
+from filegram_ray.llm.parsing import no_choice_error
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MIN_GOLD_ITEMS",
+    "MIN_GOLD_SCORE",
+    "MIN_HEADROOM",
+    "MIN_INTERVAL_PROFILES",
+    "MIN_ORDER_CONSISTENCY",
     "READER_ROWS",
     "answer_requests",
     "gold_evidence",
     "item_profiles",
     "memory_method",
     "order_stats",
+    "reader_gate",
     "reader_requests",
     "reader_validity_frame",
     "rotation",
@@ -62,6 +76,20 @@ __all__ = [
 
 #: the reader validity rows this module adds (row ids in ``results.parquet``)
 READER_ROWS = ("empty", "gold", "wrong_user", "order")
+#: headroom (gold evidence − the floor, multiple-choice Avg, points) below which the reader cannot rank methods
+MIN_HEADROOM = 20.0
+#: gold-evidence score (0–100) a reader must reach on every multiple-choice sub-task: told the answer in plain
+#: words, a reader that reads gives it (our bound; the word-matching lexical reader reached 53 on TraceDis, whose
+#: flipped options share their words — docs/results.md, 2026-12-02)
+MIN_GOLD_SCORE = 80.0
+#: gold items a sub-task needs before its gold score is judged (fewer: too few to say)
+MIN_GOLD_ITEMS = 5
+#: share of items (0–100) answered with the same option when the options are rotated; a reader that picks by
+#: position keeps few, one that reads keeps most (our bound)
+MIN_ORDER_CONSISTENCY = 70.0
+#: profiles below which a bootstrap over profiles has too few distinct replicates for its interval to mean much
+#: (2 profiles give 3 distinct resamples); the same floor as leave-profiles-out recovery (validity.core)
+MIN_INTERVAL_PROFILES = 5
 LETTERS = "ABCDEFGH"
 
 _GOLD_LEAD = {
@@ -246,8 +274,11 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
         for req in requests:
             try:
                 ans = backbone.answer(req["pv"], req["context"])
-                out.append(_row(req, backbone.name, choice=ans.choice or "", text=ans.text,
-                                prompt_tokens=ans.tokens_in, reply_tokens=ans.tokens_out))
+                opts = list(req["pv"]["choices"].values())
+                unread = no_choice_error(ans.text, len(opts), opts) if opts and not ans.choice else ""
+                out.append(_row(req, backbone.name, status="error" if unread else "ok", error=unread,
+                                choice=ans.choice or "", text=ans.text, prompt_tokens=ans.tokens_in,
+                                reply_tokens=ans.tokens_out))
             except Exception as exc:  # noqa: BLE001 - a validity item's failure is an error row
                 out.append(_row(req, backbone.name, status="error", error=f"{type(exc).__name__}: {exc}"))
         return out
@@ -305,6 +336,54 @@ def order_stats(results: pl.DataFrame, method: str | None) -> dict[str, Any]:
             "bias": shares([c or "" for c in rot["shown_choice"].to_list()], shown_keys),
             "bias_original": shares([c or "" for c in own["choice"].to_list()],
                                     [c or "" for c in own["correct"].to_list()])}
+
+
+def reader_gate(reader: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the reader reads (module docstring, "The gate"), from its validity rows as
+    :func:`filegram_ray.evaluate.report.reader_summary` gathers them: ``headroom`` (points), ``floor`` (the floor's
+    Avg interval row, with ``n_profiles``), ``gold_sub_tasks`` (``{sub_task: {mean, n}}`` of the gold row on the
+    multiple-choice items), ``wrong_user`` (with ``falls_to_floor``) and ``order`` (with ``consistency``, ``n``).
+
+    Returns ``{"reads": bool, "checks": [{check, ok, value, bound}], "why": "…"}``: ``reads`` only when every check
+    passed (one not measured has ``ok`` False and ``value`` None); ``why`` names the checks that did not pass, in
+    words, "" when it reads.
+    """
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, value: Any, bound: str, fail: str) -> None:
+        checks.append({"check": name, "ok": bool(ok), "value": value, "bound": bound, "why": "" if ok else fail})
+
+    h = reader.get("headroom")
+    check("headroom", h is not None and h >= MIN_HEADROOM, h, f"≥ {MIN_HEADROOM:.0f} points",
+          "headroom not measured (no gold-evidence row)" if h is None else
+          f"headroom {h:.1f} < {MIN_HEADROOM:.0f} points")
+    gold = {s: g for s, g in (reader.get("gold_sub_tasks") or {}).items() if (g.get("n") or 0) >= MIN_GOLD_ITEMS}
+    low = {s: g["mean"] for s, g in gold.items() if g.get("mean") is None or g["mean"] < MIN_GOLD_SCORE}
+    check("gold_per_sub_task", bool(gold) and not low, {s: g.get("mean") for s, g in gold.items()},
+          f"≥ {MIN_GOLD_SCORE:.0f} on every multiple-choice sub-task with ≥ {MIN_GOLD_ITEMS} gold items",
+          "told the answer, it does not give it: gold evidence scores "
+          + ", ".join(f"{s} {'–' if v is None else f'{v:.1f}'}" for s, v in sorted(low.items()))
+          + f" (< {MIN_GOLD_SCORE:.0f})" if low else
+          f"no multiple-choice sub-task has {MIN_GOLD_ITEMS} gold-evidence items")
+    wu = reader.get("wrong_user")
+    check("wrong_user", bool(wu) and bool(wu.get("falls_to_floor")), None if not wu else wu.get("mean"),
+          "falls to the floor", "the wrong user's memory was not measured" if not wu else
+          "the wrong user's memory does not fall to the floor (it scores memory of another person apart from none)")
+    order = reader.get("order") or {}
+    cons = order.get("consistency")
+    check("order", cons is not None and cons >= MIN_ORDER_CONSISTENCY, cons, f"≥ {MIN_ORDER_CONSISTENCY:.0f} %",
+          "option order not measured" if cons is None else
+          f"rotating the options changes {100 - cons:.1f} % of its answers (same option for {cons:.1f} %, "
+          f"< {MIN_ORDER_CONSISTENCY:.0f} %)")
+    n_prof = (reader.get("floor") or {}).get("n_profiles")
+    check("profiles", n_prof is not None and n_prof >= MIN_INTERVAL_PROFILES, n_prof,
+          f"≥ {MIN_INTERVAL_PROFILES} profiles",
+          "no interval for the floor" if n_prof is None else
+          f"the intervals are bootstrapped over {n_prof} profile(s); fewer than {MIN_INTERVAL_PROFILES} give too "
+          "few distinct resamples to mean much")
+    reads = all(c["ok"] for c in checks)
+    return {"reads": reads, "checks": checks, "why": "" if reads else "; ".join(c["why"] for c in checks
+                                                                                if not c["ok"])}
 
 
 def validity_rows(items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int) -> list[dict]:

@@ -186,6 +186,9 @@ class EvaluateStage(Stage):
                  if isinstance(u, dict) and "planned" in u else "")
         print(f"evaluate: {record['n_items']} items × {len(record['methods'])} methods{units}, "
               f"{record['n_error_rows']} error rows, {record['seconds']} s")
+        if record.get("failed_methods"):
+            print(f"evaluate: NO RESULT for {', '.join(record['failed_methods'])}: most of their items failed "
+                  "(causes and the setting that fixes them: the report's section Failed items)")
         print(f"Report: {config.run().url('results/report.md')}")
 
     @classmethod
@@ -449,6 +452,7 @@ class EvaluateStage(Stage):
     def _summary(self, results, unit_status, failed, answering, earlier, left_out, judge, validity, judge_s,
                  times, views_s) -> dict[str, Any]:
         """The stage's summary: what the report prints and ``run.json`` keeps (``units`` counts method units)."""
+        from filegram_ray.evaluate.failures import failed_methods
         from filegram_ray.memory.embed import embed_dtype
         from filegram_ray.methods import make_method
 
@@ -472,6 +476,7 @@ class EvaluateStage(Stage):
                       "done": sum(1 for r in unit_status if r.get("status") != "error") + n_answered,
                       "skipped": n_units - len(unit_status) - n_answered, "failed": len(failed)},
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
+            "failed_methods": failed_methods(results) if results.height else [],  # most items failed: no result
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
             "judge_s": round(judge_s, 2), "time_by_method": times, "views_s": round(views_s, 2),
             "judge_validity": validity.to_dicts() if validity is not None else [],
