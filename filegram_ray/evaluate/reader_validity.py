@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,7 @@ __all__ = [
     "answer_requests",
     "gold_evidence",
     "item_profiles",
+    "mask_tier_words",
     "memory_method",
     "order_stats",
     "reader_requests",
@@ -111,6 +113,33 @@ def gold_evidence(item: Mapping[str, Any], key: Mapping[str, Any]) -> str:
         desc = VALUE_BEHAVIOUR.get(attr, {}).get(truth)
         truth = f"{truth} — {desc}" if desc else truth
     return f"Memory of this user ({sub}) — {lead}: {truth}"
+
+
+#: the heading of FileGramOS's procedural channel in its retrieved context (:mod:`filegram_ray.memory.retrieve`)
+_PROCEDURAL_HEAD = "### Channel 1: Procedural Patterns"
+#: a dimension line of that channel: ``**B. Production — detailed**: <figures>``; group 2 is the tier word
+_DIM_LABEL = re.compile(r"^(\*\*[A-F]\. [^*—]+? — )([^*]+)(\*\*:)", re.M)
+#: a pattern line of that channel: ``- OUTPUT: detailed outputs (3120 chars per file)``; group 2 is the verdict
+_PATTERN = re.compile(r"^(- [A-Z][A-Z-]+: )([^(\n]*?)(\s*\(.*\))?$", re.M)
+#: what replaces a masked word
+MASK = "[masked]"
+
+
+def mask_tier_words(context: str) -> str:
+    """FileGramOS's context with the verdicts of its procedural channel masked: the tier word of each dimension line
+    (``**B. Production — detailed**`` → ``**B. Production — [masked]**``) and the verdict words of each pattern line
+    (``- OUTPUT: detailed outputs (3120 chars per file)`` → ``- OUTPUT: [masked] (3120 chars per file)``); the
+    figures (reads per task, characters × files, …) and every other section stay as they are. A context without
+    that channel is returned unchanged. The ``masked`` reader row reads it: a reader that reads evidence keeps its
+    score, one that reads labels falls toward the floor."""
+    start = context.find(_PROCEDURAL_HEAD)
+    if start < 0:
+        return context
+    end = context.find("\n### ", start + len(_PROCEDURAL_HEAD))
+    end = len(context) if end < 0 else end
+    sec = _DIM_LABEL.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", context[start:end])
+    sec = _PATTERN.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3) or ''}", sec)
+    return context[:start] + sec + context[end:]
 
 
 def item_profiles(item: Mapping[str, Any]) -> set[str]:

