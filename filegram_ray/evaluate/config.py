@@ -50,7 +50,7 @@ def validate_backbone(v: Any) -> Any:
     if v is None or isinstance(v, (HttpChatSpec, VLLMEngineSpec)):
         return v
     if not isinstance(v, (str, dict)):
-        raise UserError(f"a backbone is a name (lexical, random) or a mapping {{kind: openai, base_url: …, model: "
+        raise UserError(f"a backbone is a name (encoder, lexical, random) or a mapping {{kind: openai, base_url: …, model: "
                         f"…}}, not {type(v).__name__}")
     kind = str(v if isinstance(v, str) else v.get("kind", "openai" if "base_url" in v else "")).lower()
     if kind == "oracle":
@@ -59,6 +59,14 @@ def validate_backbone(v: Any) -> Any:
     if kind not in BACKBONE_KINDS:
         raise UserError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
                         "is a mapping {kind: openai, base_url: …, model: …})")
+    if kind == "encoder":  # its settings are checked now, not when the first actor makes it
+        from filegram_ray.llm.backbones import make_backbone
+
+        try:
+            make_backbone(v)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"evaluate.backbone (encoder): {exc}") from exc
+        return v
     return chat_spec(v) if is_llm_spec(v) else v
 
 

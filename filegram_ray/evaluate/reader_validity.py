@@ -23,6 +23,11 @@ rows of :func:`validity_rows`:
 * ``wrong_user`` — the same method's memory of *another* profile (the state a method ingested for a context spec
   that shares no profile with the item, same setting, chosen with a seeded generator), retrieved with the item's
   own query. A reader that uses the memory must fall to the floor here.
+* ``masked`` — **masked format**: FileGramOS's own context of each multiple-choice item with the tier words of its
+  procedural channel masked (:func:`mask_tier_words`: ``**B. Production — detailed**`` → ``— [masked]``, the
+  pattern lines' verdicts likewise; every figure kept). Only when the memory method is FileGramOS. A reader that
+  reads the evidence keeps FileGramOS's score; one that matches the labels' words to the options' falls toward
+  the floor: the drop says how much of FileGramOS's score rests on its labels.
 * ``order`` — each multiple-choice item asked again under the same method's own memory with its options rotated by
   a seeded shift of 1..n−1; the chosen letter is mapped back. :func:`order_stats` gives order consistency (share of
   items answered the same in both orders) and position bias (share of each shown letter among the answers vs among
@@ -63,7 +68,7 @@ __all__ = [
 ]
 
 #: the reader validity rows this module adds (row ids in ``results.parquet``)
-READER_ROWS = ("empty", "gold", "wrong_user", "order")
+READER_ROWS = ("empty", "gold", "wrong_user", "order", "masked")
 LETTERS = "ABCDEFGH"
 
 _GOLD_LEAD = {
@@ -183,8 +188,8 @@ def _unrotate(letter: str, shift: int, n: int) -> str:
 
 
 def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int, *,
-                    units: Sequence[Mapping[str, Any]] | None, load_state, retrieve, with_empty: bool
-                    ) -> list[dict[str, Any]]:
+                    units: Sequence[Mapping[str, Any]] | None, load_state, retrieve, with_empty: bool,
+                    masked: bool = False) -> list[dict[str, Any]]:
     """The requests of the reader validity rows: ``{row, item, pv, context, shift, cache_key}`` (``pv`` = the
     public view the reader sees, options rotated by ``shift`` for the ``order`` row).
 
@@ -195,6 +200,8 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
         load_state: ``unit -> state`` (the method's cached ingest; raising skips that unit's items).
         retrieve: ``(state, item) -> context text``.
         with_empty: add the ``empty`` row (the No Context method is not evaluated).
+        masked: add the ``masked`` row (the memory method is FileGramOS): the ``order`` items' own context with
+            :func:`mask_tier_words`.
     """
     out: list[dict[str, Any]] = []
     for it in items:
@@ -244,6 +251,9 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
                 shift = rotation(len(pv["choices"]), seed, it["question_id"]) if row == "order" else 0
                 out.append({"row": row, "item": it, "pv": _rotated(pv, shift) if shift else pv, "context": ctx,
                             "shift": shift, "cache_key": u["cache_key"]})
+                if row == "order" and masked:
+                    out.append({"row": "masked", "item": it, "pv": pv, "context": mask_tier_words(ctx), "shift": 0,
+                                "cache_key": u["cache_key"]})
     return out
 
 
@@ -397,7 +407,7 @@ def reader_validity_frame(run, items: list[dict[str, Any]], key: Mapping[str, Ma
         return text[:cut] + "\n[… context cut to fit the model]" if cut and len(text) > cut else text
 
     reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
-                           retrieve=retrieve, with_empty="no_context" not in plan)
+                           retrieve=retrieve, with_empty="no_context" not in plan, masked=mm == "filegramos")
     # answers of earlier evaluates with this backbone, by (row, item, prompt hash): a rerun asks nothing again
     schema = {**UNIT_SCHEMA, "shown_choice": pl.Utf8, "shift": pl.Int64}
     cache_path = f"results/reader/{opts.tag}.parquet"

