@@ -199,5 +199,6 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
     info = {"train_rows": N, "train_accuracy": round(100 * acc, 2), "rank": rank, "epochs": epochs, "lr": lr,
             "l2": l2, "seed": int(seed), "final_loss": round(float(loss.detach()), 6)}
     log.info("reader head: %s", info)
+    ab = ab.detach()
     return ReaderHead(float(ab[0]), float(ab[1]), U.detach().numpy(), V.detach().numpy(),
                       {**(card or {}), "training": info})
