@@ -33,7 +33,7 @@ from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HEAD_RANK", "ReaderHead", "check_overlap", "profile_hashes", "run_profile_hashes", "train_head"]
+__all__ = ["HEAD_RANK", "ReaderHead", "check_overlap", "check_run", "profile_hashes", "run_profile_hashes", "train_head"]
 
 #: rank of the bilinear map (ours: enough to tie a handful of figure words to option words, small enough to train in
 #: seconds on one core)
@@ -135,6 +135,21 @@ def check_overlap(card: Mapping[str, Any], seed: int, hashes: Mapping[str, str],
         raise UserError(f"{where}: the encoder reader's head was trained on {what} of this run "
                         f"(head card: training seeds {sorted(seeds)}); evaluate with a head trained on other profile "
                         "sets and seeds, or without a head")
+
+
+def check_run(backbone: Any, run) -> None:
+    """Refuse (:func:`check_overlap`) when ``backbone`` is the encoder reader with a head whose training data share
+    the seed or a profile with ``run`` (a :class:`~filegram_ray.storage.RunDir`); any other backbone passes.
+
+    Raises:
+        UserError: the overlap, or a head that cannot be read (names the file).
+    """
+    if not (isinstance(backbone, Mapping) and str(backbone.get("kind", "")).lower() == "encoder"
+            and backbone.get("head")):
+        return
+    head = ReaderHead.load(backbone["head"])
+    seed, hashes = run_profile_hashes(run)
+    check_overlap(head.card, seed, hashes, f"evaluate {run.url('')}".rstrip("/"))
 
 
 def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = HEAD_RANK, epochs: int = 60,
