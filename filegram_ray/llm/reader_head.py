@@ -3,9 +3,10 @@ context's passages support an option, from items of *other* profile sets than th
 
 Score of option i (``f`` = the reader's :meth:`~filegram_ray.llm.encoder_reader.EncoderBackbone.features`):
 
-    score_i = a * attend_i + b * max_i + (U^T c) . (V^T o_i)
+    score_i = a * attend_i + b * max_i + l * lex_i + (U^T c) . (V^T o_i)
 
-``attend_i`` / ``max_i`` are the reader's untrained supports (question-attended mean and best passage cosine),
+``attend_i`` / ``max_i`` are the reader's untrained supports (question-attended mean and best passage cosine, each
+averaged over the option's clauses), ``lex_i`` the option's word overlap with the context,
 ``c`` the question-attended context vector, ``o_i`` the option vector, ``U``, ``V`` (384 × rank) a low-rank bilinear
 map that can tie a context's wording ("2,929 chars × 5.7 files/task") to an option's ("writes long, heavily
 sectioned deliverables spread over several files"). With an empty context every term is 0: the head adds no prior
@@ -43,17 +44,16 @@ HEAD_RANK = 16
 class ReaderHead:
     """The trained head: ``a``, ``b`` (scalars), ``U``, ``V`` (d × rank) and its card (a dict)."""
 
-    def __init__(self, a: float, b: float, U: np.ndarray, V: np.ndarray, card: dict[str, Any] | None = None):
-        self.a, self.b = float(a), float(b)
+    def __init__(self, a: float, b: float, U: np.ndarray, V: np.ndarray, card: dict[str, Any] | None = None,
+                 l: float = 0.0):  # noqa: E741 - the lexical weight of the module docstring's formula
+        self.a, self.b, self.l = float(a), float(b), float(l)
         self.U, self.V = np.asarray(U, dtype=np.float32), np.asarray(V, dtype=np.float32)
         self.card = dict(card or {})
 
     def score(self, f: Mapping[str, np.ndarray]) -> np.ndarray:
         """Scores of the options from the reader's features (module docstring)."""
-        sims = f["P"] @ f["O"].T
-        att, mx = f["w"] @ sims, sims.max(axis=0)
         bil = (f["O"] @ self.V) @ (self.U.T @ f["c"])
-        return (self.a * att + self.b * mx + bil).astype(np.float64)
+        return (self.a * f["att"] + self.b * f["max"] + self.l * f["lex"] + bil).astype(np.float64)
 
     def save(self, path: str | Path) -> Path:
         """Write ``<path>.npz`` (weights) and ``<path>.json`` (the card, with the weights' sha256); temp name, then
@@ -64,7 +64,7 @@ class ReaderHead:
 
         base = Path(str(path).removesuffix(".npz"))
         buf = io.BytesIO()
-        np.savez(buf, a=np.float32(self.a), b=np.float32(self.b), U=self.U, V=self.V)
+        np.savez(buf, a=np.float32(self.a), b=np.float32(self.b), l=np.float32(self.l), U=self.U, V=self.V)
         data = buf.getvalue()
         card = {**self.card, "weights_sha256": hashlib.sha256(data).hexdigest()}
         atomic_write_local(base.with_suffix(".npz"), data)
@@ -89,7 +89,7 @@ class ReaderHead:
         if card.get("weights_sha256") != hashlib.sha256(data).hexdigest():
             raise UserError(f"encoder reader head {npz}: its sha256 does not match weights_sha256 of {js}")
         z = np.load(npz)
-        return cls(float(z["a"]), float(z["b"]), z["U"], z["V"], card)
+        return cls(float(z["a"]), float(z["b"]), z["U"], z["V"], card, l=float(z["l"]) if "l" in z else 0.0)
 
 
 def profile_hashes(profiles: Sequence[Any]) -> dict[str, str]:
@@ -155,7 +155,7 @@ def check_run(backbone: Any, run) -> None:
 def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = HEAD_RANK, epochs: int = 60,
                lr: float = 0.01, l2: float = 1e-3, card: dict[str, Any] | None = None,
                checkpoint: str | Path | None = None) -> ReaderHead:
-    """Fit a head on feature rows ``{c (d,), O (n, d), att (n,), max (n,), label (int)}`` (rows without a context
+    """Fit a head on feature rows ``{c (d,), O (n, d), att (n,), max (n,), lex (n,), label (int)}`` (rows without a context
     are skipped). Full-batch Adam for ``epochs`` steps from a seeded start, on one thread (same rows and seed,
     same bytes). ``checkpoint``: a ``.pt`` file written every 10 epochs and resumed from.
 
@@ -175,6 +175,7 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
     O = torch.zeros(N, n_max, d)
     A = torch.zeros(N, n_max)
     M = torch.zeros(N, n_max)
+    L = torch.zeros(N, n_max)
     mask = torch.full((N, n_max), float("-inf"))
     y = torch.tensor([int(r["label"]) for r in rows])
     for i, r in enumerate(rows):
@@ -182,11 +183,12 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
         O[i, :k] = torch.tensor(np.asarray(r["O"]), dtype=torch.float32)
         A[i, :k] = torch.tensor(np.asarray(r["att"]), dtype=torch.float32)
         M[i, :k] = torch.tensor(np.asarray(r["max"]), dtype=torch.float32)
+        L[i, :k] = torch.tensor(np.asarray(r.get("lex", np.zeros(k))), dtype=torch.float32)
         mask[i, :k] = 0.0
     g = torch.Generator().manual_seed(int(seed))
     U = (torch.randn(d, rank, generator=g) * 0.01).requires_grad_()
     V = (torch.randn(d, rank, generator=g) * 0.01).requires_grad_()
-    ab = torch.tensor([10.0, 0.0], requires_grad=True)
+    ab = torch.tensor([0.0, 10.0, 0.0], requires_grad=True)
     opt = torch.optim.Adam([U, V, ab], lr=lr)
     start = 0
     ck = Path(checkpoint) if checkpoint else None
@@ -199,7 +201,7 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
     for epoch in range(start, epochs):
         opt.zero_grad()
         bil = torch.einsum("nkd,dr,ne,er->nk", O, V, C, U)
-        logits = ab[0] * A + ab[1] * M + bil + mask
+        logits = ab[0] * A + ab[1] * M + ab[2] * L + bil + mask
         loss = torch.nn.functional.cross_entropy(logits, y) + l2 * (U.pow(2).sum() + V.pow(2).sum())
         loss.backward()
         opt.step()
@@ -210,10 +212,10 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
             tmp.replace(ck)
     with torch.no_grad():
         bil = torch.einsum("nkd,dr,ne,er->nk", O, V, C, U)
-        acc = float(((ab[0] * A + ab[1] * M + bil + mask).argmax(1) == y).float().mean())
+        acc = float(((ab[0] * A + ab[1] * M + ab[2] * L + bil + mask).argmax(1) == y).float().mean())
     info = {"train_rows": N, "train_accuracy": round(100 * acc, 2), "rank": rank, "epochs": epochs, "lr": lr,
             "l2": l2, "seed": int(seed), "final_loss": round(float(loss.detach()), 6)}
     log.info("reader head: %s", info)
     ab = ab.detach()
     return ReaderHead(float(ab[0]), float(ab[1]), U.detach().numpy(), V.detach().numpy(),
-                      {**(card or {}), "training": info})
+                      {**(card or {}), "training": info}, l=float(ab[2]))

@@ -117,11 +117,11 @@ class Featurizer:
         self.reader = EncoderBackbone(**reader_kwargs)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, list[Any]] = {"i": [], "c": [], "O": [], "att": [], "max": [], "label": []}
+        out: dict[str, list[Any]] = {"i": [], "c": [], "O": [], "att": [], "max": [], "lex": [], "label": []}
         for i, pv, ctx, lab in zip(batch["i"], batch["pv_json"], batch["context"], batch["label"]):
             r = self.reader.train_row(json.loads(pv), ctx, int(lab))
             out["i"].append(int(i))
-            for k in ("c", "O", "att", "max"):
+            for k in ("c", "O", "att", "max", "lex"):
                 out[k].append(np.asarray(r[k], dtype=np.float32).tolist())
             out["label"].append(int(lab))
         return out
@@ -183,6 +183,7 @@ def train_reader(run_dirs: Sequence[str], *, tag: str = "lexical", seed: int = 0
             got.sort(key=lambda r: int(r["i"]))
             frows = [{"c": np.asarray(r["c"], np.float32), "O": np.asarray(r["O"], np.float32),
                       "att": np.asarray(r["att"], np.float32), "max": np.asarray(r["max"], np.float32),
+                      "lex": np.asarray(r["lex"], np.float32),
                       "label": int(r["label"])} for r in got]
             import io
 

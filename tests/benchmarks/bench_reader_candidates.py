@@ -59,10 +59,10 @@ def make_readers(names: list[str], seed: int, head: str | None):
     for n in names:
         if n == "lexical":
             out[n] = make_backbone("lexical", seed=seed)
-        elif n.startswith("encoder-"):
-            out[n] = EncoderBackbone(seed=seed, pool=n.split("-", 1)[1])
-        elif n == "encoder-head":
-            out[n] = EncoderBackbone(seed=seed, head=head)
+        elif n.startswith("encoder-"):  # encoder-<pool>[-lex<weight>]
+            parts = n.split("-")
+            lex = float(parts[2][3:]) if len(parts) > 2 and parts[2].startswith("lex") else 0.0
+            out[n] = EncoderBackbone(seed=seed, pool=parts[1], lexical=lex)
         else:
             raise SystemExit(f"unknown reader {n!r}")
     if head:
@@ -75,7 +75,8 @@ def main(argv=None) -> int:
     ap.add_argument("--run-dir", required=True)
     ap.add_argument("--contexts-tag", default="lexical")
     ap.add_argument("--per-sub-task", type=int, default=40)
-    ap.add_argument("--readers", nargs="+", default=["lexical", "encoder-attend", "encoder-max"])
+    ap.add_argument("--readers", nargs="+", default=["lexical", "encoder-attend", "encoder-max"],
+                    help="lexical, encoder-<pool>[-lex<weight>] (pool: attend | max)")
     ap.add_argument("--head", default=None)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--train-split", action="store_true",
