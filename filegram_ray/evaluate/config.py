@@ -125,7 +125,9 @@ class EvaluateConfig(BaseModel):
     method_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-method options, e.g. {full_context: {cap_chars: 100000}}")
     backbone: Any = Field(
-        "lexical", description="the reader: 'lexical' (CPU default, no LLM), 'random', or a language model "
+        "lexical", description="the reader: 'encoder' (conf/default.yaml's, no LLM: the packaged MiniLM scores each option "
+        "against the context, filegram_ray.llm.encoder_reader; {kind: encoder, head: PATH} adds a trained head), "
+        "'lexical' (word overlap, a plumbing check; the field's default, so a bare config needs no model), 'random', or a language model "
         "answered through a ray.data.llm processor (filegram_ray.evaluate.answer): {kind: openai, base_url, model, "
         "…} for any OpenAI-compatible server, {kind: vllm_engine, model_source, tensor_parallel_size, …} for vLLM "
         "engines on GPU workers (fields: filegram_ray.llm.processors); validated once, into its processor spec")
