@@ -38,7 +38,7 @@ from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["reader_cache_dir", "training_rows", "train_reader"]
+__all__ = ["load_contexts", "reader_cache_dir", "training_rows", "train_reader"]
 
 
 def reader_cache_dir() -> Path:
@@ -47,7 +47,9 @@ def reader_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "filegram-ray" / "readers"
 
 
-def _contexts(run, tag: str) -> dict[str, dict[str, str]]:
+def load_contexts(run, tag: str) -> dict[str, dict[str, str]]:
+    """``{method: {question_id: context_text}}`` from a run's ``results/contexts/<tag>/<method>/*.parquet`` (what an
+    evaluate showed its reader; empty when there is none)."""
     import polars as pl
 
     root = Path(run.full("results/contexts")) / tag
@@ -81,7 +83,7 @@ def training_rows(run_dirs: Sequence[str], tag: str) -> tuple[list[dict[str, Any
         run = RunDir(rd)
         if not run.exists("bench/items.parquet"):
             raise UserError(f"training run {rd}: bench/items.parquet is missing (run the bench stage first)")
-        ctxs = _contexts(run, tag)
+        ctxs = load_contexts(run, tag)
         if not ctxs:
             raise UserError(f"training run {rd}: no contexts under results/contexts/{tag}/ (evaluate it first, "
                             "with any backbone: the contexts do not depend on the reader)")

@@ -31,24 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from filegram_ray.llm.reader_train import load_contexts  # noqa: E402,F401 - also used by the sibling scripts
+
 MCQ = ["AttrRec", "BehavFP", "BehavInf", "TraceDis", "AnomDet", "ShiftAna", "FileGrd"]
-
-
-def load_contexts(run, tag: str) -> dict[str, dict[str, str]]:
-    """``{method: {question_id: context_text}}`` from ``results/contexts/<tag>/<method>/*.parquet``."""
-    import polars as pl
-
-    root = Path(run.uri) / "results" / "contexts" / tag
-    out: dict[str, dict[str, str]] = {}
-    if not root.is_dir():
-        return out
-    for mdir in sorted(p for p in root.iterdir() if p.is_dir()):
-        files = sorted(mdir.glob("*.parquet"))
-        if not files:
-            continue
-        df = pl.concat([pl.read_parquet(f, columns=["question_id", "context_text"]) for f in files])
-        out[mdir.name] = dict(zip(df["question_id"].to_list(), df["context_text"].to_list()))
-    return out
 
 
 def make_readers(names: list[str], seed: int, head: str | None):
