@@ -156,3 +156,28 @@ def test_evaluating_a_run_the_head_was_trained_on_is_refused_in_one_line():
     assert "\n" not in str(e.value)
     with pytest.raises(UserError, match=rf"1 profile\(s\) \({profs[3].profile_id}\)"):
         check_overlap(card, 7, profile_hashes(profs[3:6]), "run x")
+
+
+def test_the_evaluate_stage_refuses_a_run_its_head_was_trained_on(tmp_path):
+    """The check the evaluate stage runs first (reader_head.check_run): a head trained on this run's seed is refused
+    before anything is read; another kind of backbone, or no head, passes."""
+    import json
+
+    from filegram_ray.llm.reader_head import check_run
+    from filegram_ray.profiles import load_profiles
+    from filegram_ray.storage import RunDir
+
+    rng = np.random.default_rng(0)
+    head = ReaderHead(0.0, 10.0, rng.normal(size=(384, 2)), rng.normal(size=(384, 2)),
+                      {"training_runs": [{"seed": 7, "profile_sha256": profile_hashes(load_profiles()[:2])}]})
+    path = head.save(tmp_path / "head")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"seed": 7, "config": {"profiles": ["p5"]}}))
+    run = RunDir(str(run_dir))
+    with pytest.raises(UserError, match="trained on seed 7 of this run"):
+        check_run({"kind": "encoder", "head": str(path)}, run)
+    check_run({"kind": "encoder"}, run)
+    check_run("lexical", run)
+    (run_dir / "run.json").write_text(json.dumps({"seed": 8, "config": {"profiles": ["p5"]}}))
+    check_run({"kind": "encoder", "head": str(path)}, run)  # other seed, a profile the head never saw

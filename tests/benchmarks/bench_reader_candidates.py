@@ -69,7 +69,15 @@ def main(argv=None) -> int:
                          "measure every reader on the other half")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--write", default=None, help="also write what is printed to this Markdown file")
     a = ap.parse_args(argv)
+    out_lines: list[str] = []
+
+    def print(*args, **_kw):  # noqa: A001 - everything printed is also kept for --write
+        line = " ".join(map(str, args))
+        out_lines.append(line)
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
     from filegram_ray.evaluate.items import load_answer_key, load_items, public_view, sample_items
     from filegram_ray.evaluate.reader_validity import gold_evidence, item_profiles, mask_tier_words
@@ -149,6 +157,16 @@ def main(argv=None) -> int:
             allv = [v for s in hit for v in hit[s]]
             print(f"| {cname} | " + " | ".join(cells) + f" | {100 * sum(allv) / max(1, len(allv)):.1f} | {dt:.3f} |",
                   flush=True)
+    if a.write:
+        import datetime
+
+        head = [f"# Candidate readers on {a.run_dir} ({datetime.date.today().isoformat()})", "",
+                "Written by `python tests/benchmarks/bench_reader_candidates.py " + " ".join(argv or sys.argv[1:])
+                + "`. Accuracy % per multiple-choice sub-task (text setting); contexts: none = empty, gold = gold "
+                "evidence, wrong = FileGramOS's context of another item of the sub-task with disjoint profiles, "
+                "masked = FileGramOS's context with its procedural tier words masked, else the method's own context. "
+                "s/item: seconds per answer on a shared 2-core machine (load average in the first line).", ""]
+        Path(a.write).write_text("\n".join(head + out_lines) + "\n")
     return 0
 
 
