@@ -92,7 +92,7 @@ def test_it_is_a_backbone_kind_that_pickles_and_is_validated_with_the_config():
 
 def test_passages_are_lines_without_markup_cut_to_the_window():
     ps = passages(FOS)
-    assert "B. Production — detailed : avg 2,929 chars × 5.7 files/task, headings to H3." in ps
+    assert "B. Production — detailed : avg 2,929 chars × 5.7 files/task, headings to H3" in ps
     assert not any(p.startswith(("#", "*")) for p in ps)
     long = "word " * 2000
     assert len(passages(long)) > 1 and passages(long, max_passages=2) == passages(long)[:2]
