@@ -183,3 +183,34 @@ def test_a_method_counts_as_told_apart_only_when_its_paired_test_agrees_and_enou
     assert few["can_rank"] is False and f"over {MIN_INTERVAL_PROFILES - 3} profile(s)" in few["why"]
     assert "**This reader cannot rank the memory methods**" in headroom_lines(few)[0]
     assert "not tested" in headroom_lines(few)[0]
+
+
+def test_report_gives_headroom_per_sub_task_and_the_masked_format_row():
+    """The masked-format row (FileGramOS's context with its procedural tier words masked) is compared with
+    FileGramOS on the same items and with the floor; the opening paragraph gives gold − floor per sub-task."""
+    from filegram_ray.evaluate.report import headroom_lines, reader_lines, reader_summary
+
+    rows = []
+    for i in range(40):
+        sub = "AttrRec" if i < 20 else "TraceDis"
+        for m, s in (("no_context", i % 3 == 0), ("gold", sub == "AttrRec" or i % 2 == 0),
+                     ("filegramos", i % 2 == 0), ("masked", i % 4 == 0)):
+            rows.append({"method": m, "question_id": f"q{i}", "score": 100.0 * s, "is_open": False,
+                         "sub_track": sub, "profile": f"p{i % 8}"})
+    res = pl.DataFrame(rows)
+    iv = pl.DataFrame([{"method": m, "cell": c, "n": 20, "n_profiles": 8, "mean": mean, "lo": mean - 5,
+                        "hi": mean + 5}
+                       for m, c, mean in (("no_context", "avg", 35.0), ("gold", "avg", 75.0),
+                                          ("filegramos", "avg", 50.0), ("masked", "avg", 25.0),
+                                          ("no_context", "AttrRec", 35.0), ("gold", "AttrRec", 100.0),
+                                          ("no_context", "TraceDis", 35.0), ("gold", "TraceDis", 50.0))])
+    r = reader_summary(res, iv, pl.DataFrame(), ["no_context", "filegramos"])
+    assert [(s["sub_task"], s["headroom"]) for s in r["sub_tasks"]] == [("AttrRec", 65.0), ("TraceDis", 15.0)]
+    assert r["masked"]["method"] == "filegramos" and r["masked"]["vs_method"]["n"] == 40
+    assert r["masked"]["vs_method"]["diff"] == pytest.approx(-25.0)
+    opening = headroom_lines(r)[0]
+    assert "Per multiple-choice sub-task (gold − No Context): AttrRec +65.0, TraceDis +15.0; the smallest is " \
+           "TraceDis's." in opening
+    text = "\n".join(reader_lines(r, {"filegramos": "FileGramOS"}))
+    assert "- Masked format (FileGramOS's context with the tier words of its procedural channel masked" in text
+    assert "against FileGramOS on the same 40 items Δ -25.0" in text and "against the floor Δ" in text

@@ -186,9 +186,14 @@ def _with_reader(res: pl.DataFrame, reads: bool) -> pl.DataFrame:
     extra = _results({"no_context": floor, "gold": {q: 100.0 * (rng.random() < (0.95 if reads else 0.55))
                                                     for q in qs}, "wrong_user": dict(floor)})
     out = pl.concat([res, extra], how="diagonal")
-    out = out.with_columns(choice=pl.when(pl.col("score") == 100.0).then(pl.lit("A")).otherwise(pl.lit("B")))
+    # keys spread evenly over the four letters; a wrong answer is the letter after the key
+    key = {q: "ABCD"[i % 4] for i, q in enumerate(qs)}
+    out = out.with_columns(correct=pl.col("question_id").replace_strict(key))
+    out = out.with_columns(choice=pl.when(pl.col("score") == 100.0).then(pl.col("correct")).otherwise(
+        pl.col("correct").replace_strict({"A": "B", "B": "C", "C": "D", "D": "A"})))
     order = out.filter(pl.col("method") == "filegramos").with_columns(
-        method=pl.lit("order"), shift=pl.lit(1), shown_choice=pl.col("choice"))
+        method=pl.lit("order"), shift=pl.lit(1),
+        shown_choice=pl.col("choice").replace_strict({"A": "B", "B": "C", "C": "D", "D": "A"}))
     return pl.concat([out, order], how="diagonal")
 
 
@@ -208,7 +213,8 @@ def test_the_reader_gate_decides_findings_and_markers_both_ways():
     assert "filegramos" in marked
     bad = report_statistics(_with_reader(_f1_table(methods), reads=False))
     gate = bad["reader"]["gate"]
-    assert not gate["reads"] and [c["check"] for c in gate["checks"] if not c["ok"]] == ["gold_per_sub_task"]
+    assert not gate["reads"] and [c["check"] for c in gate["checks"] if not c["ok"]] == ["gold_per_sub_task",
+                                                                                "headroom_per_sub_task"]
     assert "AttrRec" in gate["why"] and bad["reader"]["can_rank"] is False
     assert {f["verdict"] for f in bad["findings"]} == {"not tested"}
     f1 = bad["findings"][0]
@@ -223,6 +229,10 @@ def test_the_reader_gate_decides_findings_and_markers_both_ways():
     assert reader_gate({**ok, "headroom": 10.0})["reads"] is False
     assert reader_gate({**ok, "floor": {**ok["floor"], "n_profiles": 2}})["reads"] is False
     assert reader_gate({**ok, "order": {}})["why"].startswith("option order not measured")
+    skewed = [{**b, "answers": b["keys"] + 8.0} if b["letter"] == "A" else b for b in ok["order"]["bias"]]
+    assert reader_gate({**ok, "order": {**ok["order"], "bias": skewed}})["why"].startswith("one shown letter")
+    low = [{**r, "headroom": 30.0} if r["sub_task"] == "AttrRec" else r for r in ok["sub_tasks"]]
+    assert "AttrRec (+30.0)" in reader_gate({**ok, "sub_tasks": low})["why"]
 
 
 def test_a_method_with_no_result_gets_no_score_marker_or_finding():
@@ -244,7 +254,7 @@ def test_a_method_with_no_result_gets_no_score_marker_or_finding():
     st = report_statistics(res, budget_chars=None)
     assert st["failures"]["failed"] == ["evermemos"] and "evermemos" not in st["methods"]
     fail = st["failures"]["methods"]["evermemos"]
-    assert fail["causes"] == {"context_overflow": 160} and "max_context_chars=4500" in fail["hint"]
+    assert fail["causes"] == {"context_overflow": 160} and "max_context_chars=5400" in fail["hint"]  # 0.9 × 2,000 × 3.0
     assert "evermemos" not in st["paired"]["method"].to_list()
     f1 = st["findings"][0]
     assert f1["verdict"] == "not tested" and f1["failed"] == ["evermemos"] and "no result" in f1["not_tested"]

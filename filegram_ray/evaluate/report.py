@@ -26,11 +26,11 @@ __all__ = ["MIN_HEADROOM", "MIN_INTERVAL_PROFILES", "VALIDITY_METHODS", "markdow
            "twin_markdown_table", "write_report"]
 
 #: rows that check the benchmark and the reader, never methods (:mod:`filegram_ray.evaluate.reader_validity`)
-VALIDITY_METHODS = ("oracle", "random", "empty", "gold", "wrong_user", "order")
+VALIDITY_METHODS = ("oracle", "random", "empty", "gold", "wrong_user", "order", "masked")
 #: row names of the validity rows (they are not registered methods)
 _VALIDITY_NAMES = {"oracle": "Oracle (validity)", "random": "Random (validity)", "empty": "Empty memory (validity)",
                    "gold": "Gold evidence (validity)", "wrong_user": "Wrong user (validity)",
-                   "order": "Option order (validity)"}
+                   "order": "Option order (validity)", "masked": "Masked format (validity)"}
 
 
 def _name(method: str, row_names: dict[str, str] | None = None) -> str:
@@ -279,7 +279,10 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
     .reader_validity.reader_gate` of these rows), ``can_rank`` = the gate's ``reads`` and ``why`` its reasons.
     Beside the gate: ``clear`` (methods whose Avg interval lies above the floor's and whose paired test against it
     is distinguishable, when ``paired`` holds one), ``below`` (the same, below it: worse than no memory),
-    ``interval_only`` (intervals apart but the paired test not distinguishable: not counted)."""
+    ``interval_only`` (intervals apart but the paired test not distinguishable: not counted), ``sub_tasks`` (per
+    multiple-choice sub-task: ``{sub_task, gold, floor, headroom}`` in points) and ``masked`` (the masked-format row:
+    its Avg interval, the memory method's mean on the same items, the paired difference masked − memory method and
+    masked − floor)."""
     from filegram_ray.evaluate.reader_validity import memory_method, order_stats, reader_gate
 
     have = set(results["method"].to_list()) if results.height else set()
@@ -287,7 +290,8 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
     floor, ceil = _ci(intervals, floor_id), _ci(intervals, "gold")
     out: dict[str, Any] = {"floor_row": floor_id, "floor": floor, "ceiling": ceil, "headroom": None,
                            "can_rank": None, "clear": [], "below": [], "interval_only": [], "why": "",
-                           "wrong_user": None, "order": {}, "gold_sub_tasks": _gold_sub_tasks(results)}
+                           "wrong_user": None, "order": {}, "gold_sub_tasks": _gold_sub_tasks(results),
+                           "sub_tasks": [], "masked": None}
     others = [m for m in methods if m != floor_id]
     tested = {r["method"]: bool(r["distinguishable"]) for r in paired.filter(
         (pl.col("scope") == "avg") & (pl.col("baseline") == floor_id)).iter_rows(named=True)} \
@@ -309,7 +313,23 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
         overlap = wu["lo"] <= floor["hi"] and floor["lo"] <= wu["hi"]
         out["wrong_user"] = {**wu, "p": t["p"], "diff": t["diff"], "n_paired": t["n"],
                              "falls_to_floor": overlap and (t["p"] is None or t["p"] >= 0.05)}
-    out["order"] = order_stats(results, memory_method(methods))
+    mm = memory_method(methods)
+    out["order"] = order_stats(results, mm)
+    if floor is not None and ceil is not None:
+        open_cells = set(results.filter(pl.col("is_open"))["sub_track"].to_list()) \
+            if "sub_track" in results.columns else set()
+        for cell in dict.fromkeys(intervals["cell"].to_list()):
+            g, f = _ci(intervals, "gold", cell), _ci(intervals, floor_id, cell)
+            if cell in SUB_TASK_ORDER and cell not in open_cells and g is not None and f is not None:
+                out["sub_tasks"].append({"sub_task": cell, "gold": g["mean"], "floor": f["mean"],
+                                         "headroom": g["mean"] - f["mean"]})
+    mk = _ci(intervals, "masked")
+    if mk is not None and mm is not None:
+        from filegram_ray.evaluate.stats import paired_test
+
+        own = paired_test(results, "masked", mm, ~pl.col("is_open"))
+        low = paired_test(results, "masked", floor_id, ~pl.col("is_open")) if floor is not None else None
+        out["masked"] = {**mk, "method": mm, "vs_method": own, "vs_floor": low}
     out["gate"] = reader_gate(out)
     out.update(can_rank=out["gate"]["reads"], why=out["gate"]["why"])
     return out
@@ -336,6 +356,12 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
                   f"each item asks about, written as memory) the reader scores {_iv(reader['ceiling'])}, with "
                   f"{floor_name} {_iv(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
                   "profiles).")]
+        subs = reader.get("sub_tasks") or []
+        if subs:
+            lo = min(subs, key=lambda r: r["headroom"])
+            lines.append("Per multiple-choice sub-task (gold − " + floor_name + "): "
+                         + ", ".join(f"{r['sub_task']} {r['headroom']:+.1f}" for r in subs)
+                         + f"; the smallest is {lo['sub_task']}'s.")
     if not reader["can_rank"]:
         why = f" ({reader['why']})" if reader.get("why") and reader["headroom"] is not None else ""
         lines.append(f"**This reader cannot rank the memory methods**{why}: the paper's findings below are **not "
@@ -448,10 +474,21 @@ def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None
                 + "."]
     elif wu is None:
         out += ["", "- Wrong user and option order: not measured (no method with a memory was evaluated)."]
+    mk = reader.get("masked")
+    if mk is not None:
+        own, low = mk["vs_method"], mk.get("vs_floor") or {}
+        out.append(f"- Masked format ({_name(mk['method'], row_names)}'s context with the tier words of its procedural "
+                   f"channel masked, every figure kept): Avg {_iv(mk)}"
+                   + (f"; against {_name(mk['method'], row_names)} on the same {own['n']} items Δ {own['diff']:+.1f} "
+                      f"[{own['lo']:.1f}, {own['hi']:.1f}] (McNemar p {_p(own['p'])})" if own.get("n") else "")
+                   + (f", against the floor Δ {low['diff']:+.1f} (p {_p(low['p'])})" if low.get("n") else "")
+                   + ". The drop is how much of that method's score rests on its labels' words rather than on the "
+                     "evidence.")
     gate = reader.get("gate")
     if gate:
         names = {"headroom": "gold-evidence headroom", "gold_per_sub_task": "gold evidence per sub-task",
-                 "wrong_user": "wrong user", "order": "option order", "profiles": "profiles behind the intervals"}
+                 "headroom_per_sub_task": "gold − floor per sub-task", "wrong_user": "wrong user", "order": "option order",
+                 "letter_skew": "letter share − key share", "profiles": "profiles behind the intervals"}
         out += ["", ("The gate: the reader decides findings and marks methods only when every check passes "
                      f"(a check not measured does not pass). This reader **{'reads' if gate['reads'] else 'cannot rank'}"
                      "**."), "", "| check | measured | needs | passes |", "|---|---|---|---|"]

@@ -250,6 +250,9 @@ class EvaluateStage(Stage):
 
         chat = o.chat
         if chat is None:
+            from filegram_ray.llm.reader_head import check_run
+
+            check_run(o.backbone, run)  # a trained reader never answers the profiles or seed it was trained on
             bb = make_reader(o.backbone, self.config.seed)
             self.bb_info, self.ingest_backbone, self.llm_ingest = bb.describe(), o.backbone, bb.is_llm
         else:
