@@ -48,6 +48,21 @@ class FileGramOS(MemoryMethod):
             self.embedder = _QueryAdapter(self.embedder)
         return self.embedder
 
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str] | None:
+        """Each episode's content and each content chunk of the store these views consolidate into
+        (:func:`filegram_ray.memory.consolidate.embedding_texts`); None with an LLM backbone (its descriptors and
+        episodes come from the LLM)."""
+        from filegram_ray.memory.consolidate import embedding_texts
+
+        if self.llm_fn is not None or not trajectories:
+            return None if self.llm_fn is not None else []
+        return embedding_texts([self._engram(v) for v in trajectories])
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        """The query, when a query-based channel (semantic, episodic) is on."""
+        channels = set(self.options.get("channels") or self.channels)
+        return [query] if query and channels & {"semantic", "episodic"} else []
+
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         """Engrams → MemoryStore, plus the chunk and episode vectors (embedded once here, not per query).
 
