@@ -166,3 +166,30 @@ def test_static_minilm_vectors_are_independent_of_batch_mates_and_read_long_text
     assert abs(float(np.linalg.norm(together, axis=1).min()) - 1) < 1e-5
     ident = emb.identity()
     assert ident["kind"] == "minilm-static" and ident["max_length"] is None and emb.label.startswith("static")
+
+
+def test_evaluate_plans_the_vectors_and_answers_as_without_a_plan(tmp_path, monkeypatch):
+    """The evaluate stage embeds the methods' texts in one planned pass (run.json records it) and every method
+    shows the same contexts and answers as when each embeds its own texts one at a time."""
+    from filegram_ray.config import load_config
+    from filegram_ray.evaluate import embedding
+    from filegram_ray.evaluate.stage import run_evaluate
+
+    def evaluate(root):
+        make_run(root)
+        cfg = load_config(overrides={"run_dir": str(root), "evaluate": {
+            "methods": ["naive_rag", "mma", "visrag"], "serial": True, "plots": False, "validity": False,
+            "sample_per_sub_task": None, "embedder": "minilm"}})
+        info = run_evaluate(cfg)
+        import polars as pl
+
+        res = pl.read_parquet(root / "results" / "results.parquet").sort(["method", "question_id"])
+        return info, res.select("method", "question_id", "choice", "answer_text")
+
+    planned, with_plan = evaluate(tmp_path / "planned")
+    assert planned["embed_plan"]["planned"] > 0 and planned["embed_plan"]["embedded"] > 0
+    assert planned["embedder"]["kind"] == "minilm" and "MiniLM" in planned["method_modes"]["naive_rag"]
+    monkeypatch.setattr(embedding, "prepare_vectors", lambda *a, **k: {"planned": 0})
+    alone, without = evaluate(tmp_path / "alone")
+    assert alone["embed_plan"] == {"planned": 0}
+    assert with_plan.to_dicts() == without.to_dicts()

@@ -152,8 +152,11 @@ def prepare_vectors(run, spec_units: Sequence[dict[str, Any]], *, kind: str, met
     from filegram_ray.methods.embed_plan import embed_texts
 
     t0 = time.perf_counter()
-    if not spec_units or not hasattr(EMBEDDERS.get(kind), "preload"):
-        return {"planned": 0, "specs": len(spec_units), "embedder": kind}
+    if not spec_units or not getattr(EMBEDDERS.get(kind), "planned", False):
+        # a static model's vector is a look-up per token: collecting every spec's texts first would cost more
+        # than the methods embedding as they go (measured on the default run, 2026-12-05-embed-plan.md)
+        return {"planned": 0, "specs": len(spec_units), "embedder": kind,
+                "skipped": "" if not spec_units else f"{kind}: no model forward pass to plan"}
     args = (run.uri, run.storage_options, dict(method_options), llm_ingest, multimodal_content, multimodal_formats)
     rows: list[tuple[list[str], list[str]]] = []
     if use_ray:

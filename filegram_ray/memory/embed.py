@@ -400,6 +400,10 @@ class CachedEmbedder(abc.ABC):
     kind = "model"
     #: short name for the report's mechanism lines (:meth:`filegram_ray.methods.base.MemoryMethod.embedder_label`)
     label = "model"
+    #: a text costs forward passes of a model, so the evaluate stage embeds a run's texts in one planned, batched
+    #: pass before the methods ingest (:mod:`filegram_ray.methods.embed_plan`); False where a vector costs a
+    #: look-up (the static model): the methods then embed as they go, with nothing to plan or store
+    planned = True
 
     def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
                  threads: int | None = None, batch_invariant: bool = True):
@@ -882,6 +886,7 @@ class StaticEmbedder(CachedEmbedder):
     """
 
     label = "static MiniLM (model2vec)"
+    planned = False
 
     def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
                  threads: int | None = None, batch_invariant: bool = True):

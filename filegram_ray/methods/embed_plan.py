@@ -292,12 +292,14 @@ def planned_embedder(run, kind: str, cache_dir: str | None = None) -> Any:
     """The embedder of ``kind`` for an evaluate worker, with the run's vector table preloaded
     (:meth:`~filegram_ray.memory.embed.CachedEmbedder.preload`): one per process, run, kind and table state (a
     table that grew since is loaded again). ``cache_dir``: the local per-text cache for texts not in the table.
-    A kind without a model (``hashing``) is returned as it is."""
+    A kind with nothing to plan (its class's ``planned`` is False: the static model, ``hashing``) comes without
+    the table and without a per-text file cache (a look-up costs less than a file)."""
     from filegram_ray.memory.embed import make_embedder
 
+    if not getattr(make_embedder(kind), "planned", False):
+        # nothing planned: a static model (a vector is a look-up; files per text would cost more) or ``hashing``
+        return make_embedder(kind)
     emb = make_embedder(kind, cache_dir=cache_dir)
-    if not hasattr(emb, "preload"):
-        return emb
     tag = embedder_tag(emb)
     parts = tuple(_part_paths(run, tag))
     memo_key = (run.uri, kind, cache_dir, parts)

@@ -5,7 +5,8 @@ Replays the evaluate stage's plan on a run (the same item sample and context spe
 sample of them), asks every embedding method for its texts and its queries' texts (``embedding_texts`` /
 ``query_embedding_texts``, what the embedding plan embeds) and then, for each embedder kind:
 
-* **speed** — the union of the texts embedded through the embedding plan's own path
+* **speed** — the time to load the model (``load s``; the static kind's first use distils it from MiniLM, once
+  per machine), then the union of the texts embedded through the embedding plan's own path
   (:func:`filegram_ray.methods.embed_plan.embed_texts`: length-sorted batches, one process, ``--threads`` intra-op
   threads) into a scratch table: wall and CPU seconds, texts/s, and the model windows (256-token pieces) it read;
 * **agreement** — for every (method, context spec, query) the method ranks by vectors: the top 5 of the spec's
@@ -129,14 +130,17 @@ def embed_all(kind: str, texts: list[str], threads: int) -> tuple[dict[str, np.n
     from filegram_ray.memory.embed import make_embedder
 
     warm = make_embedder(kind, threads=threads)
+    w = time.perf_counter()
     warm.encode(["warm up the model (and distil it, for the static kind, when not cached)"])
+    load_s = time.perf_counter() - w
     r0, c0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
     stats = EP.embed_texts(scratch, texts, kind, use_ray=False, threads=threads)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     keys, vecs = EP.load_vectors(scratch, stats.tag, warm.dim)
     row = dict(zip(keys, range(len(keys))))
     out = {t: vecs[row[text_key(t)]] for t in texts}
-    return out, {"wall": wall, "cpu": cpu, "texts": len(texts), "pieces": stats.pieces, "batches": stats.batches}
+    return out, {"wall": wall, "cpu": cpu, "texts": len(texts), "pieces": stats.pieces, "batches": stats.batches,
+                 "load_s": load_s}
 
 
 def _top(vec_of, pool: list[str], q: str, k: int = 5) -> list[int]:
@@ -208,15 +212,15 @@ def main(argv=None) -> int:
         t = timing[kind]
         print(f"  {kind}: {t['wall']:.1f} s wall, {t['cpu']:.1f} CPU-s, {t['texts'] / t['wall']:.1f} texts/s", flush=True)
     ref = "minilm" if "minilm" in vecs else args.kinds[0]
-    table = ["", "| embedder | wall s | CPU s | texts/s (wall) | windows | recall@5 vs MiniLM, all queries | per method |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    table = ["", "| embedder | load s | wall s | CPU s | texts/s (wall) | texts per CPU-s | windows | recall@5 vs MiniLM, "
+             "all queries | per method |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for kind in args.kinds:
         t = timing[kind]
         agr = agreement(specs, vecs[ref], vecs[kind]) if kind != ref else {}
         per = "; ".join(f"{m} {v:.3f} ({n})" for m, (v, n) in agr.items() if m != "all queries")
         allq = f"{agr['all queries'][0]:.3f} ({agr['all queries'][1]})" if agr else "(reference)"
-        table.append(f"| {kind} | {t['wall']:.1f} | {t['cpu']:.1f} | {t['texts'] / t['wall']:.1f} | {t['pieces']:,} | "
-                     f"{allq} | {per} |")
+        table.append(f"| {kind} | {t['load_s']:.1f} | {t['wall']:.1f} | {t['cpu']:.1f} | {t['texts'] / t['wall']:.1f} | "
+                     f"{t['texts'] / max(t['cpu'], 1e-9):.1f} | {t['pieces']:,} | {allq} | {per} |")
     print("\n".join(table))
     if args.page:
         Path(args.page).parent.mkdir(parents=True, exist_ok=True)
