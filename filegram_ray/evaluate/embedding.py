@@ -9,10 +9,11 @@
   embedded in one pass (:func:`filegram_ray.methods.embed_plan.embed_texts`, a Ray Data ``map_batches``) into the
   run's vector table, which the workers preload (:func:`filegram_ray.methods.embed_plan.planned_embedder`).
 
-The choice of :data:`CPU_EMBEDDER` (measured, docs/measurements/2026-12-05-embed-plan.md): on 2 cores without AMX
-the transformer MiniLM embeds the default run's method texts at a rate that alone exceeds the pipeline's 15-minute
-budget; the static MiniLM costs a table look-up per token, and its retrieval agreement with MiniLM on every
-method's own queries is recorded on that page.
+The choice of :data:`CPU_EMBEDDER` (measured, docs/measurements/2026-12-05-embed-plan.md, 2-core AMD EPYC, AVX2):
+the default may change only to an embedder whose retrieval agrees with MiniLM's (recall@5 of MiniLM's top 5 on the
+methods' own queries ≥ 0.90). The static MiniLM (``minilm-static``, ≈ 85× less CPU than fp32 MiniLM) agreed 0.28;
+the int8 MiniLM (``minilm-int8``) agreed 0.97 but cost 1.34× the CPU of fp32 there. So ``auto`` stays MiniLM; the
+static model is one setting away for a fast, less faithful run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 __all__ = ["CPU_EMBEDDER", "EMBEDDER_CHOICES", "gpu_present", "prepare_vectors", "resolve_embedder", "spec_texts"]
 
 #: the methods' embedder on a machine without a GPU (``evaluate.embedder: auto``)
-CPU_EMBEDDER = "minilm-static"
+CPU_EMBEDDER = "minilm"
 #: what ``evaluate.embedder`` accepts besides the registered kinds
 EMBEDDER_CHOICES = ("auto",)
 
