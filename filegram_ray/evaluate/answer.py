@@ -59,15 +59,16 @@ class PromptBuilder:
         temperature / max_tokens / max_tokens_open: the answering call's sampling settings.
         letter_only: the answer is held to one letter (the prompt then asks for the letter only).
         max_context_chars: cut each retrieved context to this many characters (None = no cut).
+        embedder: the methods' sentence embedder kind (as :class:`~filegram_ray.evaluate.worker.EvalWorker`).
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method_options: dict[str, Any],
                  ingest_backbone: Any, seed: int, multimodal_content: str, multimodal_formats: list[str] | None,
                  temperature: float, max_tokens: int, max_tokens_open: int, max_context_chars: int | None = None,
-                 letter_only: bool = False):
+                 letter_only: bool = False, embedder: str = "minilm"):
         self.kw = {"run_uri": run_uri, "storage_options": storage_options, "backbone": ingest_backbone,
                    "seed": seed, "multimodal_content": multimodal_content,
-                   "multimodal_formats": multimodal_formats}
+                   "multimodal_formats": multimodal_formats, "embedder": embedder}
         self.method_options = method_options or {}
         self.temperature, self.max_tokens, self.max_tokens_open = temperature, max_tokens, max_tokens_open
         self.max_context_chars = max_context_chars
@@ -211,7 +212,8 @@ def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, back
 def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, unit_schema: dict[str, Any],
                  method_options: dict[str, Any], ingest_backbone: Any, seed: int, multimodal_content: str,
                  multimodal_formats: list[str] | None, num_actors: int, num_cpus_per_actor: float,
-                 wave_units: int = 64, max_context_chars: int | None = None) -> dict[str, Any]:
+                 wave_units: int = 64, max_context_chars: int | None = None, embedder: str = "minilm"
+                 ) -> dict[str, Any]:
     """Answer the items of ``units`` (not yet done) through the processor of ``spec``; write one answer table and
     one completion record per unit. Returns ``{n_units, n_requests, n_errors, n_context_cut, prompt_s, answer_s,
     context_budget_chars, context_budget_tokens}`` (the budget: ``max_context_chars`` and its ``// 4`` tokens).
@@ -242,7 +244,8 @@ def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, 
                 "ingest_backbone": ingest_backbone, "seed": seed, "multimodal_content": multimodal_content,
                 "multimodal_formats": multimodal_formats, "temperature": spec.temperature,
                 "max_tokens": spec.max_tokens, "max_tokens_open": spec.max_tokens_open,
-                "max_context_chars": max_context_chars, "letter_only": constrain not in ("none", "auto")},
+                "max_context_chars": max_context_chars, "letter_only": constrain not in ("none", "auto"),
+                "embedder": embedder},
             compute=ray.data.ActorPoolStrategy(size=max(1, min(num_actors, len(wave)))),
             num_cpus=num_cpus_per_actor).take_all()
         t1 = time.perf_counter()

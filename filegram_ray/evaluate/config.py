@@ -147,6 +147,11 @@ class EvaluateConfig(BaseModel):
         "report counts the cut prompts")
     wave_units: int = Field(64, ge=1, description="work units per prompt-and-answer wave of the language-model "
                             "path (bounds driver memory; a unit is written as soon as its last answer is in)")
+    embedder: str = Field(
+        "auto", description="the methods' sentence embedder: auto (minilm, the packaged all-MiniLM-L6-v2; "
+        "filegram_ray.evaluate.embedding.CPU_EMBEDDER) or a registered kind: minilm, minilm-int8, minilm-static "
+        "(≈85x less CPU, retrieval agreement with MiniLM 0.28: docs/measurements/2026-12-05-embed-plan.md), "
+        "e5-small, hashing; the report's mechanism lines name it")
     settings: list[str] = Field(
         default_factory=lambda: ["text", "multimodal", "real_world"], min_length=1,
         description="item settings to evaluate: text, multimodal, real_world (methods ingest the events the "
@@ -200,6 +205,15 @@ class EvaluateConfig(BaseModel):
 
         for m, opts in v.items():
             check_options(m, opts)
+        return v
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, v: str) -> str:
+        from filegram_ray.memory.embed import EMBEDDERS
+
+        if v != "auto" and v not in EMBEDDERS:
+            raise UserError(f"unknown embedder {v!r} (auto or one of {', '.join(sorted(EMBEDDERS))})")
         return v
 
     @field_validator("backbone", "judge_backbone")

@@ -18,7 +18,7 @@ from typing import Any
 from filegram_ray.evaluate.config import STAGE
 from filegram_ray.storage import RunDir
 
-__all__ = ["earlier_methods", "options_tag", "plan_units", "spec_key", "spec_units", "unit_complete"]
+__all__ = ["earlier_methods", "embedder_suffix", "options_tag", "plan_units", "spec_key", "spec_units", "unit_complete"]
 
 
 def spec_key(spec: Mapping[str, Any], setting: str) -> str:
@@ -37,13 +37,21 @@ def options_tag(options: Mapping[str, Any] | None) -> str:
     return "~" + hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
+def embedder_suffix(embedder: str) -> str:
+    """``""`` for the methods' historical embedder (``minilm``), else ``~<kind>``: part of every unit's id, answer
+    table and ingest cache, so states and answers made with one sentence embedder are never reused under
+    another."""
+    return "" if embedder == "minilm" else f"~{embedder}"
+
+
 def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb_tag: str = "lexical",
-                llm_ingest: bool = False, method_options: Mapping[str, Mapping[str, Any]] | None = None
-                ) -> dict[str, list[dict[str, Any]]]:
+                llm_ingest: bool = False, method_options: Mapping[str, Mapping[str, Any]] | None = None,
+                embedder: str = "minilm") -> dict[str, list[dict[str, Any]]]:
     """Units per method; the multimodal content mode is part of the cache key (``multimodal-strip`` …) and the
     backbone is part of every unit (its answers) and, when the backbone is an LLM that methods use at ingest
     (``llm_ingest``), of the ingest cache too; a method's options (``method_options``) are part of its units, answer
-    tables and ingest cache (:func:`options_tag`)."""
+    tables and ingest cache (:func:`options_tag`), and so is the methods' sentence embedder (:func:`embedder_suffix`:
+    a resolved kind, ``minilm`` by default)."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for it in items:
         tag = it["setting"] if it["setting"] == "text" else f"{it['setting']}-{mm_mode}"
@@ -55,7 +63,7 @@ def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb
     plan: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
         group = make_method(m).group  # cheap: methods load models lazily
-        opt = options_tag((method_options or {}).get(m))
+        opt = options_tag((method_options or {}).get(m)) + embedder_suffix(embedder)
         units = []
         for (tag, key, setting), g in sorted(groups.items()):
             uid = f"{bb_tag}/{m}/{tag}__{key}{opt}"
@@ -69,8 +77,8 @@ def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb
 
 
 def earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str], mm_tag: str, bb_tag: str,
-                     llm_ingest: bool, method_options: Mapping[str, Mapping[str, Any]] | None = None
-                     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+                     llm_ingest: bool, method_options: Mapping[str, Mapping[str, Any]] | None = None,
+                     embedder: str = "minilm") -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
     """``(plan, left_out)``: the units of registered methods not in ``methods`` that an earlier evaluate of this run
     answered under ``results/units/<bb_tag>/<method>/``, for the methods whose every unit of this item selection is
     complete (their rows join the results: what ``--methods`` with them added would give, without answering
@@ -81,7 +89,8 @@ def earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str]
     found = [m for m in method_names() if m not in methods and run.listdir(f"results/units/{bb_tag}/{m}")]
     if not found or not items:
         return {}, []
-    plan = plan_units(items, found, mm_tag, bb_tag, llm_ingest=llm_ingest, method_options=method_options)
+    plan = plan_units(items, found, mm_tag, bb_tag, llm_ingest=llm_ingest, method_options=method_options,
+                      embedder=embedder)
     full = {m: units for m, units in plan.items() if all(unit_complete(run, u) for u in units)}
     return full, [m for m in found if m not in full]
 

@@ -263,8 +263,11 @@ class EvaluateStage(Stage):
                 chat = probe_endpoint(chat)
                 self.bb_info["constrain"] = chat.constrain
         self.chat = chat
+        from filegram_ray.evaluate.embedding import resolve_embedder
+
+        self.embedder = resolve_embedder(o.embedder)
         self.by_method = plan_units(items, o.methods, self.mm_tag, o.tag, llm_ingest=self.llm_ingest,
-                                    method_options=o.method_options)
+                                    method_options=o.method_options, embedder=self.embedder)
 
     # -- plan / worker ------------------------------------------------------------------------------------------
     def plan(self) -> list[dict[str, Any]]:
@@ -277,7 +280,19 @@ class EvaluateStage(Stage):
             log.info("evaluate: %s: %d units (%d already done)", m, len(units),
                      sum(1 for u in units if u["unit_id"] not in todo_ids))
         self.spec_units = [] if self.chat is not None else spec_units(self.by_method, todo_ids)
+        self.embed_plan = self._embed_plan(todo_ids)
         return self.spec_units
+
+    def _embed_plan(self, todo_ids: set[str]) -> dict[str, Any]:
+        """Every text the unfinished units' methods will embed, embedded once before any of them ingests
+        (:func:`~filegram_ray.evaluate.embedding.prepare_vectors`); the workers read the vectors."""
+        from filegram_ray.evaluate.embedding import prepare_vectors
+
+        o = self.opts
+        return prepare_vectors(
+            self.run, spec_units(self.by_method, todo_ids), kind=self.embedder, method_options=o.method_options,
+            llm_ingest=self.llm_ingest, multimodal_content=self.mm_mode, multimodal_formats=o.multimodal_formats,
+            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor, use_ray=self.executor.uses_ray)
 
     def finished(self, unit: dict[str, Any]) -> Row | None:
         """None: a spec unit holds only unfinished method units (:meth:`plan`; completion is per method unit)."""
@@ -288,7 +303,8 @@ class EvaluateStage(Stage):
         return WorkerSpec(SpecWorker, {
             "run_uri": self.run.uri, "storage_options": self.run.storage_options, "methods": o.methods,
             "method_options": o.method_options, "backbone": o.backbone, "seed": self.config.seed,
-            "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats},
+            "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats,
+            "embedder": self.embedder},
             num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor,
             # a spec unit holds one context's unfinished method units; the record counts method units
             unit_noun="contexts (all methods of each)")
@@ -325,7 +341,8 @@ class EvaluateStage(Stage):
             self.run, self.todo, spec=self.chat, stage=self.name, unit_schema=UNIT_SCHEMA,
             method_options=o.method_options, ingest_backbone=self.ingest_backbone, seed=self.config.seed,
             multimodal_content=self.mm_mode, multimodal_formats=o.multimodal_formats, num_actors=o.num_actors,
-            num_cpus_per_actor=o.num_cpus_per_actor, wave_units=o.wave_units, max_context_chars=o.max_context_chars)
+            num_cpus_per_actor=o.num_cpus_per_actor, wave_units=o.wave_units, max_context_chars=o.max_context_chars,
+            embedder=self.embedder)
 
     def _unit_rows(self, rows: list[Row]) -> tuple[list[dict[str, Any]], float]:
         """``(one row per method unit answered now, views seconds)`` from the spec units' rows; a spec unit whose
@@ -413,7 +430,7 @@ class EvaluateStage(Stage):
         # methods an earlier evaluate of this run answered on these same items with this backbone: their finished
         # unit tables join the results, so a second evaluate with another --methods list adds rows
         earlier, left_out = earlier_methods(run, self.items, o.methods, self.mm_tag, o.tag, self.llm_ingest,
-                                            o.method_options)
+                                            o.method_options, embedder=self.embedder)
         if earlier:
             print(f"evaluate: report also covers {', '.join(earlier)} (answered by an earlier evaluate of this run on "
                   "the same items and backbone)", flush=True)
@@ -456,14 +473,15 @@ class EvaluateStage(Stage):
                  times, views_s) -> dict[str, Any]:
         """The stage's summary: what the report prints and ``run.json`` keeps (``units`` counts method units)."""
         from filegram_ray.evaluate.failures import failed_methods
-        from filegram_ray.memory.embed import embed_dtype
+        from filegram_ray.memory.embed import embed_dtype, make_embedder
         from filegram_ray.methods import make_method
 
         o, chat = self.opts, self.chat
         n_units = sum(len(u) for u in self.by_method.values())
         n_answered = int(answering.get("n_units") or 0)
-        # one instance per method with the run's options names its row and its mode (what ran, for the report)
-        shown = {m: make_method(m, **o.method_options.get(m, {})) for m in [*o.methods, *earlier]}
+        # one instance per method with the run's options and embedder (not loaded) names its row and its mode
+        emb = make_embedder(self.embedder)
+        shown = {m: make_method(m, embedder=emb, **o.method_options.get(m, {})) for m in [*o.methods, *earlier]}
         return {
             "n_items": len(self.items), "n_bank": self.n_bank, "sample_per_sub_task": o.sample_per_sub_task,
             "bank_sha256": bank_digest(self.run),  # which item bank these results answer (stale_results_note)
@@ -473,7 +491,10 @@ class EvaluateStage(Stage):
             "method_rows": {m: str(getattr(shown[m], "row_name", lambda: "")() or getattr(shown[m], "display", m))
                             for m in shown},
             "multimodal_content": self.mm_mode,
-            "embed_dtype": embed_dtype(),  # the methods' embedder dtype on this machine and why (issue 31)
+            "embed_dtype": embed_dtype(),  # the torch MiniLM's dtype on this machine and why
+            # the methods' sentence embedder and what the run's embedding plan did
+            "embedder": {"kind": self.embedder, "label": emb.label, "requested": o.embedder},
+            "embed_plan": getattr(self, "embed_plan", None) or {},
             "n_units": n_units, "n_failed_units": len(failed),
             "units": {"planned": n_units,
                       "done": sum(1 for r in unit_status if r.get("status") != "error") + n_answered,

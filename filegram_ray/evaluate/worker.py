@@ -63,20 +63,25 @@ class EvalWorker:
         seed: master seed.
         multimodal_content / multimodal_formats: see :class:`~filegram_ray.evaluate.config.EvaluateConfig`
             (``auto`` resolved by the stage).
+        embedder: the methods' sentence embedder, a resolved kind (:func:`~filegram_ray.evaluate.embedding
+            .resolve_embedder`); it reads the vectors of the run's embedding plan
+            (:func:`~filegram_ray.methods.embed_plan.planned_embedder`) and embeds only what the plan left out.
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method: str,
                  method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str = "auto",
-                 multimodal_formats: list[str] | None = None):
+                 multimodal_formats: list[str] | None = None, embedder: str = "minilm"):
         from filegram_ray.evaluate.config import make_reader
         from filegram_ray.methods import make_method
-        from filegram_ray.methods.embed import default_embedder, run_cache_dir
+        from filegram_ray.methods.embed import run_cache_dir
+        from filegram_ray.methods.embed_plan import planned_embedder
 
         self.run = RunDir(run_uri, storage_options)
         self.backbone = make_reader(backbone, seed)
         llm_fn = self.backbone.complete if self.backbone.is_llm else None
         options = dict(method_options or {})
-        options.setdefault("embedder", default_embedder(run_cache_dir(self.run)))  # loads the model lazily
+        # the embedding plan's vectors preloaded; the model loads lazily, only for a text the plan left out
+        options.setdefault("embedder", planned_embedder(self.run, embedder, run_cache_dir(self.run)))
         self.method = make_method(method, llm_fn=llm_fn, **options)
         self.method_name = method
         self.multimodal_content = multimodal_content
@@ -182,11 +187,13 @@ class SpecWorker:
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, methods: list[str],
                  method_options: dict[str, dict[str, Any]] | None, backbone: Any, seed: int,
-                 multimodal_content: str = "auto", multimodal_formats: list[str] | None = None):
+                 multimodal_content: str = "auto", multimodal_formats: list[str] | None = None,
+                 embedder: str = "minilm"):
         self.run = RunDir(run_uri, storage_options)
         self.methods = list(methods)
         self.kw = {"run_uri": run_uri, "storage_options": storage_options, "backbone": backbone, "seed": seed,
-                   "multimodal_content": multimodal_content, "multimodal_formats": multimodal_formats}
+                   "multimodal_content": multimodal_content, "multimodal_formats": multimodal_formats,
+                   "embedder": embedder}
         self.method_options = dict(method_options or {})
         self._workers: dict[str, EvalWorker] = {}
         self._override = None

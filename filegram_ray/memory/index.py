@@ -39,6 +39,7 @@ __all__ = [
     "load_indices",
     "save_indices",
     "window_rows",
+    "window_texts",
 ]
 
 #: identity fields that must agree between an index and a query embedder (``weights`` stands in for ``model``
@@ -212,7 +213,9 @@ def window_rows(embedder: Any, texts: list[str], meta: list[dict[str, Any]],
     split = [windows(t) if windows is not None else [(t, 1)] for t in texts]
     if all(len(w) == 1 for w in split):
         vecs = embedder.encode(list(texts)) if vectors is None else vectors
-        return np.ascontiguousarray(vecs, dtype=np.float32).reshape(len(texts), -1), [dict(m) for m in meta]
+        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        return (vecs.reshape(len(texts), -1) if texts else vecs.reshape(0, vecs.shape[-1] if vecs.ndim == 2 else 0),
+                [dict(m) for m in meta])
     pieces: list[str] = []
     rows: list[dict[str, Any]] = []
     for i, (w, m) in enumerate(zip(split, meta)):
@@ -220,6 +223,16 @@ def window_rows(embedder: Any, texts: list[str], meta: list[dict[str, Any]],
             pieces.append(piece)
             rows.append({**m, "_of": i} if len(w) > 1 else dict(m))
     return np.ascontiguousarray(embedder.encode(pieces), dtype=np.float32), rows
+
+
+def window_texts(embedder: Any, texts: list[str]) -> list[str]:
+    """The texts :func:`window_rows` hands ``embedder.encode`` for ``texts``: each text whole when every text fits
+    the embedder's window, else every text's windows (an embedder's declared texts for an embedding plan)."""
+    windows = getattr(embedder, "windows", None)
+    split = [windows(t) if windows is not None else [(t, 1)] for t in texts]
+    if all(len(w) == 1 for w in split):
+        return list(texts)
+    return [piece for w in split for piece, _tokens in w]
 
 
 def chunk_texts(store) -> tuple[list[str], list[dict[str, Any]]]:

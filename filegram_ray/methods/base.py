@@ -92,6 +92,26 @@ class MemoryMethod(ABC):
         method that reads ``self.options``."""
         return ""
 
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str] | None:
+        """Every text :meth:`ingest` will hand to its embedder for these views (any order, repeats allowed), so the
+        evaluate stage can embed all of a run's texts in one pass before any method ingests
+        (:mod:`filegram_ray.methods.embed_plan`); ``[]`` when ingest embeds nothing; ``None`` (the default) when
+        the method does not say — then its ingest embeds what it needs itself. An override must build its texts
+        with the same code as :meth:`ingest` (a text it leaves out is embedded at ingest, one model call
+        more; the answers are the same either way)."""
+        return None
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        """The texts :meth:`retrieve` embeds for ``query`` (planned with the ingest texts, see
+        :meth:`embedding_texts`); ``[]`` (the default) when retrieval embeds nothing or the method does not say."""
+        return []
+
+    def embedder_label(self) -> str:
+        """Short name of the sentence embedder this instance ingests with, for its :meth:`mode` line: the
+        embedder's ``label`` (``MiniLM``, ``MiniLM int8``, ``static MiniLM (model2vec)`` …), ``MiniLM`` when none
+        was given (the methods' own default, :func:`filegram_ray.methods.embed.default_embedder`)."""
+        return str(getattr(self.embedder, "label", None) or "MiniLM")
+
     @abstractmethod
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         """Build the memory state from the views (picklable; may be large)."""

@@ -122,8 +122,8 @@ class NaiveRAG(MemoryMethod):
     options_schema = {"chunk_events": int, "top_k": int, "display_chars": int}
 
     def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
-        return (f"{int(self.options.get('chunk_events', RAG_CHUNK_EVENTS))}-event chunks, MiniLM, FAISS inner product, "
-                f"top {int(self.options.get('top_k', RAG_TOP_K))}")
+        return (f"{int(self.options.get('chunk_events', RAG_CHUNK_EVENTS))}-event chunks, {self.embedder_label()}, "
+                f"FAISS inner product, top {int(self.options.get('top_k', RAG_TOP_K))}")
 
     def _embedder(self):
         if self.embedder is None:
@@ -132,13 +132,25 @@ class NaiveRAG(MemoryMethod):
             self.embedder = default_embedder()
         return self.embedder
 
-    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+    def _chunks(self, trajectories: Sequence[TrajectoryView]) -> list[str]:
         size = int(self.options.get("chunk_events", RAG_CHUNK_EVENTS))
         chunks = []
         for v in trajectories:
             for k, start in enumerate(range(0, len(v.events), size)):
                 body = events_to_narrative(v.events[start:start + size], start=start + 1)
                 chunks.append(f"[{v.label} | Task {v.task_id} | chunk {k + 1}]\n{body}")
+        return chunks
+
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str]:
+        from filegram_ray.memory.index import window_texts
+
+        return window_texts(self._embedder(), self._chunks(trajectories))
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        return [query or ""]
+
+    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+        chunks = self._chunks(trajectories)
         if not chunks:
             return _RagState(chunks, np.zeros((0, 384), dtype=np.float32), [])
         from filegram_ray.memory.index import window_rows

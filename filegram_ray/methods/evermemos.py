@@ -162,6 +162,11 @@ def consolidate_patterns(patterns: list[dict[str, Any]], threshold: float = PATT
     return consolidated, contradictions
 
 
+def _episode_text(episode: dict[str, str]) -> str:
+    """What an episode is clustered by: ``"<title>. <summary>"``."""
+    return f"{episode['title']}. {episode['summary']}"
+
+
 def _rule_episode(cell: list[dict[str, Any]], task_id: str) -> dict[str, str]:
     c = Counter(str(e.get("event_type")) for e in cell)
     paths = [str(e.get("file_path")) for e in cell if e.get("file_path")]
@@ -284,6 +289,13 @@ class EverMemOS(MemoryMethod):
                                      "evidence": f"task {task_id}: {str(r.get('evidence', '')).strip()[:300]}"})
         return episode, patterns
 
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str] | None:
+        """The rule episodes' texts without an LLM backbone; None with one (its episodes come from the LLM)."""
+        if self.llm_fn is not None:
+            return None
+        return [_episode_text(_rule_episode(cell, v.task_id)) for v in trajectories
+                for cell in split_memcells(v.events, None)]
+
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         llm = LlmCounter(self.llm_fn)
         boundary = self._boundary(llm)
@@ -297,7 +309,7 @@ class EverMemOS(MemoryMethod):
                     ep, pats = _rule_episode(cell, v.task_id), _rule_patterns(cell, v.task_id)
                 episodes.append({**ep, "task_id": v.task_id, "session": v.label})
                 patterns.extend(pats)
-        vecs = embed_texts(self._embedder(), [f"{e['title']}. {e['summary']}" for e in episodes])
+        vecs = embed_texts(self._embedder(), [_episode_text(e) for e in episodes])
         clusters = cluster_episodes(vecs)
         consolidated, contradictions = consolidate_patterns(patterns)
         return {"episodes": episodes, "clusters": clusters, "patterns": consolidated,

@@ -48,6 +48,25 @@ class FileGramOS(MemoryMethod):
             self.embedder = _QueryAdapter(self.embedder)
         return self.embedder
 
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str] | None:
+        """Each episode's content and each content chunk of the store these views consolidate into
+        (:func:`filegram_ray.memory.consolidate.embedding_texts`) and, for a text longer than the embedder's window, its
+        windows (:func:`filegram_ray.memory.index.window_texts`); None with an LLM backbone (its descriptors and
+        episodes come from the LLM)."""
+        from filegram_ray.memory.consolidate import embedding_texts
+        from filegram_ray.memory.index import window_texts
+
+        if self.llm_fn is not None or not trajectories:
+            return None if self.llm_fn is not None else []
+        texts = embedding_texts([self._engram(v) for v in trajectories])
+        # consolidation embeds each text whole; the indices embed the windows of a text over the model's window
+        return list(dict.fromkeys(texts + window_texts(self._embedder(), texts)))
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        """The query, when a query-based channel (semantic, episodic) is on."""
+        channels = set(self.options.get("channels") or self.channels)
+        return [query] if query and channels & {"semantic", "episodic"} else []
+
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         """Engrams → MemoryStore, plus the chunk and episode vectors (embedded once here, not per query).
 

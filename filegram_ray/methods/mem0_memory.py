@@ -153,7 +153,24 @@ class Mem0(MemoryMethod):
         return m
 
     def _dim(self) -> int:
-        return int(self._embedder().encode(["dimension probe"]).shape[1])
+        emb = self._embedder()
+        dim = getattr(emb, "dim", None)
+        return int(dim) if dim else int(emb.encode(["dimension probe"]).shape[1])
+
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str] | None:
+        """The messages' contents in raw-message mode (mem0 embeds each message as it stores it); None with an
+        LLM backbone (mem0 embeds the facts its LLM extracts, unknown before ingest)."""
+        if self.llm_fn is not None:
+            return None
+        return [m["content"] for m in to_messages(trajectories)]
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        """The item's query, the topic queries, and the entities mem0 extracts from the query (its entity boost
+        embeds them; none without a spaCy model)."""
+        from mem0.utils.entity_extraction import extract_entities
+
+        qs = [q.strip() for q in (query or "", *TOPIC_QUERIES) if q and q.strip()]  # mem0 strips a query
+        return qs + [text for q in qs for _, text in extract_entities(q)]
 
     def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
         import faiss

@@ -135,9 +135,8 @@ class MMA(MemoryMethod):
     name, display = "mma", "MMA"
     options_schema = {"chunk_events": int, "top_k": int, "display_chars": int}
 
-    @classmethod
-    def mode(cls, llm: bool) -> str:
-        return "own code of §8.2 (no LLM); MiniLM embeddings; text only"
+    def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        return f"own code of §8.2 (no LLM); {self.embedder_label()} embeddings; text only"
 
     def _embedder(self):
         if self.embedder is None:
@@ -146,7 +145,8 @@ class MMA(MemoryMethod):
             self.embedder = default_embedder()
         return self.embedder
 
-    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+    def _items(self, trajectories: Sequence[TrajectoryView]) -> tuple[list[str], list[str]]:
+        """``(texts, source tags)`` of the stored items: each trajectory's chunks, then its summary item."""
         from filegram_ray.methods.baselines import extractive_summary
 
         size = int(self.options.get("chunk_events", CHUNK_EVENTS))
@@ -159,6 +159,16 @@ class MMA(MemoryMethod):
                              f"{events_to_narrative(evs, start=start + 1)}")
             tags.append("summary")
             texts.append(f"[{v.label} | Task {v.task_id} | summary]\n{extractive_summary(v)}")
+        return texts, tags
+
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str]:
+        return self._items(trajectories)[0]
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        return [query or ""]
+
+    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+        texts, tags = self._items(trajectories)
         vecs = embed_texts(self._embedder(), texts)
         return _MMAState(texts, tags, vecs, mma_confidences(tags, vecs))
 

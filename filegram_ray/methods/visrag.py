@@ -162,11 +162,12 @@ class VisRAG(MemoryMethod):
         return "VisRAG (OCR)" if self._uses_ocr() else "VisRAG (drawn page text)"
 
     def mode(self, llm: bool) -> str:  # noqa: ARG002 - the same with and without an LLM
+        emb = self.embedder_label()
         if self._uses_ocr():
-            return "pages rendered as PNG, page text by OCR (rapidocr) + MiniLM; no packaged image-text embedder"
+            return f"pages rendered as PNG, page text by OCR (rapidocr) + {emb}; no packaged image-text embedder"
         if self.options.get("ocr") is False:
-            return "pages rendered as PNG, page text = drawn text (method_options.visrag.ocr: false) + MiniLM"
-        return "pages rendered as PNG, page text = drawn text (rapidocr not installed) + MiniLM"
+            return f"pages rendered as PNG, page text = drawn text (method_options.visrag.ocr: false) + {emb}"
+        return f"pages rendered as PNG, page text = drawn text (rapidocr not installed) + {emb}"
 
     def _embedder(self):
         if self.embedder is None:
@@ -202,7 +203,8 @@ class VisRAG(MemoryMethod):
         memo[key] = text
         return text, "ocr"
 
-    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+    def _items(self, trajectories: Sequence[TrajectoryView]) -> _VisState:
+        """The stored items (text chunks and pages, with their tags), vectors not yet computed."""
         size = int(self.options.get("chunk_events", CHUNK_EVENTS))
         st = _VisState()
         sources = set()
@@ -224,7 +226,21 @@ class VisRAG(MemoryMethod):
                 st.texts.append(text)
                 st.kinds.append("page")
         st.page_source = "ocr" if sources == {"ocr"} else "drawn" if sources == {"drawn"} else "mixed"
-        st.vectors = embed_texts(self._embedder(), [f"{t}\n{x}" for t, x in zip(st.tags, st.texts)])
+        return st
+
+    @staticmethod
+    def _item_texts(st: _VisState) -> list[str]:
+        return [f"{t}\n{x}" for t, x in zip(st.tags, st.texts)]
+
+    def embedding_texts(self, trajectories: Sequence[TrajectoryView]) -> list[str]:
+        return self._item_texts(self._items(trajectories))
+
+    def query_embedding_texts(self, query: str) -> list[str]:
+        return [query or ""]
+
+    def ingest(self, trajectories: Sequence[TrajectoryView]) -> Any:
+        st = self._items(trajectories)
+        st.vectors = embed_texts(self._embedder(), self._item_texts(st))
         return st
 
     def retrieve(self, state: Any, query: str) -> Context:
