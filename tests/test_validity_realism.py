@@ -156,14 +156,19 @@ def test_action_checks_count_search_hits_and_inspections():
            {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls -la old && head b.txt"}},
            {"event_type": "file_move", "old_path": "/sandbox/x/b.txt", "new_path": "/sandbox/x/arch/b.txt"},
            {"event_type": "file_rename", "old_path": "/sandbox/x/arch/b.txt", "new_path": "/sandbox/x/arch/c.txt"},
+           {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls -l sub/f.md"}},
+           {"event_type": "file_move", "old_path": "/sandbox/x/sub/f.md", "new_path": "/sandbox/x/e/f.md"},
            {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls"}},
-           {"event_type": "file_move", "old_path": "/sandbox/x/d.txt", "new_path": "/sandbox/x/e/d.txt"}]
+           {"event_type": "file_move", "old_path": "/sandbox/x/d.txt", "new_path": "/sandbox/x/e/d.txt"},
+           {"event_type": "file_delete", "file_path": "/sandbox/x/g.txt"}]
     texts = {"a.md": ["Cynthia Gomez approved it."], "other.md": ["nothing here"], "q3_report.md": ["x"]}
     r = action_checks(raw, texts.get)
     # the event's files_opened_after is always empty (reference §4): "opened" is read from the order of the log
     assert (r["searches"], r["search_hits"], r["search_opened"]) == (3, 2, 1)
-    assert (r["changes"], r["inspected"]) == (5, 3)
-    assert [m["path"] for m in r["uninspected"]] == ["junk.tmp", "d.txt"]
+    # a one-file `ls -l` is no look at the file; a listing of its folder shows what a move is decided on (d.txt),
+    # but a delete needs the content (g.txt, listed too, was never opened)
+    assert (r["changes"], r["inspected"]) == (7, 4)
+    assert [m["path"] for m in r["uninspected"]] == ["junk.tmp", "sub/f.md", "g.txt"]
 
 
 def test_sentences_and_sourced_facts():

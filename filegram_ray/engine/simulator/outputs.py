@@ -6,17 +6,20 @@ exactly as before."""
 from __future__ import annotations
 
 import math
-import re
 from pathlib import PurePosixPath
 
-from filegram_ray.engine.simulator.naming import make_name, topic_tokens
-from filegram_ray.engine.simulator.writer import (
+from filegram_ray.engine.simulator.genres import (
+    SCHEMES,
+    Budget,
     DocSpec,
-    chart_figures,
-    compose,
-    png_chart,
-    svg_chart,
+    Section,
+    describe_change,
+    document,
+    outline,
+    sources_summary,
 )
+from filegram_ray.engine.simulator.naming import make_name, topic_tokens
+from filegram_ray.engine.simulator.writer import chart_figures, png_chart, svg_chart
 
 
 class OutputMixin:
@@ -126,28 +129,33 @@ class OutputMixin:
             naming = "short_abbrev"
         return make_name(kind, ext, naming, self.lang, self.topic_en, self.topic_zh, self.rng, self.start_ms, seq)
 
-    def fallback_lines(self) -> list[str]:
-        sents = re.split(r"(?<=[.!?。！？])\s*|\n+", self.prompt)
-        return [s.strip() for s in sents if len(s.strip()) > 10]
+    def scheme(self) -> list[Section] | None:
+        """The sections of this task's main deliverable (:data:`.genres.SCHEMES`)."""
+        return SCHEMES.get(self.tid)
+
+    def change_entries(self) -> list[tuple[str, str]]:
+        """What this session changed, one ``(file, composed description)`` per edit, move and removal, in the
+        persona's language (the record a revision task asks for)."""
+        zh = self.lang == "zh"
+        out: list[tuple[str, str]] = []
+        for rel, old, new in self.changes:
+            out.append((f"`{PurePosixPath(rel).name}`", describe_change(old, new, self.lang)))
+        for a, b in self.moved:
+            out.append((f"`{a}`", f"移至 `{b}`" if zh else f"moved to `{b}`"))
+        for a in self.removed:
+            out.append((f"`{a}`", "已删除" if zh else "deleted"))
+        return out
 
     def render_log(self, spec: DocSpec | None = None) -> str:
         """The task's note of what was done (T-09 "a short file recording what you changed and why"): one line
-        per edit (the file and its new wording, or what was cut) and per file moved, then the facts read, to the
-        length of the B band."""
+        per change (:meth:`change_entries`), then, as far as the B band allows, what the changed files say."""
         spec = spec or self.doc_spec("log", self.title("log"))
         zh = self.lang == "zh"
+        entries = self.change_entries()
         lines = [f"# {spec.title}", ""]
-        if self.changes or self.moved:
+        if entries:
             lines += ["## 修改内容" if zh else "## Changes", ""]
-        for rel, old, new in self.changes:
-            name = PurePosixPath(rel).name
-            if len(new) < len(old) and old.startswith(new.rstrip()[:20]):
-                lines.append(f"- `{name}`：删减为“{new.strip()}”" if zh else f"- `{name}`: cut to “{new.strip()}”")
-            else:
-                lines.append(f"- `{name}`：改为“{new.strip()}”" if zh else f"- `{name}`: now reads “{new.strip()}”")
-        lines += [f"- `{a}` → `{b}`" for a, b in self.moved]
-        if len(lines) > 2:
-            lines.append("")
+            lines += [f"- {a}{'：' if zh else ': '}{b}" for a, b in entries] + [""]
         body = self.body_after(spec, lines)
         return "\n".join(lines + body).rstrip("\n") + "\n"
 
@@ -158,13 +166,31 @@ class OutputMixin:
         spec.lines = max(0, spec.lines - len(head))
         if spec.max_chars:
             spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in head))
-        if spec.lines <= 6 or spec.max_chars == 0:
+        if spec.lines <= 6 or spec.max_chars == 0 or not len(self.kn):
             return []
-        return compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:]
+        return document(self.kn, spec, self.rng, self.scheme(), sources_part=False).split("\n")[2:]
 
     def render(self, kind: str, title: str | None = None, spec: DocSpec | None = None) -> str:
+        """A text file of ``kind``, written from what the session understood (:mod:`.genres`): the main
+        deliverable and its auxiliaries (appendix: the figures and table rows read; references: what each source
+        contributed), a working outline, a log of changes."""
         spec = spec or self.doc_spec(kind, title or self.title(kind))
-        return compose(spec, self.nb, self.rng, self.fallback_lines())
+        if kind in ("outline", "scratch"):
+            return outline(self.kn, spec, self.rng, self.scheme())
+        if kind == "log":
+            return self.render_log(spec)
+        if kind == "references":
+            lines = sources_summary(self.kn, self.lang, self.rng, Budget(spec))
+            return "\n".join([f"# {spec.title}", ""] + lines).rstrip() + "\n"
+        if kind == "appendix":
+            spec.table_rows = max(spec.table_rows, 6) if self.T["F"] != "R" else 0
+            figs = [Section("Figures read", "所读数据", frozenset({"row", "series", "revenue", "budget", "margin",
+                                                                 "fcf", "capex", "target", "csat", "target_met",
+                                                                 "weight", "legal_aid", "runtime", "heart",
+                                                                 "figure"})),
+                    Section("Dates", "日期", frozenset({"*"}), "date")]
+            return document(self.kn, spec, self.rng, figs, sources_part=False)
+        return document(self.kn, spec, self.rng, self.scheme())
 
     # ------------------------------------------------------------------ layout per C tier (TT §2.3)
     def layout(self) -> dict[str, str]:
@@ -224,7 +250,7 @@ class OutputMixin:
 
     # ------------------------------------------------------------------ charts and READMEs
     def chart(self, title: str) -> str | bytes:
-        figs = chart_figures(self.nb)
+        figs = chart_figures(self.kn)
         return png_chart(figs, title) if self.chart_format == "png" else svg_chart(figs, title)
 
     def readmes(self, lay: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ from filegram_ray.engine.simulator.filetypes import (
     MEDIA_EXT,
     clutter_category,
 )
+from filegram_ray.engine.simulator.knowledge import parse_statements
 from filegram_ray.engine.simulator.textops import parse_listing
 
 STOP_WORDS = {"this", "that", "with", "from", "into", "your", "their", "them", "have", "will", "please",
@@ -88,27 +89,44 @@ class ReadingMixin:
         return [f for f in self.files if PurePosixPath(f).suffix.lower() in MEDIA_EXT]
 
     # ------------------------------------------------------------------ reading primitives
-    def read(self, rel: str, offset: int = 1, limit: int | None = None) -> str:
+    def read(self, rel: str, offset: int = 1, limit: int | None = None, note: bool = True) -> str:
+        """Read ``rel`` (a window when ``offset`` / ``limit`` are given) and return the text shown — the tool's raw
+        ``content``, never its line numbers or its own notes ("[end of file, N lines]"), which are the viewer's,
+        not the file's. With ``note`` (material for the task) the text goes into the notebook and the knowledge
+        (:mod:`.knowledge`); clutter opened to check it does not."""
         kw: dict[str, Any] = {"file_path": rel}
         if offset != 1:
             kw["offset"] = offset
         if limit is not None:
             kw["limit"] = limit
         res = self.call("read", **kw)
+        if not getattr(res, "ok", False):
+            return ""
+        text = str(getattr(res, "content", None) or "")
         out = str(getattr(res, "output", "") or "")
-        if getattr(res, "ok", False):
-            self.view[rel] = self.view.get(rel, 0) + 1
-            self.nb.absorb(rel, out)
-            if limit is None and offset == 1:
-                self.full_read.add(rel)
-        return out
+        m = re.search(r"\[(?:lines \d+-\d+ of (\d+)|end of file, (\d+) lines)", out)
+        if m:
+            self.n_lines[rel] = int(m.group(1) or m.group(2))
+        self.view[rel] = self.view.get(rel, 0) + 1
+        if note:
+            self.nb.absorb(rel, text, offset)
+            title = self.nb.sources[rel].title if rel in self.nb.sources else ""
+            self.kn.add(parse_statements(text, rel, title if offset != 1 else ""))
+        if limit is None and offset == 1:
+            self.full_read.add(rel)
+        return text
 
     def ls(self, rel: str = ".") -> None:
         self.bash("ls" if rel in (".", "") else f"ls {shlex.quote(rel)}")
 
     def grep(self, pattern: str) -> list[tuple[str, int]]:
         res = self.call("grep", pattern=pattern, path=".")
-        hits = self.nb.absorb_grep(str(getattr(res, "output", "") or ""))
+        out = str(getattr(res, "output", "") or "")
+        hits = self.nb.absorb_grep(out)
+        for ln in out.splitlines():  # a hit line is text read: its facts are known from here on
+            m = re.match(r"^(.+?):(\d+):(.*)$", ln.strip())
+            if m:
+                self.kn.add(parse_statements(m.group(3), self._rel(m.group(1))))
         return [(self._rel(p), n) for p, n in hits]
 
     def glob(self, pattern: str) -> list[str]:
@@ -166,7 +184,7 @@ class ReadingMixin:
                 out.append(c)
         return out
 
-    def reading_actions(self, budget_scale: float = 1.0) -> list[Any]:
+    def reading_actions(self, budget_scale: float = 1.0, exclude: Any = None) -> list[Any]:
         """The reading plan as a list of thunks (executed in rhythm order by :meth:`interleave`).
 
         The acting A tier picks the strategy (TT §2.1); the counts are draws around means that follow the
@@ -176,6 +194,8 @@ class ReadingMixin:
         it found."""
         docs, media = self.docs, self.media
         readable = docs + [m for m in media if self.T["F"] == "L" or self.p.thoroughness == "exhaustive"]
+        if exclude is not None:  # what the task's plan reads itself, in its own order (T-18's batches)
+            readable = [f for f in readable if not exclude(f)]
         if not readable:
             return []
         tier, rng = self.T["A"], self.rng
