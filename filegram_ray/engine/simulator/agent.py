@@ -333,7 +333,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         # The main deliverable: drafted in the root and moved into place when done under C-L and C-M (TT §2.3:
         # C-L puts files in place with mv; C-M files 0–3 things), so files_moved keeps the tier order L > M > R
         # on average; whether this session drafts in the root first is drawn (issue #28).
-        draft_in_root = self.T["C"] in ("L", "M") and self.chance("C", 0.85, 0.6, 0.0)
+        draft_in_root = bool(lay["main"]) and self.chance("C", 0.85, 0.6, 0.2)
         main_tmp = main_name if draft_in_root else self.join(lay["main"], main_name)
         main_final = self.join(lay["main"], main_name)
 
@@ -388,7 +388,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         if notes_ok:
             names = self.prescribed_names()
             note = names[0] if names else self.name("log", ".md")
-            note_tmp = note if C in ("L", "M") and self.chance("C", 0.85, 0.6, 0.0) else self.join(lay["main"], note)
+            note_tmp = note if lay["main"] and self.chance("C", 0.85, 0.6, 0.2) else self.join(lay["main"], note)
             note_final = self.join(lay["main"], note)
             final.append(lambda: self.write(note_tmp, self.render_log()))
             if note_tmp != note_final:

@@ -14,7 +14,6 @@ from filegram_ray.engine.simulator.filetypes import (
     FAMILY,
     clutter_category,
 )
-from filegram_ray.engine.simulator.genres import document
 from filegram_ray.engine.simulator.phrasing import about
 from filegram_ray.engine.simulator.textops import (
     SENTENCE_BREAK,
@@ -61,9 +60,10 @@ class EditingMixin:
             self.small_edit(rel, add=True)
         for _ in range(n_block):
             self.block_edit(rel)
-        if not record and self.chance("D", 0.02, 0.1, 0.6):  # one decisive rewrite (overwrite, TT §2.4 D-R)
-            spec = self.doc_spec("main", self.title("main"))
-            self.write(rel, document(self.kn, spec, self.rng, self.scheme()))
+        if not record and self.chance("D", 0.02, 0.1, 0.6) and rel in self.own:
+            # one decisive rewrite (an overwrite, TT §2.4 D-R): the whole file saved again with every repairable
+            # line repaired — the same deliverable, never a different one
+            self.write(rel, repaired_text(self.own[rel], self.fixes(), self.lang))
 
     def _content_lines(self, text: str) -> list[int]:
         lines = text.split("\n")

@@ -198,27 +198,29 @@ class OrganizingMixin:
 
     def sort_files(self, groups: dict[str, list[str]], flat_ok: bool = False, root: str | None = None
                    ) -> list[tuple[str, str]]:
-        """Sort every file of ``groups`` (name → files) the C tier's way (TT §2.3 organize row): C-L a tree
-        ``<root>/<group>[/<type>]`` (depth 2–3), C-M one folder per group (at most four, the rest in ``misc``), C-R
-        a few flat folders, or no folder at all where the task allows it (``flat_ok``, T-05). Each group is either
-        moved into its folder or, with a probability that follows the C position (0.05 / 0.25 / 0.7 at L / M /
-        R), renamed in place with the group as a name prefix: sorted either way, so the task is done, while the
-        number of moves varies between sessions of a tier as people's does. Folders are listed before sorting
-        (the names and kinds the decision rests on). Returns the (old, new) pairs done."""
-        C, zh = self.T["C"], self.lang == "zh"
+        """Sort every file of ``groups`` (name → files) into a structure as deep as this session builds
+        (:meth:`draw_depth`, TT §2.3 organize row on average): 3 = ``<root>/<group>/<type>``, 2 = ``<root>/<group>``,
+        1 = one folder per group (at most four, the rest in ``misc``), 0 = no folder: every group renamed in place
+        with its name as a prefix. Under a folder structure a group is still renamed in place instead of moved now
+        and then (probability 0.05 / 0.2 / 0.5 at C-L / M / R): sorted either way, so the task is done, while the
+        number of moves varies between sessions as people's does. Folders are listed before sorting (the names and
+        kinds the decision rests on). Returns the (old, new) pairs done."""
+        zh = self.lang == "zh"
         items = [(g, [f for f in fs if f in self.files]) for g, fs in groups.items()]
         items = [(g, fs) for g, fs in items if fs]
         if not items:
             return []
-        cap = {"L": 6, "M": self.rng.randint(3, 4), "R": self.rng.randint(2, 4)}[C]
+        depth = self.draw_depth()
+        if depth == 0 and not flat_ok and self.rng.random() < 0.5:
+            depth = 1  # a task that wants a structure usually gets at least one level
+        cap = 6 if depth >= 2 else self.rng.randint(3, 4)
         if len(items) > cap:
             items.sort(key=lambda kv: -len(kv[1]))
             items = items[: cap - 1] + [("misc", [f for _, fs in items[cap - 1:] for f in fs])]
         if root is None:
             root = ("01_organized_archive" if not zh else "01_归档整理") if self.p.naming != "short_abbrev" else "arch"
         label = {g: FAMILY_ZH.get(g, g) if zh else g for g, _ in items}
-        rename_p = self.lerp("C", 0.05, 0.25, 0.7) if not flat_ok else self.lerp("C", 0.05, 0.3, 1.0)
-        split_p = self.lerp("C", 0.55, 0.2, 0.0)
+        rename_p = 1.0 if depth == 0 else self.lerp("C", 0.05, 0.2, 0.5)
         pairs: list[tuple[str, str]] = []
         dirs: list[str] = []
         for g, fs in items:
@@ -232,17 +234,11 @@ class OrganizingMixin:
                     if dst != f:
                         pairs.append((f, dst))
                 continue
-            if C == "L":
-                split = self.rng.random() < split_p
-                for f in fs:
-                    ext = PurePosixPath(f).suffix.lower().lstrip(".") or "other"
-                    d = f"{root}/{label[g]}" + (f"/{ext}" if split else "")
-                    dirs.append(d)
-                    pairs.append((f, f"{d}/{PurePosixPath(f).name}"))
-            else:
-                d = label[g][:12] if C == "R" else label[g]
+            for f in fs:
+                ext = PurePosixPath(f).suffix.lower().lstrip(".") or "other"
+                d = {3: f"{root}/{label[g]}/{ext}", 2: f"{root}/{label[g]}", 1: label[g]}[depth]
                 dirs.append(d)
-                pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in fs]
+                pairs.append((f, f"{d}/{PurePosixPath(f).name}"))
         pairs = [(a, b) for a, b in pairs if a != b]
         if not pairs:
             return []

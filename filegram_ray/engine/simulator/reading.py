@@ -247,7 +247,9 @@ class ReadingMixin:
                     state["read"].add(nxt[0])
                     self.read(nxt[0])
 
-            grep_at = rng.randrange(2, max(3, n)) if self.chance("A", 0.25, 0.9, 0.2) else -1
+            grep_at = rng.randrange(2, max(3, n)) if self.chance("A", 0.45, 0.9, 0.3) else -1
+            if self.chance("A", 0.2, 0.5, 0.3):  # a file name looked up before reading through
+                acts.append(search_name)
             for i in range(n):
                 if i == grep_at:  # a person who reads through still looks a name up now and then
                     acts.append(search_seen)
@@ -257,7 +259,9 @@ class ReadingMixin:
         elif tier == "M":
             # Search first, then read the windows around the hits; a search before further reads; searches ÷
             # reads ≥ 0.3 on average (TT §2.1 A-M).
-            n_search = max(2, self.count("A", 1.5, 4.5, 1.2, hi=8))
+            # how much a targeted reader searches varies from session to session (issue #53: one count read the
+            # tier a session acted in at 0.82–0.84 when every A-M session searched at least twice)
+            n_search = max(1, self.count("A", 1.5, 3.4, 1.2, hi=8))
             n_reads = max(2, min(len(readable), round(rng.gauss(self.lerp("A", 8.0, 5.0, 6.0) * budget_scale
                                                                  * thorough, 1.3))))
             if self.chance("A", 0.5, 0.35, 0.8):
@@ -298,7 +302,7 @@ class ReadingMixin:
                     state["read"].add(nxt[0])
                     self.read(nxt[0], limit=head)
 
-            grep_at = rng.randrange(1, max(2, n)) if self.chance("A", 0.3, 0.9, 0.12) else -1
+            grep_at = rng.randrange(1, max(2, n)) if self.chance("A", 0.3, 0.9, 0.3) else -1
             for i in range(n):
                 if i == grep_at:
                     acts.append(search_seen)

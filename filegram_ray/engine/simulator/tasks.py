@@ -989,7 +989,8 @@ class RevisionPlansMixin:
         batches = sorted((f for f in self.files if re.fullmatch(r"updates/batch_\d+\.md", f)),
                          key=lambda f: int(re.search(r"\d+", PurePosixPath(f).name).group(0)))
         index = "index.md" if "index.md" in self.files else None
-        self.lay = {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
+        self.lay = self.layout()
+        sub = {3: "summaries/cases", 2: "summaries"}.get(self.draw_depth(), "")  # where summaries go in a folder
         reads = self.reading_actions(budget_scale=0.6, exclude=lambda f: f.startswith("updates/"))
         writes: list[Any] = []
         plan_files = self.scratch_steps(writes)
@@ -1003,8 +1004,10 @@ class RevisionPlansMixin:
             items = [st for st in self.kn.statements if st.source == rel and st.key.startswith("batch_")]
             for i, st in enumerate(items, 1):
                 if st.key == "batch_add":
-                    folder = st.slots["folder"].strip("/")
+                    folder = st.slots["folder"].strip("/") + (f"/{sub}" if sub else "")
                     dst = f"{folder}/{st.slots['case'].lower().replace('-', '_')}_summary.md"
+                    if sub and folder not in self.created_dirs:
+                        self.mkdir(folder)
                     self.write(dst, self.case_summary(st.slots["case"], st.slots["d"]))
                     added[(k, i)] = dst
                     log.append(f"batch {k} item {i}: {dst}")
@@ -1023,6 +1026,9 @@ class RevisionPlansMixin:
                     old = added.get((int(st.slots["b"]), int(st.slots["i"])))
                     if old:
                         dst = f"{st.slots['folder'].strip('/')}/{PurePosixPath(old).name}"
+                        if sub:
+                            dst = f"{st.slots['folder'].strip('/')}/{sub}/{PurePosixPath(old).name}"
+                            self.mkdir(str(PurePosixPath(dst).parent))
                         done = self.mv([(old, dst)])
                         added[(int(st.slots["b"]), int(st.slots["i"]))] = done[0][1]
                         log.append(f"batch {k} item {i}: {old} -> {done[0][1]}")
@@ -1411,8 +1417,9 @@ class OrganizePlansMixin:
                      ("在索引中按公司名查找，索引给出行业和文件位置；新文件按其 SSIC 行业放入对应文件夹，并在索引中加一行。" if zh else
                       "Find the company in the index: it gives the industry and where the file is. A new registration "
                       "goes into the folder of its SSIC industry, and gets a line in the index.")]
-            self.write("README.md" if self.T["C"] != "R" or self.p.naming != "short_abbrev" else "readme.md",
-                       "\n".join(guide) + "\n")
+            readme = "README.md" if self.T["C"] != "R" or self.p.naming != "short_abbrev" else "readme.md"
+            self.write(readme, "\n".join(guide) + "\n")
+            self.self_revise(readme, record=True)
 
         self.organize_run(groups, [records], before=[find],
                           exclude=lambda f: f.endswith(".pdf") and self.T["A"] == "M")
@@ -1485,7 +1492,7 @@ class OrganizePlansMixin:
                     seen_scene[scene] = seen_scene.get(scene, 0) + 1
             if self.T["F"] != "R":
                 chosen.extend(photos[:2])
-            final_dir = "final" if self.T["C"] != "L" else "final/selected_clips"
+            final_dir = {3: "final/selected/clips", 2: "final/selected"}.get(self.draw_depth(), "final")
             self.mkdir(final_dir)
             self.inspect_folders(chosen)
             if self.chance("E", 0.2, 0.5, 0.9):  # a keeper copies, the others move
@@ -1494,6 +1501,10 @@ class OrganizePlansMixin:
             else:
                 moved = self.mv([(f, f"{final_dir}/{PurePosixPath(f).name}") for f in chosen])
                 chosen[:] = [b for _, b in moved]
+            rest = [f for f in clips if f in self.files and f not in chosen]
+            if rest and self.chance("C", 0.7, 0.3, 0.0):  # the clips left out go to an outtakes folder
+                self.mkdir("outtakes")
+                self.mv([(f, f"outtakes/{PurePosixPath(f).name}") for f in rest])
 
         def plan_doc() -> str:
             spec = self.doc_spec("main", "合集剪辑方案" if zh else "Nature compilation plan")
