@@ -48,23 +48,25 @@ def test_every_profile_reaches_the_outcome(world, tid):
 
 
 def test_the_tiers_choose_how(world):
-    """The same outcome, reached differently: T-11's corrections by small edits (D-L) or whole rewrites (D-R
-    mostly); T-21's duplicates deleted by E-L, kept out of the way (archived) by E-R."""
+    """The same outcome, reached differently (three sessions each): T-11's corrections by small edits (D-L, p1) or
+    fewer, larger changes (D-R, p3); T-21's duplicates deleted by E-L (p1), archived by E-R (p5)."""
     import json
 
     def counts(pid, tid):
-        ev = json.loads((world["root"] / "traj" / pid / tid / "events.json").read_text(encoding="utf-8"))
         c: dict[str, int] = {}
-        for e in ev:
-            c[e["event_type"]] = c.get(e["event_type"], 0) + 1
+        for seed in (11, 12, 13):
+            dest = world["root"] / "tiers" / f"{pid}{seed}" / tid
+            sess = simulate_trajectory(world["profiles"][pid], world["tasks"][tid], world["bundles"][tid],
+                                       world["root"] / "work", seed=seed)
+            sess.write_trajectory(dest)
+            sess.close()
+            assert session_outcome(dest, world["bundles"][tid], tid)["ok"], (pid, seed)
+            for e in json.loads((dest / "events.json").read_text(encoding="utf-8")):
+                key = e["event_type"] + (":" + e["operation"] if e.get("operation") else "")
+                c[key] = c.get(key, 0) + 1
         return c
 
-    for tid in ("T-11", "T-21"):  # the parametrised test above writes these
-        for pid in PROFILES:
-            if not (world["root"] / "traj" / pid / tid / "events.json").exists():
-                sess = simulate_trajectory(world["profiles"][pid], world["tasks"][tid], world["bundles"][tid],
-                                           world["root"] / "work", seed=11)
-                sess.write_trajectory(world["root"] / "traj" / pid / tid)
-                sess.close()
-    assert counts("p1", "T-11").get("file_edit", 0) > counts("p3", "T-11").get("file_edit", 0)
-    assert counts("p1", "T-21").get("file_delete", 0) > counts("p5", "T-21").get("file_delete", 0)
+    l11, r11 = counts("p1", "T-11"), counts("p3", "T-11")
+    assert l11.get("file_edit", 0) > r11.get("file_edit", 0)
+    l21, r21 = counts("p1", "T-21"), counts("p5", "T-21")
+    assert l21.get("file_delete", 0) > r21.get("file_delete", 0)

@@ -56,9 +56,11 @@ VERBATIM_WORDS = 5
 TEXT_OUTPUT_KINDS = (".md", ".txt", ".markdown")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9\u00c0-\u024f]+(?:['’.][A-Za-z0-9]+)*")
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,.:/-]*\d(?:%)?|(?<![\w.])\d{2,}")
-_NAME = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)\b|\b[A-Z]{3,}\b")
-_FILE_NAME = re.compile(r"\S*[_/]\S*|\S+\.[A-Za-z][A-Za-z0-9]{1,4}\b\S*")
+# Boundaries are ASCII letters and digits, not ``\b``: in Chinese text a number or a name stands next to CJK
+# characters, which are word characters too ("在2024-08-20前", "TSMC方面"), and a file name ends where ASCII does.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d[\d,.:/-]*\d(?:%)?|(?<![A-Za-z0-9_.])\d{2,}")
+_NAME = re.compile(r"(?<![A-Za-z])(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)(?![a-z])|(?<![A-Za-z])[A-Z]{3,}(?![A-Za-z])")
+_FILE_NAME = re.compile(r"[!-~]*[_/][!-~]*|[!-~]+\.[A-Za-z][A-Za-z0-9]{1,4}(?![A-Za-z0-9])[!-~]*")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 
 

@@ -122,6 +122,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         self.kn = Knowledge()               # what the session understood of what it read (knowledge.py)
         self.facts: list[dict[str, Any]] = list(facts or [])  # what the bundle generator planted (bundle.json)
         self.n_lines: dict[str, int] = {}   # line counts of files read, as the read tool reported them
+        self.seen_lines: dict[str, dict[int, str]] = {}  # the lines of each file shown so far, by number
         # Issue #28: the session acts where its drawn position falls (tendency.py), not the profile's tier itself.
         shifted = persona.perturbation["dimension"] if persona.perturbation else None
         self.pos = session_positions(persona.tiers, profile_tendency(persona.profile_id, seed), seed,
@@ -141,6 +142,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         self.removed: list[str] = []  # workspace files deleted (not the agent's own)
         self.copies: set[str] = set()  # files the session made with cp (backups, archived copies)
         self.listed: set[str] = set()  # folders whose listing the session has in front of it (organizing.py)
+        self.habit: str | None = None  # this session's usual way of changing a file (tasks.edit_mode)
         self.backed_up: set[str] = set()  # files copied before their first change (tasks.py keep_version)
         self.lay: dict[str, str] = {}  # where this session's outputs go (outputs.layout), set by the flow
         self.spare: list[str] = []  # lines the persona knows and may add in a revision (empty workspaces)

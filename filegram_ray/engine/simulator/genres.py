@@ -184,11 +184,17 @@ def intro_line(kn: Knowledge, spec: DocSpec, rng: random.Random) -> str:
     subs = [s for s in kn.subjects() if s][:3]
     n = len({source_name(s.source) for s in kn.statements})
     if spec.lang == "zh":
-        tail = f"，主要涉及{'、'.join(subs)}" if subs else ""
-        return rng.choice((f"本文依据{n}份材料整理{tail}。", f"共梳理了{n}份文件{tail}。"))
-    tail = f", mostly about {', '.join(subs[:-1]) + ' and ' + subs[-1] if len(subs) > 1 else subs[0]}" if subs else ""
-    return rng.choice((f"Drawn from {n} files{tail}.", f"Based on {n} of the workspace files{tail}.",
-                       f"What {n} files say{tail}."))
+        who = "、".join(subs)
+        return rng.choice(((f"本文依据{n}份材料整理，主要涉及{who}。" if subs else f"本文依据{n}份材料整理。"),
+                           (f"梳理了{n}份文件，重点是{who}。" if subs else f"梳理了{n}份文件。"),
+                           (f"{who}是这{n}份文件里出现最多的。" if subs else f"看了{n}份文件。"),
+                           (f"下面的内容来自{n}份文件，{who}着墨最多。" if subs else f"内容来自{n}份文件。")))
+    who = ", ".join(subs[:-1]) + " and " + subs[-1] if len(subs) > 1 else (subs[0] if subs else "")
+    return rng.choice(((f"Drawn from {n} files, mostly about {who}." if who else f"Drawn from {n} files."),
+                       (f"{who} come up most often in the {n} files read." if who else f"{n} files read."),
+                       (f"Based on {n} of the workspace files; {who} take most of the space." if who else
+                        f"Based on {n} of the workspace files."),
+                       (f"{n} files went into this, above all on {who}." if who else f"{n} files went into this.")))
 
 
 def _groups(stmts: list[Statement], by: str) -> list[tuple[str, list[Statement]]]:
@@ -474,7 +480,9 @@ def outline(kn: Knowledge, spec: DocSpec, rng: random.Random, scheme: list[Secti
         out.append(line)
     dates = kn.dated()[:3]
     if dates:
-        line = ("待核对日期：" if zh else "Dates to check: ") + ("、" if zh else ", ").join(s.date for s in dates)
+        line = rng.choice(("待核对日期：", "需确认的日期：", "关键日期：") if zh else
+                          ("Dates to check: ", "Dates to confirm: ", "Key dates: ", "Check the dates ")) + \
+            ("、" if zh else ", ").join(s.date for s in dates)
         if budget.take(line):
             out += ["", line]
     return "\n".join(out).rstrip() + "\n"

@@ -53,8 +53,14 @@ class Statement:
     order: int = 0
 
     def sig(self) -> tuple:
-        """What makes two statements the same fact (read twice, or in two files)."""
-        return (self.key, self.subject, tuple(sorted(self.slots.items())))
+        """What makes two statements the same fact (read twice, or in two files); what a file *is* (a photo, a
+        clip, a recording, a table row, a mail) stays with its file."""
+        where = self.source if self.key in PER_FILE else ""
+        return (self.key, self.subject, tuple(sorted(self.slots.items())), where)
+
+
+#: Statement keys that describe their own file (kept per file even when two files say the same).
+PER_FILE = frozenset({"photo", "clip", "video", "music", "recording", "row", "email", "event", "series"})
 
 
 @dataclass(frozen=True)
@@ -443,6 +449,8 @@ def _annotation(text: str, source: str, subject: str) -> list[Statement]:
     caption = re.search(r"(?:caption at the bottom reads|Title overlay:|on-screen text) '([^']+)'", text)
     if text.startswith("Video scenes:"):
         scenes = [_clean(s) for s in re.findall(r"\] ([^;\n]+)", text)]
+        if not scenes:
+            return []
         return [Statement("video", {"scene": scenes[0] if scenes else "", "n": str(len(scenes)),
                                     "title": caption.group(1) if caption else ""},
                           caption.group(1) if caption else "", "", source, "theme", text)]

@@ -202,7 +202,7 @@ class OrganizingMixin:
         (:meth:`draw_depth`, TT §2.3 organize row on average): 3 = ``<root>/<group>/<type>``, 2 = ``<root>/<group>``,
         1 = one folder per group (at most four, the rest in ``misc``), 0 = no folder: every group renamed in place
         with its name as a prefix. Under a folder structure a group is still renamed in place instead of moved now
-        and then (probability 0.05 / 0.2 / 0.5 at C-L / M / R): sorted either way, so the task is done, while the
+        and then (probability 0.2 / 0.3 / 0.5 at C-L / M / R): sorted either way, so the task is done, while the
         number of moves varies between sessions as people's does. Folders are listed before sorting (the names and
         kinds the decision rests on). Returns the (old, new) pairs done."""
         zh = self.lang == "zh"
@@ -220,11 +220,14 @@ class OrganizingMixin:
         if root is None:
             root = ("01_organized_archive" if not zh else "01_归档整理") if self.p.naming != "short_abbrev" else "arch"
         label = {g: FAMILY_ZH.get(g, g) if zh else g for g, _ in items}
-        rename_p = 1.0 if depth == 0 else self.lerp("C", 0.05, 0.2, 0.5)
+        rename_p = 1.0 if depth == 0 else self.lerp("C", 0.2, 0.3, 0.5)
         pairs: list[tuple[str, str]] = []
         dirs: list[str] = []
         for g, fs in items:
-            if self.rng.random() < rename_p:  # sorted by name: the group prefixes the file name, in place
+            pre = re.sub(r"[^\w]+", "_", g.lower())
+            named = all(re.sub(r"[^\w]+", "_", PurePosixPath(f).stem.lower()).startswith(pre) for f in fs)
+            # sorted by name: the group prefixes the file name, in place (a group already named so gets a folder)
+            if self.rng.random() < rename_p and not named:
                 for f in fs:
                     p = PurePosixPath(f)
                     stem = re.sub(r"[^\w]+", "_", p.stem.lower()).strip("_")
@@ -236,7 +239,7 @@ class OrganizingMixin:
                 continue
             for f in fs:
                 ext = PurePosixPath(f).suffix.lower().lstrip(".") or "other"
-                d = {3: f"{root}/{label[g]}/{ext}", 2: f"{root}/{label[g]}", 1: label[g]}[depth]
+                d = {3: f"{root}/{label[g]}/{ext}", 2: f"{root}/{label[g]}", 1: label[g]}[max(1, depth)]
                 dirs.append(d)
                 pairs.append((f, f"{d}/{PurePosixPath(f).name}"))
         pairs = [(a, b) for a, b in pairs if a != b]
@@ -263,10 +266,13 @@ class OrganizingMixin:
         if by_dir:
             lines.append("文件按类型归入以下文件夹：" if zh else "Files are grouped by what they are:")
             lines.append("")
+            origin = {b: a for a, b in self.moved}
             for d, fs in sorted(by_dir.items()):
                 kinds = sorted({PurePosixPath(f).suffix.lstrip(".") for f in fs})
-                lines.append(f"- `{d}/`：{len(fs)}个文件（{'、'.join(kinds)}）" if zh else
-                             f"- `{d}/`: {len(fs)} files ({', '.join(kinds)})")
+                eg = next((x for f in fs if (x := self.describe(origin.get(f, f), plain=False))), "")
+                eg = (f"，例如{eg}" if zh else f", e.g. {eg}") if eg else ""
+                lines.append(f"- `{d}/`：{len(fs)}个文件（{'、'.join(kinds)}）{eg}" if zh else
+                             f"- `{d}/`: {len(fs)} files ({', '.join(kinds)}){eg}")
         if renamed:
             lines += ["", f"另有{renamed}个文件原地改名，名称前加上了类别。" if zh else
                       f"{renamed} files were renamed in place with their category as a prefix, so they sort together."]

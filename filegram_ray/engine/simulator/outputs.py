@@ -196,7 +196,7 @@ class OutputMixin:
     #: P(depth 0, 1, 2, 3) of the folders a session files its outputs into, at positions L, M, R of C (ours): a
     #: person's habit shows as a tendency, not a fixed depth per tier (issue #53: C's folder depth read the tier a
     #: session acted in at 0.89–0.90 with one fixed depth per tier); interpolated linearly in between.
-    DEPTHS = {"L": (0.0, 0.08, 0.30, 0.62), "M": (0.25, 0.53, 0.20, 0.02), "R": (0.78, 0.20, 0.02, 0.0)}
+    DEPTHS = {"L": (0.0, 0.05, 0.25, 0.70), "M": (0.20, 0.60, 0.18, 0.02), "R": (0.83, 0.16, 0.01, 0.0)}
 
     def draw_depth(self) -> int:
         """How deep this session files its outputs (0–3): a draw from :data:`DEPTHS` at the session's C position."""

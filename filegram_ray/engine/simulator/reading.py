@@ -108,6 +108,9 @@ class ReadingMixin:
         if m:
             self.n_lines[rel] = int(m.group(1) or m.group(2))
         self.view[rel] = self.view.get(rel, 0) + 1
+        seen = self.seen_lines.setdefault(rel, {})
+        for k, ln in enumerate(text.split("\n")):  # what was shown of the file, by line number
+            seen[offset + k] = ln
         if note:
             self.nb.absorb(rel, text, offset)
             title = self.nb.sources[rel].title if rel in self.nb.sources else ""

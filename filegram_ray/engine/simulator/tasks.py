@@ -89,6 +89,11 @@ class TaskPlansMixin:
         """The current text of a workspace or own file (a whole read when the session has not seen all of it)."""
         if rel in self.own:
             return self.own[rel]
+        seen, n = self.seen_lines.get(rel, {}), self.n_lines.get(rel, 0)
+        if n and all(k in seen for k in range(1, n + 1)):  # read already, whole or window by window
+            text = "\n".join(seen[k] for k in range(1, n + 1))
+            self.own[rel] = text
+            return text
         text = self.load(rel) or ""
         self.own[rel] = text
         return text
@@ -109,9 +114,13 @@ class TaskPlansMixin:
     def edit_mode(self) -> str:
         """How this session changes one existing file (TT §2.4, drawn per file with the D position): ``small``
         edits of a few lines, ``block`` edits of a section, or one ``rewrite`` of the whole file."""
-        u = self.rng.random()
-        small, rewrite = self.lerp("D", 0.85, 0.3, 0.08), self.lerp("D", 0.03, 0.12, 0.75)
-        return "small" if u < small else "rewrite" if u > 1 - rewrite else "block"
+        if self.habit is None:  # the session's usual way, drawn once; one file in five is done another way
+            u = self.rng.random()
+            small, rewrite = self.lerp("D", 0.85, 0.3, 0.08), self.lerp("D", 0.03, 0.12, 0.75)
+            self.habit = "small" if u < small else "rewrite" if u > 1 - rewrite else "block"
+        if self.rng.random() < 0.2:
+            return self.rng.choice([m for m in ("small", "block", "rewrite") if m != self.habit])
+        return self.habit
 
     def keep_version(self, rel: str) -> None:
         """Before the first change of ``rel``: a ``.bak`` copy (keep_history) or an ``archive/`` copy (archive_old,
@@ -161,7 +170,12 @@ class TaskPlansMixin:
                     split += [[i1 + k, min(i2, i1 + k + 2), j1 + k, min(j2, j1 + k + 2)] for k in range(0, i2 - i1, 2)]
                 else:
                     split.append([i1, i2, j1, j2])
-            ops = split
+            ops = []
+            for op in split:  # two nearby small changes (a blank line apart) make one small edit of ≤ 3 lines
+                if ops and op[0] - ops[-1][1] <= 2 and op[1] - ops[-1][0] <= 3 and op[3] - ops[-1][2] <= 3:
+                    ops[-1][1], ops[-1][3] = op[1], op[3]
+                else:
+                    ops.append(op)
         for i1, i2, j1, j2 in reversed(ops):
             lo = i1 - 1 if (i1 == i2 or j1 == j2) and i1 > 0 else i1
             while True:
@@ -646,8 +660,12 @@ class ReviewPlansMixin:
                 lines += ["| 文件 | 问题 | 建议 |" if zh else "| File | Problem | Suggested fix |", "|---|---|---|"]
             for it in group:
                 prob, fix = issue_words(it, zh)
+                what = self.describe(it.get("of") or it["file"], plain=False) if it["kind"] in (
+                    "duplicate", "temp", "mismatch") else ""
+                if what:
+                    prob += f"（{what}）" if zh else f" ({what})"
                 lines.append(f"| `{it['file']}` | {prob} | {fix} |" if table else
-                             f"- `{it['file']}`{'：' if zh else ': '}{prob}{'；' if zh else '. Fix: '}{fix}")
+                             f"- `{it['file']}`{'：' if zh else ': '}{prob}{'；建议' if zh else ' — fix: '}{fix}")
             lines.append("")
         if self.T["B"] == "L" and len(self.kn):
             body = document(self.kn, spec, self.rng, [Section("What the files hold", "文件内容概览",
@@ -922,8 +940,8 @@ class RevisionPlansMixin:
         """Add a technical analysis module (a new file where the C tier puts modules), extend the fundamentals
         with the discounted cash flow model (an edit of the framework note, D tier), update the index."""
         index = next((f for f in self.files if f == "index.md"), None)
-        fund = next((f for f in self.files if f.startswith("fundamentals/") and "framework" in f), None) or \
-            next((f for f in self.files if f.startswith("fundamentals/") and f.endswith(".md")), None)
+        kb = [f for f in self.files if f.startswith("fundamentals/") and f.endswith(".md") and not clutter_category(f)]
+        fund = next((f for f in kb if "framework" in f), None) or next(iter(kb), None)
         self.lay = self.layout()
         reads = self.reading_actions(budget_scale=0.8) + self.required_reads([p for p in (index, fund) if p])
         writes: list[Any] = []
@@ -1279,10 +1297,9 @@ class OrganizePlansMixin:
         """An index of the sorted collection: one line per file (where it is now and what it shows, from the
         annotations read), as a CSV (F-L), a Markdown table (F-M) or a list (F-R)."""
         zh = self.lang == "zh"
-        rows = []
-        for f in sorted(self.files)[:60]:
-            desc = self.describe(f)
-            rows.append((f, desc))
+        rows = [(f, d) for f in sorted(self.files)[:60] if (d := self.describe(f, plain=False))]
+        if not rows:  # nothing looked at closely: no captions to give
+            return
         if self.T["F"] == "L":
             body = "path,description\n" + "".join(f'"{p}","{d.replace(chr(34), chr(39))}"\n' for p, d in rows)
             self.write(self.name("index", ".csv"), body)
@@ -1290,14 +1307,15 @@ class OrganizePlansMixin:
         if self.T["F"] != "L" or self.T["B"] == "L":
             self.write(self.name("index", ".md"), self.index_doc(title, rows, table=self.T["F"] == "M"))
 
-    def describe(self, f: str) -> str:
-        """What a file holds, in a few words: from what was read of it (its annotation or text), else its kind."""
+    def describe(self, f: str, plain: bool = True) -> str:
+        """What a file holds, in a few words: from what was read of it (its annotation or text), else its kind
+        (``plain``) or "" ."""
         from filegram_ray.engine.simulator.genres import describe_source
 
         zh = self.lang == "zh"
         orig = next((a for a, b in self.moved if b == f), f)
         d = describe_source(self.kn, orig, self.lang, self.rng) or describe_source(self.kn, f, self.lang, self.rng)
-        if d:
+        if d or not plain:
             return d
         ext = PurePosixPath(f).suffix.lstrip(".")
         return f"{ext} 文件" if zh else f"{ext} file"
@@ -1325,7 +1343,10 @@ class OrganizePlansMixin:
         def resolve() -> None:
             for f, what in self.settle_duplicates([d["file"] for d in dups]):
                 orig = next(d["original"] for d in dups if d["file"] == f)
-                actions.append((f, (f"与 `{orig}` 内容相同，" if zh else f"same content as `{orig}`; ") + say(what, zh)))
+                desc = self.describe(orig, plain=False)
+                desc = (f"（{desc}）" if zh else f" ({desc})") if desc else ""
+                actions.append((f, (f"与 `{orig}`{desc} 内容相同，" if zh else f"same content as `{orig}`{desc}; ")
+                                + say(what, zh)))
             for f in junk:
                 if f not in self.files:
                     continue
@@ -1352,7 +1373,11 @@ class OrganizePlansMixin:
                                                                  "superseded": "旧版本" if zh else "an older version"}
                        .get(clutter_category(f) or "", "无用文件" if zh else "not needed") + ("）" if zh else ")"))
                       for f in self.removed if f not in done]
-            entries = actions + pruned + [(a, ("改名/移动为 " if zh else "now ") + f"`{b}`") for a, b in moved]
+            def placed(a: str, b: str) -> str:
+                d = self.describe(a, plain=False)
+                return ("改名/移动为 " if zh else "now ") + f"`{b}`" + ((f"（{d}）" if zh else f" ({d})") if d else "")
+
+            entries = actions + pruned + [(a, placed(a, b)) for a, b in moved]
             spec = self.record_spec("清理记录" if zh else "Cleanup log")
             lead = (f"处理了{len(dups)}组重复文件、{len(junk)}个临时或空文件，并整理了{len(moved)}个文件的位置和名称。" if zh else
                     f"{len(dups)} duplicates and {len(junk)} temporary or empty files handled; {len(moved)} files "
