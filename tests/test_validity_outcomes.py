@@ -76,3 +76,27 @@ def test_verbatim_sentences_markers_timing_and_ngrams(tmp_path):
     assert timing(ev) == {"max_ops": 3, "deletes_one_instant": True}
     assert timing(ev[1:]) == {"max_ops": 2, "deletes_one_instant": False}
     assert ("the", "next", "hearing", "is") in ngrams("The next hearing is set.")
+
+
+def test_a_duplicate_is_settled_when_deleted_archived_or_logged_as_kept(tmp_path):
+    """T-21: a duplicate kept where it is counts when the cleanup log says so in any case ("Kept …" opening a
+    sentence: set 5301, g0019, was read as not dealt with); one neither moved, deleted nor logged does not, and an
+    original that is gone is named."""
+    dup = {"type": "duplicate", "file": "misc/dir copy.md", "original": "misc/dir.md"}
+    junk = {"type": "junk", "file": "a.tmp"}
+    files = {"misc/dir copy.md": "Ann: lead\n", "misc/dir.md": "Ann: lead\n", "a.tmp": "x\n"}
+    log = "- `a.tmp`: deleted\n- `misc/dir copy.md`: same content as `misc/dir.md`. Kept where it is, noted here\n"
+    b = _bundle(tmp_path, files, [dup, junk])
+    create = {"event_type": "file_write", "file_path": "/s/cleanup_log.md", "operation": "create"}
+    kept = _traj(tmp_path / "k", [{"event_type": "file_delete", "file_path": "/s/a.tmp"}, create],
+                 {"cleanup_log.md": log})
+    assert session_outcome(kept, b, "T-21")["ok"]
+    silent = _traj(tmp_path / "s", [{"event_type": "file_delete", "file_path": "/s/a.tmp"}, create],
+                   {"cleanup_log.md": "- `a.tmp`: deleted\n- `misc/dir copy.md`: looked at\n"})
+    assert session_outcome(silent, b, "T-21")["missing"] == ["misc/dir copy.md not dealt with"]
+    lost = _traj(tmp_path / "l", [{"event_type": "file_delete", "file_path": "/s/a.tmp"},
+                                  {"event_type": "file_move", "old_path": "/s/misc/dir copy.md",
+                                   "new_path": "/s/archive/dir copy.md"},
+                                  {"event_type": "file_delete", "file_path": "/s/misc/dir.md"}, create],
+                 {"cleanup_log.md": log})
+    assert session_outcome(lost, b, "T-21")["missing"] == ["the original misc/dir.md was lost"]

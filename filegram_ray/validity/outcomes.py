@@ -569,8 +569,8 @@ def _cleanup(fin: Final, task: Any) -> list[str]:
             continue
         now = fin.origin_of(f["file"])
         if any(not re.search(r"(archive|trash|review|duplicates)", p, re.IGNORECASE) for p in now):
-            if f.get("type") != "duplicate" or not any("kept" in ln or "保留" in ln for ln in log.splitlines()
-                                                       if f["file"] in ln):
+            if f.get("type") != "duplicate" or not any("kept" in ln.lower() or "保留" in ln
+                                                       for ln in log.splitlines() if f["file"] in ln):
                 out.append(f"{f['file']} not dealt with")
         if f.get("original") and not fin.origin_of(f["original"]) and f.get("type") == "duplicate":
             out.append(f"the original {f['original']} was lost")
