@@ -90,7 +90,6 @@ def test_content_is_written_from_what_was_read_in_the_persona_language(world):
     sentences pasted under attribution frames; no prompt pasted, no chat sign-off, no tool marker; the persona's
     language writes them (p1 Chinese, p3 English)."""
     from filegram_ray.validity.motivation import SourceText, markers_in_outputs, sentences
-
     from filegram_ray.workspace.extract import extract_text, is_media, kind_of
 
     inputs = [p for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.is_file() and not is_media(kind_of(p))]

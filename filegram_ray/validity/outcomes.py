@@ -537,9 +537,6 @@ def _batches(fin: Final, task: Any) -> list[str]:
     if not {"reference", "operations"} <= tops:
         out.append("no final regrouping into reference/ and operations/")
     names = " ".join(fin.paths)
-    for f in fin.facts:
-        if f.get("type") == "update_batch":
-            pass
     cases = re.findall(r"Add a summary of ([A-Z]{2,4}-\d{4}-\d+)", "\n".join(
         _bundle_text(fin.bundle / "files" / f"updates/batch_{k}.md") for k in (1, 2, 3)))
     for c in cases:

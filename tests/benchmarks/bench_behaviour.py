@@ -8,7 +8,8 @@ writes a dated measurement page:
 * the issue's figures per set: task outcomes reached, output sentences that are an input's sentence verbatim and
   that carry a fact read, files holding a tool marker, silent overwrites, operations per instant, deletes at one
   instant, inspected before change, one count reading the acting tier (A searches, C folder depth, and B / D / E / F);
-* every bounded issue #28 check with PASS / FAIL;
+* every bounded issue #28 check with PASS / FAIL, and how many trajectories get the original FileGramOS code's
+  fingerprint (:func:`fingerprint_parity`);
 * per-task outcome shares, the top-20 repeated 4-grams of the outputs, before and after;
 * sessions quoted side by side, before and after: the same profile and task of a "before" run and an "after" run
   made from the same profile set and seed (the actions in order and the first lines of the main output).
@@ -32,6 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench_validity import session_actions  # noqa: E402  (this folder is the script's: on sys.path)
 
 from filegram_ray.validity.realism import check_lines  # noqa: E402
 from filegram_ray.validity.report import run_validity  # noqa: E402
@@ -78,6 +81,59 @@ def validity(run: Path, other: Path, recompute: bool) -> dict:
     return json.loads(json.dumps(res, default=str))
 
 
+def parity(run: Path, recompute: bool = False) -> dict:
+    """:func:`fingerprint_parity` of ``run``, kept in ``results/fingerprint_parity.json`` and reused while it is
+    newer than the run's trajectory index (unless ``recompute``)."""
+    out = run / "results" / "fingerprint_parity.json"
+    idx = run / "trajectories" / "index.parquet"
+    if out.exists() and not recompute and out.stat().st_mtime > idx.stat().st_mtime:
+        return json.loads(out.read_text())
+    res = fingerprint_parity(run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(res))
+    tmp.replace(out)
+    return res
+
+
+def fingerprint_parity(run: Path) -> dict:
+    """How many of a run's trajectories get the same 17-D fingerprint and procedural features from this code as
+    from the original FileGramOS code (``upstream_quirks=True`` reproduces the original on tests/fixtures/fid/):
+    the default mode differs from it only where an output triggers one of its documented quirk fixes
+    (``memory.features.text_structure``).
+
+    Also, from the same features: the share of (task, acting tier) groups of sessions in which every session has the
+    same count — A's searches and C's folder depth (issue #53 found half of C's groups with one value).
+    ``{"n", "fingerprint_equal", "features_equal", "examples", "one_value_groups": {dim: share}}``."""
+    from filegram_ray.memory.engram import encode_engram, load_events
+
+    n = same_fp = same_feats = 0
+    examples: list[str] = []
+    values: dict[tuple[str, str, str], set] = {}
+    for base in sorted((run / "trajectories").glob("*/*")):
+        if not (base / "events.json").exists():
+            continue
+        ev = load_events(base / "events.json")
+        tid = f"{base.parent.name}/{base.name}"
+        ours = encode_engram(ev, tid, base.name, base / "media")
+        orig = encode_engram(ev, tid, base.name, base / "media", upstream_quirks=True)
+        n += 1
+        same_fp += ours.fingerprint == orig.fingerprint
+        same_feats += ours.procedural == orig.procedural
+        if ours.procedural != orig.procedural and len(examples) < 3:
+            examples.append(tid)
+        meta = json.loads((base / "meta.json").read_text(encoding="utf-8")) if (base / "meta.json").exists() else {}
+        acting = meta.get("acting_tiers") or {}
+        for d, (attr, key) in (("A", ("reading_strategy", "total_searches")),
+                               ("C", ("directory_style", "max_dir_depth"))):
+            if acting.get(d):
+                values.setdefault((d, base.name, acting[d]), set()).add(ours.procedural.get(attr, {}).get(key))
+    one = {d: sum(len(v) == 1 for (dd, _, _), v in values.items() if dd == d)
+           / max(1, sum(1 for dd, _, _ in values if dd == d)) for d in "AC"}
+    return {"n": n, "fingerprint_equal": same_fp, "features_equal": same_feats, "examples": examples,
+            "one_value_groups": one}
+
+
 def _check(res: dict, start: str) -> dict | None:
     return next((c for c in res["realism"]["checks"] if c["name"].startswith(start)), None)
 
@@ -95,15 +151,8 @@ def digest(run: Path, pid: str, tid: str, n_actions: int = 12, n_lines: int = 8)
     base = run / "trajectories" / pid / tid
     if not (base / "events.json").exists():
         return ["(no such session)"]
-    ev = json.loads((base / "events.json").read_text(encoding="utf-8"))
-    acts = []
-    for e in ev:
-        t = e["event_type"]
-        if t in ("context_switch", "cross_file_reference"):
-            continue
-        what = (e.get("query") or e.get("file_path") or e.get("dir_path") or e.get("directory_path")
-                or f"{e.get('old_path') or e.get('source_path')} → {e.get('new_path') or e.get('dest_path')}")
-        acts.append(f"{t.replace('file_', '')} {str(what).split('/', 3)[-1] if what.startswith('/') else what}")
+    acts = session_actions(json.loads((base / "events.json").read_text(encoding="utf-8")), hits=False,
+                           relative=True)
     out = ["actions: " + "; ".join(acts[:n_actions]) + (f"; … ({len(acts)} in all)" if len(acts) > n_actions else "")]
     raw = json.loads((base / "events_raw.json").read_text(encoding="utf-8"))
     created = {e["file_path"].split("/", 3)[-1] for e in raw if e.get("event_type") == "file_write"
@@ -134,6 +183,15 @@ def page(sets: dict[str, list[tuple[Path, dict]]], commit: str, quoted: list[tup
     for start, title in ISSUE53:
         L.append(f"| {title} | " + " | ".join(_fmt(_check(res, start)) for pair in sets.values() for _, res in pair)
                  + " |")
+    L.append("| fingerprints equal the original code's (= all) | " + " | ".join(
+        f"{res['parity']['fingerprint_equal']} / {res['parity']['n']}" for pair in sets.values() for _, res in pair)
+             + " |")
+    L.append("| every procedural feature equals the original code's (info) | " + " | ".join(
+        f"{res['parity']['features_equal']} / {res['parity']['n']}" for pair in sets.values() for _, res in pair)
+             + " |")
+    L.append("| (task, acting tier) groups where every session has one value, A searches / C depth (info) | "
+             + " | ".join(" / ".join(f"{res['parity']['one_value_groups'][d]:.2f}" for d in "AC")
+                          for pair in sets.values() for _, res in pair) + " |")
     L.append("| acting-tier one count, B / D / E / F (info) | " + " | ".join(
         " / ".join(f"{(res['realism'].get('acting_counts') or {}).get(d, {}).get('accuracy', float('nan')):.2f}"
                    for d in "BDEF") for pair in sets.values() for _, res in pair) + " |")
@@ -193,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not (r / "trajectories").is_dir():
                     raise BenchError(f"{r}: not a run directory with trajectories/")
             sets[label] = [(a, validity(a, b, args.recompute)), (b, validity(b, a, args.recompute))]
+            for r, res in sets[label]:
+                res["parity"] = parity(r, args.recompute)
         run0 = args.after[0] / "trajectories"
         pids = sorted(p.name for p in run0.iterdir() if p.is_dir())
         quoted = [(pids[i % len(pids)], t) for i, t in QUOTED] if pids else []
