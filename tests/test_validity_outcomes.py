@@ -100,3 +100,19 @@ def test_a_duplicate_is_settled_when_deleted_archived_or_logged_as_kept(tmp_path
                                   {"event_type": "file_delete", "file_path": "/s/misc/dir.md"}, create],
                  {"cleanup_log.md": log})
     assert session_outcome(lost, b, "T-21")["missing"] == ["the original misc/dir.md was lost"]
+
+
+def test_batches_read_out_of_order_or_skipped_are_missing_not_a_crash(tmp_path):
+    """T-18: a session that never opens batch 1 (the old simulator read batch 3 first and never batch 2) is told
+    what it lacks; the index check between batches needs both batches read (it raised KeyError on such a
+    session)."""
+    files = {f"updates/batch_{k}.md": f"# Batch {k}\n\n- Add a summary of FAM-2024-{k}00{k} to case_law/\n"
+             for k in (1, 2, 3)}
+    b = _bundle(tmp_path, {**files, "index.md": "# Index\n"}, [])
+    reads = [{"event_type": "file_read", "file_path": f"/s/updates/batch_{k}.md"} for k in (3, 2)]
+    t = _traj(tmp_path / "t", reads + [{"event_type": "file_edit", "file_path": "/s/index.md"}],
+              {"index.md": "# Index\n\n- batch 2 and 3\n"})
+    missing = session_outcome(t, b, "T-18")["missing"]
+    assert missing[0] == "batches read in the order [3, 2]"
+    assert "the index not refreshed between batch 1 and batch 2" not in missing  # batch 1 was never read
+    assert "no summary of FAM-2024-1001" in missing and "no final regrouping into reference/ and operations/" in missing

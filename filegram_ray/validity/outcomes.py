@@ -529,7 +529,8 @@ def _batches(fin: Final, task: Any) -> list[str]:
     idx_edits = [i for i, e in enumerate(fin.events) if e.get("event_type") in ("file_edit", "file_write")
                  and str(e.get("file_path", "")).endswith("/index.md")]
     for b in (2, 3):
-        if b in first_read and not any(first_read[b - 1] < i < first_read[b] for i in idx_edits):
+        if b in first_read and b - 1 in first_read and not any(first_read[b - 1] < i < first_read[b]
+                                                                for i in idx_edits):
             out.append(f"the index not refreshed between batch {b - 1} and batch {b}")
     if 3 in first_read and not any(i > first_read[3] for i in idx_edits):
         out.append("the index not refreshed after batch 3")

@@ -241,6 +241,57 @@ def _check(name: str, value: float | None, bound: float, op: str, note: str = ""
     return {"name": name, "value": value, "bound": bound, "op": op, "pass": ok, "note": note}
 
 
+def behaviour_checks(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checks on what sessions do and write, from ``out["motivation"]`` (:func:`~.motivation.motivation`),
+    ``out["outcomes"]`` (:func:`~.outcomes.outcomes`) and ``out["acting_counts"]`` (:func:`acting_count_accuracy`;
+    empty: those two checks are n/a): searches, inspections, sourced and verbatim sentences, task outcomes, tool
+    markers in files, silent overwrites, operations at one instant, one count against the acting tier."""
+    from filegram_ray.validity.motivation import MAX_OPS_PER_INSTANT
+    from filegram_ray.validity.outcomes import OUTCOME_BOUND
+
+    checks: list[dict[str, Any]] = []
+    mot = out["motivation"]
+    for key, label in (("search_hits", "searches that match a file"),
+                       ("inspected_before_change", "deletes/moves/renames after an inspection of the file"),
+                       ("sourced_sentences", "output sentences with a fact from an input read")):
+        c = mot.get("counts", {})
+        n = {"search_hits": "searches", "inspected_before_change": "changes",
+             "sourced_sentences": "sentences"}[key]
+        left = len(mot.get("skipped") or [])
+        checks.append(_check(f"motivation: {label}", mot.get(key), BOUNDS[key], ">=",
+                             mot.get("error") or f"of {c.get(n, 0)}"
+                             + (f"; {left} trajectories left out (unreadable events_raw.json)" if left else "")))
+    oc = out["outcomes"]
+    checks.append(_check("task outcomes reached", oc.get("share"), OUTCOME_BOUND, ">=",
+                         oc.get("error") or f"{oc.get('ok', 0)} of {oc.get('n', 0)} sessions; lowest tasks: "
+                         + ", ".join(f"{t} {v['share']:.2f}" for t, v in sorted(
+                             (oc.get("by_task") or {}).items(), key=lambda kv: kv[1]["share"])[:3])))
+    c = mot.get("counts", {})
+    checks.append(_check("output sentences that are an input's sentence verbatim", mot.get("verbatim_sentences"),
+                         VERBATIM_BOUND, "<=", mot.get("error") or f"{c.get('verbatim', 0)} of {c.get('sentences', 0)}"))
+    checks.append(_check("files holding a tool's marker (viewer notes, line numbers, cuts)",
+                         None if "error" in mot else float(c.get("files_with_tool_markers", 0)), 0.0, "==",
+                         mot.get("error") or f"in {c.get('sessions_with_tool_markers', 0)} of {c.get('sessions', 0)} "
+                         "sessions"))
+    checks.append(_check("moves or renames onto an existing file (silent overwrites)",
+                         None if "error" in oc else float(len(oc.get("overwrites") or [])), 0.0, "==",
+                         oc.get("error") or "; ".join((oc.get("overwrites") or [])[:2])))
+    checks.append(_check(f"sessions with more than {MAX_OPS_PER_INSTANT} file operations at one instant",
+                         None if "error" in mot else float(c.get("sessions_ops_batched", 0)), 0.0, "==",
+                         mot.get("error") or f"most at one instant: {c.get('max_ops_one_instant', 0)}"))
+    checks.append(_check("sessions whose deletes all share one instant",
+                         None if "error" in mot else float(c.get("sessions_deletes_one_instant", 0)), 0.0, "==",
+                         mot.get("error") or f"of {c.get('sessions', 0)}"))
+    for d in ("A", "C"):
+        r = out["acting_counts"].get(d) or {}
+        checks.append(_check(f"one count reads the acting tier of a session, {d} ({r.get('count', '–')})",
+                             r.get("accuracy"), ACTING_COUNT_BOUND, "<=", r.get("na") or
+                             ("not measured" if not r else f"{r.get('n', 0)} sessions; B, D, E, F: ") + ", ".join(
+                                 f"{x} {out['acting_counts'][x]['accuracy']:.2f}" for x in "BDEF"
+                                 if out["acting_counts"].get(x, {}).get("accuracy") is not None)))
+    return checks
+
+
 def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, Any] | None,
             perturbations: dict[str, Any], tau: dict[str, Any], *, run_uri: str,
             storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -249,8 +300,8 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
     of :func:`~filegram_ray.validity.core.recovery`, :func:`~filegram_ray.validity.core.perturbation_effects` and
     :func:`~filegram_ray.validity.core.tau_flags` on the same sessions."""
     from filegram_ray.storage import RunDir
-    from filegram_ray.validity.motivation import MAX_OPS_PER_INSTANT, motivation
-    from filegram_ray.validity.outcomes import OUTCOME_BOUND, outcomes
+    from filegram_ray.validity.motivation import motivation
+    from filegram_ray.validity.outcomes import outcomes
 
     sess = test.sessions
     out: dict[str, Any] = {"n_sessions": len(sess)}
@@ -324,45 +375,7 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
                                  f"[{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]" if r.get("interval") else "")
                               if r else
                               out["rule_answerer"].get("error") or "no item")))
-    mot = out["motivation"]
-    for key, label in (("search_hits", "searches that match a file"),
-                       ("inspected_before_change", "deletes/moves/renames after an inspection of the file"),
-                       ("sourced_sentences", "output sentences with a fact from an input read")):
-        c = mot.get("counts", {})
-        n = {"search_hits": "searches", "inspected_before_change": "changes",
-             "sourced_sentences": "sentences"}[key]
-        left = len(mot.get("skipped") or [])
-        checks.append(_check(f"motivation: {label}", mot.get(key), BOUNDS[key], ">=",
-                             mot.get("error") or f"of {c.get(n, 0)}"
-                             + (f"; {left} trajectories left out (unreadable events_raw.json)" if left else "")))
-    oc = out["outcomes"]
-    checks.append(_check("task outcomes reached", oc.get("share"), OUTCOME_BOUND, ">=",
-                         oc.get("error") or f"{oc.get('ok', 0)} of {oc.get('n', 0)} sessions; lowest tasks: "
-                         + ", ".join(f"{t} {v['share']:.2f}" for t, v in sorted(
-                             (oc.get("by_task") or {}).items(), key=lambda kv: kv[1]["share"])[:3])))
-    c = mot.get("counts", {})
-    checks.append(_check("output sentences that are an input's sentence verbatim", mot.get("verbatim_sentences"),
-                         VERBATIM_BOUND, "<=", mot.get("error") or f"{c.get('verbatim', 0)} of {c.get('sentences', 0)}"))
-    checks.append(_check("files holding a tool's marker (viewer notes, line numbers, cuts)",
-                         None if "error" in mot else float(c.get("files_with_tool_markers", 0)), 0.0, "==",
-                         mot.get("error") or f"in {c.get('sessions_with_tool_markers', 0)} of {c.get('sessions', 0)} "
-                         "sessions"))
-    checks.append(_check("moves or renames onto an existing file (silent overwrites)",
-                         None if "error" in oc else float(len(oc.get("overwrites") or [])), 0.0, "==",
-                         oc.get("error") or "; ".join((oc.get("overwrites") or [])[:2])))
-    checks.append(_check(f"sessions with more than {MAX_OPS_PER_INSTANT} file operations at one instant",
-                         None if "error" in mot else float(c.get("sessions_ops_batched", 0)), 0.0, "==",
-                         mot.get("error") or f"most at one instant: {c.get('max_ops_one_instant', 0)}"))
-    checks.append(_check("sessions whose deletes all share one instant",
-                         None if "error" in mot else float(c.get("sessions_deletes_one_instant", 0)), 0.0, "==",
-                         mot.get("error") or f"of {c.get('sessions', 0)}"))
-    for d in ("A", "C"):
-        r = out["acting_counts"].get(d) or {}
-        checks.append(_check(f"one count reads the acting tier of a session, {d} ({r.get('count', '–')})",
-                             r.get("accuracy"), ACTING_COUNT_BOUND, "<=", r.get("na") or
-                             f"{r.get('n', 0)} sessions; B, D, E, F: " + ", ".join(
-                                 f"{x} {out['acting_counts'][x]['accuracy']:.2f}" for x in "BDEF"
-                                 if out["acting_counts"].get(x, {}).get("accuracy") is not None)))
+    checks += behaviour_checks(out)
     out["checks"] = checks
     a = tau["store"]["all"]
     out["tau_flags"] = {"tau": tau["tau"], "precision": a["precision"], "recall": a["recall"]}

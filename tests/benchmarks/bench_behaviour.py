@@ -81,19 +81,46 @@ def validity(run: Path, other: Path, recompute: bool) -> dict:
     return json.loads(json.dumps(res, default=str))
 
 
-def parity(run: Path, recompute: bool = False) -> dict:
-    """:func:`fingerprint_parity` of ``run``, kept in ``results/fingerprint_parity.json`` and reused while it is
-    newer than the run's trajectory index (unless ``recompute``)."""
-    out = run / "results" / "fingerprint_parity.json"
+def cached(run: Path, name: str, fn, recompute: bool) -> dict:
+    """``fn(run)``, kept in ``run/results/<name>.json`` and reused while it is newer than the run's trajectory index
+    (unless ``recompute``); written under a temp name, then renamed."""
+    out = run / "results" / f"{name}.json"
     idx = run / "trajectories" / "index.parquet"
     if out.exists() and not recompute and out.stat().st_mtime > idx.stat().st_mtime:
         return json.loads(out.read_text())
-    res = fingerprint_parity(run)
+    res = json.loads(json.dumps(fn(run), default=str))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(res))
     tmp.replace(out)
     return res
+
+
+def light(run: Path) -> dict:
+    """Only what sessions do and write (:func:`~filegram_ray.validity.realism.behaviour_checks`: motivation and task
+    outcomes, no tier recovery), for the "before" runs with ``--before-light``; the issue #28 checks shown for such a
+    run are those of its own ``results/validity.json`` (measured when the run was made, named on the page)."""
+    import pyarrow.parquet as pq
+
+    from filegram_ray.validity.motivation import motivation
+    from filegram_ray.validity.outcomes import outcomes
+    from filegram_ray.validity.realism import behaviour_checks
+
+    t0 = time.perf_counter()
+    rows = pq.read_table(run / "trajectories" / "index.parquet").to_pylist()
+    pairs = [(r["profile_id"], r["task_id"]) for r in rows if r.get("status", "ok") == "ok"]
+    out = {"motivation": motivation(str(run), pairs), "outcomes": outcomes(str(run), pairs), "acting_counts": {}}
+    old_file = run / "results" / "validity.json"
+    old = json.loads(old_file.read_text()) if old_file.exists() else {}
+    names = {c["name"] for c in behaviour_checks(out)}
+    earlier = [c for c in (old.get("realism") or {}).get("checks", []) if c["name"] not in names]
+    stamp = dt.datetime.fromtimestamp(old_file.stat().st_mtime, dt.timezone.utc) if old_file.exists() else None
+    print(f"motivation and outcomes of {run} in {time.perf_counter() - t0:.0f} s", flush=True)
+    return {"n_sessions": len(pairs), "n_profiles": len({p for p, _ in pairs}), "train_run": old.get("train_run"),
+            "earlier": f"{stamp:%Y-%m-%d %H:%M} UTC" if stamp else None,
+            "realism": {**{k: (old.get("realism") or {}).get(k) for k in ("tau_flags", "flag_reason", "rule_sessions",
+                                                                           "memory_answerer")},
+                        **out, "checks": earlier + behaviour_checks(out)}}
 
 
 def fingerprint_parity(run: Path) -> dict:
@@ -199,8 +226,12 @@ def page(sets: dict[str, list[tuple[Path, dict]]], commit: str, quoted: list[tup
     for label, pair in sets.items():
         for r, res in pair:
             fails = [c["name"] for c in res["realism"]["checks"] if c["pass"] is False]
-            L += [f"### {label}: `{r.name}` — {'FAIL: ' + '; '.join(fails) if fails else 'every check PASS'}", "",
-                  "```", *[ln.rstrip() for ln in check_lines(res["realism"])], "```", ""]
+            L += [f"### {label}: `{r.name}` — {'FAIL: ' + '; '.join(fails) if fails else 'every check PASS'}", ""]
+            if res.get("earlier"):
+                L += [f"Measured here: the checks from “searches that match a file” on. The issue #28 checks above "
+                      f"them are the run's own `results/validity.json` of {res['earlier']} (the validity code of "
+                      "that time, the same bounds).", ""]
+            L += ["```", *[ln.rstrip() for ln in check_lines(res["realism"])], "```", ""]
     L += ["## Task outcomes per task", "", "| task | " + " | ".join(f"{label} {r.name}" for label, pair in
                                                                    sets.items() for r, _ in pair) + " |",
           "|---|" + "---|" * sum(len(p) for p in sets.values())]
@@ -239,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", nargs=2, type=Path, default=None, help="two fresh sets of the new simulator")
     ap.add_argument("--page", type=Path, required=True, help="measurement page to write (replaced)")
     ap.add_argument("--recompute", action="store_true", help="recompute validity.json even when it is fresh")
+    ap.add_argument("--before-light", action="store_true",
+                    help="measure only motivation and task outcomes on the --before runs (their issue #28 checks "
+                         "are taken from their own results/validity.json, dated on the page)")
     ap.add_argument("--commit", default=None, help="commit of the measuring code (default: this checkout's HEAD)")
     args = ap.parse_args(argv)
     try:
@@ -250,9 +284,12 @@ def main(argv: list[str] | None = None) -> int:
             for r in (a, b):
                 if not (r / "trajectories").is_dir():
                     raise BenchError(f"{r}: not a run directory with trajectories/")
-            sets[label] = [(a, validity(a, b, args.recompute)), (b, validity(b, a, args.recompute))]
+            if label == "before" and args.before_light:
+                sets[label] = [(r, cached(r, "behaviour_light", light, args.recompute)) for r in (a, b)]
+            else:
+                sets[label] = [(a, validity(a, b, args.recompute)), (b, validity(b, a, args.recompute))]
             for r, res in sets[label]:
-                res["parity"] = parity(r, args.recompute)
+                res["parity"] = cached(r, "fingerprint_parity", fingerprint_parity, args.recompute)
         run0 = args.after[0] / "trajectories"
         pids = sorted(p.name for p in run0.iterdir() if p.is_dir())
         quoted = [(pids[i % len(pids)], t) for i, t in QUOTED] if pids else []
