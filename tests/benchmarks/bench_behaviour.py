@@ -165,6 +165,10 @@ def _check(res: dict, start: str) -> dict | None:
     return next((c for c in res["realism"]["checks"] if c["name"].startswith(start)), None)
 
 
+def _fmt_share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
 def _fmt(c: dict | None) -> str:
     if c is None:
         return "–"
@@ -220,7 +224,7 @@ def page(sets: dict[str, list[tuple[Path, dict]]], commit: str, quoted: list[tup
              + " | ".join(" / ".join(f"{res['parity']['one_value_groups'][d]:.2f}" for d in "AC")
                           for pair in sets.values() for _, res in pair) + " |")
     L.append("| acting-tier one count, B / D / E / F (info) | " + " | ".join(
-        " / ".join(f"{(res['realism'].get('acting_counts') or {}).get(d, {}).get('accuracy', float('nan')):.2f}"
+        " / ".join(_fmt_share(((res["realism"].get("acting_counts") or {}).get(d) or {}).get("accuracy"))
                    for d in "BDEF") for pair in sets.values() for _, res in pair) + " |")
     L += ["", "## Every bounded check of issue #28 (and the above), per set", ""]
     for label, pair in sets.items():
