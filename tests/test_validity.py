@@ -114,6 +114,13 @@ def test_validity_report_on_a_run(mini_run):
     pe = res["perturbations"]
     assert pe["n"] == pe["checked"] == len(PROFILES) and pe["no_op"] == 0
     assert res["counts"]["per_traj"]["file_read"]["paper"] == pytest.approx(4541 / 640)
+    # the task-outcome, content and tool checks run on every local run, with their bounds
+    checks = {c["name"]: c for c in res["realism"]["checks"]}
+    assert checks["task outcomes reached"]["value"] >= 0.95 and res["realism"]["outcomes"]["n"] == 18
+    assert checks["files holding a tool's marker (viewer notes, line numbers, cuts)"]["value"] == 0
+    assert checks["moves or renames onto an existing file (silent overwrites)"]["value"] == 0
+    assert checks["output sentences that are an input's sentence verbatim"]["pass"]
+    assert {d: v["n"] for d, v in res["realism"]["acting_counts"].items()} == dict.fromkeys("ABCDEF", 18)
     md = run.read_text("results/validity.md")
     for head in ("## 1. Tier recovery", "## 2. Perturbations", "## 3. Deviation flags", "## 4. Aggregate counts"):
         assert head in md

@@ -156,14 +156,19 @@ def test_action_checks_count_search_hits_and_inspections():
            {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls -la old && head b.txt"}},
            {"event_type": "file_move", "old_path": "/sandbox/x/b.txt", "new_path": "/sandbox/x/arch/b.txt"},
            {"event_type": "file_rename", "old_path": "/sandbox/x/arch/b.txt", "new_path": "/sandbox/x/arch/c.txt"},
+           {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls -l sub/f.md"}},
+           {"event_type": "file_move", "old_path": "/sandbox/x/sub/f.md", "new_path": "/sandbox/x/e/f.md"},
            {"event_type": "tool_call", "tool_name": "bash", "tool_parameters": {"command": "ls"}},
-           {"event_type": "file_move", "old_path": "/sandbox/x/d.txt", "new_path": "/sandbox/x/e/d.txt"}]
+           {"event_type": "file_move", "old_path": "/sandbox/x/d.txt", "new_path": "/sandbox/x/e/d.txt"},
+           {"event_type": "file_delete", "file_path": "/sandbox/x/g.txt"}]
     texts = {"a.md": ["Cynthia Gomez approved it."], "other.md": ["nothing here"], "q3_report.md": ["x"]}
     r = action_checks(raw, texts.get)
     # the event's files_opened_after is always empty (reference §4): "opened" is read from the order of the log
     assert (r["searches"], r["search_hits"], r["search_opened"]) == (3, 2, 1)
-    assert (r["changes"], r["inspected"]) == (5, 3)
-    assert [m["path"] for m in r["uninspected"]] == ["junk.tmp", "d.txt"]
+    # a one-file `ls -l` is no look at the file; a listing of its folder shows what a move is decided on (d.txt),
+    # but a delete needs the content (g.txt, listed too, was never opened)
+    assert (r["changes"], r["inspected"]) == (7, 4)
+    assert [m["path"] for m in r["uninspected"]] == ["junk.tmp", "sub/f.md", "g.txt"]
 
 
 def test_sentences_and_sourced_facts():
@@ -182,6 +187,39 @@ def test_sentences_and_sourced_facts():
     zh = SourceText(["本季度渠道检查显示各地区需求保持稳定。"])
     assert zh.fact("结论：本季度渠道检查显示各地区需求保持稳定") == "span"
     assert zh.fact("结论：我们认为情况总体来说还是不错的") is None
+    # in Chinese a number, a name or a file name stands next to CJK characters (word characters for ``\b``): their
+    # edges are where ASCII letters and digits end
+    mixed = SourceText(["Hearing on 2024-08-20. TSMC and Laura Chen confirmed; see memo_2024_09.md"])
+    assert mixed.fact("请在2024-08-20前提交材料") == "number"
+    assert mixed.fact("TSMC方面表示同意") == "name" and mixed.fact("由Laura Chen负责跟进") == "name"
+    assert mixed.fact("另见memo_2024_09.md中的说明") is None  # a file name is not a fact taken from a file
+    assert mixed.fact("请在20240820前提交") is None  # another number, not a longer match of the read one
+
+
+def test_one_count_against_the_acting_tier(tmp_path: Path):
+    """acting_count_accuracy reads each session's acting tier from its meta.json: a count that follows the acting
+    tier reads it (1.0), one drawn without regard to it stays near chance (under the 0.75 bound)."""
+    from types import SimpleNamespace
+
+    from filegram_ray.validity.realism import ACTING_COUNT_BOUND, acting_count_accuracy
+
+    rng = random.Random(3)
+    sessions = []
+    for p in range(12):
+        for t in range(6):
+            tiers = {d: rng.choice("LMR") for d in "ABCDEF"}
+            base = tmp_path / "trajectories" / f"g{p:02d}" / f"T-{t:02d}"
+            base.mkdir(parents=True)
+            (base / "meta.json").write_text(json.dumps({"acting_tiers": tiers}))
+            proc = {"reading_strategy": {"total_searches": "LMR".index(tiers["A"]) * 3 + rng.random()},
+                    "directory_style": {"max_dir_depth": rng.randint(0, 3)}}
+            sessions.append(SimpleNamespace(profile_id=f"g{p:02d}", task_id=f"T-{t:02d}", proc=proc))
+    sessions.append(SimpleNamespace(profile_id="g99", task_id="T-00", proc={}))  # no meta.json: left out
+    got = acting_count_accuracy(sessions, str(tmp_path))
+    assert got["A"] == {"accuracy": 1.0, "count": "total_searches", "n": 72}
+    assert got["C"]["accuracy"] < ACTING_COUNT_BOUND and got["C"]["count"] == "max_dir_depth"
+    few = acting_count_accuracy(sessions[:6 * 4], str(tmp_path))
+    assert few["A"] == {"na": "fewer than 5 profiles with acting tiers"}
 
 
 def test_motivation_on_a_tiny_run_directory(tmp_path: Path):

@@ -56,6 +56,51 @@ NAMED_COUNTS = ("version_strategy.total_deletes", "cross_modal_behavior.image_fi
                 "reading_strategy.searches_and_browses")
 
 
+#: Share of output sentences that may be an input's sentence word for word (the issue: "goal ≤ 0.20").
+VERBATIM_BOUND = 0.20
+#: Most a single count may read the tier a session acted in (the issue: A's searches and C's folder depth vary
+#: within a tier "as B, D, E and F already do", ≤ 0.75).
+ACTING_COUNT_BOUND = 0.75
+#: The count of each dimension read against the acting tier (the counts of the hand-written rules).
+ACTING_COUNTS = {"A": "reading_strategy.total_searches", "B": "output_detail.total_output_chars",
+                 "C": "directory_style.max_dir_depth", "D": "edit_strategy.avg_lines_changed",
+                 "E": "version_strategy.total_deletes", "F": "cross_modal_behavior.image_files_created"}
+
+
+def acting_count_accuracy(sessions: list[Any], run_dir: str) -> dict[str, Any]:
+    """How well one count reads the tier a session *acted* in (``meta.json`` ``acting_tiers``, the simulator's
+    ground truth): a depth-2 tree on that count, 5-fold leave-profiles-out, per dimension (:data:`ACTING_COUNTS`).
+    ``{dim: {"accuracy", "count", "n"}}`` or ``{dim: {"na": reason}}``."""
+    import json
+    from pathlib import Path
+
+    from sklearn.model_selection import GroupKFold
+
+    from filegram_ray.validity.separability import flat_features, tree_accuracy
+
+    rows = []
+    for s in sessions:
+        try:
+            meta = json.loads((Path(run_dir) / "trajectories" / s.profile_id / s.task_id / "meta.json")
+                              .read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        acting = meta.get("acting_tiers")
+        if isinstance(acting, dict):
+            rows.append((s, acting, flat_features(s.proc)))
+    out: dict[str, Any] = {}
+    groups = np.asarray([s.profile_id for s, _, _ in rows])
+    if len(set(groups.tolist())) < 5:
+        return {d: {"na": "fewer than 5 profiles with acting tiers"} for d in ACTING_COUNTS}
+    folds = list(GroupKFold(n_splits=5).split(np.zeros(len(rows)), groups=groups))
+    for d, name in ACTING_COUNTS.items():
+        x = np.asarray([f.get(name, 0.0) for _, _, f in rows])
+        y = np.asarray([a.get(d, "?") for _, a, _ in rows], dtype=object)
+        hits = sum(round(tree_accuracy(x[tr], y[tr], x[te], y[te]) * len(te)) for tr, te in folds)
+        out[d] = {"accuracy": hits / len(rows), "count": name.split(".")[1], "n": len(rows)}
+    return out
+
+
 def perturbation_visibility(sessions: list[Any]) -> dict[str, Any]:
     """How far each perturbed session stands out from its own profile's other sessions on the perturbed dimension.
 
@@ -197,6 +242,57 @@ def _check(name: str, value: float | None, bound: float, op: str, note: str = ""
     return {"name": name, "value": value, "bound": bound, "op": op, "pass": ok, "note": note}
 
 
+def behaviour_checks(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checks on what sessions do and write, from ``out["motivation"]`` (:func:`~.motivation.motivation`),
+    ``out["outcomes"]`` (:func:`~.outcomes.outcomes`) and ``out["acting_counts"]`` (:func:`acting_count_accuracy`;
+    empty: those two checks are n/a): searches, inspections, sourced and verbatim sentences, task outcomes, tool
+    markers in files, silent overwrites, operations at one instant, one count against the acting tier."""
+    from filegram_ray.validity.motivation import MAX_OPS_PER_INSTANT
+    from filegram_ray.validity.outcomes import OUTCOME_BOUND
+
+    checks: list[dict[str, Any]] = []
+    mot = out["motivation"]
+    for key, label in (("search_hits", "searches that match a file"),
+                       ("inspected_before_change", "deletes/moves/renames after an inspection of the file"),
+                       ("sourced_sentences", "output sentences with a fact from an input read")):
+        c = mot.get("counts", {})
+        n = {"search_hits": "searches", "inspected_before_change": "changes",
+             "sourced_sentences": "sentences"}[key]
+        left = len(mot.get("skipped") or [])
+        checks.append(_check(f"motivation: {label}", mot.get(key), BOUNDS[key], ">=",
+                             mot.get("error") or f"of {c.get(n, 0)}"
+                             + (f"; {left} trajectories left out (unreadable events_raw.json)" if left else "")))
+    oc = out["outcomes"]
+    checks.append(_check("task outcomes reached", oc.get("share"), OUTCOME_BOUND, ">=",
+                         oc.get("error") or f"{oc.get('ok', 0)} of {oc.get('n', 0)} sessions; lowest tasks: "
+                         + ", ".join(f"{t} {v['share']:.2f}" for t, v in sorted(
+                             (oc.get("by_task") or {}).items(), key=lambda kv: kv[1]["share"])[:3])))
+    c = mot.get("counts", {})
+    checks.append(_check("output sentences that are an input's sentence verbatim", mot.get("verbatim_sentences"),
+                         VERBATIM_BOUND, "<=", mot.get("error") or f"{c.get('verbatim', 0)} of {c.get('sentences', 0)}"))
+    checks.append(_check("files holding a tool's marker (viewer notes, line numbers, cuts)",
+                         None if "error" in mot else float(c.get("files_with_tool_markers", 0)), 0.0, "==",
+                         mot.get("error") or f"in {c.get('sessions_with_tool_markers', 0)} of {c.get('sessions', 0)} "
+                         "sessions"))
+    checks.append(_check("moves or renames onto an existing file (silent overwrites)",
+                         None if "error" in oc else float(len(oc.get("overwrites") or [])), 0.0, "==",
+                         oc.get("error") or "; ".join((oc.get("overwrites") or [])[:2])))
+    checks.append(_check(f"sessions with more than {MAX_OPS_PER_INSTANT} file operations at one instant",
+                         None if "error" in mot else float(c.get("sessions_ops_batched", 0)), 0.0, "==",
+                         mot.get("error") or f"most at one instant: {c.get('max_ops_one_instant', 0)}"))
+    checks.append(_check("sessions whose deletes all share one instant",
+                         None if "error" in mot else float(c.get("sessions_deletes_one_instant", 0)), 0.0, "==",
+                         mot.get("error") or f"of {c.get('sessions', 0)}"))
+    for d in ("A", "C"):
+        r = out["acting_counts"].get(d) or {}
+        checks.append(_check(f"one count reads the acting tier of a session, {d} ({r.get('count', '–')})",
+                             r.get("accuracy"), ACTING_COUNT_BOUND, "<=", r.get("na") or
+                             ("not measured" if not r else f"{r.get('n', 0)} sessions; B, D, E, F: ") + ", ".join(
+                                 f"{x} {out['acting_counts'][x]['accuracy']:.2f}" for x in "BDEF"
+                                 if out["acting_counts"].get(x, {}).get("accuracy") is not None)))
+    return checks
+
+
 def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, Any] | None,
             perturbations: dict[str, Any], tau: dict[str, Any], *, run_uri: str,
             storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -206,6 +302,7 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
     :func:`~filegram_ray.validity.core.tau_flags` on the same sessions."""
     from filegram_ray.storage import RunDir
     from filegram_ray.validity.motivation import motivation
+    from filegram_ray.validity.outcomes import outcomes
 
     sess = test.sessions
     out: dict[str, Any] = {"n_sessions": len(sess)}
@@ -236,9 +333,14 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
         out["memory_answerer"] = {"source": None, "error": str(exc)}
     run = RunDir(run_uri, storage_options or {})
     if run.is_local:
-        out["motivation"] = motivation(run.full(""), [(s.profile_id, s.task_id) for s in sess])
+        pairs = [(s.profile_id, s.task_id) for s in sess]
+        out["motivation"] = motivation(run.full(""), pairs)
+        out["outcomes"] = outcomes(run.full(""), pairs)
+        out["acting_counts"] = acting_count_accuracy(sess, run.full(""))
     else:
         out["motivation"] = {"error": "motivation is measured on a local run directory only"}
+        out["outcomes"] = {"error": "outcomes are measured on a local run directory only"}
+        out["acting_counts"] = {}
 
     checks: list[dict[str, Any]] = []
     for key, label in (("separability", "within-set (leave-profiles-out)"), ("separability_cross", "cross-set")):
@@ -274,17 +376,7 @@ def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, 
                                  f"[{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]" if r.get("interval") else "")
                               if r else
                               out["rule_answerer"].get("error") or "no item")))
-    mot = out["motivation"]
-    for key, label in (("search_hits", "searches that match a file"),
-                       ("inspected_before_change", "deletes/moves/renames after an inspection of the file"),
-                       ("sourced_sentences", "output sentences with a fact from an input read")):
-        c = mot.get("counts", {})
-        n = {"search_hits": "searches", "inspected_before_change": "changes",
-             "sourced_sentences": "sentences"}[key]
-        left = len(mot.get("skipped") or [])
-        checks.append(_check(f"motivation: {label}", mot.get(key), BOUNDS[key], ">=",
-                             mot.get("error") or f"of {c.get(n, 0)}"
-                             + (f"; {left} trajectories left out (unreadable events_raw.json)" if left else "")))
+    checks += behaviour_checks(out)
     out["checks"] = checks
     a = tau["store"]["all"]
     out["tau_flags"] = {"tau": tau["tau"], "precision": a["precision"], "recall": a["recall"]}
@@ -359,5 +451,19 @@ def markdown_lines(res: dict[str, Any]) -> list[str]:
         for k, xs in mot["examples"].items():
             if xs:
                 L.append(f"- {k} examples: " + " · ".join(f"`{x}`" for x in xs))
+    oc = res.get("outcomes") or {}
+    if oc.get("by_task"):
+        L += ["", "Task outcomes per task (share of sessions that reached it; what the others lack):", "",
+              "| task | sessions | reached | most often missing |", "|---|---|---|---|"]
+        for t, v in oc["by_task"].items():
+            miss = "; ".join(f"{k} ({n})" for k, n in (v.get("missing") or {}).items())
+            L.append(f"| {t} | {v['n']} | {_fmt(v['share'])} | {miss or '–'} |")
+    if mot.get("top_ngrams"):
+        L += ["", "The 20 word 4-grams found in most output files (how many files hold each):", "",
+              "; ".join(f"“{g}” {n}" for g, n in mot["top_ngrams"])]
+    ac = res.get("acting_counts") or {}
+    if ac:
+        L += ["", "One count against the tier each session acted in (depth-2 tree, leave-profiles-out): "
+              + ", ".join(f"{d} {v.get('count')} {_fmt(v.get('accuracy'))}" for d, v in ac.items() if "na" not in v)]
     L += ["", *[ln.strip() for ln in check_lines(res)[-2:]]]
     return L

@@ -308,9 +308,43 @@ def _name(f: Filler, title: str, ext: str, style: int) -> str:
     return f"{base}.{ext}"
 
 
+#: Singapore industry sections and SSIC codes of the company-registration scenario (T-29; the prompt names
+#: construction, IT, wholesale and retail, manufacturing and professional services). Codes from the public SSIC
+#: 2020 scheme's top-level examples.
+INDUSTRIES = [("Construction", "41001"), ("Information technology", "62011"), ("Wholesale trade", "46900"),
+              ("Retail trade", "47711"), ("Manufacturing", "25991"), ("Professional services", "70201"),
+              ("Food and beverage", "56111"), ("Logistics", "52291")]
+_CO_WORDS = ["Apex", "Harbour", "Lion", "Merlion", "Orchid", "Summit", "Keppel", "Raffles", "Jade", "Pioneer",
+             "Straits", "Banyan", "Crescent", "Everbright", "Kallang", "Tanjong", "Marina", "Serangoon", "Bukit",
+             "Sentosa"]
+_CO_KINDS = ["Builders", "Systems", "Trading", "Retail", "Engineering", "Consulting", "Foods", "Logistics",
+             "Holdings", "Solutions"]
+
+
+def registration(world: World, i: int, rng: random.Random) -> Doc:
+    """A company registration profile (T-29): name, UEN, industry with its SSIC code, dates, status."""
+    ind, code = INDUSTRIES[(i * 5 + rng.randint(0, 2)) % len(INDUSTRIES)]
+    name = f"{_CO_WORDS[(i * 7 + 3) % len(_CO_WORDS)]} {_CO_WORDS[(i * 11 + 5) % len(_CO_WORDS)]} " \
+           f"{_CO_KINDS[(i + rng.randint(0, 9)) % len(_CO_KINDS)]} Pte. Ltd."
+    d = world.day(-rng.randint(200, 4000))
+    f = Filler(world, rng)
+    return Doc(title=f"Business profile: {name}", sections=[
+        ("Registration", [f"- Entity name: {name}", f"- UEN: {d.year}{rng.randint(10000, 99999)}{rng.choice('ABCDEKMNZ')}",
+                          f"- Industry: {ind} (SSIC {code})", f"- Registered: {d.isoformat()}", "- Status: Live",
+                          f"- Registered address: {rng.randint(1, 300)} {rng.choice(_CO_WORDS)} Road, Singapore"]),
+        ("Notes", [" ".join(f.sentences("business", 2))])])
+
+
 def fill_kind(world: World, domain: str, kind: str, i: int, rng: random.Random) -> tuple[str, Any, str]:
     """(filename, payload, note) of the i-th generic file of ``kind`` in ``domain``."""
     f = Filler(world, rng)
+    if domain == "registry" and kind == "pdf":
+        doc = registration(world, i, rng)
+        return _name(f, doc.title.replace(" Pte. Ltd.", ""), kind, i), doc, ""
+    if domain == "registry" and kind == "xlsx":
+        rows = [["ssic_code", "industry", "section"]] + [[c, n, "Singapore Standard Industrial Classification"]
+                                                         for n, c in INDUSTRIES]
+        return f"industry_codes_{i + 1:02d}.xlsx", [("Codes", rows)], ""
     if kind in ("md", "txt", "pdf", "docx", "pptx"):
         doc = f.doc(domain, n_sections=4 if kind == "pdf" else 3)
         if kind == "pptx":
@@ -492,7 +526,13 @@ def _plant_inconsistencies(world: World, rng: random.Random) -> tuple[list[FileS
 
 def _plant_reviewers(world: World, rng: random.Random) -> tuple[list[FileSpec], list[dict]]:
     f = Filler(world, rng)
-    report = f.doc("business", title=f"Customer Retention Analysis for {world.companies[0]}", n_sections=5)
+    # the sections the reviewers' comments are about (methodology, recommendations) exist in the report
+    report = Doc(title=f"Customer Retention Analysis for {world.companies[0]}", sections=[
+        ("Summary", [" ".join(f.sentences("business", 3))]),
+        ("Methodology", [" ".join(f.sentences("business", 3))]),
+        ("Findings", ["- " + s for s in f.sentences("business", 3)]),
+        ("Recommendations", ["- " + s for s in f.sentences("business", 2)]),
+        ("Details", [" ".join(f.sentences("business", 3))])])
     pairs = [("Shorten the methodology section substantially.", "Expand the methodology section with more detail."),
              ("Use a formal academic tone throughout.", "Make the tone more conversational for executives."),
              ("Move the recommendations to the front.", "Keep recommendations at the end after the evidence.")]

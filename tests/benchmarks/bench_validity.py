@@ -159,21 +159,29 @@ def build_set(out: Path, seed: int, n: int, tasks: list[str], source: str | None
             "n": content[0], "tasks": content[1], **({"reused": True} if reused else {})}
 
 
+def session_actions(events: list[dict], hits: bool = True, relative: bool = False) -> list[str]:
+    """A session's actions in order from its ``events.json``, one short string each (type + path or query; a
+    search's hit count with ``hits``; paths below the sandbox root with ``relative``)."""
+    acts = []
+    for e in events:
+        t = e["event_type"]
+        if t in ("context_switch", "cross_file_reference"):
+            continue
+        what = str(e.get("query") or e.get("file_path") or e.get("dir_path") or e.get("directory_path")
+                   or f"{e.get('old_path') or e.get('source_path')} → {e.get('new_path') or e.get('dest_path')}")
+        if relative and what.startswith("/"):
+            what = what.split("/", 3)[-1]
+        extra = f" ({e.get('files_matched')} hits)" if hits and t == "file_search" else ""
+        acts.append(f"{t.replace('file_', '')} {what}{extra}")
+    return acts
+
+
 def session_digest(run: Path, pid: str, tid: str, max_lines: int = 6) -> list[str]:
     """A few lines of one session: the actions in order (type + path/query) and the first output sentences."""
     from filegram_ray.validity.motivation import sentences
 
     base = run / "trajectories" / pid / tid
-    ev = json.loads((base / "events.json").read_text(encoding="utf-8"))
-    acts = []
-    for e in ev:
-        t = e["event_type"]
-        if t in ("context_switch", "cross_file_reference"):
-            continue
-        what = (e.get("query") or e.get("file_path") or e.get("dir_path") or e.get("directory_path")
-                or f"{e.get('old_path')} → {e.get('new_path')}")
-        extra = f" ({e.get('files_matched')} hits)" if t == "file_search" else ""
-        acts.append(f"{t.replace('file_', '')} {what}{extra}")
+    acts = session_actions(json.loads((base / "events.json").read_text(encoding="utf-8")))
     lines = [f"`{pid}` {tid}: " + "; ".join(acts[:14]) + (f"; … ({len(acts)} actions)" if len(acts) > 14 else "")]
     outs = sorted(p for p in (base / "outputs").rglob("*.md")) if (base / "outputs").exists() else []
     for p in outs[:1]:

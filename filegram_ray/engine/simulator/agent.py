@@ -43,11 +43,21 @@ from filegram_ray.engine.simulator.filetypes import (
     TEMP_EXT,
     clutter_category,
 )
+from filegram_ray.engine.simulator.genres import document
+from filegram_ray.engine.simulator.knowledge import Knowledge
 from filegram_ray.engine.simulator.notebook import Notebook
 from filegram_ray.engine.simulator.organizing import OrganizingMixin
 from filegram_ray.engine.simulator.outputs import OutputMixin
 from filegram_ray.engine.simulator.persona import Persona, derive_seed
 from filegram_ray.engine.simulator.reading import ReadingMixin
+from filegram_ray.engine.simulator.tasks import (
+    PLANS,
+    CreatePlansMixin,
+    OrganizePlansMixin,
+    ReviewPlansMixin,
+    RevisionPlansMixin,
+    TaskPlansMixin,
+)
 from filegram_ray.engine.simulator.tendency import (
     acting_tier,
     lerp,
@@ -63,7 +73,7 @@ from filegram_ray.engine.simulator.textops import (
     repaired_text,
     revise_line,
 )
-from filegram_ray.engine.simulator.writer import chart_figures, compose, csv_text
+from filegram_ray.engine.simulator.writer import chart_figures, csv_text
 
 __all__ = [
     "AGENT_VERSION", "CLUTTER", "DOC_EXT", "EDITABLE_EXT", "FAMILY", "FAMILY_ZH", "MEDIA_EXT", "TASK_RULES",
@@ -71,10 +81,11 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/8"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
+AGENT_VERSION = "persona-simulator/9"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
 # 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files;
 # 6: a session's writing effort; B-L auxiliaries in revision and organize tasks; 7: A and C session spreads wider,
-# C's profile offset narrower; 8: A's profile offset narrower
+# C's profile offset narrower; 8: A's profile offset narrower; 9: task plans from the bundle's truth (tasks.py),
+# outputs written from statements read (knowledge.py, genres.py), no tool text in files, one operation per command
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {
@@ -86,7 +97,8 @@ TASK_RULES: dict[str, dict[str, Any]] = {
 }
 
 
-class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
+class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, TaskPlansMixin, ReviewPlansMixin,
+                   RevisionPlansMixin, OrganizePlansMixin, CreatePlansMixin):
     """Runs one trajectory.
 
     Args:
@@ -98,7 +110,8 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
             whose ``write`` accepts bytes).
     """
 
-    def __init__(self, sess: Any, task: Any, persona: Persona, seed: int, *, chart_format: str = "svg"):
+    def __init__(self, sess: Any, task: Any, persona: Persona, seed: int, *, chart_format: str = "svg",
+                 facts: list[dict[str, Any]] | None = None):
         self.sess, self.task, self.p = sess, task, persona
         self.tid = str(task.task_id)
         self.ttype = str(task.type)
@@ -106,6 +119,10 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         self.chart_format = chart_format
         self.rules = TASK_RULES.get(self.tid, {})
         self.nb = Notebook()
+        self.kn = Knowledge()               # what the session understood of what it read (knowledge.py)
+        self.facts: list[dict[str, Any]] = list(facts or [])  # what the bundle generator planted (bundle.json)
+        self.n_lines: dict[str, int] = {}   # line counts of files read, as the read tool reported them
+        self.seen_lines: dict[str, dict[int, str]] = {}  # the lines of each file shown so far, by number
         # Issue #28: the session acts where its drawn position falls (tendency.py), not the profile's tier itself.
         shifted = persona.perturbation["dimension"] if persona.perturbation else None
         self.pos = session_positions(persona.tiers, profile_tendency(persona.profile_id, seed), seed,
@@ -122,6 +139,13 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         self.created_dirs: list[str] = []
         self.changes: list[tuple[str, str, str]] = []  # (path, old text, new text) of each edit made
         self.moved: list[tuple[str, str]] = []  # workspace files moved or renamed (not the agent's own)
+        self.removed: list[str] = []  # workspace files deleted (not the agent's own)
+        self.copies: set[str] = set()  # files the session made with cp (backups, archived copies)
+        self.listed: set[str] = set()  # folders whose listing the session has in front of it (organizing.py)
+        self.habit: str | None = None  # this session's usual way of changing a file (tasks.edit_mode)
+        self.backed_up: set[str] = set()  # files copied before their first change (tasks.py keep_version)
+        self.lay: dict[str, str] = {}  # where this session's outputs go (outputs.layout), set by the flow
+        self.spare: list[str] = []  # lines the persona knows and may add in a revision (empty workspaces)
         self.ctx_chars = 0
         self.wrote_any = False
         self.start_ms = float(getattr(sess, "clock_ms", 0.0))
@@ -222,7 +246,9 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
             self.perceive()
         else:  # an empty workspace (T-03/T-04/T-20) shows no consumption at all (TIER_TARGETS §5)
             self.files, self.dirs = [], []
-        if self.ttype == "organize":
+        if self.tid in PLANS and (self.files or self.ttype == "create"):
+            PLANS[self.tid](self)  # the task's own plan (tasks.py)
+        elif self.ttype == "organize":
             self.flow_organize()
         elif self.ttype in ("iterate", "maintain"):
             self.flow_revise()
@@ -271,7 +297,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
     def flow_content(self, revision_outputs: bool = False) -> None:
         """Understand / synthesize / create: read (A), write the deliverable set (B, C, F), self-revise (D),
         curate own scratch files (E)."""
-        lay = self.layout()
+        lay = self.lay = self.layout()
         B = self.T["B"]
         reads = self.reading_actions()
         prescribed = self.prescribed_names()
@@ -289,7 +315,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         want_csv, want_chart = self.visual_plan()
         if want_csv:
             csv_rel = self.join(lay["fig"], ("fig_" if not lay["fig"] else "") + self.name("csv", ".csv"))
-            writes.append(lambda: self.write(csv_rel, csv_text(chart_figures(self.nb))))
+            writes.append(lambda: self.write(csv_rel, csv_text(chart_figures(self.kn))))
         if want_chart:
             ext = ".png" if self.chart_format == "png" else ".svg"
             chart_rel = self.join(lay["fig"], ("fig_" if not lay["fig"] else "") + self.name("chart", ext))
@@ -309,14 +335,20 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         # The main deliverable: drafted in the root and moved into place when done under C-L and C-M (TT §2.3:
         # C-L puts files in place with mv; C-M files 0–3 things), so files_moved keeps the tier order L > M > R
         # on average; whether this session drafts in the root first is drawn (issue #28).
-        draft_in_root = self.T["C"] in ("L", "M") and self.chance("C", 0.85, 0.6, 0.0)
+        draft_in_root = bool(lay["main"]) and self.chance("C", 0.85, 0.6, 0.2)
         main_tmp = main_name if draft_in_root else self.join(lay["main"], main_name)
         main_final = self.join(lay["main"], main_name)
 
         def write_main() -> None:
             spec = self.doc_spec("main", self.title("main"))
             spec.figure_refs = list(fig_refs)
-            self.write(main_tmp, compose(spec, self.nb, self.rng, self.fallback_lines()))
+            text = document(self.kn, spec, self.rng, self.scheme())
+            if "max_lines" in self.rules:  # a hard cap the task sets (T-16: ≤ 30 lines): whole lines, none after
+                lines = text.rstrip("\n").split("\n")[: self.rules["max_lines"] - 2]
+                while lines and (not lines[-1].strip() or lines[-1].startswith(("#", "|"))):
+                    lines.pop()
+                text = "\n".join(lines) + "\n"
+            self.write(main_tmp, text)
 
         writes.append(write_main)
         final: list[Any] = []
@@ -340,7 +372,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         F-L visuals, curate clutter and scratch per E; T-18 ends in a reorganisation."""
         reads = self.reading_actions(budget_scale=0.8)
         targets = self.edit_targets()
-        lay = self.layout()
+        lay = self.lay = self.layout()
         C = self.T["C"]
         notes_ok = not (self.rules.get("no_new_files") and self.T["B"] == "R")
         want_csv, want_chart = self.visual_plan() if not self.rules.get("no_new_files") else (False, False)
@@ -358,7 +390,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         if notes_ok:
             names = self.prescribed_names()
             note = names[0] if names else self.name("log", ".md")
-            note_tmp = note if C in ("L", "M") and self.chance("C", 0.85, 0.6, 0.0) else self.join(lay["main"], note)
+            note_tmp = note if lay["main"] and self.chance("C", 0.85, 0.6, 0.2) else self.join(lay["main"], note)
             note_final = self.join(lay["main"], note)
             final.append(lambda: self.write(note_tmp, self.render_log()))
             if note_tmp != note_final:
@@ -370,7 +402,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin):
         pre = "" if lay["fig"] else "fig_"
         if want_csv:
             final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("csv", ".csv")),
-                                            csv_text(chart_figures(self.nb))))
+                                            csv_text(chart_figures(self.kn))))
         if want_chart:
             ext = ".png" if self.chart_format == "png" else ".svg"
             final.append(lambda: self.write(self.join(lay["fig"], pre + self.name("chart", ext)),

@@ -14,7 +14,7 @@ from filegram_ray.engine.simulator.filetypes import (
     FAMILY,
     clutter_category,
 )
-from filegram_ray.engine.simulator.notebook import strip_line_numbers
+from filegram_ray.engine.simulator.phrasing import about
 from filegram_ray.engine.simulator.textops import (
     SENTENCE_BREAK,
     condense_line,
@@ -22,7 +22,6 @@ from filegram_ray.engine.simulator.textops import (
     repaired_text,
     revise_line,
 )
-from filegram_ray.engine.simulator.writer import FactStream, compose
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s)")
 #: A Markdown bullet line as the simulator writes it (``- x``, ``  - x``): what block edits rewrite
@@ -44,7 +43,7 @@ class EditingMixin:
     ``rng``, ``T``)."""
 
     # ------------------------------------------------------------------ D: self-revision (TT §2.4)
-    def self_revise(self, rel: str) -> None:
+    def self_revise(self, rel: str, record: bool = False) -> None:
         """Revise the agent's own deliverable (TT §2.4; issue #28): the numbers of small edits (≤ 4 lines), block
         edits (a run of bullets rewritten as a paragraph or back) and whole rewrites are Poisson/Bernoulli draws
         whose means follow the session's D position (small: 4.0 / 0.6 / 0.2; block: 0.3 / 1.6 / 0.2; rewrite:
@@ -53,15 +52,18 @@ class EditingMixin:
             return
         n_small = self.count("D", 4.0, 0.6, 0.2, hi=7)
         n_block = self.count("D", 0.3, 1.6, 0.2, hi=3)
+        if record:  # a record (a log, a note, a list) is revised line by line: reflowing it into prose would break it
+            n_small, n_block = n_small + n_block, 0
         if n_small + n_block and self.p.version != "overwrite" and self.chance("D", 0.9, 0.3, 0.05):
             self.cp(rel, rel + ".bak")
         for _ in range(n_small):
             self.small_edit(rel, add=True)
         for _ in range(n_block):
             self.block_edit(rel)
-        if self.chance("D", 0.02, 0.1, 0.6):  # one decisive rewrite of the whole file (overwrite, TT §2.4 D-R)
-            spec = self.doc_spec("main", self.title("main"))
-            self.write(rel, compose(spec, self.nb, self.rng, self.fallback_lines()))
+        if not record and self.chance("D", 0.02, 0.1, 0.6) and rel in self.own:
+            # one decisive rewrite (an overwrite, TT §2.4 D-R): the whole file saved again with every repairable
+            # line repaired — the same deliverable, never a different one
+            self.write(rel, repaired_text(self.own[rel], self.fixes(), self.lang))
 
     def _content_lines(self, text: str) -> list[int]:
         lines = text.split("\n")
@@ -118,41 +120,40 @@ class EditingMixin:
 
     def add_fact(self, rel: str) -> bool:
         """Add one statement the file lacks (a small edit of one added line, TT §1 edit size < 10): the first
-        fact read in the session (:meth:`Notebook.facts` order) whose sentence the file does not contain, phrased
-        like the writer's bullets (:class:`FactStream`, the persona's language and tone, source named), after a
-        drawn content line — as a bullet of the same indent when that line is a bullet, else as its own
-        paragraph. Not when the task asks to shorten (``condense``). Returns whether the file changed."""
+        statement understood in the session (:class:`.knowledge.Knowledge` order) none of whose values the file
+        holds yet, written as a sentence about its subject (:func:`.phrasing.about`), after a drawn content line —
+        as a bullet of the same indent when that line is a bullet, else as its own paragraph. Not when the task
+        asks to shorten (``condense``). Returns whether the file changed."""
         text = self.own.get(rel)
-        if text is None or self.condense:
+        if text is None or self.condense or len(text.split("\n")) >= self.rules.get("max_lines", 10**6) - 1:
             return False
-        fs = FactStream(self.nb, self.lang, self.p.tone, [])
-        fact = next((f for f in fs.facts if f.text.rstrip(" .。") not in text), None)  # no fallback: read facts only
+        st = next((s for s in self.kn.statements if s.slots and not any(
+            v and v in text for k, v in s.slots.items() if not k.startswith("_"))), None)
         anchors = self._content_lines(text)
-        if fact is None or not anchors:
+        spare = next((x for x in self.spare if x.strip("- ") not in text), None) if st is None else None
+        if (st is None and spare is None) or not anchors:
             return False
         line = text.split("\n")[self.rng.choice(anchors)]
         bullet = re.match(r"^(\s*- )", line)
-        added = f"{bullet.group(1)}{fs.phrase(fact)}" if bullet else f"\n{fs.phrase(fact)}"
+        said = about(st, self.lang, self.rng) if st is not None else spare.lstrip("- ")
+        added = f"{bullet.group(1)}{said}" if bullet else f"\n{said}"
         return self.edit(rel, line, f"{line}\n{added}")
 
     def refinements(self, lines: list[str]) -> list[tuple[int, str]]:
-        """Own-output lines that can state a more precise fact: a bullet naming a source whose fact has no
-        figure, replaced by an unused figure-bearing fact of the same source (same frame, whole sentences)."""
+        """Own-output bullets without any figure whose subject has a figure-bearing statement not yet in the
+        text: the bullet gains that figure (the same subject, a more precise statement)."""
         text = "\n".join(lines)
         spare: dict[str, list[str]] = {}
-        for f in self.nb.facts():
-            if f.kind in ("figure", "date") and f.text not in text:
-                spare.setdefault(PurePosixPath(f.source).name, []).append(f.text)
+        for st in self.kn.statements:
+            if st.kind in ("figure", "date") and st.subject and not any(v in text for v in st.slots.values() if v):
+                spare.setdefault(st.subject, []).append(about(st, self.lang, self.rng))
         out: list[tuple[int, str]] = []
         for i, ln in enumerate(lines):
             if not ln.lstrip().startswith("- ") or re.search(r"\d", ln):
                 continue
-            for name, texts in spare.items():
-                if name in ln and texts:
-                    old = next((f.text for f in self.nb.facts() if f.text in ln), None)
-                    if old:
-                        out.append((i, ln.replace(old, texts[0], 1)))
-                    break
+            subj = next((x for x in spare if x in ln and spare[x]), None)
+            if subj:
+                out.append((i, f"{ln.rstrip()} {spare[subj][0]}" if self.lang == "en" else ln.rstrip() + spare[subj][0]))
         return out
 
     def block_edit(self, rel: str) -> bool:
@@ -198,6 +199,8 @@ class EditingMixin:
             else:
                 continue
             old, new = "\n".join(block), "\n".join(new_block)
+            if len(lines) - len(block) + len(new_block) >= self.rules.get("max_lines", 10**6) - 1:
+                continue  # a line cap the task sets (T-16) is never passed
             if old.strip() and text.count(old) == 1 and old != new:
                 return self.edit(rel, old, new)
         return self.small_edit(rel)
@@ -281,14 +284,10 @@ class EditingMixin:
         return self.relevance(prim)[:n]
 
     def load(self, rel: str) -> str | None:
-        """Full content of a workspace file through a whole-file read (needed before editing it)."""
-        out = self.read(rel)
-        lines = strip_line_numbers(out)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        if not lines:
-            return None
-        return "\n".join(lines)
+        """Full content of a workspace file through a whole-file read (needed before editing it): the text the
+        read tool shows, without its line numbers or notes."""
+        text = self.read(rel)
+        return text.rstrip("\n") if text.strip() else None
 
     def revise_files(self, targets: list[str]) -> None:
         """Change the workspace files the task is about (TT §2.4; issue #28): each target is read whole first,

@@ -1,17 +1,14 @@
-"""What the simulator learned from its tool results: lines, figures and names pulled from ``read``/``grep``
-outputs. Every piece of content the simulator writes is built from a :class:`Notebook`, so outputs quote what the
-trajectory actually read (ARCHITECTURE rule 3).
-
-Read outputs are line-numbered (engine ``read`` tool, ref §1.1: window offset/limit, numbered lines); the number
-prefix is stripped with :data:`_LINE_PREFIX`, which accepts the common ``"   12\\t"``, ``"00012| "`` and
-``"12: "`` shapes.
+"""What the simulator noted from its tool results, line by line: the lines, labelled figures and names of each
+source read (``read``'s raw content; ``grep``'s ``path:line:text`` hits), in read order. The agent's searches take
+their terms from it and its repairs find disagreeing figures in it; what outputs say comes from the statements of
+:mod:`.knowledge` (ARCHITECTURE rule 3: content from what the trajectory read). :data:`_LINE_PREFIX` strips a
+line-number prefix (``"   12\\t"``, ``"00012| "``, ``"12: "``) where a tool output carries one.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 _LINE_PREFIX = re.compile(r"^\s*(\d{1,6})(?:\t|\|\s?|:\s|→)")
 #: Markdown block marks and list glyphs of extracted documents (•, ▪, ◦, ●, ‣, –: PDF and DOCX bullets)
@@ -46,67 +43,6 @@ class Figure:
 
 
 @dataclass
-class Fact:
-    """One statement from a source: ``source`` (workspace path), ``text`` (whole sentence or table row),
-    ``kind`` (date | figure | name | text), ``row`` (header, cells) for a table row."""
-
-    source: str
-    text: str
-    kind: str
-    row: tuple[list[str], list[str]] | None = None
-
-
-_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？；])")
-_DATE = re.compile(r"\b(?:19|20)\d\d-\d\d(?:-\d\d)?\b|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d"
-                   r"|\d{1,2}月|\d{4}年")
-
-
-def _is_fact(sent: str) -> bool:
-    cjk = len(re.findall(r"[\u4e00-\u9fff]", sent))
-    if cjk >= 10:
-        return bool(re.search(r"[。！？.!?]$", sent)) or cjk >= 20
-    # a whole sentence: long enough and closed by its own full stop (a wrapped fragment is not a fact)
-    return len(sent) >= 30 and len(sent.split()) >= 6 and "…" not in sent and bool(re.search(r"[.!?)]$", sent)) \
-        and bool(re.match(r"[A-Z0-9\"'(]", sent))
-
-
-_CELL_SEP = " · "  # what clean_line makes of a table's cell boundary
-_COLUMN = re.compile(r"[a-z][a-z_]*")
-_NAMED_COLUMN = re.compile(r"[A-Za-z\u4e00-\u9fff][A-Za-z\u4e00-\u9fff _/()%&.-]{0,39}")
-
-
-def _cells(line: str) -> list[str]:
-    """A notes line as table cells: split at the cell boundaries clean_line marked, else at whitespace."""
-    return [c.strip() for c in line.split(_CELL_SEP)] if _CELL_SEP in line else line.split()
-
-
-def _column_header(line: str) -> bool:
-    """A table's header line: ≥ 2 marked cells that are all names (no digits: ``Client · Responsible · Status``),
-    or ≥ 3 whitespace-separated lower-case column names with ``_`` in one at least (``quarter company
-    revenue_musd``, a table a text export shows without cell marks)."""
-    cells = _cells(line)
-    if _CELL_SEP in line:
-        return len(cells) >= 2 and all(_NAMED_COLUMN.fullmatch(c) for c in cells)
-    return len(cells) >= 3 and all(_COLUMN.fullmatch(c) for c in cells) and any("_" in c for c in cells)
-
-
-def _row_fact(source: str, header: list[str], cells: list[str]) -> Fact:
-    """A table row as a statement, its cells named by the header: ``"NVDA: quarter Q3, revenue_musd 1,234"``."""
-    pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], cells[1:]) if c)
-    return Fact(source, f"{cells[0]}: {pairs}", "figure", row=(header, cells))
-
-
-def _kind(sent: str) -> str:
-    if _DATE.search(sent):
-        return "date"
-    if re.search(r"\d", sent):
-        return "figure"
-    if _NAME.search(sent):
-        return "name"
-    return "text"
-
-
-@dataclass
 class SourceNotes:
     path: str
     title: str = ""
@@ -132,17 +68,17 @@ class Notebook:
             self.order.append(path)
         return self.sources[path]
 
-    def absorb(self, path: str, output: str) -> int:
-        """Take the lines, figures and names of one read output; returns the number of new lines kept."""
+    def absorb(self, path: str, text: str, offset: int = 1) -> int:
+        """Take the lines, figures and names of one read (``text``: the raw lines shown, no line numbers; the read
+        tool's ``content``), starting at line ``offset``; returns the number of new lines kept."""
         src = self._src(path)
-        src.chars_read += len(output)
-        top = output.split("\n", 1)[0]
-        first = _LINE_PREFIX.match(top)
-        if first and int(first.group(1)) == 1 and not src.first_line:
-            src.first_line = clean_line(top[first.end():])
+        src.chars_read += len(text)
+        top = text.split("\n", 1)[0]
+        if offset == 1 and top.strip() and not src.first_line:
+            src.first_line = clean_line(top)
         seen = set(src.lines)
         kept = 0
-        for raw in strip_line_numbers(output):
+        for raw in text.splitlines():
             if not src.title and raw.strip().startswith("#"):
                 src.title = clean_line(raw)[:80]
             line = clean_line(raw)
@@ -219,78 +155,6 @@ class Notebook:
                     seen.add(key)
                     out.append(f)
         return out
-
-    def facts(self) -> list[Fact]:
-        """Statements taken from what was read (issue #28 item 3), round-robin over sources in read order.
-
-        A table source (``.csv``/``.tsv``, or a first line of ≥ 2 commas and no digit) gives one statement per
-        row, its cells named by the header (``"NVDA: quarter Q3, revenue_musd 1,234"``; the header is the file's first
-        line, so a table read only from its middle gives no rows). Any other source gives the rows of the tables it
-        holds (a DOCX table's tab-separated rows, a Markdown table, whitespace-separated cells under lower-case
-        column names; the header line: :func:`_column_header`) and its sentences: a line is split at sentence ends
-        and a sentence is kept whole when it has ≥ 6 words and ≥ 30 characters and ends with its full stop
-        (English) or has ≥ 10 CJK characters; lines wrapped by the extraction are joined back first; the source's
-        title line and headings are not facts.
-        Nothing is cut: a sentence is used whole or not at all. Kinds: ``"date"`` (a date or month name),
-        ``"figure"`` (a number), ``"name"`` (a person's name), else ``"text"``.
-        """
-        per: list[list[Fact]] = []
-        for p in self.order:
-            src = self.sources[p]
-            out: list[Fact] = []
-            lines = src.lines
-            tabular = PurePosixPath(p).suffix.lower() in (".csv", ".tsv") or bool(
-                lines and lines[0].count(",") >= 2 and not re.search(r"\d", lines[0]))
-            # the header is the file's first line as read; a table whose first line was never seen (a window or
-            # grep hit from its middle) gives no rows, since its columns cannot be named
-            head_line = src.first_line if src.first_line.count(",") >= 1 else ""
-            if tabular and head_line:
-                header = [h.strip() for h in head_line.split(",")]
-                for ln in lines:
-                    if ln == head_line:
-                        continue
-                    cells = [c.strip() for c in ln.split(",")]
-                    if len(cells) == len(header) >= 2 and cells[0]:
-                        out.append(_row_fact(p, header, cells))
-            else:
-                prose: list[str] = []
-                header: list[str] | None = None
-                for ln in lines:  # a table inside a document (DOCX, Markdown): a header of column names, then rows
-                    cells = _cells(ln)
-                    marked = _CELL_SEP in ln
-                    if (header is None or not marked) and _column_header(ln):
-                        header = cells
-                    elif header and len(cells) == len(header) and (marked or re.search(r"\d", ln)):
-                        out.append(_row_fact(p, header, cells))
-                    elif header and marked:
-                        continue  # a row of another width (a merged cell): left out, the table goes on
-                    else:
-                        header = None
-                        prose.append(ln)
-                joined: list[str] = []
-                for ln in prose:  # a sentence wrapped over lines (PDF, DOCX extraction) is joined back first
-                    if joined and joined[-1] != src.title and len(joined[-1]) >= 45 and \
-                            not re.search(r"[.!?。！？:：]$", joined[-1]):
-                        joined[-1] += " " + ln
-                    else:
-                        joined.append(ln)
-                for ln in joined:
-                    if ln == src.title or ln.endswith(":"):
-                        continue
-                    for sent in _SENT_END.split(ln):
-                        sent = sent.strip()
-                        if _is_fact(sent):
-                            out.append(Fact(p, sent, _kind(sent)))
-            per.append(out)
-        facts: list[Fact] = []
-        seen: set[str] = set()
-        for i in range(max((len(x) for x in per), default=0)):
-            for x in per:
-                key = re.sub(r"\W+", " ", x[i].text).strip().lower() if i < len(x) else ""
-                if key and key not in seen:  # the same sentence in two files is stated once
-                    seen.add(key)
-                    facts.append(x[i])
-        return facts
 
     def figures_all(self) -> list[Figure]:
         """Every figure of every source, in read order (no de-duplication: used to find disagreements)."""

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections import OrderedDict
 from pathlib import PurePosixPath
 from typing import Any
 
 from filegram_ray.engine.simulator.filetypes import (
-    DOC_EXT,
     FAMILY,
     FAMILY_ZH,
-    TEMP_EXT,
     clutter_category,
 )
 
@@ -25,48 +22,93 @@ class OrganizingMixin:
     ``rng``, ``T``)."""
 
     # ------------------------------------------------------------------ file and folder primitives
+    # One shell operation per command, sometimes two, each its own iteration with its own thinking time: a person
+    # moves or deletes files one after another, not ten in one instant (issue: actions spread in time).
     def mkdir(self, *paths: str) -> None:
-        new = [p for p in paths if p not in self.created_dirs]
-        if not new:
-            return
-        self.bash(*(f"mkdir -p {shlex.quote(p)}" for p in new))
+        new = [p for p in dict.fromkeys(paths) if p not in self.created_dirs]
+        i = 0
+        while i < len(new):
+            k = 2 if self.rng.random() < 0.3 else 1
+            self.bash(*(f"mkdir -p {shlex.quote(p)}" for p in new[i:i + k]))
+            i += k
         self.created_dirs += new
 
-    def mv(self, pairs: list[tuple[str, str]]) -> None:
-        """``mv`` with full destination paths (TT §1: only ``mv f dir/f`` gives file_move)."""
-        for i in range(0, len(pairs), 3):
-            chunk = pairs[i:i + 3]
+    def taken(self) -> set[str]:
+        """Paths that exist now as far as the session knows (workspace files, its own outputs, copies made)."""
+        return set(self.files) | set(self.own) | self.copies
+
+    def free(self, dst: str, taken: set[str] | None = None) -> str:
+        """``dst``, or ``<stem>_2<ext>``, ``_3`` … when a file already has that path: a move never lands on an
+        existing file."""
+        taken = self.taken() if taken is None else taken
+        if dst not in taken:
+            return dst
+        p = PurePosixPath(dst)
+        k = 2
+        while True:
+            cand = str(p.with_name(f"{p.stem}_{k}{p.suffix}"))
+            if cand not in taken:
+                return cand
+            k += 1
+
+    def mv(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``mv`` with full destination paths (TT §1: only ``mv f dir/f`` gives file_move), one file per command
+        (two now and then), never onto an existing file (:meth:`free`); returns the pairs as done."""
+        done: list[tuple[str, str]] = []
+        i = 0
+        while i < len(pairs):
+            k = 2 if self.rng.random() < 0.25 and i + 1 < len(pairs) else 1
+            chunk = []
+            for a, b in pairs[i:i + k]:
+                b = self.free(b, self.taken() - {a} | {d for _, d in chunk})
+                chunk.append((a, b))
+            i += k
             self.bash(*(f"mv {shlex.quote(a)} {shlex.quote(b)}" for a, b in chunk))
             for a, b in chunk:
-                if a not in self.own:
-                    self.moved.append((a, b))
-                if a in self.own:
-                    self.own[b] = self.own.pop(a)
-                    self.own_order[self.own_order.index(a)] = b
-                if a in self.files:
-                    self.files[self.files.index(a)] = b
-                # a moved folder takes its files along
-                for i, f in enumerate(self.files):
-                    if f.startswith(a + "/"):
-                        self.files[i] = b + f[len(a):]
-                for f in [f for f in self.own_order if f.startswith(a + "/")]:
-                    g = b + f[len(a):]
-                    self.own[g] = self.own.pop(f)
-                    self.own_order[self.own_order.index(f)] = g
+                self._moved_path(a, b)
+                done.append((a, b))
+        return done
+
+    def _moved_path(self, a: str, b: str) -> None:
+        if a not in self.own:
+            self.moved.append((a, b))
+        if a in self.own:
+            self.own[b] = self.own.pop(a)
+            self.own_order[self.own_order.index(a)] = b
+        if a in self.files:
+            self.files[self.files.index(a)] = b
+        if a in self.copies:
+            self.copies.discard(a)
+            self.copies.add(b)
+        if a in self.view:
+            self.view[b] = self.view[a]
+        # a moved folder takes its files along
+        for i, f in enumerate(self.files):
+            if f.startswith(a + "/"):
+                self.files[i] = b + f[len(a):]
+        for f in [f for f in self.own_order if f.startswith(a + "/")]:
+            g = b + f[len(a):]
+            self.own[g] = self.own.pop(f)
+            self.own_order[self.own_order.index(f)] = g
 
     def rm(self, paths: list[str]) -> None:
-        if not paths:
-            return
-        self.bash(*(f"rm {shlex.quote(p)}" for p in paths))
+        """Delete, one file per command."""
         for p in paths:
+            self.bash(f"rm {shlex.quote(p)}")
+            if p not in self.own and p not in self.copies:
+                self.removed.append(p)
             self.own.pop(p, None)
+            self.copies.discard(p)
             if p in self.own_order:
                 self.own_order.remove(p)
             if p in self.files:
                 self.files.remove(p)
 
-    def cp(self, src: str, dst: str) -> None:
+    def cp(self, src: str, dst: str) -> str:
+        dst = self.free(dst)
         self.bash(f"cp {shlex.quote(src)} {shlex.quote(dst)}")
+        self.copies.add(dst)
+        return dst
 
     # ------------------------------------------------------------------ E: curation of own files (TT §2.5)
     def curate(self, plan: list[tuple[str, str]]) -> None:
@@ -83,25 +125,29 @@ class OrganizingMixin:
         cands = [f for f, c in sorted(clutter, key=lambda fc: order[fc[1]])]
         cands += [rel for _, rel in plan if rel in self.own]
         n = self.count("E", 2.6, 0.35, 0.03, hi=len(cands))
-        doomed = cands[:n]
-        if doomed:
-            self.inspect(doomed)
-            self.rm(doomed)
+        for f in cands[:n]:  # each one looked at, then let go, one after another
+            self.inspect([f])
+            self.rm([f])
 
     def inspect(self, paths: list[str]) -> None:
-        """Look at each file before deleting, moving or renaming it (issue #28 item 2): a file read in this
-        session or written by the agent is known already; a text file is opened at its first lines (the read is
-        not taken into the notes: clutter is not material); anything else is listed with details (``ls -l``,
-        one browse per file)."""
-        unknown = [p for p in paths if p not in self.view and p not in self.own]
-        texts = [p for p in unknown if PurePosixPath(p).suffix.lower() in DOC_EXT | TEMP_EXT]
-        for p in texts:
-            res = self.call("read", file_path=p, limit=self.rng.choice((5, 8, 10)))
-            if getattr(res, "ok", False):
-                self.view[p] = self.view.get(p, 0) + 1
-        rest = [p for p in unknown if p not in texts]
-        if rest:
-            self.bash("ls -l " + " ".join(shlex.quote(p) for p in rest))
+        """Look at each file before deleting it (a person checks what a file is first): a file read in this
+        session or written by the agent is known already; any other is opened at its first lines (a media file
+        shows its annotation; the read is not taken into the notes: clutter is not material)."""
+        for p in paths:
+            if p in self.view or p in self.own or p in self.copies:
+                continue
+            self.read(p, limit=self.rng.choice((5, 8, 10)), note=False)
+
+    def inspect_folders(self, paths: list[str], fresh: bool = True) -> None:
+        """Before sorting files by their kind and name: list each folder they sit in (what the decision rests on is
+        what a listing shows: names, types, sizes), once per sorting pass (``fresh``) or unless listed already."""
+        if fresh:
+            self.listed = set()
+        for d in dict.fromkeys(str(PurePosixPath(p).parent) for p in paths if p not in self.own):
+            d = "." if d in ("", ".") else d
+            if d not in self.listed:
+                self.bash("ls -l" if d == "." else f"ls -l {shlex.quote(d)}")
+                self.listed.add(d)
 
     # ------------------------------------------------------------------ reorganisation (T-18)
     def reorganise(self, tops: tuple[str, ...]) -> None:
@@ -113,15 +159,14 @@ class OrganizingMixin:
         self.mkdir(*tops)
         half = max(1, len(subs) // 2)
         pairs = [(d, f"{tops[0] if i < half else tops[1]}/{d}") for i, d in enumerate(subs)]
-        self.bash("ls -l " + " ".join(shlex.quote(d) for d in subs))  # look into each folder before moving it
+        self.inspect_folders([f"{d}/x" for d in subs])  # look into each folder before moving it
         self.mv(pairs)
 
     # ------------------------------------------------------------------ organize tasks (TT §2.3 organize row)
     def flow_organize(self) -> None:
-        """Organize: read (A, reduced budget), curate clutter and scratch first (E: what is pruned is not
-        sorted), sort the rest per C, write the task's note (B) and revise it per D, and per F an index: F-L a
-        CSV index plus a chart of the categories, F-M a Markdown-table index and F-R a plain list where the task
-        asks for an index (T-29)."""
+        """Organize (a task without a plan of its own): read (A, reduced budget), curate clutter and scratch first
+        (E: what is pruned is not sorted), sort the rest by kind (:meth:`sort_files`, C), write a note of the new
+        layout (B) and revise it (D)."""
         reads = self.reading_actions(budget_scale=0.6)
         writes: list[Any] = []
         plan: list[tuple[str, str]] = []
@@ -129,140 +174,112 @@ class OrganizingMixin:
             rel = self.name(kind, ext)
             plan.append((kind, rel))
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
-        final: list[Any] = [lambda: self.curate(plan), self.organise_files]
         names = self.prescribed_names()
         note = names[0] if names else self.name("log", ".md")
-        F = self.T["F"]
-        index_table = F == "M" and bool(self.rules.get("index_file"))
-
-        def write_note() -> None:
-            spec = self.doc_spec("log", self.title("log"))
-            if index_table:  # the index carries this session's table (F-M: one table set per deliverable)
-                spec.table_rows = 0
-            self.write(note, self.render_log(spec))
-
-        final.append(write_note)
-        for kind, rel in self.auxiliaries(""):  # B-L: appendix and references beside the note
-            final.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
-        want_csv, want_chart = self.visual_plan()
-        if want_csv:
-            final.append(lambda: self.write(self.name("index", ".csv"), self.index_csv()))
-        if want_chart:
-            ext = ".png" if self.chart_format == "png" else ".svg"
-            final.append(lambda: self.write(("fig_" if self.T["C"] == "R" else "") + self.name("chart", ext),
-                                            self.chart(self.topic())))
-        if not want_csv and self.rules.get("index_file"):
-            final.append(lambda: self.write(self.name("index", ".md"), self.index_md(table=F == "M")))
-        final.append(lambda: self.self_revise(note))
+        final: list[Any] = [lambda: self.curate(plan), lambda: self.sort_files(self.groups_by_kind()),
+                            lambda: self.write(note, self.layout_note()), lambda: self.self_revise(note, record=True)]
         self.interleave(reads, writes, final)
 
-    def index_csv(self) -> str:
-        rows = ["path,kind"] + [f"{f},{PurePosixPath(f).suffix.lstrip('.')}" for f in self.files[:12]]
-        return "\n".join(rows) + "\n"
-
-    def index_md(self, table: bool) -> str:
-        """An index of the sorted files: a Markdown table (F-M) or a plain bullet list (F-R), ≤ 12 entries."""
-        files = self.files[:12]
-        head = "# Index" if self.lang == "en" else "# 索引"
-        if table:
-            rows = ["| path | kind |", "|---|---|"] + [f"| {f} | {PurePosixPath(f).suffix.lstrip('.')} |"
-                                                     for f in files]
-        else:
-            rows = [f"- {f}" for f in files]
-        return "\n".join([head, "", *rows]) + "\n"
-
-    def organise_files(self) -> None:
-        """Sort every remaining workspace file per C tier (TT §2.3 organize row); clutter that curation kept
-        (E-M, E-R) is sorted like any other file, so the C features do not depend on the E tier beyond the
-        number of files left."""
-        C, zh = self.T["C"], self.lang == "zh"
-        keep = list(self.files)
-        groups: OrderedDict[str, list[str]] = OrderedDict()
-        for f in keep:
+    def groups_by_kind(self, files: list[str] | None = None) -> dict[str, list[str]]:
+        """Files grouped by family (documents, mail, data, images, audio, video); one family → by the first word
+        of the name."""
+        groups: dict[str, list[str]] = {}
+        for f in files if files is not None else list(self.files):
             ext = PurePosixPath(f).suffix.lower()
             fam = next((k for k, v in FAMILY.items() if ext in v), "misc")
             groups.setdefault(fam, []).append(f)
-        if len(groups) == 1:  # one kind dominates: group by the first token of the stem
+        if len(groups) == 1:
             only = next(iter(groups.values()))
-            groups = OrderedDict()
+            groups = {}
             for f in only:
                 tok = re.split(r"[_\-. ]", PurePosixPath(f).stem)[0].lower() or "misc"
                 groups.setdefault(tok if not tok.isdigit() else "misc", []).append(f)
-        pairs: list[tuple[str, str]] = []
+        return groups
 
-        def capped(n: int) -> list[tuple[str, list[str]]]:
-            """At most ``n`` groups, the rest merged into one ``misc`` group (keeps folder counts steady)."""
-            items = list(groups.items())
-            if len(items) <= n:
-                return items
+    def sort_files(self, groups: dict[str, list[str]], flat_ok: bool = False, root: str | None = None
+                   ) -> list[tuple[str, str]]:
+        """Sort every file of ``groups`` (name → files) into a structure as deep as this session builds
+        (:meth:`draw_depth`, TT §2.3 organize row on average): 3 = ``<root>/<group>/<type>``, 2 = ``<root>/<group>``,
+        1 = one folder per group (at most four, the rest in ``misc``), 0 = no folder: every group renamed in place
+        with its name as a prefix. Under a folder structure a group is still renamed in place instead of moved now
+        and then (probability 0.2 / 0.3 / 0.5 at C-L / M / R): sorted either way, so the task is done, while the
+        number of moves varies between sessions as people's does. Folders are listed before sorting (the names and
+        kinds the decision rests on). Returns the (old, new) pairs done."""
+        zh = self.lang == "zh"
+        items = [(g, [f for f in fs if f in self.files]) for g, fs in groups.items()]
+        items = [(g, fs) for g, fs in items if fs]
+        if not items:
+            return []
+        depth = self.draw_depth()
+        if depth == 0 and not flat_ok and self.rng.random() < 0.5:
+            depth = 1  # a task that wants a structure usually gets at least one level
+        cap = 6 if depth >= 2 else self.rng.randint(3, 4)
+        if len(items) > cap:
             items.sort(key=lambda kv: -len(kv[1]))
-            return items[:n - 1] + [("misc", [f for _, fs in items[n - 1:] for f in fs])]
-
-        # Issue #28: a person sorts one kind of file at a time: each group is sorted with this session's
-        # probability p_sort, a Beta(0.8·m, 0.8·(1 − m)) draw whose mean m follows the C position (0.9 / 0.7 /
-        # 0.4 at C-L / C-M / C-R), and inside a sorted group each file goes with probability 0.9 (a file or two
-        # is left where it was). Whole groups and a wide Beta make the number of moves of one organize task vary
-        # between sessions of one tier, as people do (issue #28: with per-file draws and a Beta of concentration
-        # 1.5, files_moved had task × tier η² 0.79–0.83, above the 0.80 bound, measured 2026-12-02 on two fresh
-        # 30-profile sets; with this rule 0.73 / 0.74 on the same seeds, docs/measurements/2026-12-02-validity.md
-        # "after, round 3"). Every folder is named for what goes in it.
-        mean = self.lerp("C", 0.9, 0.7, 0.4)
-        p_sort = self.rng.betavariate(0.8 * mean, 0.8 * (1 - mean))  # this session's share (Beta, mean above)
-
-        def take(fs: list[str]) -> list[str]:
-            return [f for f in fs if self.rng.random() < 0.9] if self.rng.random() < p_sort else []
-
-        if C == "L":
-            # TT §2.3 organize row, C-L: depth 3, 6–15 folders: <root>/<family>/<file type> for every group.
+            items = items[: cap - 1] + [("misc", [f for _, fs in items[cap - 1:] for f in fs])]
+        if root is None:
             root = ("01_organized_archive" if not zh else "01_归档整理") if self.p.naming != "short_abbrev" else "arch"
-            dirs = []
-            for fam, fs in capped(5):
-                moved = take(fs)
-                by_ext: OrderedDict[str, list[str]] = OrderedDict()
-                split = self.chance("C", 0.7, 0.3, 0.0)  # a third level by file type, or the family folder only
-                for f in moved:
-                    ext = PurePosixPath(f).suffix.lower().lstrip(".") or "other"
-                    by_ext.setdefault(ext if split else "", []).append(f)
-                for ext, group in by_ext.items():
-                    d = f"{root}/{FAMILY_ZH.get(fam, fam) if zh else fam}" + (f"/{ext}" if ext else "")
-                    dirs.append(d)
-                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in group]
-            self.mkdir(*dirs)
-        elif C == "M":
-            # C-M: one top-level folder per group, at most 3 (TT §2.3: 1–2 levels, 3–8 folders), named for it.
-            dirs = []
-            for fam, fs in capped(self.rng.randint(2, 4)):
-                moved = take(fs)
-                if not moved:
-                    continue
-                top = FAMILY_ZH.get(fam, fam) if zh else fam
-                dirs.append(top)
-                pairs += [(f, f"{top}/{PurePosixPath(f).name}") for f in moved]
-            self.mkdir(*dirs)
-        else:
-            if self.rules.get("flat_allowed"):
-                # In-place renames: same-parent mv = file_rename (ref §3.4), not a move.
-                for f in take(keep)[:6]:
+        label = {g: FAMILY_ZH.get(g, g) if zh else g for g, _ in items}
+        rename_p = 1.0 if depth == 0 else self.lerp("C", 0.2, 0.3, 0.5)
+        pairs: list[tuple[str, str]] = []
+        dirs: list[str] = []
+        for g, fs in items:
+            pre = re.sub(r"[^\w]+", "_", g.lower())
+            named = all(re.sub(r"[^\w]+", "_", PurePosixPath(f).stem.lower()).startswith(pre) for f in fs)
+            # sorted by name: the group prefixes the file name, in place (a group already named so gets a folder)
+            if self.rng.random() < rename_p and not named:
+                for f in fs:
                     p = PurePosixPath(f)
-                    new = re.sub(r"[^a-z0-9]+", "_", p.stem.lower()).strip("_")[:12] + p.suffix.lower()
-                    if new != p.name and str(p.parent) in (".", ""):
-                        pairs.append((f, new))
-            else:  # C-R where the task needs folders: the fewest that do the job — the largest group only
-                big = max(groups, key=lambda k: len(groups[k])) if groups else "files"
-                moved = take(groups.get(big, keep))
-                if moved:
-                    d = (FAMILY_ZH.get(big, big) if zh else big)[:9]
-                    self.mkdir(d)
-                    pairs += [(f, f"{d}/{PurePosixPath(f).name}") for f in moved]
+                    stem = re.sub(r"[^\w]+", "_", p.stem.lower()).strip("_")
+                    pre = re.sub(r"[^\w]+", "_", g.lower())
+                    new = f"{pre}_{stem}{p.suffix.lower()}" if not stem.startswith(pre) else f"{stem}{p.suffix.lower()}"
+                    dst = str(p.with_name(new))
+                    if dst != f:
+                        pairs.append((f, dst))
+                continue
+            for f in fs:
+                ext = PurePosixPath(f).suffix.lower().lstrip(".") or "other"
+                d = {3: f"{root}/{label[g]}/{ext}", 2: f"{root}/{label[g]}", 1: label[g]}[max(1, depth)]
+                dirs.append(d)
+                pairs.append((f, f"{d}/{PurePosixPath(f).name}"))
         pairs = [(a, b) for a, b in pairs if a != b]
-        if pairs:
-            self.inspect_folders([a for a, _ in pairs])
-        self.mv(pairs)
+        if not pairs:
+            return []
+        self.mkdir(*dict.fromkeys(dirs))
+        self.inspect_folders([a for a, _ in pairs])
+        return self.mv(pairs)
 
-    def inspect_folders(self, paths: list[str]) -> None:
-        """Before sorting many files: list the ones not read or written in this session with details, ten to a
-        command (``ls -l a b …``: one browse per file), so each file is looked at before it is moved or renamed
-        (issue #28 item 2)."""
-        unknown = [p for p in paths if p not in self.view and p not in self.own]
-        for i in range(0, len(unknown), 10):
-            self.bash("ls -l " + " ".join(shlex.quote(p) for p in unknown[i:i + 10]))
+    def layout_note(self) -> str:
+        """The note of a reorganised folder: each folder made and what it now holds (kinds and counts), the names
+        changed, and what was removed, composed from this session's moves (T-05 "explain the logic")."""
+        zh = self.lang == "zh"
+        spec = self.doc_spec("log", "新布局说明" if zh else "How this folder is organised")
+        by_dir: dict[str, list[str]] = {}
+        renamed = 0
+        for a, b in self.moved:
+            parent = str(PurePosixPath(b).parent)
+            if parent == str(PurePosixPath(a).parent):
+                renamed += 1
+            else:
+                by_dir.setdefault(parent, []).append(b)
+        lines = [f"# {spec.title}", ""]
+        if by_dir:
+            lines.append("文件按类型归入以下文件夹：" if zh else "Files are grouped by what they are:")
+            lines.append("")
+            origin = {b: a for a, b in self.moved}
+            for d, fs in sorted(by_dir.items()):
+                kinds = sorted({PurePosixPath(f).suffix.lstrip(".") for f in fs})
+                eg = next((x for f in fs if (x := self.describe(origin.get(f, f), plain=False))), "")
+                eg = (f"，例如{eg}" if zh else f", e.g. {eg}") if eg else ""
+                lines.append(f"- `{d}/`：{len(fs)}个文件（{'、'.join(kinds)}）{eg}" if zh else
+                             f"- `{d}/`: {len(fs)} files ({', '.join(kinds)}){eg}")
+        if renamed:
+            lines += ["", f"另有{renamed}个文件原地改名，名称前加上了类别。" if zh else
+                      f"{renamed} files were renamed in place with their category as a prefix, so they sort together."]
+        if self.removed:
+            lines += ["", f"删除了{len(self.removed)}个临时或重复文件。" if zh else
+                      f"{len(self.removed)} temporary or duplicate files were removed."]
+        if not by_dir and not renamed:
+            lines.append("文件保持原样。" if zh else "The files were left as they were.")
+        body = self.body_after(spec, lines) if self.T["B"] == "L" else []
+        return "\n".join(lines + [""] + body).rstrip("\n") + "\n"

@@ -6,17 +6,20 @@ exactly as before."""
 from __future__ import annotations
 
 import math
-import re
 from pathlib import PurePosixPath
 
-from filegram_ray.engine.simulator.naming import make_name, topic_tokens
-from filegram_ray.engine.simulator.writer import (
+from filegram_ray.engine.simulator.genres import (
+    SCHEMES,
+    Budget,
     DocSpec,
-    chart_figures,
-    compose,
-    png_chart,
-    svg_chart,
+    Section,
+    describe_change,
+    document,
+    outline,
+    sources_summary,
 )
+from filegram_ray.engine.simulator.naming import make_name, topic_tokens
+from filegram_ray.engine.simulator.writer import chart_figures, png_chart, svg_chart
 
 
 class OutputMixin:
@@ -126,28 +129,33 @@ class OutputMixin:
             naming = "short_abbrev"
         return make_name(kind, ext, naming, self.lang, self.topic_en, self.topic_zh, self.rng, self.start_ms, seq)
 
-    def fallback_lines(self) -> list[str]:
-        sents = re.split(r"(?<=[.!?。！？])\s*|\n+", self.prompt)
-        return [s.strip() for s in sents if len(s.strip()) > 10]
+    def scheme(self) -> list[Section] | None:
+        """The sections of this task's main deliverable (:data:`.genres.SCHEMES`)."""
+        return SCHEMES.get(self.tid)
+
+    def change_entries(self) -> list[tuple[str, str]]:
+        """What this session changed, one ``(file, composed description)`` per edit, move and removal, in the
+        persona's language (the record a revision task asks for)."""
+        zh = self.lang == "zh"
+        out: list[tuple[str, str]] = []
+        for rel, old, new in self.changes:
+            out.append((f"`{PurePosixPath(rel).name}`", describe_change(old, new, self.lang)))
+        for a, b in self.moved:
+            out.append((f"`{a}`", f"移至 `{b}`" if zh else f"moved to `{b}`"))
+        for a in self.removed:
+            out.append((f"`{a}`", "已删除" if zh else "deleted"))
+        return out
 
     def render_log(self, spec: DocSpec | None = None) -> str:
         """The task's note of what was done (T-09 "a short file recording what you changed and why"): one line
-        per edit (the file and its new wording, or what was cut) and per file moved, then the facts read, to the
-        length of the B band."""
+        per change (:meth:`change_entries`), then, as far as the B band allows, what the changed files say."""
         spec = spec or self.doc_spec("log", self.title("log"))
         zh = self.lang == "zh"
+        entries = self.change_entries()
         lines = [f"# {spec.title}", ""]
-        if self.changes or self.moved:
+        if entries:
             lines += ["## 修改内容" if zh else "## Changes", ""]
-        for rel, old, new in self.changes:
-            name = PurePosixPath(rel).name
-            if len(new) < len(old) and old.startswith(new.rstrip()[:20]):
-                lines.append(f"- `{name}`：删减为“{new.strip()}”" if zh else f"- `{name}`: cut to “{new.strip()}”")
-            else:
-                lines.append(f"- `{name}`：改为“{new.strip()}”" if zh else f"- `{name}`: now reads “{new.strip()}”")
-        lines += [f"- `{a}` → `{b}`" for a, b in self.moved]
-        if len(lines) > 2:
-            lines.append("")
+            lines += [f"- {a}{'：' if zh else ': '}{b}" for a, b in entries] + [""]
         body = self.body_after(spec, lines)
         return "\n".join(lines + body).rstrip("\n") + "\n"
 
@@ -158,60 +166,93 @@ class OutputMixin:
         spec.lines = max(0, spec.lines - len(head))
         if spec.max_chars:
             spec.max_chars = max(0, spec.max_chars - sum(len(x) + 1 for x in head))
-        if spec.lines <= 6 or spec.max_chars == 0:
+        if spec.lines <= 6 or spec.max_chars == 0 or not len(self.kn):
             return []
-        return compose(spec, self.nb, self.rng, self.fallback_lines()).split("\n")[2:]
+        return document(self.kn, spec, self.rng, self.scheme(), sources_part=False).split("\n")[2:]
 
     def render(self, kind: str, title: str | None = None, spec: DocSpec | None = None) -> str:
+        """A text file of ``kind``, written from what the session understood (:mod:`.genres`): the main
+        deliverable and its auxiliaries (appendix: the figures and table rows read; references: what each source
+        contributed), a working outline, a log of changes."""
         spec = spec or self.doc_spec(kind, title or self.title(kind))
-        return compose(spec, self.nb, self.rng, self.fallback_lines())
+        if kind in ("outline", "scratch"):
+            return outline(self.kn, spec, self.rng, self.scheme())
+        if kind == "log":
+            return self.render_log(spec)
+        if kind == "references":
+            lines = sources_summary(self.kn, self.lang, self.rng, Budget(spec))
+            return "\n".join([f"# {spec.title}", ""] + lines).rstrip() + "\n"
+        if kind == "appendix":
+            spec.table_rows = max(spec.table_rows, 6) if self.T["F"] != "R" else 0
+            figs = [Section("Figures read", "所读数据", frozenset({"row", "series", "revenue", "budget", "margin",
+                                                                 "fcf", "capex", "target", "csat", "target_met",
+                                                                 "weight", "legal_aid", "runtime", "heart",
+                                                                 "figure"})),
+                    Section("Dates", "日期", frozenset({"*"}), "date")]
+            return document(self.kn, spec, self.rng, figs, sources_part=False)
+        return document(self.kn, spec, self.rng, self.scheme())
 
     # ------------------------------------------------------------------ layout per C tier (TT §2.3)
+    #: P(depth 0, 1, 2, 3) of the folders a session files its outputs into, at positions L, M, R of C (ours): a
+    #: person's habit shows as a tendency, not a fixed depth per tier (issue #53: C's folder depth read the tier a
+    #: session acted in at 0.89–0.90 with one fixed depth per tier); interpolated linearly in between.
+    DEPTHS = {"L": (0.0, 0.05, 0.25, 0.70), "M": (0.20, 0.60, 0.18, 0.02), "R": (0.83, 0.16, 0.01, 0.0)}
+
+    def draw_depth(self) -> int:
+        """How deep this session files its outputs (0–3): a draw from :data:`DEPTHS` at the session's C position."""
+        probs = [self.lerp("C", *(self.DEPTHS[t][k] for t in "LMR")) for k in range(4)]
+        u, acc = self.rng.random() * sum(probs), 0.0
+        for k, p in enumerate(probs):
+            acc += p
+            if u < acc:
+                return k
+        return 3
+
     def layout(self) -> dict[str, str]:
-        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``; ``base``/``mid`` = the C-L tree
-        levels) per C tier (TT §2.3). C-L: a three-level topic tree; C-M: one short folder for the outputs
-        (``reports/``, ``notes/`` in revision tasks), so the tier shows in where the outputs go in every task type
-        (issue #16), not only when another dimension asks for a folder. F-L visuals sit beside the report they
-        illustrate (no extra folder: the folder count then follows C alone, and the set keeps the paper's ≈ 1.5
-        dir_create per trajectory, ref §0); C-R: everything in the root."""
-        C = self.T["C"]
+        """Folders for each output role (``main``, ``aux``, ``fig``, ``scratch``; ``base``/``mid`` = tree levels,
+        ``notes`` = where working notes are filed), by the depth this session files at (:meth:`draw_depth`; TT
+        §2.3 tiers on average): 3 = a topic tree ``base/analysis/reports`` with branches for sources and notes,
+        2 = ``base/reports``, 1 = one short folder (``reports/``, ``notes/`` in revision tasks), 0 = the root. F-L
+        visuals sit beside the report they illustrate (no extra folder)."""
         zh = self.lang == "zh"
-        if C == "L":
-            base = topic_tokens(self.topic_en, 2) if not zh else (self.topic_zh[:6] or "项目")
-            if self.p.naming == "short_abbrev":
-                base = base.split("_")[0][:10]
+        depth = self.draw_depth()
+        base = topic_tokens(self.topic_en, 2) if not zh else (self.topic_zh[:6] or "项目")
+        if self.p.naming == "short_abbrev":
+            base = base.split("_")[0][:10]
+        if depth == 3:
             a = f"{base}/analysis" if not zh else f"{base}/分析"
             main = f"{a}/reports" if not zh else f"{a}/报告"
-            # Issue #28: how many branches a C-L session builds is drawn, not fixed (sources and working notes
-            # get their own branch in most sessions; otherwise they sit one level up in the analysis folder).
+            # how many branches a session builds is drawn, not fixed (sources and working notes get their own
+            # branch in most sessions; otherwise they sit one level up in the analysis folder)
             aux = (f"{base}/references/sources" if not zh else f"{base}/参考/来源") \
                 if self.chance("C", 0.85, 0.5, 0.2) else a
             notes = (f"{base}/notes/working" if not zh else f"{base}/笔记/工作") \
                 if self.chance("C", 0.75, 0.4, 0.1) else ""
             return {"main": main, "aux": aux, "fig": main, "scratch": "", "base": base, "mid": a, "notes": notes}
-        if C == "M" and self.chance("C", 1.0, 0.85, 0.1):
+        if depth == 2:
+            main = f"{base}/reports" if not zh else f"{base}/报告"
+            aux = (f"{base}/sources" if not zh else f"{base}/来源") if self.chance("C", 0.7, 0.4, 0.1) else main
+            notes = (f"{base}/notes" if not zh else f"{base}/笔记") if self.chance("C", 0.6, 0.3, 0.1) else ""
+            return {"main": main, "aux": aux, "fig": main, "scratch": "", "base": base, "mid": "", "notes": notes}
+        if depth == 1:
             out_dir = "notes" if self.ttype in ("iterate", "maintain") else "reports"
-            return {"main": out_dir, "aux": out_dir, "fig": out_dir, "scratch": "", "base": "", "mid": ""}
-        return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": ""}
+            return {"main": out_dir, "aux": out_dir, "fig": out_dir, "scratch": "", "base": "", "mid": "",
+                    "notes": ""}
+        return {"main": "", "aux": "", "fig": "", "scratch": "", "base": "", "mid": "", "notes": ""}
 
     def setup_dirs(self, lay: dict[str, str], aux: bool = True, notes: bool = True) -> None:
-        """Create the output folders this session will fill (issue #28: a folder is named for, and made for,
-        what goes in it): the main branch, the sources branch only when auxiliaries are written, the notes
-        branch only when there are working notes to file."""
-        C = self.T["C"]
-        if C == "L":
-            paths = dict.fromkeys(p for p in (lay["main"], lay["aux"] if aux else "", lay["notes"] if notes else "")
-                                  if p)
-            for p in paths:  # one mkdir -p per branch: each is one dir_create at depth 3 (TT §1)
-                self.mkdir(p)
-        elif C == "M":
-            self.mkdir(*dict.fromkeys(lay[k] for k in ("main", "fig") if lay[k]))
+        """Create the output folders this session will fill (a folder is named for, and made for, what goes in
+        it): the main branch, the sources branch only when auxiliaries are written, the notes branch only when
+        there are working notes to file; one ``mkdir -p`` per branch (TT §1: one dir_create at its depth)."""
+        for p in dict.fromkeys(p for p in (lay.get("main", ""), lay.get("aux", "") if aux else "",
+                                           lay.get("notes", "") if notes else "") if p):
+            self.mkdir(p)
 
     def file_scratch(self, plan: list[tuple[str, str]], lay: dict[str, str]) -> None:
         """C-L files its working notes (written in the root while working) into the notes branch of its tree at
         the end, as it files the deliverable (TT §2.3 C-L: put files in place with ``mv``; nothing loose in the
         root)."""
-        if self.T["C"] != "L" or not lay.get("notes"):
+        if not lay.get("notes"):
             return
         pairs = [(rel, f"{lay['notes']}/{PurePosixPath(rel).name}") for _, rel in plan if rel in self.own]
         self.mv(pairs)
@@ -224,7 +265,7 @@ class OutputMixin:
 
     # ------------------------------------------------------------------ charts and READMEs
     def chart(self, title: str) -> str | bytes:
-        figs = chart_figures(self.nb)
+        figs = chart_figures(self.kn)
         return png_chart(figs, title) if self.chart_format == "png" else svg_chart(figs, title)
 
     def readmes(self, lay: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ from filegram_ray.engine.simulator.filetypes import (
     MEDIA_EXT,
     clutter_category,
 )
+from filegram_ray.engine.simulator.knowledge import parse_statements
 from filegram_ray.engine.simulator.textops import parse_listing
 
 STOP_WORDS = {"this", "that", "with", "from", "into", "your", "their", "them", "have", "will", "please",
@@ -88,27 +89,47 @@ class ReadingMixin:
         return [f for f in self.files if PurePosixPath(f).suffix.lower() in MEDIA_EXT]
 
     # ------------------------------------------------------------------ reading primitives
-    def read(self, rel: str, offset: int = 1, limit: int | None = None) -> str:
+    def read(self, rel: str, offset: int = 1, limit: int | None = None, note: bool = True) -> str:
+        """Read ``rel`` (a window when ``offset`` / ``limit`` are given) and return the text shown — the tool's raw
+        ``content``, never its line numbers or its own notes ("[end of file, N lines]"), which are the viewer's,
+        not the file's. With ``note`` (material for the task) the text goes into the notebook and the knowledge
+        (:mod:`.knowledge`); clutter opened to check it does not."""
         kw: dict[str, Any] = {"file_path": rel}
         if offset != 1:
             kw["offset"] = offset
         if limit is not None:
             kw["limit"] = limit
         res = self.call("read", **kw)
+        if not getattr(res, "ok", False):
+            return ""
+        text = str(getattr(res, "content", None) or "")
         out = str(getattr(res, "output", "") or "")
-        if getattr(res, "ok", False):
-            self.view[rel] = self.view.get(rel, 0) + 1
-            self.nb.absorb(rel, out)
-            if limit is None and offset == 1:
-                self.full_read.add(rel)
-        return out
+        m = re.search(r"\[(?:lines \d+-\d+ of (\d+)|end of file, (\d+) lines)", out)
+        if m:
+            self.n_lines[rel] = int(m.group(1) or m.group(2))
+        self.view[rel] = self.view.get(rel, 0) + 1
+        seen = self.seen_lines.setdefault(rel, {})
+        for k, ln in enumerate(text.split("\n")):  # what was shown of the file, by line number
+            seen[offset + k] = ln
+        if note:
+            self.nb.absorb(rel, text, offset)
+            title = self.nb.sources[rel].title if rel in self.nb.sources else ""
+            self.kn.add(parse_statements(text, rel, title if offset != 1 else ""))
+        if limit is None and offset == 1:
+            self.full_read.add(rel)
+        return text
 
     def ls(self, rel: str = ".") -> None:
         self.bash("ls" if rel in (".", "") else f"ls {shlex.quote(rel)}")
 
     def grep(self, pattern: str) -> list[tuple[str, int]]:
         res = self.call("grep", pattern=pattern, path=".")
-        hits = self.nb.absorb_grep(str(getattr(res, "output", "") or ""))
+        out = str(getattr(res, "output", "") or "")
+        hits = self.nb.absorb_grep(out)
+        for ln in out.splitlines():  # a hit line is text read: its facts are known from here on
+            m = re.match(r"^(.+?):(\d+):(.*)$", ln.strip())
+            if m:
+                self.kn.add(parse_statements(m.group(3), self._rel(m.group(1))))
         return [(self._rel(p), n) for p, n in hits]
 
     def glob(self, pattern: str) -> list[str]:
@@ -166,7 +187,7 @@ class ReadingMixin:
                 out.append(c)
         return out
 
-    def reading_actions(self, budget_scale: float = 1.0) -> list[Any]:
+    def reading_actions(self, budget_scale: float = 1.0, exclude: Any = None) -> list[Any]:
         """The reading plan as a list of thunks (executed in rhythm order by :meth:`interleave`).
 
         The acting A tier picks the strategy (TT §2.1); the counts are draws around means that follow the
@@ -176,6 +197,8 @@ class ReadingMixin:
         it found."""
         docs, media = self.docs, self.media
         readable = docs + [m for m in media if self.T["F"] == "L" or self.p.thoroughness == "exhaustive"]
+        if exclude is not None:  # what the task's plan reads itself, in its own order (T-18's batches)
+            readable = [f for f in readable if not exclude(f)]
         if not readable:
             return []
         tier, rng = self.T["A"], self.rng
@@ -227,7 +250,9 @@ class ReadingMixin:
                     state["read"].add(nxt[0])
                     self.read(nxt[0])
 
-            grep_at = rng.randrange(2, max(3, n)) if self.chance("A", 0.25, 0.9, 0.2) else -1
+            grep_at = rng.randrange(2, max(3, n)) if self.chance("A", 0.45, 0.9, 0.3) else -1
+            if self.chance("A", 0.2, 0.5, 0.3):  # a file name looked up before reading through
+                acts.append(search_name)
             for i in range(n):
                 if i == grep_at:  # a person who reads through still looks a name up now and then
                     acts.append(search_seen)
@@ -237,7 +262,9 @@ class ReadingMixin:
         elif tier == "M":
             # Search first, then read the windows around the hits; a search before further reads; searches ÷
             # reads ≥ 0.3 on average (TT §2.1 A-M).
-            n_search = max(2, self.count("A", 1.5, 4.5, 1.2, hi=8))
+            # how much a targeted reader searches varies from session to session (issue #53: one count read the
+            # tier a session acted in at 0.82–0.84 when every A-M session searched at least twice)
+            n_search = max(1, self.count("A", 1.5, 3.4, 1.2, hi=8))
             n_reads = max(2, min(len(readable), round(rng.gauss(self.lerp("A", 8.0, 5.0, 6.0) * budget_scale
                                                                  * thorough, 1.3))))
             if self.chance("A", 0.5, 0.35, 0.8):
@@ -278,7 +305,7 @@ class ReadingMixin:
                     state["read"].add(nxt[0])
                     self.read(nxt[0], limit=head)
 
-            grep_at = rng.randrange(1, max(2, n)) if self.chance("A", 0.3, 0.9, 0.12) else -1
+            grep_at = rng.randrange(1, max(2, n)) if self.chance("A", 0.3, 0.9, 0.3) else -1
             for i in range(n):
                 if i == grep_at:
                     acts.append(search_seen)

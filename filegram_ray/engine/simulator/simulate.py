@@ -22,13 +22,16 @@ def session_start_ms(seed: int, profile_id: str, task_id: str) -> float:
     return EPOCH_MS + day * DAY_MS + offset_s * 1000.0
 
 
-def _annotations(bundle_dir: Path | None) -> dict[str, dict[str, str]]:
+def _bundle_meta(bundle_dir: Path | None) -> dict[str, Any]:
     if bundle_dir is None or not (Path(bundle_dir) / "bundle.json").exists():
         return {}
     from filegram_ray.workspace.bundle import check_bundle_meta
 
     path = Path(bundle_dir) / "bundle.json"
-    meta = check_bundle_meta(path.read_bytes(), str(path))  # names the file and the field
+    return check_bundle_meta(path.read_bytes(), str(path))  # names the file and the field
+
+
+def _annotations(meta: dict[str, Any]) -> dict[str, dict[str, str]]:
     return {f["path"]: dict(f["annotation"]) for f in meta.get("files", []) if f.get("annotation")}
 
 
@@ -56,12 +59,16 @@ def simulate_trajectory(profile: Any, task: Any, bundle_dir: Path | str | None, 
         fd = Path(bundle_dir) / "files"
         files_dir = fd if fd.is_dir() else None
     sess_seed = derive_seed(seed, persona.profile_id, task.task_id, "engine") % (2**31)
+    meta = _bundle_meta(Path(bundle_dir) if bundle_dir else None)
     sess = EngineSession(files_dir, Path(work_root), persona.profile_id, task.task_id, seed=sess_seed,
                          start_ms=session_start_ms(seed, persona.profile_id, task.task_id),
-                         annotations=_annotations(Path(bundle_dir) if bundle_dir else None),
+                         annotations=_annotations(meta),
                          upstream_quirks=upstream_quirks)
     try:
-        agent = PersonaAgent(sess, task, persona, seed, chart_format=chart_format)
+        # the planted facts are the task's own truth (what the bundle generator put there: errors to correct,
+        # duplicates, batches, versions); the plan of a task reads them, its actions still go through the tools
+        agent = PersonaAgent(sess, task, persona, seed, chart_format=chart_format,
+                             facts=[f for f in meta.get("facts", []) if isinstance(f, dict)])
         agent.run()
     except BaseException:
         sess.close()
