@@ -14,8 +14,8 @@ from filegram_ray.evaluate.items import load_items, retrieval_query
 from filegram_ray.evaluate.plan import plan_units, spec_units
 from filegram_ray.evaluate.worker import build_unit_views
 from filegram_ray.memory.embed import Embedder, make_embedder, text_key
-from filegram_ray.methods import make_method
 from filegram_ray.methods import embed_plan as EP
+from filegram_ray.methods import make_method
 
 EMBEDDING_METHODS = ["naive_rag", "visrag", "mma", "mem0", "evermemos", "filegramos", "filegramos_no_semantic"]
 

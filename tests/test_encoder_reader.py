@@ -115,9 +115,9 @@ def test_a_trained_head_learns_a_mapping_the_untrained_reader_lacks_and_round_tr
     d, rows = 16, []
     R = np.linalg.qr(rng.normal(size=(d, d)))[0]
     for _ in range(300):
-        O = rng.normal(size=(3, d)).astype(np.float32)
+        opts = rng.normal(size=(3, d)).astype(np.float32)
         k = int(rng.integers(3))
-        rows.append({"c": (R @ O[k]).astype(np.float32), "O": O, "att": np.zeros(3, np.float32),
+        rows.append({"c": (R @ opts[k]).astype(np.float32), "O": opts, "att": np.zeros(3, np.float32),
                      "max": np.zeros(3, np.float32), "label": k})
     h1 = train_head(rows, seed=5, rank=8, epochs=150, lr=0.05)
     h2 = train_head(rows, seed=5, rank=8, epochs=150, lr=0.05)

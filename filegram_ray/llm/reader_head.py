@@ -172,7 +172,7 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
     n_max = max(len(r["att"]) for r in rows)
     N = len(rows)
     C = torch.tensor(np.stack([r["c"] for r in rows]), dtype=torch.float32)
-    O = torch.zeros(N, n_max, d)
+    opts = torch.zeros(N, n_max, d)
     A = torch.zeros(N, n_max)
     M = torch.zeros(N, n_max)
     L = torch.zeros(N, n_max)
@@ -180,7 +180,7 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
     y = torch.tensor([int(r["label"]) for r in rows])
     for i, r in enumerate(rows):
         k = len(r["att"])
-        O[i, :k] = torch.tensor(np.asarray(r["O"]), dtype=torch.float32)
+        opts[i, :k] = torch.tensor(np.asarray(r["O"]), dtype=torch.float32)
         A[i, :k] = torch.tensor(np.asarray(r["att"]), dtype=torch.float32)
         M[i, :k] = torch.tensor(np.asarray(r["max"]), dtype=torch.float32)
         L[i, :k] = torch.tensor(np.asarray(r.get("lex", np.zeros(k))), dtype=torch.float32)
@@ -200,7 +200,7 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
         start = int(state["epoch"])
     for epoch in range(start, epochs):
         opt.zero_grad()
-        bil = torch.einsum("nkd,dr,ne,er->nk", O, V, C, U)
+        bil = torch.einsum("nkd,dr,ne,er->nk", opts, V, C, U)
         logits = ab[0] * A + ab[1] * M + ab[2] * L + bil + mask
         loss = torch.nn.functional.cross_entropy(logits, y) + l2 * (U.pow(2).sum() + V.pow(2).sum())
         loss.backward()
@@ -211,7 +211,7 @@ def train_head(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, rank: int = 
                         "epoch": epoch + 1}, tmp)
             tmp.replace(ck)
     with torch.no_grad():
-        bil = torch.einsum("nkd,dr,ne,er->nk", O, V, C, U)
+        bil = torch.einsum("nkd,dr,ne,er->nk", opts, V, C, U)
         acc = float(((ab[0] * A + ab[1] * M + ab[2] * L + bil + mask).argmax(1) == y).float().mean())
     info = {"train_rows": N, "train_accuracy": round(100 * acc, 2), "rank": rank, "epochs": epochs, "lr": lr,
             "l2": l2, "seed": int(seed), "final_loss": round(float(loss.detach()), 6)}

@@ -33,6 +33,7 @@ Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sent
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import re
 import shlex

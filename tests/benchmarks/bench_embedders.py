@@ -133,7 +133,7 @@ def embed_all(kind: str, texts: list[str], threads: int) -> tuple[dict[str, np.n
     w = time.perf_counter()
     warm.encode(["warm up the model (and distil it, for the static kind, when not cached)"])
     load_s = time.perf_counter() - w
-    r0, c0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
+    _r0, c0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
     stats = EP.embed_texts(scratch, texts, kind, use_ray=False, threads=threads)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     keys, vecs = EP.load_vectors(scratch, stats.tag, warm.dim)

@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="write docs/measurements/<date>-reader-crosscheck.md")
     a = ap.parse_args(argv)
 
-    from filegram_ray.evaluate.items import item_profile, load_answer_key, load_items, public_view
+    from filegram_ray.evaluate.items import load_answer_key, load_items, public_view
     from filegram_ray.evaluate.reader_validity import gold_evidence
     from filegram_ray.llm.encoder_reader import EncoderBackbone
     from filegram_ray.storage import RunDir
@@ -248,8 +248,8 @@ def make_report(items, key, done, enc_name: str, a) -> str:
 def _cpu() -> str:
     try:
         info = Path("/proc/cpuinfo").read_text()
-        model = next(l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name"))
-        flags = next(l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags"))
+        model = next(ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name"))
+        flags = next(ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags"))
         return f"{model}, {os.cpu_count()} cores, " + ", ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in flags)
     except (OSError, StopIteration):
         return "unknown"
