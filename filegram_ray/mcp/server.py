@@ -75,7 +75,7 @@ class Dimension(BaseModel):
 
 
 class ProfileAnswer(BaseModel):
-    status: Literal["ok", "no_memory"]
+    status: Literal["ok", "no_memory", "loading"]
     message: str | None = None
     sessions: int = 0
     first_session: str | None = None
@@ -86,7 +86,7 @@ class ProfileAnswer(BaseModel):
 
 
 class DimensionAnswer(BaseModel):
-    status: Literal["ok", "no_memory"]
+    status: Literal["ok", "no_memory", "loading"]
     message: str | None = None
     dimension: Dimension | None = None
     notes: list[str] = Field(default_factory=list)
@@ -104,7 +104,7 @@ class Hit(BaseModel):
 
 
 class RecallAnswer(BaseModel):
-    status: Literal["ok", "no_memory"]
+    status: Literal["ok", "no_memory", "loading"]
     message: str | None = None
     query_ms: float | None = None
     hits: list[Hit] = Field(default_factory=list)
@@ -123,7 +123,7 @@ class Session(BaseModel):
 
 
 class RecentAnswer(BaseModel):
-    status: Literal["ok", "no_memory"]
+    status: Literal["ok", "no_memory", "loading"]
     message: str | None = None
     total: int = 0
     sessions: list[Session] = Field(default_factory=list)
