@@ -589,3 +589,59 @@ async def _recall_over_stdio(store: Path, query: str) -> list[dict]:
                 return r.structured_content["hits"]
             await anyio.sleep(0.5)
     return []
+
+
+# --------------------------------------------------------------------------------------------------- the agent
+def test_the_llm_agent_calls_the_memory_tools_and_gets_the_prompt(corpus_store, tmp_path):
+    """The project's LLM agent with the MCP server's tools and prompt (filegram_ray/mcp/bridge.py), against a
+    scripted chat server: the system prompt is the assistant prompt carrying `work_like_this_user`, the request
+    offers the 8 behavioural tools and the 4 memory tools, a memory call is answered by the server (its answer goes
+    back to the model), a malformed one comes back as an error, and the trajectory still writes its file."""
+    from scripted_chat_server import ScriptedChatServer, completion, native_call
+
+    from filegram_ray.engine.agents.llm_agent import ChatEndpoint, LLMAgentConfig, run_llm_trajectory
+    from filegram_ray.engine.agents.prompts import assistant_prompt
+    from filegram_ray.mcp.bridge import agent_tools, prompt_text
+    from filegram_ray.profiles import load_profiles
+    from filegram_ray.tasks import load_tasks
+
+    store = _copy(corpus_store[0], tmp_path / "store")
+    svc = _service(store).start(background=False)
+    svc.refresh_once()
+    profile = next(p for p in load_profiles(None) if p.profile_id.startswith("p3"))
+    task = next(t for t in load_tasks(None) if t.task_id == "T-03")
+    script = [completion(None, [native_call("how_does_the_user", {"aspect": "organization"}, "m1")]),
+              completion(None, [native_call("recall", {"k": 999}, "m2")]),
+              completion(None, [native_call("write", {"file_path": "summary.md", "content": "# Summary\n"}, "w1")]),
+              completion("Done.")]
+
+    async def main():
+        async with Client(build_server(svc, RequestLog(store, "test"))) as c:
+            memory = await prompt_text(c, "work_like_this_user")
+            tools = await agent_tools(c)
+            with ScriptedChatServer(lambda body, n: script[n - 1]) as srv:
+                cfg = LLMAgentConfig(base_url=srv.base_url, max_nudges=0)
+                ep = ChatEndpoint(srv.base_url, srv.model)
+                try:
+                    res = await run_llm_trajectory(profile, task, None, tmp_path / "w", seed=7, endpoint=ep,
+                                                   cfg=cfg, system_text=assistant_prompt("en", memory),
+                                                   extra_tools=tools)
+                finally:
+                    await ep.aclose()
+                return memory, res, srv.requests
+
+    memory, res, reqs = anyio.run(main)
+    try:
+        assert res.stop_reason == "finished" and res.session.output_files()
+        assert [t["function"]["name"] for t in reqs[0]["tools"]][-4:] == ["how_does_the_user", "recall",
+                                                                           "recent_sessions", "profile"]
+        system = reqs[0]["messages"][0]["content"]
+        assert "work the way I do" in system and memory in system and "Sam Taylor" not in system
+        answer = reqs[1]["messages"][-1]["content"]
+        assert '"aspect": "organization"' in answer and '"tier"' in answer
+        refused = reqs[2]["messages"][-1]["content"]
+        assert "could not be used" in refused and "less than or equal to 50" in refused
+        names = [e["tool_name"] for e in res.session.events if e["event_type"] == "tool_call"]
+        assert names == ["write"]  # memory calls touch no file and make no event
+    finally:
+        res.session.close()
