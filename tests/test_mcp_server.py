@@ -492,12 +492,15 @@ def test_memory_is_refreshed_while_serving_and_a_slow_update_blocks_no_request(t
     update runs (made slow here: 3 s more), every request is answered from the previous memory at once."""
     import filegram_ray.memory.incremental as incremental
 
-    w, root = start(tmp_path, content="redacted")
-    try:
-        (root / "a.md").write_text("# first note\n\nbudget plans\n")
-        w.sync()
-    finally:
-        w.stop()
+    def one_session(name: str, text: str) -> None:
+        w, root = start(tmp_path, content="redacted")
+        try:
+            (root / name).write_text(text)
+            w.sync()
+        finally:
+            w.stop()
+
+    one_session("a.md", "# first note\n\nbudget plans\n")
     svc = _service(tmp_path / "store", poll_s=0.1, refresh_s=0.3).start()
     try:
         assert svc.wait_ready(120) and svc.profile()["sessions"] == 1
@@ -510,12 +513,7 @@ def test_memory_is_refreshed_while_serving_and_a_slow_update_blocks_no_request(t
             return real(*a, **kw)
 
         monkeypatch.setattr(incremental, "update_memory", slow)
-        w, root = start(tmp_path, content="redacted")
-        try:
-            (root / "b.md").write_text("# second note\n\nholiday plans\n")
-            w.sync()
-        finally:
-            w.stop()
+        one_session("b.md", "# second note\n\nholiday plans\n")
         assert in_update.wait(60)
         worst = 0.0
         while svc.profile()["sessions"] < 2:
