@@ -20,8 +20,8 @@ For each simulated user (a profile of the project's set; its tiers are used only
 Figures go to docs/measurements/<today>-mcp-agent.md (written by this script, whatever they show) and stdout.
 
 Run (CPU-heavy; about an hour with the defaults on 2 cores):
-    nice python tests/benchmarks/bench_mcp_agent.py [--users p3 p11 p18] [--tasks T-03 T-20 T-09]
-        [--model qwen2.5-coder-1.5b] [--max-iterations 8] [--max-tokens 512] [--out /tmp/mcp-agent]
+    nice python tests/benchmarks/bench_mcp_agent.py [--users p3 p11 p18] [--tasks T-03 T-20]
+        [--model qwen2.5-coder-1.5b] [--max-iterations 6] [--max-tokens 384] [--out /tmp/mcp-agent]
 """
 
 from __future__ import annotations
@@ -63,8 +63,11 @@ def tiers_of(engrams) -> dict[str, str]:
     return {d: cls[ATTR[d]] for d in DIMS}
 
 
-async def run_user(user, tasks, bundles, store: Path, base_url: str, model: str, args, out: Path) -> dict:
-    """Both arms of one user; returns {task: {arm: {fingerprint, engram, transcript facts}}}."""
+async def run_arm(arm: str, users, tasks, bundles, stores: dict, base_url: str, model: str, args, out: Path
+                  ) -> dict:
+    """One arm for every user and task (trajectories of one arm back to back: llama.cpp then reuses the cached
+    prompt prefix they share); returns {profile id: {"served", "memory_prompt", "runs": {task: facts}}}."""
+    import anyio
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -74,39 +77,37 @@ async def run_user(user, tasks, bundles, store: Path, base_url: str, model: str,
 
     cfg = LLMAgentConfig(base_url=base_url, model=model, temperature=args.temperature,
                          max_iterations=args.max_iterations, max_tokens=args.max_tokens,
-                         context_tokens=args.n_ctx, tool_results_as="user", max_nudges=2,
+                         context_tokens=args.n_ctx, tool_results_as=args.tool_results_as, max_nudges=2,
                          request_timeout_s=1800, max_wall_s=3600)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "filegram_ray.cli", "mcp", "--store",
-                                                                 str(store), "--no-update"],
-                                   env={"PYTHONPATH": str(REPO)})
+    ep = ChatEndpoint(base_url, model, timeout_s=1800)
     res: dict = {}
-    async with Client(params) as client:
-        for _ in range(600):
-            r = await client.call_tool("profile", {})
-            if r.structured_content["status"] == "ok":
-                break
-            import anyio
-
-            await anyio.sleep(0.5)
-        served = {d["dimension"]: d["tier"] for d in r.structured_content["dimensions"]}
-        memory = await prompt_text(client, "work_like_this_user")
-        tools = await agent_tools(client)
-        ep = ChatEndpoint(base_url, model, timeout_s=1800)
-        try:
-            for task in tasks:
-                res[task.task_id] = {}
-                for arm in ("none", "memory"):
+    try:
+        for user in users:
+            params = StdioServerParameters(command=sys.executable, args=[
+                "-m", "filegram_ray.cli", "mcp", "--store", str(stores[user.profile_id]), "--no-update"],
+                env={"PYTHONPATH": str(REPO)})
+            async with Client(params) as client:
+                for _ in range(600):
+                    r = await client.call_tool("profile", {})
+                    if r.structured_content["status"] == "ok":
+                        break
+                    await anyio.sleep(0.5)
+                served = {d["dimension"]: d["tier"] for d in r.structured_content["dimensions"]}
+                memory = await prompt_text(client, "work_like_this_user")
+                tools = await agent_tools(client) if arm == "memory" else []
+                res[user.profile_id] = {"served": served, "memory_prompt": memory, "runs": {}}
+                for task in tasks:
                     dest = out / "agent" / user.profile_id / task.task_id / arm
                     if (dest / "facts.json").exists():  # resumable
-                        res[task.task_id][arm] = json.loads((dest / "facts.json").read_text())
+                        res[user.profile_id]["runs"][task.task_id] = json.loads((dest / "facts.json").read_text())
                         print(f"  {user.profile_id} {task.task_id} {arm}: reused", flush=True)
                         continue
                     t0 = time.perf_counter()
                     a = await run_llm_trajectory(
-                        user, task, bundles[task.task_id], out / "work" / user.profile_id / task.task_id / arm, seed=args.seed, endpoint=ep, cfg=cfg,
-                        provider="llama.cpp",
+                        user, task, bundles[task.task_id], out / "work" / user.profile_id / task.task_id / arm,
+                        seed=args.seed, endpoint=ep, cfg=cfg, provider="llama.cpp",
                         system_text=assistant_prompt("en", memory if arm == "memory" else None),
-                        extra_tools=tools if arm == "memory" else None)
+                        extra_tools=tools or None)
                     try:
                         a.session.write_trajectory(dest)
                         n_files = len(a.session.output_files())
@@ -121,30 +122,35 @@ async def run_user(user, tasks, bundles, store: Path, base_url: str, model: str,
                              "memory_calls": mem_calls, "seconds": round(time.perf_counter() - t0, 1),
                              "files": n_files}
                     (dest / "facts.json").write_text(json.dumps(facts))
-                    res[task.task_id][arm] = facts
+                    res[user.profile_id]["runs"][task.task_id] = facts
                     print(f"  {user.profile_id} {task.task_id} {arm}: {a.stop_reason}, {a.iterations} iterations, "
-                          f"{a.tool_calls} tool calls, memory calls {mem_calls}, {facts['seconds']} s", flush=True)
-        finally:
-            await ep.aclose()
-    return {"served": served, "memory_prompt": memory, "runs": res}
+                          f"{a.tool_calls} tool calls, {n_files} files, memory calls {mem_calls}, "
+                          f"{facts['seconds']} s", flush=True)
+    finally:
+        await ep.aclose()
+    return res
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", nargs="+", default=["p3", "p11", "p18"])
-    ap.add_argument("--tasks", nargs="+", default=["T-03", "T-20", "T-09"])
+    ap.add_argument("--tasks", nargs="+", default=["T-03", "T-20"])
     ap.add_argument("--history", nargs="+", default=HISTORY_TASKS)
     ap.add_argument("--ref-seeds", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--max-iterations", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--max-iterations", type=int, default=6)
+    ap.add_argument("--max-tokens", type=int, default=384)
+    ap.add_argument("--chat-format", default="jinja", help="jinja = the GGUF's own template (calls as JSON in the "
+                    "text, parsed by the agent); or a llama-cpp-python format such as chatml-function-calling")
     ap.add_argument("--temperature", type=float, default=0.2)
     ap.add_argument("--n-ctx", type=int, default=8192)
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--out", default="/tmp/mcp-agent")
     ap.add_argument("--doc", default=None, help="measurement page (default docs/measurements/<today>-mcp-agent.md)")
     args = ap.parse_args(argv)
+    # llama-cpp-python's chatml-function-calling template drops tool messages: results go back as user turns
+    args.tool_results_as = "user" if args.chat_format == "chatml-function-calling" else "tool"
 
     import anyio
     from mcp_stores import bundles_for, simulate, write_store
@@ -194,13 +200,15 @@ def main(argv=None) -> int:
     ref = {k: (np.mean(v, axis=0) - mu) / sd for k, v in refs.items()}
     print(f"history, memory and references ready after {time.perf_counter() - t_start:.0f} s", flush=True)
     # 2-3. the agent, both arms
-    results = {}
-    with LlamaCppServer(args.model, n_ctx=args.n_ctx, chat_format="chatml-function-calling", alias="agent",
-                        startup_timeout=900) as srv:
-        for u in users:
-            results[u.profile_id] = anyio.run(run_user, u, tasks, bundles, stores[u.profile_id], srv.base_url,
-                                              "agent", args, out)
+    fmt = None if args.chat_format == "jinja" else args.chat_format
+    with LlamaCppServer(args.model, n_ctx=args.n_ctx, chat_format=fmt, alias="agent", startup_timeout=900) as srv:
+        arms = {arm: anyio.run(run_arm, arm, users, tasks, bundles, stores, srv.base_url, "agent", args, out)
+                for arm in ("none", "memory")}
         system_info = getattr(srv, "system_info", "")
+    results = {u.profile_id: {"served": arms["memory"][u.profile_id]["served"],
+                              "memory_prompt": arms["memory"][u.profile_id]["memory_prompt"],
+                              "runs": {t.task_id: {arm: arms[arm][u.profile_id]["runs"][t.task_id]
+                                                   for arm in arms} for t in tasks}} for u in users}
     # 4. scoring
     rows, own = [], {"none": [], "memory": []}
     others = {"none": [], "memory": []}
@@ -223,7 +231,7 @@ def main(argv=None) -> int:
                 others[arm].append(d_oth)
                 if arm == "memory":
                     mem_calls += len(f["memory_calls"])
-                line += [f"{d_own:.2f}", f"{d_oth:.2f}", f"{f['stop']}/{f['iterations']}"]
+                line += [f"{d_own:.2f}", f"{d_oth:.2f}", f"{f['stop']}/{f['iterations']}/{f.get('files')}"]
             line.append(", ".join(r["runs"][t.task_id]["memory"]["memory_calls"]) or "–")
             rows.append("| " + " | ".join(line) + " |")
 
@@ -259,15 +267,15 @@ def main(argv=None) -> int:
         f"**Set-up.** {len(users)} simulated users; each one's memory was built from {len(history)} persona-simulator "
         f"sessions ({', '.join(args.history)}) laid out as a watcher store, and served by `filegram mcp` over stdio "
         f"to the SDK client. The project's LLM agent ({args.model}, llama-cpp-python, chat format "
-        f"chatml-function-calling, temperature {args.temperature}, seed {args.seed} in both arms) did "
+        f"{args.chat_format}, temperature {args.temperature}, seed {args.seed} in both arms) did "
         f"{len(tasks)} tasks ({', '.join(args.tasks)}) for each user as an assistant without persona: once without "
         f"memory, once with the server's `work_like_this_user` prompt in its system prompt and the 4 memory tools "
         f"callable. Reference of a (user, task): the mean fingerprint of {len(args.ref_seeds)} simulator sessions "
         f"of that user on that task. Distances: Euclidean over the 17 fingerprint features (reference §7.3), each "
         f"z-scored over the run's {len(sim_fps)} simulator sessions.",
         "",
-        "| user | task | d own, no memory | d others, no memory | stop/iters | d own, memory | d others, memory "
-        "| stop/iters | memory tools called |",
+        "| user | task | d own, no memory | d others, no memory | stop/iters/files | d own, memory | d others, memory "
+        "| stop/iters/files | memory tools called |",
         "|---|---|---:|---:|---|---:|---:|---|---|",
         *rows,
         "",
