@@ -110,6 +110,7 @@ def in_process(store: Path, n_queries: int) -> tuple[dict, dict[int, list[float]
             ms.append((time.perf_counter() - t) * 1000.0)
             assert r["status"] == "ok" and len(r["hits"]) == k, r
         out[k] = ms
+    svc.close()
     return info, out
 
 
@@ -188,21 +189,26 @@ def over_http(store: Path, n_queries: int) -> tuple[dict, dict[int, list[float]]
         if m := re.search(r"bearer token: (\S+)", line):
             token = m.group(1)
             break
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+    err: list[str] = []
+    threading.Thread(target=lambda: [err.append(x) for x in p.stderr], daemon=True).start()
 
     async def main():
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as hc:
             async with Client(streamable_http_client(url, http_client=hc)) as c:
-                return await _measure(c, n_queries)
+                connected = time.perf_counter() - t0
+                ready, out, server_ms = await _measure(c, n_queries)
+                return connected + ready, out, server_ms
 
     try:
         ready, out, server_ms = anyio.run(main)
         rss = _rss_of(str(store), p.pid)
+    except BaseException:
+        print(f"HTTP server exit code {p.poll()}; its last lines:\n" + "".join(err[-20:]), file=sys.stderr)
+        raise
     finally:
         p.terminate()
         p.wait(30)
-    return {"first ok answer s": round(time.perf_counter() - t0 - sum(sum(v) for v in out.values()) / 1000.0, 1),
-            "server RSS MiB": round(rss or 0)}, out, server_ms
+    return {"first ok answer s": round(ready, 1), "server RSS MiB": round(rss or 0)}, out, server_ms
 
 
 def main(argv=None) -> int:
@@ -226,7 +232,13 @@ def main(argv=None) -> int:
         print("building its memory (the memory update path) …", flush=True)
         built["memory"] = build_memory(store, args.embedder)
         print(built["memory"], flush=True)
+        (store.parent / "build.json").write_text(json.dumps(built))
+    elif (store.parent / "build.json").exists():  # the figures of the run that built the store
+        built = json.loads((store.parent / "build.json").read_text())
     info, inproc = in_process(store, args.queries)
+    import gc
+
+    gc.collect()  # the in-process memory (≈ 1.4 GB at 10,000 sessions) is not held while the servers run
     print(info, flush=True)
     s_info, s_ms, s_server = over_stdio(store, args.queries)
     print(s_info, flush=True)
@@ -244,7 +256,7 @@ def main(argv=None) -> int:
     store_line = (f"**Store.** {info['sessions']:,} closed watcher sessions made from "
                   f"{built['distinct trajectories']} distinct persona-simulator trajectories, each copy's text "
                   f"rewritten by a per-session word substitution (tests/benchmarks/mcp_stores.py); simulating took "
-                  f"{built['simulate s']} s, writing {built['write s']} s."
+                  f"{built['simulate s']} s, writing {built['write s']:,.0f} s (both under the load below)."
                   if built.get("distinct trajectories") else
                   f"**Store.** {info['sessions']:,} closed watcher sessions (built by an earlier run of this script).")
     lines = [

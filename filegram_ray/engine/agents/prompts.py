@@ -149,7 +149,8 @@ _TEXT: dict[str, dict[str, str]] = {
     "en": {
         "identity": "You are {name}, {role}. You are not an AI assistant: you do this work yourself, the way "
                     "{name} always works.",
-        "assistant": "You are an assistant doing file work for a person, in their working folder.",
+        "assistant": "You are an assistant doing file work for a person, in their working folder. File paths "
+                     "are relative to that folder (report.md, notes/plan.md); a path starting with / is refused.",
         "memory": "What you know about how this person works:",
         "habits": "How you work:",
         "prefer": "You like to:",
@@ -171,7 +172,8 @@ _TEXT: dict[str, dict[str, str]] = {
     },
     "zh": {
         "identity": "你是{name}，{role}。你不是 AI 助手：这份工作由你亲自完成，按{name}一贯的方式来做。",
-        "assistant": "你是一名助手，在一个人的工作文件夹里替他处理文件。",
+        "assistant": "你是一名助手，在一个人的工作文件夹里替他处理文件。文件路径相对于该文件夹（如 report.md、"
+                     "notes/plan.md）；以 / 开头的路径会被拒绝。",
         "memory": "关于这个人工作方式的已知信息：",
         "habits": "你的工作方式：",
         "prefer": "你喜欢：",
