@@ -414,6 +414,27 @@ def test_an_empty_store_says_no_memory_yet_plainly(tmp_path):
     assert _texts(prompt).startswith("No memory yet")
 
 
+def test_a_memory_that_cannot_be_built_is_said_plainly_without_real_paths(corpus_store, tmp_path, monkeypatch):
+    """When no session can be encoded (``update_memory`` raises ValueError naming the failures), every answer
+    says "no memory yet", that the memory is not built and the problem, with the store's path replaced."""
+    import filegram_ray.memory.incremental as incremental
+
+    store = _copy(corpus_store[0], tmp_path / "store")
+
+    def fails(*a, **kw):
+        raise ValueError(f"memory update: profile 'real_user' has no session that could be encoded "
+                         f"(S-1: OSError: cannot read {store}/sessions/S-1/events.jsonl)\nsecond line")
+
+    monkeypatch.setattr(incremental, "update_memory", fails)
+    svc = _service(store).start(background=False)
+    svc.refresh_once()
+    msg = svc.recall("budget", 3)["message"]
+    assert msg.startswith("No memory yet: 3 closed session(s) recorded; the memory is not built."), msg
+    assert "Last problem: memory update:" in msg and "STORE/sessions/S-1/events.jsonl" in msg
+    assert str(store) not in msg and "second line" not in msg
+    assert svc.profile()["status"] == "no_memory"
+
+
 def test_a_store_recorded_with_full_content_is_refused(tmp_path, capsys):
     from filegram_ray.cli import main
     from filegram_ray.watch.config import WatchConfig
@@ -569,24 +590,13 @@ def test_documented_sequence_watch_update_serve(tmp_path):
         params = StdioServerParameters(command=sys.executable, args=["-m", "filegram_ray.cli", "mcp", "--store",
                                                                      str(store)], env=_env())
         async with Client(params) as c:
-            return await _tour(c)
+            tour = await _tour(c)
+            return tour, (await c.call_tool("recall", {"query": "growing vegetables", "k": 3})).structured_content
 
-    tour = anyio.run(main)
+    tour, rec = anyio.run(main)
     assert tour["results"]["profile"].structured_content["sessions"] == 1
-    hits = anyio.run(_recall_over_stdio, store, "growing vegetables")
-    assert hits and "garden" in (hits[0]["text"] + (hits[0]["file"] or "")).lower(), hits
-
-
-async def _recall_over_stdio(store: Path, query: str) -> list[dict]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "filegram_ray.cli", "mcp", "--store",
-                                                                 str(store)], env=_env())
-    async with Client(params) as c:
-        for _ in range(240):
-            r = await c.call_tool("recall", {"query": query, "k": 3})
-            if r.structured_content["status"] == "ok":
-                return r.structured_content["hits"]
-            await anyio.sleep(0.5)
-    return []
+    hits = rec["hits"]
+    assert rec["status"] == "ok" and hits and "garden" in (hits[0]["text"] + (hits[0]["file"] or "")).lower(), hits
 
 
 # --------------------------------------------------------------------------------------------------- the agent

@@ -32,6 +32,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from filegram_ray.errors import UserError
@@ -575,7 +576,7 @@ class MemoryService:
         try:
             r = update_memory(self.run, self.served_id, units, embedder=self.embedder_kind, rebuild=rebuild)
         except ValueError as exc:  # no session could be encoded (each one's error is in the message)
-            self.state = f"not built ({exc})"
+            self.state = "not built"
             self.last_error = str(exc)
             return None
         after = {t: self._log_sig(by_task[t]) for t in before}
@@ -657,6 +658,9 @@ class MemoryService:
             msg = f"No memory yet: {closed} closed session(s) recorded; the memory is {self.state}."
             if not self.update_enabled:
                 msg += " This server does not update it: run `filegram memory update STORE`."
+        if self.last_error:  # first line, without the store's or the home folder's real path
+            err = self.last_error.splitlines()[0].replace(str(self.store.path), "STORE")
+            msg += f" Last problem: {err.replace(str(Path.home()), '~')[:300]}"
         return {"status": "no_memory", "message": msg}
 
     def profile(self) -> dict[str, Any]:

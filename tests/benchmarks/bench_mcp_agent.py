@@ -20,7 +20,8 @@ For each simulated user (a profile of the project's set; its tiers are used only
 Figures go to docs/measurements/<today>-mcp-agent.md (written by this script, whatever they show) and stdout.
 
 Run (CPU-heavy; about an hour with the defaults on 2 cores):
-    nice python tests/benchmarks/bench_mcp_agent.py [--users p3 p11 p18] [--tasks T-03 T-20]
+    nice python tests/benchmarks/bench_mcp_agent.py [--users p3 p11 p18] [--tasks T-03 T-09 T-20]
+        [--max-minutes 60]
         [--model qwen2.5-coder-1.5b] [--max-iterations 6] [--max-tokens 384] [--out /tmp/mcp-agent]
 """
 
@@ -63,10 +64,10 @@ def tiers_of(engrams) -> dict[str, str]:
     return {d: cls[ATTR[d]] for d in DIMS}
 
 
-async def run_arm(arm: str, users, tasks, bundles, stores: dict, base_url: str, model: str, args, out: Path
-                  ) -> dict:
-    """One arm for every user and task (trajectories of one arm back to back: llama.cpp then reuses the cached
-    prompt prefix they share); returns {profile id: {"served", "memory_prompt", "runs": {task: facts}}}."""
+async def run_user(user, tasks, bundles, store: Path, base_url: str, model: str, args, out: Path) -> dict:
+    """Both arms for one user, every task, through one `filegram mcp` server over stdio (a user is complete before
+    the next one starts, so a stopped run keeps whole users; finished trajectories are reused on a rerun).
+    Returns {"served": tiers, "memory_prompt": text, "runs": {task id: {arm: facts}}}."""
     import anyio
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
@@ -80,26 +81,25 @@ async def run_arm(arm: str, users, tasks, bundles, stores: dict, base_url: str, 
                          context_tokens=args.n_ctx, tool_results_as=args.tool_results_as, max_nudges=2,
                          request_timeout_s=1800, max_wall_s=3600)
     ep = ChatEndpoint(base_url, model, timeout_s=1800)
-    res: dict = {}
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "filegram_ray.cli", "mcp", "--store", str(store), "--no-update"], env={"PYTHONPATH": str(REPO)})
     try:
-        for user in users:
-            params = StdioServerParameters(command=sys.executable, args=[
-                "-m", "filegram_ray.cli", "mcp", "--store", str(stores[user.profile_id]), "--no-update"],
-                env={"PYTHONPATH": str(REPO)})
-            async with Client(params) as client:
-                for _ in range(600):
-                    r = await client.call_tool("profile", {})
-                    if r.structured_content["status"] == "ok":
-                        break
-                    await anyio.sleep(0.5)
-                served = {d["dimension"]: d["tier"] for d in r.structured_content["dimensions"]}
-                memory = await prompt_text(client, "work_like_this_user")
-                tools = await agent_tools(client) if arm == "memory" else []
-                res[user.profile_id] = {"served": served, "memory_prompt": memory, "runs": {}}
+        async with Client(params) as client:
+            for _ in range(600):
+                r = await client.call_tool("profile", {})
+                if r.structured_content["status"] == "ok":
+                    break
+                await anyio.sleep(0.5)
+            served = {d["dimension"]: d["tier"] for d in r.structured_content["dimensions"]}
+            memory = await prompt_text(client, "work_like_this_user")
+            mem_tools = await agent_tools(client)
+            res = {"served": served, "memory_prompt": memory, "runs": {t.task_id: {} for t in tasks}}
+            for arm in ("none", "memory"):  # one arm's trajectories back to back: llama.cpp reuses the prefix
+                tools = mem_tools if arm == "memory" else []
                 for task in tasks:
                     dest = out / "agent" / user.profile_id / task.task_id / arm
                     if (dest / "facts.json").exists():  # resumable
-                        res[user.profile_id]["runs"][task.task_id] = json.loads((dest / "facts.json").read_text())
+                        res["runs"][task.task_id][arm] = json.loads((dest / "facts.json").read_text())
                         print(f"  {user.profile_id} {task.task_id} {arm}: reused", flush=True)
                         continue
                     t0 = time.perf_counter()
@@ -122,7 +122,7 @@ async def run_arm(arm: str, users, tasks, bundles, stores: dict, base_url: str, 
                              "memory_calls": mem_calls, "seconds": round(time.perf_counter() - t0, 1),
                              "files": n_files}
                     (dest / "facts.json").write_text(json.dumps(facts))
-                    res[user.profile_id]["runs"][task.task_id] = facts
+                    res["runs"][task.task_id][arm] = facts
                     print(f"  {user.profile_id} {task.task_id} {arm}: {a.stop_reason}, {a.iterations} iterations, "
                           f"{a.tool_calls} tool calls, {n_files} files, memory calls {mem_calls}, "
                           f"{facts['seconds']} s", flush=True)
@@ -134,7 +134,7 @@ async def run_arm(arm: str, users, tasks, bundles, stores: dict, base_url: str, 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", nargs="+", default=["p3", "p11", "p18"])
-    ap.add_argument("--tasks", nargs="+", default=["T-03", "T-20"])
+    ap.add_argument("--tasks", nargs="+", default=["T-03", "T-09", "T-20"])
     ap.add_argument("--history", nargs="+", default=HISTORY_TASKS)
     ap.add_argument("--ref-seeds", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--seed", type=int, default=7)
@@ -147,6 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n-ctx", type=int, default=8192)
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--out", default="/tmp/mcp-agent")
+    ap.add_argument("--max-minutes", type=float, default=0, help="start no further user after this many minutes "
+                    "(0 = no limit); the page then scores the users done and names the others")
     ap.add_argument("--doc", default=None, help="measurement page (default docs/measurements/<today>-mcp-agent.md)")
     args = ap.parse_args(argv)
     # llama-cpp-python's chatml-function-calling template drops tool messages: results go back as user turns
@@ -202,13 +204,14 @@ def main(argv=None) -> int:
     # 2-3. the agent, both arms
     fmt = None if args.chat_format == "jinja" else args.chat_format
     with LlamaCppServer(args.model, n_ctx=args.n_ctx, chat_format=fmt, alias="agent", startup_timeout=900) as srv:
-        arms = {arm: anyio.run(run_arm, arm, users, tasks, bundles, stores, srv.base_url, "agent", args, out)
-                for arm in ("none", "memory")}
+        results, skipped = {}, []
+        for u in users:
+            if args.max_minutes and time.perf_counter() - t_start > args.max_minutes * 60:
+                skipped.append(u)  # out of time: the page scores the users done so far and names the rest
+                continue
+            results[u.profile_id] = anyio.run(run_user, u, tasks, bundles, stores[u.profile_id], srv.base_url,
+                                              "agent", args, out)
         system_info = getattr(srv, "system_info", "")
-    results = {u.profile_id: {"served": arms["memory"][u.profile_id]["served"],
-                              "memory_prompt": arms["memory"][u.profile_id]["memory_prompt"],
-                              "runs": {t.task_id: {arm: arms[arm][u.profile_id]["runs"][t.task_id]
-                                                   for arm in arms} for t in tasks}} for u in users}
     # 4. scoring
     rows, own = [], {"none": [], "memory": []}
     others = {"none": [], "memory": []}
@@ -216,7 +219,8 @@ def main(argv=None) -> int:
     served_hits = {"none": 0, "memory": 0}
     tier_lines = []
     mem_calls = 0
-    for u in users:
+    done = [u for u in users if u.profile_id in results]
+    for u in done:
         pid = u.profile_id
         r = results[pid]
         for t in tasks:
@@ -260,11 +264,14 @@ def main(argv=None) -> int:
         "",
         f"Written by `tests/benchmarks/bench_mcp_agent.py --users {' '.join(args.users)} --tasks "
         f"{' '.join(args.tasks)} --model {args.model} --max-iterations {args.max_iterations} --max-tokens "
-        f"{args.max_tokens}` ({wall / 60:.0f} min). Machine: {os.cpu_count()} cores (llama.cpp `system_info`: "
+        f"{args.max_tokens}{' --max-minutes ' + format(args.max_minutes, 'g') if args.max_minutes else ''}` "
+        f"({wall / 60:.0f} min). Machine: {os.cpu_count()} cores (llama.cpp `system_info`: "
         f"{system_info or 'n/a'}); shared with other work (load average {load0[0]:.1f} at the start, "
         f"{load1[0]:.1f} at the end).",
         "",
-        f"**Set-up.** {len(users)} simulated users; each one's memory was built from {len(history)} persona-simulator "
+        f"**Set-up.** {len(done)} simulated users"
+        f"{' (not run, out of the time budget: ' + ', '.join(u.profile_id for u in skipped) + ')' if skipped else ''}"
+        f"; each one's memory was built from {len(history)} persona-simulator "
         f"sessions ({', '.join(args.history)}) laid out as a watcher store, and served by `filegram mcp` over stdio "
         f"to the SDK client. The project's LLM agent ({args.model}, llama-cpp-python, chat format "
         f"{args.chat_format}, temperature {args.temperature}, seed {args.seed} in both arms) did "
@@ -293,8 +300,8 @@ def main(argv=None) -> int:
         "|---|---|---|---|---|",
         *tier_lines,
         "",
-        f"Tiers matching the user's: {tier_hits['none']} / {6 * len(users)} without memory, {tier_hits['memory']} / "
-        f"{6 * len(users)} with memory; matching what the memory served: {served_hits['none']} and "
+        f"Tiers matching the user's: {tier_hits['none']} / {6 * len(done)} without memory, {tier_hits['memory']} / "
+        f"{6 * len(done)} with memory; matching what the memory served: {served_hits['none']} and "
         f"{served_hits['memory']}.",
         "",
         "Reading: the sample is small (a few users × tasks, one sampling seed, a 1.5B model on CPU with a short "
