@@ -551,18 +551,16 @@ def test_memory_is_refreshed_while_serving_and_a_slow_update_blocks_no_request(t
 
 
 # --------------------------------------------------------------------------------------------------- docs
-def test_documented_sequence_watch_update_serve(tmp_path):
-    """docs/mcp.md "Quick start", command by command: `filegram watch DIR --out STORE` records a session,
-    `filegram memory update STORE --embedder minilm-int8` builds the memory, `filegram mcp --store STORE` serves it
-    to the SDK client over stdio."""
-    doc = (REPO / "docs" / "mcp.md").read_text("utf-8")
-    assert "pip install -e '.[watch,mcp]'" in doc and "--embedder minilm-int8" in doc
-    env = {**os.environ, **_env()}
+def documented_sequence(tmp_path: Path, filegram: list[str], env: dict[str, str]) -> None:
+    """docs/mcp.md "Quick start" after the install, command by command, with the command ``filegram`` (argv prefix)
+    run under ``env``: `filegram watch DIR --out STORE` records a session, `filegram memory update STORE --embedder
+    minilm-int8` builds the memory, `filegram mcp --store STORE` serves it to the SDK client over stdio, which lists
+    and calls everything (schemas checked) and recalls the recorded note by meaning."""
     notes, store = tmp_path / "notes", tmp_path / "store"
-    notes.mkdir()
-    watcher = subprocess.Popen([sys.executable, "-m", "filegram_ray.cli", "watch", str(notes), "--out", str(store),
-                                "--duration", "900", "--status-every", "1"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    notes.mkdir(parents=True)
+    watcher = subprocess.Popen([*filegram, "watch", str(notes), "--out", str(store), "--duration", "900",
+                                "--status-every", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
     out = []
     try:
         for line in watcher.stdout:  # the first status line comes from the running watcher
@@ -582,13 +580,13 @@ def test_documented_sequence_watch_update_serve(tmp_path):
         if watcher.poll() is None:
             watcher.kill()
     assert watcher.returncode in (0, 130) and "1 session(s)" in "".join(out), "".join(out)  # 130: Ctrl-C
-    up = subprocess.run([sys.executable, "-m", "filegram_ray.cli", "memory", "update", str(store), "--embedder",
-                         "minilm-int8"], env=env, capture_output=True, text=True, timeout=600)
+    up = subprocess.run([*filegram, "memory", "update", str(store), "--embedder", "minilm-int8"], env=env,
+                        capture_output=True, text=True, timeout=600)
     assert up.returncode == 0 and "1 session(s) encoded now" in up.stdout, up.stdout + up.stderr
 
     async def main():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "filegram_ray.cli", "mcp", "--store",
-                                                                     str(store)], env=_env())
+        params = StdioServerParameters(command=filegram[0], args=[*filegram[1:], "mcp", "--store", str(store)],
+                                       env=env)
         async with Client(params) as c:
             tour = await _tour(c)
             return tour, (await c.call_tool("recall", {"query": "growing vegetables", "k": 3})).structured_content
@@ -597,6 +595,14 @@ def test_documented_sequence_watch_update_serve(tmp_path):
     assert tour["results"]["profile"].structured_content["sessions"] == 1
     hits = rec["hits"]
     assert rec["status"] == "ok" and hits and "garden" in (hits[0]["text"] + (hits[0]["file"] or "")).lower(), hits
+
+
+def test_documented_sequence_watch_update_serve(tmp_path):
+    """docs/mcp.md "Quick start" in this environment (tests/test_mcp_install.py runs it in a venv holding only
+    what `pip install -e '.[watch,mcp]'` brings)."""
+    doc = (REPO / "docs" / "mcp.md").read_text("utf-8")
+    assert "pip install -e '.[watch,mcp]'" in doc and "--embedder minilm-int8" in doc
+    documented_sequence(tmp_path, [sys.executable, "-m", "filegram_ray.cli"], {**os.environ, **_env()})
 
 
 # --------------------------------------------------------------------------------------------------- the agent
