@@ -149,6 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/mcp-agent")
     ap.add_argument("--max-minutes", type=float, default=0, help="start no further user after this many minutes "
                     "(0 = no limit); the page then scores the users done and names the others")
+    ap.add_argument("--note", default="", help="a sentence for the page (e.g. where reused trajectories came from)")
     ap.add_argument("--doc", default=None, help="measurement page (default docs/measurements/<today>-mcp-agent.md)")
     args = ap.parse_args(argv)
     # llama-cpp-python's chatml-function-calling template drops tool messages: results go back as user turns
@@ -269,7 +270,8 @@ def main(argv=None) -> int:
         f"{system_info or 'n/a'}); shared with other work (load average {load0[0]:.1f} at the start, "
         f"{load1[0]:.1f} at the end).",
         "",
-        f"**Set-up.** {len(done)} simulated users"
+        *([args.note, ""] if args.note else []),
+        f"**Set-up.** {len(done)} simulated user(s)"
         f"{' (not run, out of the time budget: ' + ', '.join(u.profile_id for u in skipped) + ')' if skipped else ''}"
         f"; each one's memory was built from {len(history)} persona-simulator "
         f"sessions ({', '.join(args.history)}) laid out as a watcher store, and served by `filegram mcp` over stdio "
