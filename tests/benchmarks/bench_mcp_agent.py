@@ -19,7 +19,7 @@ For each simulated user (a profile of the project's set; its tiers are used only
 
 Figures go to docs/measurements/<today>-mcp-agent.md (written by this script, whatever they show) and stdout.
 
-Run (CPU-heavy; about an hour with the defaults on 2 cores):
+Run (CPU-heavy: one user, 6 trajectories, took 53 min on 2 cores shared at load 16; the defaults are 3 users):
     nice python tests/benchmarks/bench_mcp_agent.py [--users p3 p11 p18] [--tasks T-03 T-09 T-20]
         [--max-minutes 60]
         [--model qwen2.5-coder-1.5b] [--max-iterations 6] [--max-tokens 384] [--out /tmp/mcp-agent]
