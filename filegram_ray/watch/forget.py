@@ -44,7 +44,7 @@ from filegram_ray.watch.journal import dumps_line, read_log
 from filegram_ray.watch.recorder import session_summary
 from filegram_ray.watch.store import StoreError, WatchStore
 
-__all__ = ["PATH_FIELDS", "forget", "forget_memory"]
+__all__ = ["PATH_FIELDS", "forget", "forget_memory", "forgotten_lines"]
 
 #: every event field that names a file or folder (the schema's path fields, ``files_opened_after`` a list of them;
 #: ``target_directory`` is the watched folder itself, named by session_start)
@@ -135,6 +135,71 @@ def _event_keys(o: dict[str, Any]) -> list[str]:
     return keys
 
 
+def _resolve(store: WatchStore, recs: list[dict[str, Any]]
+             ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[tuple[set[int], list[set[int]], dict[str, int]]]],
+                        _Lineage]:
+    """Pass 1 of :func:`forget`: every line of every session log (read_log order) and the identities each names:
+    ``(logs, line_ids, lineage)``; ``line_ids[sid][i]`` = (identities the event names, identities each ``_state``
+    operation names, listed path → identity of an ``fs_snapshot``). Sessions never overlap, so log order is time
+    order."""
+    lin = _Lineage()
+    logs: dict[str, list[dict[str, Any]]] = {}
+    line_ids: dict[str, list[tuple[set[int], list[set[int]], dict[str, int]]]] = {}
+    for rec in recs:
+        sid = rec["session_id"]
+        objs, _rep = read_log(store.log_path(sid))
+        logs[sid] = objs
+        per = line_ids[sid] = []
+        for o in objs:
+            keys = _event_keys(o) if "event_type" in o else []
+            pre = {k: lin.owner[k] for k in keys if k in lin.owner}  # a rename's old name, a deletion
+            listing: dict[str, int] = {}
+            if o.get("event_type") == "fs_snapshot" and isinstance(o.get("media_ref"), dict):
+                listing = {p: lin.ident(p) for p in _read_listing(store, o) or []}
+            op_ids = [lin.apply(op) for op in o.get("_state", []) if isinstance(op, list) and len(op) > 1]
+            ev_ids = set(pre.values()) | {lin.ident(k) for k in keys if k not in pre}  # a new name
+            per.append((ev_ids, op_ids, listing))
+    return logs, line_ids, lin
+
+
+def _targets(lin: _Lineage, key: str) -> tuple[set[int], list[str]]:
+    """The identities forgetting ``key`` removes — every file/folder ever at ``key`` and everything ever below one
+    of its names — and every key they had (sorted)."""
+    prefixes = {key} | {n for ns in lin.names if key in ns for n in ns}
+    targets = {i for i, ns in enumerate(lin.names)
+               if any(n == p or n.startswith(p + "/") for n in ns for p in prefixes)}
+    return targets, sorted({n for i in targets for n in lin.names[i]})
+
+
+def forgotten_lines(store: WatchStore, targets: list[str]) -> tuple[dict[str, set[int]], list[str]]:
+    """Which events :func:`forget` would remove for ``targets``, without changing the store (no lock is taken: a
+    watcher may be running; the logs are read as they are now).
+
+    Args:
+        targets: paths as :func:`forget` takes them (real paths inside a watched folder, ``/sandbox/…`` event paths
+            or ``<label>/<path>`` keys; current or earlier names).
+
+    Returns:
+        (session id → indices of its log lines — in :func:`~filegram_ray.watch.journal.read_log` order — whose
+        event names a forgotten file or folder, every key the forgotten files and folders had).
+
+    Raises:
+        StoreError: a target is not inside a watched folder.
+    """
+    keys = [_key_of(store, t) for t in targets]
+    logs, line_ids, lin = _resolve(store, store.sessions())
+    gone: set[int] = set()
+    names: set[str] = set()
+    for key in keys:
+        t, n = _targets(lin, key)
+        gone |= t
+        names.update(n)
+    out = {sid: {i for i, (o, (ev_ids, _ops, _listing)) in enumerate(zip(logs[sid], per))
+                 if "event_type" in o and ev_ids & gone}
+           for sid, per in line_ids.items()}
+    return out, sorted(names)
+
+
 def forget(store_path: str | os.PathLike, target: str) -> dict[str, Any]:
     """Remove ``target``'s events, blobs and shadows from a store (see the module docstring).
 
@@ -163,29 +228,8 @@ def forget(store_path: str | os.PathLike, target: str) -> dict[str, Any]:
         rec0 = Recorder(store)
         rec0.replay()  # the index as of the end of the logs, before any line is removed
         recs = store.sessions()
-        # pass 1: the identity every key of every line names, in log order (sessions never overlap)
-        lin = _Lineage()
-        logs: dict[str, list[dict[str, Any]]] = {}
-        line_ids: dict[str, list[tuple[set[int], list[set[int]], dict[str, int]]]] = {}
-        for rec in recs:
-            sid = rec["session_id"]
-            objs, _rep = read_log(store.log_path(sid))
-            logs[sid] = objs
-            per = line_ids[sid] = []
-            for o in objs:
-                keys = _event_keys(o) if "event_type" in o else []
-                pre = {k: lin.owner[k] for k in keys if k in lin.owner}  # a rename's old name, a deletion
-                listing: dict[str, int] = {}
-                if o.get("event_type") == "fs_snapshot" and isinstance(o.get("media_ref"), dict):
-                    listing = {p: lin.ident(p) for p in _read_listing(store, o) or []}
-                op_ids = [lin.apply(op) for op in o.get("_state", []) if isinstance(op, list) and len(op) > 1]
-                ev_ids = set(pre.values()) | {lin.ident(k) for k in keys if k not in pre}  # a new name
-                per.append((ev_ids, op_ids, listing))
-        # the forgotten identities: every file/folder ever at ``key`` and everything ever below one of its names
-        prefixes = {key} | {n for ns in lin.names if key in ns for n in ns}
-        targets = {i for i, ns in enumerate(lin.names)
-                   if any(n == p or n.startswith(p + "/") for n in ns for p in prefixes)}
-        lineage = sorted({n for i in targets for n in lin.names[i]})
+        logs, line_ids, lin = _resolve(store, recs)
+        targets, lineage = _targets(lin, key)
         # pass 2: rewrite the logs without them
         dropped_refs: set[str] = set()
         removed = rewritten = 0

@@ -66,8 +66,8 @@ from filegram_ray.llm.replies import MAX_TOOL_CALLS, REPLY_CHARS_PER_TOKEN
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AGENT_VERSION", "AgentResult", "ChatEndpoint", "ChatReply", "LLMAgentConfig", "LLMMalformedReply",
-           "LLMRequestRejected", "LLMServerUnavailable", "ServeConfig", "probe_endpoint", "run_llm_trajectory"]
+__all__ = ["AGENT_VERSION", "AgentResult", "ChatEndpoint", "ChatReply", "ExtraTool", "LLMAgentConfig",
+           "LLMMalformedReply", "LLMRequestRejected", "LLMServerUnavailable", "ServeConfig", "probe_endpoint", "run_llm_trajectory"]
 
 #: Bumped when prompts or loop rules change (part of a finished unit's fingerprint: a rerun regenerates).
 AGENT_VERSION = "llm-agent-1"
@@ -312,6 +312,21 @@ class ChatEndpoint:
 
 
 @dataclass
+class ExtraTool:
+    """A tool the agent may call besides the 8 behavioural ones, answered outside the sandbox (an MCP server's
+    tool, for one): ``schema`` is its OpenAI function schema (``{"type": "function", "function": {name,
+    description, parameters}}``), ``call(arguments) -> text`` answers it. Its calls are kept in the transcript and
+    make no event (they touch no file)."""
+
+    schema: dict[str, Any]
+    call: Any  # async (dict) -> str
+
+    @property
+    def name(self) -> str:
+        return str(self.schema["function"]["name"])
+
+
+@dataclass
 class AgentResult:
     """What :func:`run_llm_trajectory` returns: the finished session (write it, then ``close()``), the transcript
     (JSON-able dict) and counts."""
@@ -387,7 +402,8 @@ def _cap(s: str, n: int) -> str:
 async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | None, work_root: Path | str, *,
                              seed: int, endpoint: ChatEndpoint, cfg: LLMAgentConfig, perturbation: Any = None,
                              provider: str = "openai-compatible", upstream_quirks: bool = False,
-                             down: asyncio.Event | None = None) -> AgentResult:
+                             down: asyncio.Event | None = None, system_text: str | None = None,
+                             extra_tools: list[ExtraTool] | None = None) -> AgentResult:
     """Run the LLM agent on one (profile, task) and return the finished session.
 
     Args:
@@ -398,6 +414,10 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
         endpoint: the chat endpoint. cfg: :class:`LLMAgentConfig`. perturbation: None or ``{"dimension", "from",
         "to"}`` (reference §5.7). provider: ``model_provider`` recorded in raw events.
         down: shared "server is dead" flag (see :meth:`ChatEndpoint.chat`).
+        system_text: the system prompt to use instead of the profile's persona (e.g.
+            :func:`~filegram_ray.engine.agents.prompts.assistant_prompt`); the profile still names the trajectory,
+            its seeds and its language.
+        extra_tools: :class:`ExtraTool` s offered besides the behavioural tools (names must differ from theirs).
 
     Raises:
         LLMServerUnavailable: the server stopped answering (the partial session is closed first).
@@ -409,7 +429,7 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
     from filegram_ray.engine.tools import tool_schemas
 
     lang = "zh" if str(profile.language).lower().startswith(("chinese", "zh")) else "en"
-    sys_text = system_prompt(profile, perturbation)
+    sys_text = system_text if system_text is not None else system_prompt(profile, perturbation)
     user_text = task_prompt(task, profile, perturbation)
     files_dir = None
     if bundle_dir is not None and (Path(bundle_dir) / "files").is_dir():
@@ -420,7 +440,11 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                          annotations=bundle_annotations(Path(bundle_dir) if bundle_dir else None),
                          limits=session_limits(cfg), upstream_quirks=upstream_quirks, model_provider=provider,
                          model_name=endpoint.model)
+    extra = {t.name: t for t in extra_tools or ()}
     tools = tool_schemas()
+    if set(extra) & {t["function"]["name"] for t in tools}:
+        raise ValueError(f"extra tools {sorted(extra)} reuse a behavioural tool's name")
+    tools += [t.schema for t in extra.values()]
     tool_names = tuple(t["function"]["name"] for t in tools)
     messages: list[dict[str, Any]] = [{"role": "system", "content": sys_text}, {"role": "user", "content": user_text}]
     turns: list[dict[str, Any]] = []
@@ -481,7 +505,8 @@ async def run_llm_trajectory(profile: Any, task: Any, bundle_dir: Path | str | N
                                      "tool_calls": [c.as_openai() for c in calls]})
                     results = []
                     for c in calls:
-                        out, ok = _run_call(sess, c, lang)
+                        out, ok = (await _run_extra(extra[c.name], c, lang) if c.ok and c.name in extra
+                                   else _run_call(sess, c, lang))
                         n_calls += int(c.ok)
                         n_bad += int(not c.ok)
                         turn["calls"].append({"id": c.id, "name": c.name, "arguments": c.arguments,
@@ -558,6 +583,14 @@ def _run_call(sess: Any, call: ToolCall, lang: str) -> tuple[str, bool]:
         return text(lang, "bad_call", error=f"{call.name}: unexpected argument(s) {bad}"), False
     res = sess.call(call.name, **args)
     return (res.output if res.ok else f"Error: {res.error or res.output}"), res.ok
+
+
+async def _run_extra(tool: ExtraTool, call: ToolCall, lang: str) -> tuple[str, bool]:
+    """Run one call of an :class:`ExtraTool`; its failure becomes the error text the model sees."""
+    try:
+        return str(await tool.call(dict(call.arguments or {}))), True
+    except Exception as exc:  # noqa: BLE001 - the model sees the error and the trajectory goes on
+        return text(lang, "bad_call", error=f"{call.name}: {type(exc).__name__}: {exc}"[:500]), False
 
 
 def api_key(cfg: LLMAgentConfig) -> str:

@@ -32,8 +32,8 @@ from filegram_ray.schema.profile import (
     TIER_NAMES,
 )
 
-__all__ = ["ATTRIBUTE_PHRASES", "CONFIRMATION_PHRASES", "continue_prompt", "leaked_terms", "shifted_profile",
-           "system_prompt", "task_prompt"]
+__all__ = ["ATTRIBUTE_PHRASES", "CONFIRMATION_PHRASES", "assistant_prompt", "continue_prompt", "leaked_terms",
+           "shifted_profile", "system_prompt", "task_prompt"]
 
 #: One sentence per (attribute, value), per language: how the persona behaves, in plain words (our own wording of
 #: the value spaces of reference §5.2; no dimension or tier vocabulary).
@@ -149,6 +149,9 @@ _TEXT: dict[str, dict[str, str]] = {
     "en": {
         "identity": "You are {name}, {role}. You are not an AI assistant: you do this work yourself, the way "
                     "{name} always works.",
+        "assistant": "You are an assistant doing file work for a person, in their working folder. File paths "
+                     "are relative to that folder (report.md, notes/plan.md); a path starting with / is refused.",
+        "memory": "What you know about how this person works:",
         "habits": "How you work:",
         "prefer": "You like to:",
         "avoid": "You avoid:",
@@ -169,6 +172,9 @@ _TEXT: dict[str, dict[str, str]] = {
     },
     "zh": {
         "identity": "你是{name}，{role}。你不是 AI 助手：这份工作由你亲自完成，按{name}一贯的方式来做。",
+        "assistant": "你是一名助手，在一个人的工作文件夹里替他处理文件。文件路径相对于该文件夹（如 report.md、"
+                     "notes/plan.md）；以 / 开头的路径会被拒绝。",
+        "memory": "关于这个人工作方式的已知信息：",
         "habits": "你的工作方式：",
         "prefer": "你喜欢：",
         "avoid": "你避免：",
@@ -284,6 +290,18 @@ def system_prompt(profile: Any, perturbation: Any = None) -> str:
     avoid = [x for d in DIMENSIONS for x in sp["avoidances"].get(d, [])]
     if avoid:
         parts.append(t["avoid"] + "\n" + "\n".join(f"- {x}" for x in avoid))
+    parts.append(t["tools"])
+    return "\n\n".join(parts)
+
+
+def assistant_prompt(lang: str = "en", memory: str | None = None) -> str:
+    """The system prompt of an assistant working *for* a person rather than as them: no persona, the tool rules of
+    :func:`system_prompt`, and ``memory`` (what a memory of the person says, e.g. an MCP server's prompt) when given.
+    Used to measure whether a memory changes what the agent does (tests/benchmarks/bench_mcp_agent.py)."""
+    t = _TEXT[lang if lang in _TEXT else "en"]
+    parts = [t["assistant"]]
+    if memory and memory.strip():
+        parts.append(t["memory"] + "\n" + memory.strip())
     parts.append(t["tools"])
     return "\n\n".join(parts)
 
