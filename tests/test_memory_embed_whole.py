@@ -224,3 +224,17 @@ def test_br2_18_naive_rag_finds_events_in_the_tail_of_a_long_chunk():
     assert "moved_to_porto_warehouse" in rag.retrieve(state, question).text
     mean_only = _RagState(state.chunks, rag._embedder().encode(state.chunks), None)  # one averaged vector each
     assert "moved_to_porto_warehouse" not in rag.retrieve(mean_only, question).text
+
+
+def test_br2_18_no_texts_make_an_empty_index_not_an_error():
+    """A memory without content chunks (a store of a few short notes): no rows, an empty index of the embedder's
+    width that answers every search with nothing (before: numpy could not reshape the empty batch, and `filegram
+    memory update` on such a store stopped with a traceback)."""
+    from filegram_ray.memory.index import window_rows
+
+    emb = make_embedder("minilm-int8")
+    for vectors in (np.zeros((0, 384), dtype=np.float32), None):
+        rows, meta = window_rows(emb, [], [], vectors)
+        assert rows.shape[0] == 0 and meta == []
+        idx = build_index(rows, meta, emb)
+        assert idx.index.d == 384 and idx.search(emb.encode_query("anything"), 5) == []
