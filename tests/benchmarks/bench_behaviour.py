@@ -203,11 +203,14 @@ def page(sets: dict[str, list[tuple[Path, dict]]], commit: str, quoted: list[tup
     now = dt.datetime.now(dt.timezone.utc)
     L = [f"# The simulated person does the task (issue #53): before and after — {now:%Y-%m-%d}", "",
          f"Written by `tests/benchmarks/bench_behaviour.py` at {now:%H:%M} UTC, measuring code of commit {commit}. "
-         "Every figure is also printed by `filegram validity RUN --cross RUN2`; definitions: docs/validity.md.", ""]
+         "Every figure is also printed by `filegram validity RUN --cross RUN2`; definitions: docs/validity.md. "
+         "The run directories are named by folder only (`<before>/run-S` …): each set is made with `filegram profiles "
+         "new --n N --seed S` and `filegram pipeline --serial --only seed generate`, by the simulator of the label.",
+         ""]
     for label, pair in sets.items():
         L.append(f"- **{label}**: " + "; ".join(
-            f"`{r}` ({res['n_sessions']} sessions, {res['n_profiles']} profiles, cross-set `{res.get('train_run')}`)"
-            for r, res in pair))
+            f"`<{label}>/{r.name}` ({res['n_sessions']} sessions, {res['n_profiles']} profiles, cross-set "
+            f"`<{label}>/{Path(str(res.get('train_run'))).name}`)" for r, res in pair))
     L += ["", "## The issue's figures", "", "| figure (bound) | " + " | ".join(
         f"{label} {r.name}" for label, pair in sets.items() for r, _ in pair) + " |",
           "|---|" + "---|" * sum(len(p) for p in sets.values())]

@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         have = set.intersection(*(set(v) for v in ctxs.values()))
         items = [it for it in items if it["question_id"] in have]
     items = sample_items(items, a.per_sub_task, a.seed)
-    print(f"run {a.run_dir}: {len(items)} multiple-choice text items; contexts of {sorted(ctxs) or 'no method'}; "
+    print(f"run {Path(a.run_dir).name}: {len(items)} multiple-choice text items; contexts of {sorted(ctxs) or 'no method'}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     rows: dict[str, list[tuple[dict, str]]] = {"none": [], "gold": []}
     by_sub: dict[str, list[dict]] = {}
@@ -160,8 +160,9 @@ def main(argv=None) -> int:
     if a.write:
         import datetime
 
-        head = [f"# Candidate readers on {a.run_dir} ({datetime.date.today().isoformat()})", "",
-                "Written by `python tests/benchmarks/bench_reader_candidates.py " + " ".join(argv or sys.argv[1:])
+        args = [Path(x).name if x == a.run_dir else x for x in (argv or sys.argv[1:])]  # no machine paths on a page
+        head = [f"# Candidate readers on {Path(a.run_dir).name} ({datetime.date.today().isoformat()})", "",
+                "Written by `python tests/benchmarks/bench_reader_candidates.py " + " ".join(args)
                 + "`. Accuracy % per multiple-choice sub-task (text setting); contexts: none = empty, gold = gold "
                 "evidence, wrong = FileGramOS's context of another item of the sub-task with disjoint profiles, "
                 "masked = FileGramOS's context with its procedural tier words masked, else the method's own context. "

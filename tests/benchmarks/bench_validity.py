@@ -15,7 +15,7 @@ generate per set and ≈ 10 min for the whole pair on a quiet 2-core machine, se
 issue #28's first measurement (``--n 30`` gives those): every bounded figure is a share over profiles or their
 items, and at 30 profiles its sampling spread is as large as its distance from the bound (one profile is 0.033 of
 a recovery figure; the count rule's 95 % interval is ± 0.06), so about one 30-profile set in five failed one figure
-by chance (docs/validity.md, round 12). Run directories are kept under ``--out`` and reused (the stages resume);
+by chance (docs/measurements/2026-12-04-validity-round12.md). Run directories are kept under ``--out`` and reused (the stages resume);
 a reused profile set or run made with another ``--n`` / ``--tasks`` is refused, naming the folder and both settings.
 A failed ``filegram`` command ends the script with the end of its log and a one-line error (exit: the command's).
 ``--source DIR``: generate with the source tree at DIR (``PYTHONPATH=DIR``; e.g. ``git archive <commit>``
@@ -48,7 +48,8 @@ SLICE = ["T-12", "T-16", "T-18", "T-22", "T-24", "T-26", "T-29", "T-31", "T-01",
          "T-10", "T-11", "T-14"]
 #: Default: every task of the bundled set (all of a profile's sessions, issue #28 item 4).
 TASKS = [f"T-{i:02d}" for i in range(1, 33)]
-PAGE = ROOT / "docs" / "measurements" / "2026-12-02-validity.md"
+#: Default page: a dated page of the day the benchmark runs (docs/measurements/README.md lists them).
+PAGE = ROOT / "docs" / "measurements" / f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}-validity.md"
 
 
 #: Lines of a failed subprocess's log printed before the one-line error.
