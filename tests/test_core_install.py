@@ -118,8 +118,8 @@ item = {"question_id": "AttrRec-1", "question": "How does this user organise fol
 ctx = "1. Create directory: reports (depth=1)\\n2. Create directory: reports/2024 (depth=2)"
 out = {}
 for kind in BACKBONE_KINDS:
-    if kind == "vllm_engine":
-        continue  # vLLM engines inside the evaluate stage: the gpu extra
+    if kind in ("vllm_engine", "encoder"):
+        continue  # vllm_engine: the gpu extra; encoder: no language model (tests/test_encoder_reader.py)
     spec = kind if kind in ("lexical", "random", "oracle") else {"kind": kind, "base_url": url, "model": "smollm2",
                                                                   "max_tokens": 256, "timeout": 120, "retries": 1}
     bb = make_backbone(spec, seed=7, answer_key={"AttrRec-1": "B"})

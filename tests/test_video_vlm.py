@@ -162,7 +162,7 @@ def test_caption_stage_vlm_path_writes_tables_records_and_resumes(tmp_path, stub
     idx = {r["recording_id"]: r for r in run.read_table("captions/index.parquet").to_dicts()}
     ok, bad = idx[rid], idx[recording_id_of(str(broken))]
     assert ok["status"] == "ok" and ok["captioner"] == "vlm" and ok["path"] == f"captions/vlm/{rid}.parquet"
-    assert bad["status"] == "error" and "ValueError" in bad["error"]
+    assert bad["status"] == "error" and "not a readable video" in bad["error"] and str(broken) in bad["error"]
     caps = run.read_table(ok["path"])
     assert caps.height == ok["keyframes"] == len(_StubVlm.seen) and set(caps["captioner"]) == {"vlm"}
     assert run.read_json(f"_done/caption/vlm__{rid.replace('/', '__')}.json")["row"]["keyframes"] == caps.height

@@ -415,14 +415,14 @@ def test_browser_results_page_says_the_reader_cannot_rank_and_marks_nothing(site
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """A trajectory the real engine wrote (p1, task T-01, seed 7): Chinese file names and every kind of file
-    event (moves, copies, context switches, cross-file references, browses, searches)."""
+    """Two trajectories the real engine wrote (p1, tasks T-01 and T-02, seed 7): Chinese file names (T-01) and
+    every kind of file event (moves, copies, context switches, cross-file references, browses, searches)."""
     from filegram_ray.engine.generate import run_generate
 
     root = tmp_path_factory.mktemp("view_generated")
     cfg = load_config(None, [f"run_dir={root}", "seed=7"])
     data = cfg.model_dump()
-    data.update(profiles=["p1"], tasks=["T-01"], generate={"serial": True})
+    data.update(profiles=["p1"], tasks=["T-01", "T-02"], generate={"serial": True})
     run_generate(type(cfg).model_validate(data))
     run = RunDir(str(root))
     return run, Path(build_view(run)).parent
@@ -436,27 +436,39 @@ def test_browser_timeline_shows_what_every_event_touched_in_its_own_script(gener
     from filegram_ray.schema.events import EVENT_MODELS
 
     run, out = generated
-    tid = next(t for t in (f"{p}/{t}" for p in run.listdir("trajectories") if not p.endswith((".parquet", ".json"))
-                           for t in run.listdir(f"trajectories/{p}")))
-    events = run.read_json(f"trajectories/{tid}/events.json")
+    tids = [f"{p}/{t}" for p in run.listdir("trajectories") if not p.endswith((".parquet", ".json"))
+            for t in run.listdir(f"trajectories/{p}")]
+    wanted = {"file_move", "context_switch", "cross_file_reference", "file_browse"}
+
+    def cjk_of(events):
+        return "".join(sorted({ch for e in events for v in e.values() if isinstance(v, str) for ch in v
+                               if ord(ch) >= 0x4E00}))
+
+    by_tid = {t: run.read_json(f"trajectories/{t}/events.json") for t in tids}
+    # the trajectory that holds every kind of event the viewer once drew without a path, and one named in Chinese
+    tid = next((t for t, ev in by_tid.items() if wanted <= {e["event_type"] for e in ev}), None)
+    assert tid is not None, "no trajectory of the run holds a move, a context switch, a reference and a browse"
+    cjk_tid = next((t for t, ev in by_tid.items() if cjk_of(ev)), None)
+    assert cjk_tid is not None  # p1 names its files in Chinese
     named = ("_path", "_file", "query", "target_directory")
-    browser.get((out / "trajectory.html").as_uri() + f"?id={site_name(tid)}")
-    rows = _wait(browser, "#timeline tbody tr")
-    assert len(rows) == len(events)
-    checked, types = 0, set()
-    for e, row in zip(events, rows):
-        fields = [f for f in EVENT_MODELS[e["event_type"]].model_fields if f.endswith(named) or f in named]
-        values = [str(e[f]) for f in fields if e.get(f)]
-        cell = row.find_elements("css selector", "td")[3].text
-        for v in values:
-            assert v in cell, (e["event_type"], v, cell)
-        checked += bool(values)
-        types.add(e["event_type"]) if values else None
-    assert {"file_move", "context_switch", "cross_file_reference", "file_browse"} <= types, types
-    assert checked > len(events) // 2
-    cjk = "".join(sorted({ch for e in events for v in e.values() if isinstance(v, str) for ch in v
-                          if ord(ch) >= 0x4E00}))
-    assert cjk  # p1's T-01 names its files in Chinese
+    for t in dict.fromkeys([tid, cjk_tid]):
+        events = by_tid[t]
+        browser.get((out / "trajectory.html").as_uri() + f"?id={site_name(t)}")
+        rows = _wait(browser, "#timeline tbody tr")
+        assert len(rows) == len(events)
+        checked, types = 0, set()
+        for e, row in zip(events, rows):
+            fields = [f for f in EVENT_MODELS[e["event_type"]].model_fields if f.endswith(named) or f in named]
+            values = [str(e[f]) for f in fields if e.get(f)]
+            cell = row.find_elements("css selector", "td")[3].text
+            for v in values:
+                assert v in cell, (e["event_type"], v, cell)
+            checked += bool(values)
+            types.add(e["event_type"]) if values else None
+        if t == tid:
+            assert wanted <= types, types
+        assert checked > len(events) // 2
+    cjk = cjk_of(by_tid[cjk_tid])
     ok = browser.execute_async_script(
         "var done = arguments[arguments.length - 1], text = arguments[0];"
         "document.fonts.load('14px \"FG NotoSansSC\"', text).then(function (f) {"

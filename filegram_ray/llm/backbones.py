@@ -369,7 +369,6 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
 
     Raises:
         ValueError: unknown kind or missing settings.
-        TypeError: an unknown setting of the encoder reader.
     """
     if spec is None:
         spec = {"kind": "lexical"}
@@ -382,8 +381,15 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
     if kind == "random":
         return RandomBackbone(seed=int(spec.get("seed", seed)))
     if kind == "encoder":
+        import inspect
+
         from filegram_ray.llm.encoder_reader import EncoderBackbone
 
+        known = set(inspect.signature(EncoderBackbone).parameters)
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise ValueError(f"backbone 'encoder' has no setting {', '.join(map(repr, unknown))} "
+                             f"(its settings: {', '.join(sorted(known))})")
         return EncoderBackbone(**{"seed": seed, **spec})
     if kind == "oracle":
         if answer_key is None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,9 @@ class ReaderHead:
             if not p.is_file():
                 raise UserError(f"encoder reader head {p}: file not found (train one: `filegram reader train`)")
         data = npz.read_bytes()
-        card = json.loads(js.read_text())
+        card = load_json(js.read_bytes(), str(js))
+        if not isinstance(card, dict):
+            raise UserError(f"encoder reader head {js}: expected a JSON object (the head's card)")
         if card.get("weights_sha256") != hashlib.sha256(data).hexdigest():
             raise UserError(f"encoder reader head {npz}: its sha256 does not match weights_sha256 of {js}")
         z = np.load(npz)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +356,7 @@ class MemoryService:
         for rec in self.store.sessions():
             p = self.store.path / "sessions" / rec["session_id"] / "summary.json"
             try:
-                mode = json.loads(p.read_text("utf-8")).get("content_mode")
+                mode = load_json(p.read_bytes(), str(p)).get("content_mode")
             except (OSError, ValueError):
                 continue
             if mode == "full":
@@ -602,7 +603,8 @@ class MemoryService:
 
     def _read_view_sig(self) -> dict[str, str]:
         try:
-            return json.loads(self._view_sig_path().read_text("utf-8"))
+            sig = load_json(self._view_sig_path().read_bytes(), str(self._view_sig_path()))
+            return sig if isinstance(sig, dict) else {}
         except (OSError, ValueError):
             return {}
 

@@ -33,7 +33,6 @@ Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sent
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import re
 import shlex
@@ -267,7 +266,7 @@ class _InputCache:
         if task_id not in self.notes:
             meta = self.root / task_id / "bundle.json"
             try:
-                files = json.loads(meta.read_text(encoding="utf-8")).get("files", []) if meta.is_file() else []
+                files = load_json(meta.read_bytes(), str(meta)).get("files", []) if meta.is_file() else []
             except (OSError, ValueError):
                 files = []
             self.notes[task_id] = {f["path"]: str(f["annotation"].get("content", "")) for f in files

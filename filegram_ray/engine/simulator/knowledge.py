@@ -23,11 +23,12 @@ Pure functions of the text read; no randomness (the writers draw their phrasing 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+
+from filegram_ray.limits import load_json
 
 DATE = r"\d{4}-\d\d-\d\d"
 CASE = r"[A-Z]{2,4}-\d{4}-\d{3,6}"
@@ -373,7 +374,7 @@ def _table_rows(rows: list[list[str]], source: str) -> list[Statement]:
 
 def _json_rows(text: str, source: str) -> list[Statement]:
     try:
-        obj = json.loads(text)
+        obj = load_json(text, source)
     except ValueError:
         return []
     items = obj.get("items") if isinstance(obj, dict) else obj if isinstance(obj, list) else None
