@@ -355,9 +355,30 @@ def _speech_wav(path: Path, text: str) -> None:
         v.synthesize_wav(text, w)
 
 
-def test_import_and_engine_show_every_encoding_and_voice_memos(tmp_path):
-    """End to end: ``import_bundle`` of a folder of the text files above and a phone's voice memos (AAC in m4a,
-    MP3 at 44.1 kHz stereo); each view holds what a person sees or hears, and the engine's ``read`` and ``grep``
+def _phone_video(path: Path, work: Path) -> None:
+    """A phone's portrait recording: the camera stores landscape frames (the picture turned a quarter) and a
+    display matrix that turns them upright when played (``Display Matrix: rotation of 90.00 degrees``)."""
+    import imageio_ffmpeg
+    from PIL import Image, ImageDraw, ImageFont
+
+    im = Image.new("RGB", (360, 640), "white")
+    draw = ImageDraw.Draw(im)
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", 40)
+    draw.text((20, 200), "INVOICE", fill="black", font=font)
+    draw.text((20, 300), "DUE MAY 5", fill="black", font=font)
+    im.rotate(-90, expand=True).save(work / "stored.png")
+    ff = imageio_ffmpeg.get_ffmpeg_exe()
+    subprocess.run([ff, "-nostdin", "-v", "error", "-y", "-loop", "1", "-t", "2", "-framerate", "10", "-i",
+                    str(work / "stored.png"), "-c:v", "libx264", "-pix_fmt", "yuv420p", str(work / "land.mp4")],
+                   check=True, capture_output=True)
+    subprocess.run([ff, "-nostdin", "-v", "error", "-y", "-display_rotation", "90", "-i", str(work / "land.mp4"),
+                    "-c", "copy", str(path)], check=True, capture_output=True)
+
+
+def test_import_and_engine_show_every_encoding_and_phone_media(tmp_path):
+    """End to end: ``import_bundle`` of a folder of the text files above and a phone's media — voice memos (AAC in
+    m4a, MP3 at 44.1 kHz stereo, a WhatsApp / Telegram ``.opus`` voice note) and a portrait video stored turned
+    with a display matrix; each view holds what a person sees or hears, and the engine's ``read`` and ``grep``
     show and find the same lines in the imported files (a UTF-16 or Windows-1252 file is not read as bytes)."""
     import imageio_ffmpeg
 
@@ -367,19 +388,24 @@ def test_import_and_engine_show_every_encoding_and_voice_memos(tmp_path):
         (src / name).write_bytes(data)
     _speech_wav(tmp_path / "memo.wav", "The printing quote arrives on Thursday.")
     ff = imageio_ffmpeg.get_ffmpeg_exe()
-    for name, codec in (("memo.m4a", ["-c:a", "aac", "-b:a", "64k"]), ("memo.mp3", ["-c:a", "libmp3lame"])):
-        subprocess.run([ff, "-nostdin", "-v", "error", "-y", "-i", str(tmp_path / "memo.wav"), "-ar", "44100",
-                        "-ac", "2", *codec, str(src / name)], check=True, capture_output=True)
+    for name, codec in (("memo.m4a", ["-ar", "44100", "-ac", "2", "-c:a", "aac", "-b:a", "64k"]),
+                        ("memo.mp3", ["-ar", "44100", "-ac", "2", "-c:a", "libmp3lame"]),
+                        ("PTT-20240305-WA0001.opus", ["-ar", "48000", "-ac", "1", "-c:a", "libopus", "-b:a", "24k"])):
+        subprocess.run([ff, "-nostdin", "-v", "error", "-y", "-i", str(tmp_path / "memo.wav"), *codec,
+                        str(src / name)], check=True, capture_output=True)
+    _phone_video(src / "VID_20240305_portrait.mp4", tmp_path)
     out = tmp_path / "ws"
-    info = import_bundle(src, "T-07", out, describe={"ocr": False})
+    info = import_bundle(src, "T-07", out)
     assert info.errors == [], info.errors
     for name, seen in TEXT_SEEN.items():
         view = (out / "extracted" / f"{name}.txt").read_text(encoding="utf-8")
         for s in seen:
             assert s in view, (name, s)
-    for name in ("memo.m4a", "memo.mp3"):
+    for name in ("memo.m4a", "memo.mp3", "PTT-20240305-WA0001.opus"):
         view = (out / "extracted" / f"{name}.txt").read_text(encoding="utf-8").lower()
         assert "printing" in view and "thursday" in view, (name, view)
+    video = (out / "extracted" / "VID_20240305_portrait.mp4.txt").read_text(encoding="utf-8")
+    assert "360×640" in video and "INVOICE" in video and "DUE MAY 5" in video, video
     sess = open_on_bundle(out, tmp_path / "work")
     try:
         rows = read_lines(sess, "notes-utf16.txt")

@@ -93,16 +93,18 @@ class ExtractionError(UserError):
 
 
 #: Extension (lower case, no dot) -> kind. Kinds are the extension itself except for aliases
-#: (jpeg->jpg, htm->html, markdown->md, yml->yaml, tif->tiff). Unknown extensions map to "bin".
+#: (jpeg->jpg, jfif->jpg, htm->html, markdown->md, yml->yaml, tif->tiff, opus->ogg, oga->ogg, m4v->mp4). Unknown
+#: extensions map to "bin". ``.jfif`` is how Windows saves many JPEG pictures from the web, ``.opus`` the Ogg Opus
+#: voice note of WhatsApp and Telegram, ``.m4v`` an iPhone / iTunes MPEG-4 video.
 KIND_BY_EXT: dict[str, str] = {
     "md": "md", "markdown": "md", "txt": "txt", "text": "txt", "log": "txt",
     "pdf": "pdf", "docx": "docx", "xlsx": "xlsx", "csv": "csv", "tsv": "csv", "pptx": "pptx",
     "eml": "eml", "ics": "ics", "json": "json", "yaml": "yaml", "yml": "yaml", "html": "html", "htm": "html",
     "xml": "xml", "py": "py",
-    "png": "png", "jpg": "jpg", "jpeg": "jpg", "gif": "gif", "bmp": "bmp", "webp": "webp", "tif": "tiff",
+    "png": "png", "jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "gif": "gif", "bmp": "bmp", "webp": "webp", "tif": "tiff",
     "tiff": "tiff", "svg": "svg",
-    "mp3": "mp3", "wav": "wav", "m4a": "m4a", "flac": "flac", "ogg": "ogg",
-    "mp4": "mp4", "mov": "mov", "avi": "avi", "mkv": "mkv", "webm": "webm",
+    "mp3": "mp3", "wav": "wav", "m4a": "m4a", "flac": "flac", "ogg": "ogg", "opus": "ogg", "oga": "ogg",
+    "mp4": "mp4", "m4v": "mp4", "mov": "mov", "avi": "avi", "mkv": "mkv", "webm": "webm",
     "tmp": "tmp", "bak": "bak", "zip": "zip",
 }
 
