@@ -345,7 +345,6 @@ def test_yaml_and_json_from_outside_go_through_the_strict_readers():
         ("filegram_ray/view/build.py", "items_section"): "bench rows this project wrote (parquet)",
         ("filegram_ray/watch/export.py", "import_store"): "events this function just serialised",
         ("filegram_ray/weights.py", "manifest"): "filegram_ray/models.yaml, shipped with the package",
-        ("filegram_ray/workspace/extract.py", "_json"): "validity check of an imported .json; RecursionError caught",
         ("filegram_ray/workspace/stage.py", "SeedWorker.process"): "bundle.json the seed worker just wrote",
         ("video/caption_stage.py", "vlm_keyframe_rows"): "caption rows this project wrote",
         ("video/caption_stage.py", "caption_vlm"): "caption rows this project wrote",

@@ -173,7 +173,7 @@ def test_BR_27_media_store_and_extraction_never_write_surrogates(tmp_path, monke
     assert "caf\ufffd menu" in X.extract_text(eml)
     j = tmp_path / "data.json"
     j.write_text('{"name": "caf"}', encoding="utf-8")
-    monkeypatch.setattr(X, "_json", lambda p: "parser left caf\udce9 and \ud800")  # what a parser may return
+    monkeypatch.setattr(X, "_decode", lambda data: "parser left caf\udce9 and \ud800")  # what a decoder may return
     assert X.extract_text(j) == "parser left caf%E9 and \ufffd"
 
 

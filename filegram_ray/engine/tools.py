@@ -114,9 +114,22 @@ def _is_media(kind: str) -> bool:
 
 
 def _decode(data: bytes) -> str:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    return data.decode("utf-8", errors="replace")
+    """A text file's text as its program shows it (a BOM's UTF-16, else UTF-8, else a legacy encoding such as
+    Windows-1252 or GBK): :func:`filegram_ray.workspace.extract.decode_text`, the rule of the import's views."""
+    from filegram_ray.workspace.extract import decode_text
+
+    return decode_text(data)
+
+
+#: byte-order marks of UTF-16 and UTF-32 text, whose NUL bytes do not make a file binary
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+
+
+def _binary(data: bytes) -> bool:
+    """A NUL byte in the first :data:`BINARY_SCAN` bytes (reference §2.2), unless the file starts with a UTF-16 or
+    UTF-32 byte-order mark (Windows Notepad's "Unicode", Excel's "Unicode Text": text whose NULs are half of its
+    characters)."""
+    return b"\x00" in data[:BINARY_SCAN] and not data.startswith(_WIDE_BOMS)
 
 
 def _read_text(sb: Sandbox, rel: str, shown: str | None = None) -> str:
@@ -126,7 +139,7 @@ def _read_text(sb: Sandbox, rel: str, shown: str | None = None) -> str:
 def _read_text_strict(sb: Sandbox, rel: str, shown: str) -> tuple[str, int]:
     """(text, size in bytes) of a file to edit; ToolError for binary or non-UTF-8 content."""
     data = sb.read_bytes(rel, shown)
-    if b"\x00" in data[:BINARY_SCAN]:
+    if _binary(data):
         raise ToolError(f"{rel}: binary file, cannot edit as text")
     try:
         return data.decode("utf-8"), len(data)
@@ -538,7 +551,7 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
             except BoundedFailed:
                 unreadable += 1
             continue
-        if b"\x00" not in data[:BINARY_SCAN]:
+        if not _binary(data):
             texts.append((frel, data))
     try:
         total, found = grep_files(pattern, texts, timeout=sb.time_left(), max_hits=MAX_RESULTS,

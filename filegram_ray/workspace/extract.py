@@ -14,7 +14,8 @@ the engine's ``read`` tool, the import path and the memory methods see the same 
 * xlsx — openpyxl (read-only, cached values, shared strings resolved), every sheet (hidden ones marked
   ``(hidden)``) as ``# sheet: <name>`` then tab-separated rows, then its cell comments ``[comment B2, author]``;
   the workbook's chart titles ``[chart] <title>`` at the end
-* pptx — python-pptx, ``## Slide N: <title>`` then every shape in order: text frames, table cells, groups
+* pptx — python-pptx, ``## Slide N: <title>`` then every shape in order: text frames (a soft line break, which
+  python-pptx gives as ``\\v``, as a line break), table cells, groups
   recursively (nested groups too, case BR2-01), ``[chart] <title>``, ``[picture] <alt text>``; then ``[notes]``
   and the slide's review comments ``[comment]``
 * eml  — stdlib ``email``: From/To/Cc/Date/Subject headers **as written** (unfolded, encoded words decoded, never
@@ -27,9 +28,13 @@ the engine's ``read`` tool, the import path and the memory methods see the same 
 What a reader sees but has no text — a picture without alt text, chart data, a chart sheet, SmartArt or an embedded
 object, a PDF page without a text layer — is named in the view's closing line ``[not extracted: …]`` (counts as
 ``×N``), so a view never drops content silently.
-* ics  — SUMMARY / DTSTART / DTEND / DURATION / RRULE / … / DESCRIPTION lines of every VEVENT, values as written,
-  parameters such as ``TZID`` kept in parentheses
-* csv, txt, md, json, and other text kinds — decoded as UTF-8 (BOM stripped; invalid bytes replaced)
+* ics  — SUMMARY / DTSTART / DTEND / DUE / DURATION / RRULE / … / DESCRIPTION lines of every VEVENT, VTODO
+  (after ``[todo]``) and VJOURNAL (after ``[journal]``), values as written, parameters such as ``TZID`` kept in
+  parentheses; lines unfolded before decoding (a fold inside a UTF-8 character is restored)
+* csv, txt, md, json, and other text kinds — the file's text as its program shows it (:func:`decode_text`: a
+  byte-order mark's UTF-8 / UTF-16 / UTF-32, else UTF-8, else a declared or the likeliest legacy encoding such as
+  Windows-1252 or GBK); never parsed, so JSON Lines, JSON with comments or a CSV cell longer than a parser's
+  limit are shown like any text
 
 Media kinds (images, audio, video) have no text; ``extract_text`` raises ``ExtractionError`` for them
 (their content reaches the agent through annotations, ref §1.1; an imported folder's media are described on import
@@ -48,11 +53,8 @@ large; ``reason`` starts with ``"too large: "`` for a limit.
 
 from __future__ import annotations
 
-import csv
 import email
 import email.policy
-import io
-import json
 import re
 import threading
 from pathlib import Path
@@ -74,6 +76,7 @@ __all__ = [
     "MEDIA_KINDS",
     "TEXT_KINDS",
     "ExtractionError",
+    "decode_text",
     "extract_text",
     "is_media",
     "kind_of",
@@ -90,16 +93,18 @@ class ExtractionError(UserError):
 
 
 #: Extension (lower case, no dot) -> kind. Kinds are the extension itself except for aliases
-#: (jpeg->jpg, htm->html, markdown->md, yml->yaml, tif->tiff). Unknown extensions map to "bin".
+#: (jpeg->jpg, jfif->jpg, htm->html, markdown->md, yml->yaml, tif->tiff, opus->ogg, oga->ogg, m4v->mp4). Unknown
+#: extensions map to "bin". ``.jfif`` is how Windows saves many JPEG pictures from the web, ``.opus`` the Ogg Opus
+#: voice note of WhatsApp and Telegram, ``.m4v`` an iPhone / iTunes MPEG-4 video.
 KIND_BY_EXT: dict[str, str] = {
     "md": "md", "markdown": "md", "txt": "txt", "text": "txt", "log": "txt",
     "pdf": "pdf", "docx": "docx", "xlsx": "xlsx", "csv": "csv", "tsv": "csv", "pptx": "pptx",
     "eml": "eml", "ics": "ics", "json": "json", "yaml": "yaml", "yml": "yaml", "html": "html", "htm": "html",
     "xml": "xml", "py": "py",
-    "png": "png", "jpg": "jpg", "jpeg": "jpg", "gif": "gif", "bmp": "bmp", "webp": "webp", "tif": "tiff",
+    "png": "png", "jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "gif": "gif", "bmp": "bmp", "webp": "webp", "tif": "tiff",
     "tiff": "tiff", "svg": "svg",
-    "mp3": "mp3", "wav": "wav", "m4a": "m4a", "flac": "flac", "ogg": "ogg",
-    "mp4": "mp4", "mov": "mov", "avi": "avi", "mkv": "mkv", "webm": "webm",
+    "mp3": "mp3", "wav": "wav", "m4a": "m4a", "flac": "flac", "ogg": "ogg", "opus": "ogg", "oga": "ogg",
+    "mp4": "mp4", "m4v": "mp4", "mov": "mov", "avi": "avi", "mkv": "mkv", "webm": "webm",
     "tmp": "tmp", "bak": "bak", "zip": "zip",
 }
 
@@ -143,10 +148,52 @@ def media_class(kind: str) -> str | None:
     return None
 
 
+#: byte-order marks, longest first (UTF-32 LE starts with the UTF-16 LE mark)
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xef\xbb\xbf", "utf-8"),
+         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+#: an encoding the file declares in its first bytes: HTML ``<meta charset>`` / ``content="…; charset=…"``, the XML
+#: declaration's ``encoding``, a PEP 263 ``coding:`` line
+_DECLARED = re.compile(rb"""(?:charset|encoding|coding)\s*[=:]\s*["']?([A-Za-z0-9_.:-]{2,40})""", re.I)
+#: legacy encodings a file that is not UTF-8 is judged among: Windows-1252 (Notepad "ANSI" and Excel "CSV" in
+#: Western locales), GBK/GB18030, Shift-JIS (cp932), Korean (cp949) and Big5 (the same in East Asian locales)
+LEGACY_ENCODINGS = ("cp1252", "gb18030", "cp932", "cp949", "big5")
+
+
+def decode_text(data: bytes) -> str:
+    """The text of a plain-text file as the program that wrote it shows it.
+
+    In this order: a byte-order mark decides (UTF-8, UTF-16 LE/BE — Windows Notepad's "Unicode", Excel's
+    "Unicode Text", PowerShell 5's ``Out-File`` —, UTF-32), the mark itself dropped; bytes that are UTF-8 are
+    UTF-8; bytes that are mostly UTF-8 (at least as many well-formed multi-byte characters as bad bytes) are
+    UTF-8 with each bad byte shown as U+FFFD; an encoding the file declares (HTML ``charset``, XML ``encoding``,
+    PEP 263 ``coding``) is used when Python knows it; otherwise the likeliest of :data:`LEGACY_ENCODINGS` by
+    charset-normalizer's measure, else Windows-1252. Never raises; undecodable bytes become U+FFFD.
+    """
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(enc, errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    loose = data.decode("utf-8", errors="replace")
+    bad = loose.count("\ufffd")
+    if sum(1 for ch in loose if ord(ch) > 0x7F and ch != "\ufffd") >= bad:
+        return loose
+    m = _DECLARED.search(data[:2048])
+    if m:
+        try:
+            return data.decode(m.group(1).decode("ascii"), errors="replace")
+        except LookupError:
+            pass
+    import charset_normalizer
+
+    best = charset_normalizer.from_bytes(data, cp_isolation=list(LEGACY_ENCODINGS)).best()
+    return str(best) if best is not None else data.decode("cp1252", errors="replace")
+
+
 def _decode(data: bytes) -> str:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    return data.decode("utf-8", errors="replace")
+    return decode_text(data)
 
 
 class _TextBudget:
@@ -574,7 +621,7 @@ def _pptx_shape(shape, out: list[str], notes: list[str], depth: int = 0) -> None
             out.append(text)
     if getattr(shape, "has_table", False) and shape.has_table:
         for row in shape.table.rows:
-            out.append("\t".join(cell.text.strip() for cell in row.cells))
+            out.append("\t".join(cell.text.strip().replace("\v", " ") for cell in row.cells))
     elif getattr(shape, "has_chart", False) and shape.has_chart:
         chart = shape.chart
         title = chart.chart_title.text_frame.text.strip() if chart.has_title and chart.chart_title.has_text_frame \
@@ -632,16 +679,17 @@ def _pptx(path: Path) -> str:
     budget = _TextBudget(path)
     for i, slide in enumerate(prs.slides, start=1):
         title_shape = slide.shapes.title
-        title = title_shape.text_frame.text.strip() if title_shape is not None and title_shape.has_text_frame else ""
+        title = title_shape.text_frame.text.strip().replace("\v", " ") \
+            if title_shape is not None and title_shape.has_text_frame else ""
         out.append(f"## Slide {i}: {title}".rstrip())
         for shape in slide.shapes:
             if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
             lines: list[str] = []
             _pptx_shape(shape, lines, notes)
-            out += [budget.take(ln) for ln in lines]
+            out += [budget.take(ln.replace("\v", "\n")) for ln in lines]
         if slide.has_notes_slide:
-            text = slide.notes_slide.notes_text_frame.text.strip()
+            text = slide.notes_slide.notes_text_frame.text.strip().replace("\v", "\n")
             if text:
                 out.append(budget.take(f"[notes] {text}"))
         out += [budget.take(f"[comment] {c}") for c in _pptx_comments(slide, notes)]
@@ -842,24 +890,31 @@ def _inside_rfc822(msg) -> list:
     return inside
 
 
-#: calendar properties of the view, in the order an event lists them (RFC 5545 §3.8)
-_ICS_KEYS = ("SUMMARY", "DTSTART", "DTEND", "DURATION", "RRULE", "RDATE", "EXDATE", "LOCATION", "ORGANIZER",
-             "ATTENDEE", "STATUS", "DESCRIPTION")
+#: calendar properties of the view (RFC 5545 §3.8): an event's, and a to-do's due and completion dates
+_ICS_KEYS = ("SUMMARY", "DTSTART", "DTEND", "DUE", "COMPLETED", "DURATION", "RRULE", "RDATE", "EXDATE", "LOCATION",
+             "ORGANIZER", "ATTENDEE", "STATUS", "DESCRIPTION")
+#: the calendar components whose properties the view lists (RFC 5545 §3.6.1–3.6.3): events, to-dos (a calendar
+#: program's task list; shown after a ``[todo]`` line) and journal entries (``[journal]``)
+_ICS_ITEMS = frozenset({"BEGIN:VEVENT", "BEGIN:VTODO", "BEGIN:VJOURNAL"})
 
 
 def _ics(path: Path) -> str:
-    """Every VEVENT as ``key: value`` lines in file order, values as written; a property's parameters (a
-    ``TZID``, an attendee's ``CN``) follow in parentheses so no time zone is dropped."""
-    raw = _decode(path.read_bytes()).replace("\r\n", "\n")
-    # RFC 5545 line unfolding: a line starting with a space or tab continues the previous one.
-    raw = re.sub(r"\n[ \t]", "", raw)
+    """Every VEVENT, VTODO and VJOURNAL as ``key: value`` lines in file order, values as written; a property's
+    parameters (a ``TZID``, an attendee's ``CN``) follow in parentheses so no time zone is dropped."""
+    # RFC 5545 §3.1 unfolding (a line break followed by a space or tab continues the line) is done on the bytes,
+    # before decoding: a writer may fold inside a multi-octet UTF-8 character, and the section asks readers to
+    # restore it.
+    raw = decode_text(re.sub(rb"\r?\n[ \t]", b"", path.read_bytes())).replace("\r\n", "\n")
     if "BEGIN:VCALENDAR" not in raw:
         raise ValueError("missing BEGIN:VCALENDAR")
     out: list[str] = []
     depth = 0  # nesting inside the current VEVENT (a VALARM is not the event's own property)
     for line in raw.split("\n"):
-        if line.startswith("BEGIN:VEVENT"):
+        if line.upper().rstrip() in _ICS_ITEMS:
             depth = 1
+            kind = line.upper().rstrip().removeprefix("BEGIN:V")
+            if kind != "EVENT":
+                out.append(f"[{kind.lower()}]")
             continue
         if depth and line.startswith("BEGIN:"):
             depth += 1
@@ -888,20 +943,6 @@ def _ics_split(line: str) -> tuple[str, str]:
         elif ch == ":" and not quoted:
             return line[:i], line[i + 1:]
     return line, ""
-
-
-def _csv(path: Path) -> str:
-    text = _decode(path.read_bytes())
-    # Validate it parses; return the text itself (already human-readable).
-    for _ in csv.reader(io.StringIO(text)):
-        pass
-    return text
-
-
-def _json(path: Path) -> str:
-    text = _decode(path.read_bytes())
-    json.loads(text)
-    return text
 
 
 def extract_text(path: Path | str) -> str:
@@ -937,10 +978,6 @@ def _extract_text(p: Path) -> str:
             return _eml(p)
         if kind == "ics":
             return _ics(p)
-        if kind == "csv":
-            return _csv(p)
-        if kind == "json":
-            return _json(p)
         data = p.read_bytes()
         if kind in TEXT_KINDS:
             return _decode(data)
