@@ -10,7 +10,10 @@ for progress lines and error rows only).
   (``ActorPoolStrategy``), one unit per batch; Ray Data retries a failed task, the worker's own exceptions are
   error rows.
 
-A worker's exception never sinks the batch: it becomes an error row in the process that ran it.
+A worker's exception never sinks the batch: it becomes an error row in the process that ran it. The Ray executors
+count the rows by the node that made them (:attr:`_Base.units_by_node`, ``{node id: {"ip", "units"}}``); the runner
+puts the counts into the stage record (``nodes``). The node is never part of a row: rows feed the stages' tables,
+which are the same bytes whichever node ran a unit.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from filegram_ray.stages.base import Executor, Row, WorkerSpec  # noqa: F401 - E
 log = logging.getLogger(__name__)
 
 __all__ = ["Executor", "SerialExecutor", "ActorPoolExecutor", "RayDataExecutor", "Progress", "EXECUTORS",
-           "make_worker", "process_safely", "map_units"]
+           "make_worker", "process_safely", "map_units", "this_node"]
 
 
 class Progress:
@@ -78,6 +81,18 @@ def make_worker(spec: WorkerSpec) -> Any:
     return worker
 
 
+def this_node() -> tuple[str, str]:
+    """``(node id, node IP)`` of the Ray node this process runs on (``("", "")`` outside Ray)."""
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return "", ""
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return "", ""
+
+
 def process_safely(worker: Any, unit: dict[str, Any], label: str) -> Row:
     """``worker.process(unit)`` as a :class:`Row`; an exception becomes an error row (one bad unit never sinks the
     batch)."""
@@ -95,6 +110,8 @@ class _Base:
 
     def __init__(self, progress: bool = True):
         self.progress = progress
+        #: rows made on each Ray node by this executor so far: ``{node id: {"ip": str, "units": int}}``
+        self.units_by_node: dict[str, dict[str, Any]] = {}
 
     def map(self, spec: WorkerSpec, units: Iterable[dict[str, Any]], *, label: str,
             on_row: Callable[[Row], None] | None = None) -> list[Row]:
@@ -102,7 +119,9 @@ class _Base:
         rows: list[Row] = []
         bar = Progress(len(units), label, enabled=self.progress, noun=spec.unit_noun)
 
-        def emit(row: Row) -> None:
+        def emit(row: Row, node: tuple[str, str] | None = None) -> None:
+            if node and node[0]:
+                self.units_by_node.setdefault(node[0], {"ip": node[1], "units": 0})["units"] += 1
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -115,7 +134,7 @@ class _Base:
             bar.close()
         return rows
 
-    def _run(self, spec: WorkerSpec, units: list[dict[str, Any]], label: str, emit: Callable[[Row], None]) -> None:
+    def _run(self, spec: WorkerSpec, units: list[dict[str, Any]], label: str, emit: Callable[..., None]) -> None:
         raise NotImplementedError
 
 
@@ -158,9 +177,10 @@ class ActorPoolExecutor(_Base):
         class _Actor:
             def __init__(self, spec_):
                 self.worker = make_worker(spec_)
+                self.node = this_node()
 
-            def process(self, unit):  # (unit_id, row): the pool's results come back in completion order
-                return str(unit.get("unit_id")), process_safely(self.worker, unit, label)
+            def process(self, unit):  # (unit_id, row, node): the pool's results come back in completion order
+                return str(unit.get("unit_id")), process_safely(self.worker, unit, label), self.node
 
             def pid(self):
                 return os.getpid()
@@ -193,10 +213,11 @@ class _DataCall:
 
     def __init__(self, spec: WorkerSpec, label: str):
         self.worker, self.label = make_worker(spec), label
+        self.node = json.dumps(this_node())
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         rows = [process_safely(self.worker, json.loads(u), self.label) for u in batch["unit"]]
-        return {"row": [json.dumps(r, ensure_ascii=False, default=str) for r in rows]}
+        return {"row": [json.dumps(r, ensure_ascii=False, default=str) for r in rows], "node": [self.node] * len(rows)}
 
 
 class RayDataExecutor(_Base):
@@ -225,7 +246,7 @@ class RayDataExecutor(_Base):
             for rec in ds.map_batches(_DataCall, **kwargs).iter_rows():
                 row = Row(json.loads(rec["row"]))
                 seen.add(row.unit)
-                emit(row)
+                emit(row, tuple(json.loads(rec["node"])))
         except Exception as exc:  # noqa: BLE001 - a task Ray Data gave up on: its units become error rows
             for u in units:
                 if str(u.get("unit_id")) not in seen:
@@ -356,14 +377,15 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
         pool.submit(_call, unit)
     while pool.has_next():
         try:
-            uid, row = pool.get_next_unordered()
+            uid, row, node = pool.get_next_unordered()
         except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
             _failed_units()
             continue
         tracked.pop(uid, None)
-        emit(row)
+        emit(row, node)
     for uid, (ref, _, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
         try:                                        # reported done yet; still exactly one row per unit
-            emit(ray.get(ref)[1])
+            _, row, node = ray.get(ref)
+            emit(row, node)
         except Exception as exc:  # noqa: BLE001
             emit(Row.error(uid, exc, label))
