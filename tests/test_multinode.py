@@ -48,8 +48,9 @@ _WHY_NOT = unavailable()
 pytestmark = [pytest.mark.multinode, pytest.mark.ray,
               pytest.mark.skipif(_WHY_NOT is not None, reason=f"multi-node cluster: {_WHY_NOT}")]
 
-#: the slice every run here computes (the reference serially, the cluster runs on Ray); 1-CPU actors, three of
-#: each pool: one per node, so every node holds an actor of the stage when a node is killed
+#: the slice every run here computes (the reference serially, the cluster runs on Ray); generate and evaluate on
+#: three 1-CPU actors — one per node, so every node holds an actor of the stage when a node is killed — and render on
+#: its three 0.5-CPU actors (documents ×2, images ×1; render refuses more than 0.5 CPU per actor)
 SLICE = ["--skip", "record", "caption",
          "--set", "profiles=[p1_methodical,p3_efficient_executor,p18_decisive_scanner]",
          "--set", "tasks=[T-01,T-03]", "--set", "workspace.tts=tone", "--set", "encode.embedder=hashing",
@@ -57,7 +58,6 @@ SLICE = ["--skip", "record", "caption",
          "--set", "evaluate.methods=[no_context,full_context]", "--set", "evaluate.sample_per_sub_task=2",
          "--set", "evaluate.settings=[text]",
          "--set", "generate.num_actors=3", "--set", "generate.num_cpus_per_actor=1",
-         "--set", "render.num_cpus_per_actor=1",
          "--set", "evaluate.num_actors=3", "--set", "evaluate.num_cpus_per_actor=1"]
 #: what a job uploads of this checkout
 EXCLUDES = {"excludes": ["runs/", ".git/", "**/__pycache__/", ".pytest_cache/", "*.egg-info/", "build/", "dist/"]}
@@ -359,8 +359,7 @@ def test_render_while_a_neighbour_keeps_the_object_stores_spilling(env, tmp_path
             assert time.time() < deadline, neighbour.log()[-2000:]
             time.sleep(1)
         render = env.submit(str(run_dir), script="jobs/render.py",
-                            args=["--set", "render.formats=[pdf,docx,md,xlsx,png_page]",
-                                  "--set", "render.num_cpus_per_actor=1"])
+                            args=["--set", "render.formats=[pdf,docx,md,xlsx,png_page]"])
         assert render.wait() == 0, render.output[-6000:]
     finally:
         subprocess.run([*ray_cli(), "job", "stop", "--address", cluster.dashboard, neighbour.sid],
