@@ -179,7 +179,29 @@ class NetCluster:
     def dashboard(self) -> str:
         return f"http://{self.head.ip}:{DASHBOARD_PORT}"
 
-    def _ray_start(self, node: Node) -> None:
+    def _ray_start(self, node: Node, attempts: int = 3) -> None:
+        """``ray start`` of ``node``; retried (after killing what the failed try left in the namespace) when it
+        fails: ``ray start`` gives a raylet 30 s to register with the GCS, which a loaded machine can miss."""
+        for attempt in range(attempts):
+            try:
+                return self._ray_start_once(node)
+            except RuntimeError:
+                if not node.head and self._registers(node.ip, 90.0):  # late, but there: keep it
+                    return None
+                if attempt == attempts - 1:
+                    raise
+                self.kill_node(node)
+                node.temp_dir = tempfile.mkdtemp(prefix=node.name[0], dir=self.root)
+
+    def _registers(self, ip: str, wait_s: float) -> bool:
+        deadline = time.time() + wait_s
+        while time.time() < deadline:
+            if ip in self.alive_nodes():
+                return True
+            time.sleep(3.0)
+        return False
+
+    def _ray_start_once(self, node: Node) -> None:
         cmd = ["ip", "netns", "exec", node.ns, *ray_cli(), "start", f"--node-ip-address={node.ip}",
                f"--num-cpus={self.num_cpus}", f"--object-store-memory={self.object_store_mb * 2 ** 20}",
                f"--memory={self.memory_mb * 2 ** 20}", f"--temp-dir={node.temp_dir}", "--disable-usage-stats",

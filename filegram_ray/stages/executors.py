@@ -3,9 +3,10 @@ returns one :class:`~filegram_ray.stages.base.Row` per unit; it never names a st
 for progress lines and error rows only).
 
 * :class:`SerialExecutor` — one worker in this process, no Ray (debugging, tests, ``--serial``);
-* :class:`ActorPoolExecutor` — ``ray.util.ActorPool`` of ``num_actors`` actors; a unit whose actor dies is run
-  again once Ray has restarted the actor (or a new one replaced it), at most ``max_restarts`` times, then it is an
-  error row — every unit yields exactly one row (BR-08 / BR-23);
+* :class:`ActorPoolExecutor` — a pool of ``num_actors`` actors, one unit in flight on each; a unit whose actor
+  dies (its process, or its node) goes at once to another live actor, at most ``max_restarts`` times, then it is an
+  error row — every unit yields exactly one row (BR-08 / BR-23); the dead actor rejoins when Ray has restarted it,
+  or a new actor replaces it;
 * :class:`RayDataExecutor` — ``ray.data.from_items(units).map_batches(...)`` on an actor pool
   (``ActorPoolStrategy``), one unit per batch; Ray Data retries a failed task, the worker's own exceptions are
   error rows.
@@ -151,7 +152,7 @@ class SerialExecutor(_Base):
 
 
 class ActorPoolExecutor(_Base):
-    """Units on ``ray.util.ActorPool`` (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
+    """Units on a pool of actors (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
     cluster can place); see the module docstring for what happens when an actor dies.
 
     Args:
@@ -293,99 +294,99 @@ def map_units(
 EXECUTORS: dict[str, type] = {"serial": SerialExecutor, "actor-pool": ActorPoolExecutor, "ray-data": RayDataExecutor}
 
 
-def _drop_idle(pool, actor) -> None:
-    """Remove ``actor`` from ``pool``'s idle actors with the pool's public API: pop every idle actor
-    (``ActorPool.pop_idle``) and push back all but ``actor``. The pool keeps an actor whose task failed with an
-    error other than ``ActorDiedError``; a handle that will not come back must not be handed a unit again."""
-    others = []
-    while (idle := pool.pop_idle()) is not None:
-        if idle != actor:
-            others.append(idle)
-    for a in others:
-        pool.push(a)
-
-
 def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, max_restarts: int,
               actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
-    """The loop of :class:`ActorPoolExecutor` on Ray's :class:`ray.util.ActorPool`: submit every unit, collect
-    rows in completion order, resubmit a unit whose actor died (at most ``max_restarts`` times, then an error row
-    naming it) once Ray has restarted that actor — or a new actor replaced it — so every unit yields exactly one
-    row.
+    """The loop of :class:`ActorPoolExecutor`: hand each idle actor the next unit, collect rows in completion
+    order, and never wait on a dead actor while live ones could work.
 
-    ``ActorPool.get_next_unordered`` raises without naming the unit when a task fails, so each submitted task is
-    tracked here (``unit_id`` → (ref, unit, actor)); after a failure, the finished refs that raise are the failed
-    units, each handled once. ``actors`` is updated in place (replacements), for the caller's cleanup.
+    A unit whose actor died (its process, or the node under it: :data:`died_errors`) goes back to the front of the
+    queue at once — any live actor takes it — at most ``max_restarts`` times, then it is an error row naming it; so
+    every unit yields exactly one row. The dead actor is probed in the background (Ray restarts it, on another
+    node if its node is gone) and rejoins the idle set when it answers; one that does not answer within
+    ``actor_restart_timeout_s`` (restarts spent, or no node can place it) is killed and replaced by a new actor.
+    Each actor runs one unit at a time, so a death costs only the unit in flight on it. ``actors`` is updated in
+    place (replacements), for the caller's cleanup. (``ray.util.ActorPool`` hands a returned-but-dead actor the
+    next queued unit and offers no way to wait for a restart without blocking every other actor.)
     """
-    from ray.util import ActorPool
+    import time
+    from collections import deque
 
-    pool = ActorPool(list(actors))
-    tracked: dict[str, tuple[Any, dict[str, Any], Any]] = {}  # unit_id -> (ref, unit, actor) of the live task
+    queue = deque(units)
+    idle = list(actors)
+    inflight: dict[Any, tuple[str, dict[str, Any], Any]] = {}  # task ref -> (unit id, unit, actor)
+    probing: dict[Any, tuple[Any, float]] = {}  # pid() ref of a dead actor -> (actor, since)
     attempts: dict[str, int] = {}
+    stuck = [0]  # actors replaced since the last row: a cluster that can place none ends the loop
 
-    def _call(actor, unit):
-        ref = actor.process.remote(unit)
-        tracked[str(unit.get("unit_id"))] = (ref, unit, actor)
-        return ref
-
-    def _revive(actor) -> None:
-        """Give the pool ``actor`` back once Ray has restarted it, or a new actor if it does not come back."""
+    def replace(actor) -> None:
+        stuck[0] += 1
         try:
-            ray.get(actor.pid.remote(), timeout=actor_restart_timeout_s)
-        except Exception:  # noqa: BLE001 - gone for good (restarts spent) or not back in time
-            log.warning("%s: an actor did not come back; starting a new actor", label)
-            idx = next((i for i, a in enumerate(actors) if a == actor), None)
-            _drop_idle(pool, actor)  # a dead handle must not stay in the pool's idle set
-            actor = new_actor()
-            if idx is None:
-                actors.append(actor)
-            else:
-                actors[idx] = actor
-        try:
-            pool.push(actor)
-        except ValueError:  # the pool kept it (a restartable failure returns the actor to the idle set)
+            ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
             pass
+        fresh = new_actor()
+        idx = next((i for i, a in enumerate(actors) if a == actor), None)
+        if idx is None:
+            actors.append(fresh)
+        else:
+            actors[idx] = fresh
+        probing[fresh.pid.remote()] = (fresh, time.monotonic())
 
-    def _failed_units() -> None:
-        """Handle every finished task that raised and is still tracked (the one ``get_next_unordered`` just
-        raised for, and any other that failed at the same time)."""
-        refs = {t[0]: uid for uid, t in tracked.items()}
-        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
-        for ref in done:
+    def finished(ref) -> None:
+        if ref in probing:
+            actor, _ = probing.pop(ref)
             try:
                 ray.get(ref)
-                continue  # finished fine: the pool returns its row later
-            except died_errors as exc:
-                uid = refs[ref]
-                _, unit, actor = tracked.pop(uid)
-                attempts[uid] = attempts.get(uid, 0) + 1
-                if attempts[uid] <= max_restarts:
-                    log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
-                    _revive(actor)
-                    pool.submit(_call, unit)
-                else:
-                    row = Row.error(uid, exc, label)
-                    row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
-                                    f"native crash or out-of-memory kill?): {row['error']}")[:2000]
-                    emit(row)
-                    _revive(actor)
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
-                uid = refs[ref]
-                tracked.pop(uid)
-                emit(Row.error(uid, exc, label))
-
-    for unit in units:
-        pool.submit(_call, unit)
-    while pool.has_next():
+                idle.append(actor)
+            except Exception:  # noqa: BLE001 - gone for good (restarts spent)
+                log.warning("%s: an actor did not come back; starting a new actor", label)
+                replace(actor)
+            return
+        uid, unit, actor = inflight.pop(ref)
         try:
-            uid, row, node = pool.get_next_unordered()
-        except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
-            _failed_units()
-            continue
-        tracked.pop(uid, None)
-        emit(row, node)
-    for uid, (ref, _, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
-        try:                                        # reported done yet; still exactly one row per unit
             _, row, node = ray.get(ref)
-            emit(row, node)
-        except Exception as exc:  # noqa: BLE001
+        except died_errors as exc:
+            attempts[uid] = attempts.get(uid, 0) + 1
+            if attempts[uid] <= max_restarts:
+                log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
+                queue.appendleft(unit)
+            else:
+                row = Row.error(uid, exc, label)
+                row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
+                                f"native crash or out-of-memory kill?): {row['error']}")[:2000]
+                emit(row)
+            probing[actor.pid.remote()] = (actor, time.monotonic())
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
+            idle.append(actor)
             emit(Row.error(uid, exc, label))
+            return
+        idle.append(actor)
+        stuck[0] = 0
+        emit(row, node)
+
+    while queue or inflight:
+        if stuck[0] > 2 * len(actors) + 3 and not inflight:
+            err = RuntimeError(f"no actor could be started in {stuck[0]} tries (is any node left that can place "
+                               "one?)")
+            while queue:
+                emit(Row.error(str(queue.popleft().get("unit_id")), err, label))
+            return
+        while queue and idle:
+            actor, unit = idle.pop(0), queue.popleft()
+            inflight[actor.process.remote(unit)] = (str(unit.get("unit_id")), unit, actor)
+        if queue and not inflight and not probing:  # every actor gone: start one
+            replace(None)
+        waiting = list(inflight) + list(probing)
+        ready, _ = ray.wait(waiting, num_returns=1, timeout=1.0)
+        if ready:
+            ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+        for ref in ready:
+            finished(ref)
+        now = time.monotonic()
+        for ref, (actor, since) in list(probing.items()):
+            if now - since > actor_restart_timeout_s:
+                probing.pop(ref)
+                log.warning("%s: an actor did not come back within %.0f s; starting a new actor", label,
+                            actor_restart_timeout_s)
+                replace(actor)
