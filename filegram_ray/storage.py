@@ -182,8 +182,27 @@ class RunDir:
             "memory://" + self.full(rel))
 
     # ------------------------------------------------------------------ reads
+    def _forget_listings(self, full: str) -> None:
+        """Drop what the fsspec driver cached of ``full``'s listings (its own, its parents', everything under it).
+        s3fs keeps every listing it made for the life of the filesystem object, which fsspec shares across a
+        process; other processes (a stage's actors on other nodes, another job) write here meanwhile, and a stale
+        listing misses their files (``exists`` reads the parent's listing too)."""
+        if self.is_local:
+            return
+        try:
+            self.fs.invalidate_cache(full)
+            cache = getattr(self.fs, "dircache", None)
+            if cache is not None:
+                prefix = full.rstrip("/") + "/"
+                for key in [k for k in list(cache) if str(k).startswith(prefix)]:
+                    cache.pop(key, None)
+        except Exception:  # noqa: BLE001 - a driver without a listings cache
+            pass
+
     def exists(self, rel: str) -> bool:
-        return self.fs.exists(self.full(rel))
+        full = self.full(rel)
+        self._forget_listings(full)
+        return self.fs.exists(full)
 
     def read_bytes(self, rel: str) -> bytes:
         try:
@@ -211,6 +230,7 @@ class RunDir:
     def listdir(self, rel: str = "") -> list[str]:
         """Names (not paths) of the entries directly under ``rel``; empty if it does not exist."""
         full = self.full(rel)
+        self._forget_listings(full)
         if not self.fs.exists(full):
             return []
         names = []
@@ -221,6 +241,7 @@ class RunDir:
     def walk_files(self, rel: str = "") -> list[str]:
         """All file paths under ``rel``, relative to the run directory root, sorted."""
         full = self.full(rel)
+        self._forget_listings(full)
         if not self.fs.exists(full):
             return []
         out = [posixpath.relpath(str(path), self.root) for path in self.fs.find(full)]

@@ -284,6 +284,26 @@ def test_stale_s3_lock_is_taken_over_by_exactly_one_job():
                 pass
 
 
+def test_s3_listings_see_what_other_processes_wrote():
+    """A run directory on S3 read by one process while others write it (the driver while its actors on other nodes
+    write units): ``listdir``, ``exists`` and ``walk_files`` see a file another client put after the first listing.
+    s3fs caches every listing for the life of the (process-wide) filesystem object; before, the driver kept
+    seeing the listing it made first — found on the 3-node cluster, where ``_done/evaluate`` listed 4 of 14
+    completion records after the job had written all 14."""
+    import boto3
+    from s3server import S3Server
+
+    with S3Server() as s3:
+        run = RunDir("s3://filegram/listings", s3.storage_options)
+        run.write_json("_done/x/a.json", {})
+        assert run.listdir("_done/x") == ["a.json"] and not run.exists("_done/x/b.json")
+        boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                     region_name="us-east-1").put_object(Bucket="filegram", Key="listings/_done/x/b.json", Body=b"{}")
+        assert run.listdir("_done/x") == ["a.json", "b.json"]
+        assert run.exists("_done/x/b.json") and run.is_done("x", "b")
+        assert run.walk_files("_done") == ["_done/x/a.json", "_done/x/b.json"]
+
+
 # ---------------------------------------------------------------------------------------------------- the cluster
 def test_three_nodes_s3_racing_submitters_and_worker_raylets_killed(env):
     """Two ``ray job submit`` of the same pipeline slice at once on one ``s3://`` run directory: exactly one runs,
