@@ -27,11 +27,27 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raycluster import head_env, ray_cli
+from raycluster import head_env, ray_cli, wait_for_dashboard
+
+#: the pipeline slice tests/test_multinode.py and tests/benchmarks/bench_multinode.py run (``jobs/pipeline.py``
+#: arguments): profiles p1, p3, p18 × tasks T-01, T-03, every stage but record and caption; generate and evaluate on
+#: three 1-CPU actors — one per node of a 3-node, 1-CPU-per-node cluster, so every node holds an actor of the stage
+#: when a node is killed — and render on its three 0.5-CPU actors (documents ×2, images ×1; render refuses more
+#: than 0.5 CPU per actor)
+PIPELINE_SLICE = ["--skip", "record", "caption",
+                  "--set", "profiles=[p1_methodical,p3_efficient_executor,p18_decisive_scanner]",
+                  "--set", "tasks=[T-01,T-03]", "--set", "workspace.tts=tone", "--set", "encode.embedder=hashing",
+                  "--set", "render.formats=[pdf,docx,md,xlsx,png_page]",
+                  "--set", "evaluate.methods=[no_context,full_context]", "--set", "evaluate.sample_per_sub_task=2",
+                  "--set", "evaluate.settings=[text]",
+                  "--set", "generate.num_actors=3", "--set", "generate.num_cpus_per_actor=1",
+                  "--set", "evaluate.num_actors=3", "--set", "evaluate.num_cpus_per_actor=1"]
+#: what a job uploads of the checkout (``ray job submit --runtime-env-json``)
+JOB_EXCLUDES = {"excludes": ["runs/", ".git/", "**/__pycache__/", ".pytest_cache/", "*.egg-info/", "build/",
+                             "dist/"]}
 
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
@@ -243,16 +259,7 @@ class NetCluster:
         return node
 
     def _wait_dashboard(self, timeout_s: float) -> None:
-        deadline = time.time() + timeout_s
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.dashboard}/api/version", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                if time.time() > deadline:
-                    raise RuntimeError(f"the dashboard at {self.dashboard} did not come up") from None
-                time.sleep(1.0)
+        wait_for_dashboard(self.dashboard, timeout_s)
 
     def alive_nodes(self) -> dict[str, str]:
         """``{node IP: node id}`` of the nodes the GCS reports alive (``ray list nodes`` against the head)."""
@@ -303,14 +310,6 @@ class NetCluster:
         self._ray_start(node)
         if node.head:
             self._wait_dashboard(timeout_s)
-
-    def metrics(self, node: Node) -> str:
-        """The Prometheus text of ``node``'s metrics agent ('' when it does not answer)."""
-        try:
-            with urllib.request.urlopen(f"http://{node.ip}:{METRICS_PORT}/metrics", timeout=10) as r:
-                return r.read().decode(errors="replace")
-        except OSError:
-            return ""
 
     # ------------------------------------------------------------------ teardown
     def close(self) -> None:

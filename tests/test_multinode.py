@@ -21,7 +21,6 @@ Needs root and ``ip`` (network namespaces); skips otherwise. ``python -m pytest 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
 import os
@@ -38,7 +37,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 from compare_runs import compare  # noqa: E402
-from netcluster import NetCluster, unavailable  # noqa: E402
+from netcluster import JOB_EXCLUDES, PIPELINE_SLICE, NetCluster, unavailable  # noqa: E402
 from raycluster import ray_cli  # noqa: E402
 
 from filegram_ray.storage import RunDir, RunDirLockedError  # noqa: E402
@@ -48,19 +47,9 @@ _WHY_NOT = unavailable()
 pytestmark = [pytest.mark.multinode, pytest.mark.ray,
               pytest.mark.skipif(_WHY_NOT is not None, reason=f"multi-node cluster: {_WHY_NOT}")]
 
-#: the slice every run here computes (the reference serially, the cluster runs on Ray); generate and evaluate on
-#: three 1-CPU actors — one per node, so every node holds an actor of the stage when a node is killed — and render on
-#: its three 0.5-CPU actors (documents ×2, images ×1; render refuses more than 0.5 CPU per actor)
-SLICE = ["--skip", "record", "caption",
-         "--set", "profiles=[p1_methodical,p3_efficient_executor,p18_decisive_scanner]",
-         "--set", "tasks=[T-01,T-03]", "--set", "workspace.tts=tone", "--set", "encode.embedder=hashing",
-         "--set", "render.formats=[pdf,docx,md,xlsx,png_page]",
-         "--set", "evaluate.methods=[no_context,full_context]", "--set", "evaluate.sample_per_sub_task=2",
-         "--set", "evaluate.settings=[text]",
-         "--set", "generate.num_actors=3", "--set", "generate.num_cpus_per_actor=1",
-         "--set", "evaluate.num_actors=3", "--set", "evaluate.num_cpus_per_actor=1"]
-#: what a job uploads of this checkout
-EXCLUDES = {"excludes": ["runs/", ".git/", "**/__pycache__/", ".pytest_cache/", "*.egg-info/", "build/", "dist/"]}
+#: the slice every run here computes (the reference serially, the cluster runs on Ray): netcluster.PIPELINE_SLICE
+SLICE = PIPELINE_SLICE
+EXCLUDES = JOB_EXCLUDES
 #: a dead node noticed in ~8 s instead of Ray's ~15-25 s (period 3 s, timeout 10 s, 5 failures), not so eager that
 #: a loaded machine's slow answer reads as a death: keeps the module short; tests/benchmarks/bench_multinode.py
 #: measures a lost node with Ray's defaults

@@ -36,20 +36,12 @@ REPO = HERE.parent.parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(REPO)]
 
 from compare_runs import compare  # noqa: E402
-from netcluster import NetCluster, unavailable  # noqa: E402
+from netcluster import JOB_EXCLUDES, PIPELINE_SLICE, NetCluster, unavailable  # noqa: E402
 from raycluster import ray_cli  # noqa: E402
 
 from filegram_ray.storage import RunDir  # noqa: E402
 
-SLICE = ["--skip", "record", "caption",
-         "--set", "profiles=[p1_methodical,p3_efficient_executor,p18_decisive_scanner]",
-         "--set", "tasks=[T-01,T-03]", "--set", "workspace.tts=tone", "--set", "encode.embedder=hashing",
-         "--set", "render.formats=[pdf,docx,md,xlsx,png_page]",
-         "--set", "evaluate.methods=[no_context,full_context]", "--set", "evaluate.sample_per_sub_task=2",
-         "--set", "evaluate.settings=[text]",
-         "--set", "generate.num_actors=3", "--set", "generate.num_cpus_per_actor=1",
-         "--set", "evaluate.num_actors=3", "--set", "evaluate.num_cpus_per_actor=1"]
-EXCLUDES = {"excludes": ["runs/", ".git/", "**/__pycache__/", ".pytest_cache/", "*.egg-info/", "build/", "dist/"]}
+SLICE, EXCLUDES = PIPELINE_SLICE, JOB_EXCLUDES
 STAGES = ["seed", "generate", "encode", "render", "bench", "evaluate"]
 
 
