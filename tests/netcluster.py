@@ -49,6 +49,10 @@ PIPELINE_SLICE = ["--skip", "record", "caption",
 JOB_EXCLUDES = {"excludes": ["runs/", ".git/", "**/__pycache__/", ".pytest_cache/", "*.egg-info/", "build/",
                              "dist/"]}
 
+#: process titles of a Ray worker running a unit: an actor-pool actor (``ActorPoolExecutor``) or a Ray Data map
+#: actor (``RayDataExecutor``, render) inside a call
+BUSY_TITLES = ("ray::_Actor.process", "ray::_MapWorker.submit")
+
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 METRICS_PORT = 8090
@@ -115,6 +119,10 @@ class Node:
 
     def pids(self) -> list[int]:
         return ns_pids(self.ns)
+
+    def runs_unit(self) -> bool:
+        """Whether a worker process of this node is inside a unit's call (:data:`BUSY_TITLES`)."""
+        return any(_cmdline(p).startswith(BUSY_TITLES) for p in self.pids())
 
     def raylet_pid(self) -> int | None:
         for pid in self.pids():
@@ -286,6 +294,10 @@ class NetCluster:
             time.sleep(1.0)
 
     # ------------------------------------------------------------------ faults
+    def busy_worker(self) -> Node | None:
+        """A worker node with a live raylet that runs a unit right now, or None."""
+        return next((n for n in self.workers if n.runs_unit() and n.raylet_pid()), None)
+
     def kill_raylet(self, node: Node) -> int:
         """SIGKILL the raylet of ``node`` (its workers, agents and object store go with it); returns its pid."""
         pid = node.raylet_pid()

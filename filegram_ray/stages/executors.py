@@ -294,6 +294,24 @@ def map_units(
 EXECUTORS: dict[str, type] = {"serial": SerialExecutor, "actor-pool": ActorPoolExecutor, "ray-data": RayDataExecutor}
 
 
+#: how often (seconds) the actor pool looks up the state of the actors that hold units
+_LOOK_EVERY_S = 5.0
+
+
+def _restarting_actors(ray) -> set[str]:
+    """Ids (hex) of this job's actors that Ray is restarting (state ``RESTARTING``), from Ray's state API (the
+    GCS, through the dashboard); empty when it does not answer within 10 s (the pool then only waits longer)."""
+    try:
+        from ray.util.state import list_actors
+
+        job = ray.get_runtime_context().get_job_id()
+        rows = list_actors(filters=[("job_id", "=", job), ("state", "=", "RESTARTING")], limit=10000, timeout=10,
+                           raise_on_missing_output=False)
+        return {r["actor_id"] if isinstance(r, dict) else r.actor_id for r in rows}
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return set()
+
+
 def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, max_restarts: int,
               actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
     """The loop of :class:`ActorPoolExecutor`: hand each idle actor the next unit, collect rows in completion
@@ -304,6 +322,10 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
     every unit yields exactly one row. The dead actor is probed in the background (Ray restarts it, on another
     node if its node is gone) and rejoins the idle set when it answers; one that does not answer within
     ``actor_restart_timeout_s`` (restarts spent, or no node can place it) is killed and replaced by a new actor.
+    A unit sent to an actor whose node is lost before the actor ran it does not fail: Ray keeps it queued for the
+    restarted actor, however long no node can place that (seen on a 3-node cluster that lost a node as a stage
+    began). So every few seconds the actors holding units are looked up (:func:`_restarting_actors`), and one that
+    Ray is restarting is killed: its unit goes back to the queue without counting as an attempt.
     Each actor runs one unit at a time, so a death costs only the unit in flight on it. ``actors`` is updated in
     place (replacements), for the caller's cleanup. (``ray.util.ActorPool`` hands a returned-but-dead actor the
     next queued unit and offers no way to wait for a restart without blocking every other actor.)
@@ -314,6 +336,8 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
     queue = deque(units)
     idle = list(actors)
     inflight: dict[Any, tuple[str, dict[str, Any], Any]] = {}  # task ref -> (unit id, unit, actor)
+    evicted: set = set()  # task refs whose actor was killed here before it ran them (not an attempt of the unit)
+    last_look = [time.monotonic()]
     probing: dict[Any, tuple[Any, float]] = {}  # pid() ref of a dead actor -> (actor, since)
     attempts: dict[str, int] = {}
     stuck = [0]  # actors replaced since the last row: a cluster that can place none ends the loop
@@ -346,6 +370,11 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
         try:
             _, row, node = ray.get(ref)
         except died_errors as exc:
+            if ref in evicted:
+                evicted.discard(ref)
+                queue.appendleft(unit)
+                probing[actor.pid.remote()] = (actor, time.monotonic())
+                return
             attempts[uid] = attempts.get(uid, 0) + 1
             if attempts[uid] <= max_restarts:
                 log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
@@ -364,6 +393,20 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
         idle.append(actor)
         stuck[0] = 0
         emit(row, node)
+
+    def evict_restarting() -> None:
+        """Kill the restarting actors that hold a unit (docstring above); the units come back through
+        ``finished`` as died errors."""
+        restarting = _restarting_actors(ray)
+        for ref, (uid, _, actor) in list(inflight.items()):
+            if ref not in evicted and actor._actor_id.hex() in restarting:
+                log.warning("%s: the actor holding %s is restarting (its node lost?); %s goes to another actor",
+                            label, uid, uid)
+                evicted.add(ref)
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
 
     while queue or inflight:
         if stuck[0] > 2 * len(actors) + 3 and not inflight:
@@ -390,3 +433,6 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
                 log.warning("%s: an actor did not come back within %.0f s; starting a new actor", label,
                             actor_restart_timeout_s)
                 replace(actor)
+        if inflight and now - last_look[0] >= _LOOK_EVERY_S:
+            last_look[0] = now
+            evict_restarting()

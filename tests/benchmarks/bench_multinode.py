@@ -45,13 +45,6 @@ SLICE, EXCLUDES = PIPELINE_SLICE, JOB_EXCLUDES
 STAGES = ["seed", "generate", "encode", "render", "bench", "evaluate"]
 
 
-def _title(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def run_slice(cluster: NetCluster, run_dir: Path, kill_stage: str | None = None) -> dict:
     """Submit the slice; optionally kill a worker raylet mid-``kill_stage``. Returns wall s, stage s, kill info."""
     sid = f"bench-{int(time.time() * 1000) % 10**9}"
@@ -66,17 +59,15 @@ def run_slice(cluster: NetCluster, run_dir: Path, kill_stage: str | None = None)
         while f"=== stage {kill_stage} ===" not in text():
             time.sleep(0.2)
         while True:
-            for node in cluster.workers:
-                if node.raylet_pid() and any(_title(p).startswith("ray::_Actor.process") for p in node.pids()):
-                    alive_before = set(cluster.alive_nodes())
-                    t_kill = time.time()
-                    cluster.kill_raylet(node)
-                    kill.update(node=node.name, ip=node.ip, at=t_kill)
-                    while node.ip in cluster.alive_nodes() and time.time() - t_kill < 300:
-                        time.sleep(0.5)
-                    kill["dead_after_s"] = round(time.time() - t_kill, 1)
-                    kill["alive_before"] = sorted(alive_before)
-                    return
+            if (node := cluster.busy_worker()) is not None:
+                ended = f"=== stage {kill_stage} done" in text()
+                t_kill = time.time()
+                cluster.kill_raylet(node)
+                kill.update(node=node.name, ip=node.ip, at=t_kill, missed=ended)
+                while node.ip in cluster.alive_nodes() and time.time() - t_kill < 300:
+                    time.sleep(0.5)
+                kill["dead_after_s"] = round(time.time() - t_kill, 1)
+                return
             if f"=== stage {kill_stage} done" in text():
                 kill["missed"] = True
                 return
