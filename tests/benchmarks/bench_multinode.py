@@ -2,12 +2,13 @@
 
 Each cluster is real (:mod:`netcluster`: every node ``ray start``-ed in its own network namespace, 1 CPU and a
 200 MiB object store each, Ray's default health checks); the slice is submitted with ``ray job submit`` onto a
-shared POSIX run directory, three times:
+shared POSIX run directory, ``--repeat`` times (2) in each configuration:
 
 1. ``1 node``  — the head alone;
 2. ``3 nodes`` — head + 2 workers;
-3. ``3 nodes, 1 lost`` — as 2, with one worker's raylet SIGKILLed while render runs a unit on it (the node is not
-   started again: the job finishes on 2 nodes).
+3. ``3 nodes, 1 lost in STAGE`` — as 2 on a fresh cluster, with one worker's raylet SIGKILLed while it runs a unit
+   of STAGE (each of ``--kill-stage``: render, a Ray Data stage, and evaluate, an actor-pool stage); the node is not
+   started again: the job finishes on 2 nodes.
 
 Prints the job's wall seconds (submit to exit) and each stage's seconds from ``run.json``, checks every run's outputs
 byte-identical to the first (``compare_runs.compare``), and — for the lost node — the seconds from the kill until
@@ -15,7 +16,7 @@ the GCS reported the node dead, and the stage's extra seconds over the clean 3-n
 into ``docs/measurements/<date>-multinode.md``. Needs root and ``ip``. On a shared 2-core machine the figures are
 ratios within one invocation; the CPU model, flags and load average are printed with them.
 
-    python tests/benchmarks/bench_multinode.py [--write]
+    python tests/benchmarks/bench_multinode.py [--write] [--repeat N] [--kill-stage STAGE ...]
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,54 +91,78 @@ def run_slice(cluster: NetCluster, run_dir: Path, kill_stage: str | None = None)
     stages = RunDir(str(run_dir)).read_json("run.json")["stages"]
     driver = log.read_text(errors="replace") if log.exists() else ""
     return {"wall_s": round(wall, 1), "stages": {s: stages[s]["seconds"] for s in STAGES if s in stages},
-            "records": stages, "kill": kill, "resubmitted": driver.count("resubmitting")}
+            "records": stages, "kill": kill,
+            "resubmitted": driver.count("resubmitting") + driver.count("goes to another actor")}
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write docs/measurements/<date>-multinode.md")
-    ap.add_argument("--kill-stage", default="render", help="stage during which a worker node is lost")
+    ap.add_argument("--kill-stage", nargs="+", default=["render", "evaluate"],
+                    help="stages during which a worker node is lost, one lossy run each (default: render evaluate)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each configuration (medians are reported)")
     args = ap.parse_args(argv)
     if (why := unavailable()) is not None:
         print(f"cannot build a namespaced cluster: {why}", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="bench-multinode-"))
-    results: dict[str, dict] = {}
-    with NetCluster(workers=0, num_cpus=1, object_store_mb=200) as one:
-        results["1 node"] = run_slice(one, root / "one")
-    with NetCluster(workers=2, num_cpus=1, object_store_mb=200) as three:
-        results["3 nodes"] = run_slice(three, root / "three")
-    with NetCluster(workers=2, num_cpus=1, object_store_mb=200) as lossy:
-        results["3 nodes, 1 lost"] = run_slice(lossy, root / "lost", kill_stage=args.kill_stage)
-    same = {name: not any(v for k, v in compare(RunDir(str(root / "one")), RunDir(str(root / d))).items()
-                          if k in ("differ", "only_before", "only_after"))
-            for name, d in (("3 nodes", "three"), ("3 nodes, 1 lost", "lost"))}
-    lines = [f"{'run':<18} {'wall s':>7} " + " ".join(f"{s:>9}" for s in STAGES) + "  nodes used (units)"]
-    for name, r in results.items():
-        used = {}
+    runs: list[tuple[str, Path, dict]] = []  # (configuration, run dir, result)
+    load = [os.getloadavg()[0]]
+    try:
+        with NetCluster(workers=0, num_cpus=1, object_store_mb=200) as one:
+            for r in range(args.repeat):
+                runs.append(("1 node", root / f"one{r}", run_slice(one, root / f"one{r}")))
+        with NetCluster(workers=2, num_cpus=1, object_store_mb=200) as three:
+            for r in range(args.repeat):
+                runs.append(("3 nodes", root / f"three{r}", run_slice(three, root / f"three{r}")))
+        for ks in args.kill_stage:
+            for r in range(args.repeat):  # a fresh cluster each time: the lost node is not started again
+                with NetCluster(workers=2, num_cpus=1, object_store_mb=200) as lossy:
+                    d = root / f"lost-{ks}{r}"
+                    runs.append((f"3 nodes, 1 lost in {ks}", d, run_slice(lossy, d, kill_stage=ks)))
+        load.append(os.getloadavg()[0])
+        first = RunDir(str(runs[0][1]))
+        same = {str(d.name): not any(v for k, v in compare(first, RunDir(str(d))).items()
+                                     if k in ("differ", "only_before", "only_after"))
+                for _, d, _ in runs[1:]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = [f"{'run':<28} {'wall s':>7} " + " ".join(f"{s:>9}" for s in STAGES) + "  nodes used (units)"]
+    for name, d, r in runs:
+        used: dict[str, int] = {}
         for rec in r["records"].values():
             for v in (rec.get("nodes") or {}).values():
-                used[v["ip"]] = used.get(v["ip"], 0) + v["units"]
-        lines.append(f"{name:<18} {r['wall_s']:>7.1f} " + " ".join(f"{r['stages'].get(s, 0):>9.1f}" for s in STAGES)
-                     + "  " + ", ".join(f"{ip} {n}" for ip, n in sorted(used.items())))
-    lost, clean = results["3 nodes, 1 lost"], results["3 nodes"]
-    k = lost["kill"]
-    ks = args.kill_stage
-    summary = [
-        f"speed-up 1 → 3 nodes: {results['1 node']['wall_s'] / clean['wall_s']:.2f}× (job wall)",
-        f"lost node: {k.get('node')} ({k.get('ip')}) raylet SIGKILLed during {ks}"
-        + (" — missed: the stage ended first" if k.get("missed") else "")
-        + f"; the GCS reported it dead {k.get('dead_after_s')} s later; units resubmitted: {lost['resubmitted']}",
-        f"cost of the lost node: {ks} {lost['stages'].get(ks, 0) - clean['stages'].get(ks, 0):+.1f} s, job "
-        f"{lost['wall_s'] - clean['wall_s']:+.1f} s against the clean 3-node run; outputs identical to 1 node: "
-        f"{same}",
-    ]
+                used[v["ip"].rsplit(".", 1)[-1]] = used.get(v["ip"].rsplit(".", 1)[-1], 0) + v["units"]
+        lines.append(f"{name:<28} {r['wall_s']:>7.1f} " + " ".join(f"{r['stages'].get(s, 0):>9.1f}" for s in STAGES)
+                     + "  " + ", ".join(f".{ip} {n}" for ip, n in sorted(used.items())))
+    by: dict[str, list[dict]] = {}
+    for name, _, r in runs:
+        by.setdefault(name, []).append(r)
+    clean = by["3 nodes"]
+    summary = [f"medians of {args.repeat} run(s) each",
+               f"speed-up 1 → 3 nodes: {_median([r['wall_s'] for r in by['1 node']]) / _median([r['wall_s'] for r in clean]):.2f}× (job wall)"]
+    for ks in args.kill_stage:
+        lost = by[f"3 nodes, 1 lost in {ks}"]
+        missed = sum(1 for r in lost if r["kill"].get("missed"))
+        summary.append(
+            f"lost in {ks}: a worker's raylet SIGKILLed while it ran a unit of {ks} ({missed} of {len(lost)} kills "
+            f"came after the stage's end); the GCS reported the node dead after "
+            f"{_median([r['kill'].get('dead_after_s', float('nan')) for r in lost]):.1f} s; units sent to another "
+            f"actor (actor-pool stages): {[r['resubmitted'] for r in lost]}; {ks} "
+            f"{_median([r['stages'].get(ks, 0) for r in lost]) - _median([r['stages'].get(ks, 0) for r in clean]):+.1f} s, "
+            f"job {_median([r['wall_s'] for r in lost]) - _median([r['wall_s'] for r in clean]):+.1f} s against the "
+            "clean 3-node runs")
+    summary.append(f"outputs byte-identical to the first 1-node run: {same}")
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
     flags = next((ln.split(":", 1)[1].split() for ln in cpu.splitlines() if ln.startswith("Flags")), [])
     wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile") if f in flags]
-    env_line = (f"CPU: {model}, {os.cpu_count()} cores, flags {' '.join(wanted)}; load average before/after: "
-                f"{os.getloadavg()[0]:.1f}; {platform.platform()}")
+    env_line = (f"CPU: {model}, {os.cpu_count()} cores, flags {' '.join(wanted)}; load average (1 min) before/after: "
+                f"{load[0]:.1f} / {load[-1]:.1f}; {platform.platform()}")
     text = "\n".join(lines + [""] + summary + ["", env_line])
     print(text)
     if args.write:
@@ -147,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                        "object store each, Ray's default health checks; the slice is profiles p1, p3, p18 × tasks "
                        "T-01, T-03, every stage but record and caption, submitted with `ray job submit` onto a "
                        "shared POSIX run directory. Seconds are wall seconds on a machine shared with other work: "
-                       "read them as ratios within this one invocation.\n\n```\n" + text + "\n```\n",
-                       encoding="utf-8")
+                       "read them as ratios within this one invocation. A lossy run's node is not started again: "
+                       "the job finishes on 2 nodes. Nodes are named by the last byte of their address (.2 is the "
+                       "head).\n\n```\n" + text + "\n```\n", encoding="utf-8")
         print(f"wrote {out.relative_to(REPO)}", file=sys.stderr)
     return 0
 
