@@ -17,7 +17,7 @@ tasks T-01, T-03, every stage but record/caption) is the reference every cluster
   submitted to the restarted cluster resumes (earlier units skipped) to identical outputs.
 
 The run-lock and listing tests (an S3 server in this process, no cluster) run in every suite run. The cluster tests
-take ~7 minutes on a 2-core machine, more than the full suite's CI budget leaves, so they run only when asked:
+take 8–9 minutes on a 2-core machine, more than the full suite's CI budget leaves, so they run only when asked:
 ``FILEGRAM_TEST_MULTINODE=1 python -m pytest -q tests/test_multinode.py`` (or ``-m multinode``); they also need
 root and ``ip`` (network namespaces) and skip, saying why, without them.
 """
@@ -52,7 +52,7 @@ OPT_IN = "FILEGRAM_TEST_MULTINODE"
 
 def _why_no_cluster() -> str | None:
     if os.environ.get(OPT_IN) != "1":
-        return (f"the 3-node cluster tests take ~7 min: set {OPT_IN}=1 to run them "
+        return (f"the 3-node cluster tests take 8-9 min: set {OPT_IN}=1 to run them "
                 "(docs/development.md)")
     why = unavailable()
     return None if why is None else f"multi-node cluster: {why}"
