@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "τ-flags, aggregate counts; each bounded figure PASS/FAIL) → RUN/results/validity.md"),
     "findings": ("filegram_ray.evaluate.cli", "the paper's findings F1–F6 decided on an evaluated run (paired "
                  "tests, intervals; holds / fails / undecided with the items to decide)"),
+    "submit": ("filegram_ray.submit",
+               "submit a job to a Ray cluster (as ray job submit) and say plainly when its head is lost"),
     "view": ("filegram_ray.view.cli", "write a static viewer of a run (results, items with contexts, trajectories, "
              "run) → RUN/view/index.html"),
 }

@@ -45,6 +45,7 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
         refuse_missing_run,
     )
     from filegram_ray.stages.runner import run_stage
+    from filegram_ray.storage import RunDirLockedError
 
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
         check_sets(cfg, ("profiles", "tasks"))  # seed records the run's sets too (its run.json snapshot)
@@ -69,6 +70,8 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
                 result = run_stage(classes[name], cfg, executor)
                 timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
                 print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
+    except RunDirLockedError:  # another job holds the run: what is there (run.json, the lock file) is that job's
+        raise
     except BaseException:
         if created or created_lock:  # a new directory (or lock file) where nothing got done is removed again
             forget_failed_start(run, created, created_lock)  # (forget_failed_start checks that nothing got done)

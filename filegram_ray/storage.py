@@ -9,8 +9,10 @@ A run directory is a local path (``runs/default``), a ``file://`` URI, or any fs
 * index tables are Parquet files written with polars;
 * one process at a time runs a stage on a run directory (:meth:`RunDir.lock`): two jobs on one run directory
   raced on the same temp files and index tables (REL-concurrent-generate-index-corruption). On a local directory
-  the lock is exclusive (``flock``); on an object store it is **advisory**: it stops the common mistake (a second
-  job started on a run directory that a live job holds) but is not mutual exclusion (see :meth:`RunDir.lock`).
+  (or a shared POSIX mount) the lock is exclusive (``flock``); on S3 it is a record created with a conditional PUT
+  (``If-None-Match: *``), so of two jobs racing for it exactly one wins; on other object stores it is **advisory**:
+  it stops the common mistake (a second job started on a run directory that a live job holds) but is not mutual
+  exclusion (see :meth:`RunDir.lock`).
 
 Paths handed to and returned from :class:`RunDir` are always *relative* POSIX paths inside the run directory.
 """
@@ -41,6 +43,9 @@ __all__ = ["RunDir", "RunDirLockedError", "StorageError", "atomic_write_local", 
 
 # Object stores without a cheap rename: write the final key directly (a single PUT is atomic there).
 _PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
+# Object stores whose fsspec driver creates a key only if it does not exist, atomically on the server:
+# s3fs ``pipe_file(..., mode="create")`` sends ``If-None-Match: *`` (AWS S3 since 2024-08; MinIO, moto).
+_CONDITIONAL_CREATE = {"s3", "s3a"}
 
 
 class StorageError(UserError, RuntimeError):
@@ -55,6 +60,8 @@ class RunDirLockedError(StorageError):
 LOCK_FILE = ".lock"
 #: lock record on an object store (removed on release; stale when its heartbeat is older than LOCK_STALE_S)
 LOCK_RECORD = "_lock.json"
+#: on a store with conditional create: the one job that may take over a stale record of token T creates this first
+LOCK_TAKEOVER = "_lock.takeover-{token}.json"
 LOCK_HEARTBEAT_S = 30.0
 LOCK_STALE_S = 180.0
 
@@ -177,11 +184,32 @@ class RunDir:
             "memory://" + self.full(rel))
 
     # ------------------------------------------------------------------ reads
+    def _forget_listings(self, full: str) -> None:
+        """Drop what the fsspec driver cached of ``full``'s listings (its own, its parents', everything under it).
+        s3fs keeps every listing it made for the life of the filesystem object, which fsspec shares across a
+        process; other processes (a stage's actors on other nodes, another job) write here meanwhile, and a stale
+        listing misses their files (``exists`` reads the parent's listing too)."""
+        if self.is_local:
+            return
+        try:
+            self.fs.invalidate_cache(full)
+            cache = getattr(self.fs, "dircache", None)
+            if cache is not None:
+                prefix = full.rstrip("/") + "/"
+                for key in [k for k in list(cache) if str(k).startswith(prefix)]:
+                    cache.pop(key, None)
+        except Exception:  # noqa: BLE001 - a driver without a listings cache
+            pass
+
     def exists(self, rel: str) -> bool:
-        return self.fs.exists(self.full(rel))
+        full = self.full(rel)
+        self._forget_listings(full)
+        return self.fs.exists(full)
 
     def read_bytes(self, rel: str) -> bytes:
         try:
+            if not self.is_local:  # one GET (``open`` asks HEAD, then GET If-Match that HEAD's ETag: a PUT in
+                return self.fs.cat_file(self.full(rel))  # between fails it with PreconditionFailed on S3)
             with self.fs.open(self.full(rel), "rb") as fh:
                 return fh.read()
         except FileNotFoundError as exc:
@@ -202,6 +230,7 @@ class RunDir:
     def listdir(self, rel: str = "") -> list[str]:
         """Names (not paths) of the entries directly under ``rel``; empty if it does not exist."""
         full = self.full(rel)
+        self._forget_listings(full)
         if not self.fs.exists(full):
             return []
         names = []
@@ -212,6 +241,7 @@ class RunDir:
     def walk_files(self, rel: str = "") -> list[str]:
         """All file paths under ``rel``, relative to the run directory root, sorted."""
         full = self.full(rel)
+        self._forget_listings(full)
         if not self.fs.exists(full):
             return []
         out = [posixpath.relpath(str(path), self.root) for path in self.fs.find(full)]
@@ -324,16 +354,24 @@ class RunDir:
         crash never leaves a stale lock): exclusive between processes of one machine, and on network file systems
         as far as their ``flock`` is.
 
-        Object stores use ``_lock.json`` with a heartbeat; a record whose heartbeat is older than
-        :data:`LOCK_STALE_S` seconds is taken over. That lock is **advisory**, not atomic: it is read, then written
-        with a plain PUT, then read back after 0.2 s, and no conditional write (``If-None-Match``) guards the
-        PUT. It refuses a second job while a live job's record is there, which is the mistake it exists for,
-        but two jobs can both hold it when (a) they start within one PUT's latency of each other and a PUT takes
-        longer than 0.2 s to become visible, (b) a holder stalls (suspended VM, store unreachable: heartbeat
-        failures are ignored) for more than :data:`LOCK_STALE_S` s and another job takes the record over — the
-        stalled holder's heartbeat then overwrites the new record and both go on — or (c) the store is not
-        read-after-write consistent (AWS S3 is; some S3-compatible stores are not). Start one job per run
-        directory on an object store (one RayJob, one ``ray job submit``); docs/install.md says the same.
+        Object stores use ``_lock.json`` with a heartbeat every :data:`LOCK_HEARTBEAT_S` s; a record whose
+        heartbeat is older than :data:`LOCK_STALE_S` seconds is taken over (a job that died leaves its record:
+        a resubmission within that time is refused, the message says when the record goes stale).
+
+        On S3 (:data:`_CONDITIONAL_CREATE`) the record is created with a conditional PUT (s3fs ``mode="create"``,
+        ``If-None-Match: *``): of any number of jobs racing for a free run directory exactly one creates it, the
+        others are refused. A stale record is taken over by the one job that first creates
+        ``_lock.takeover-<its token>.json`` (again conditionally); it then removes the stale record and creates its
+        own conditionally. A heartbeat rewrites the record only while it still holds the holder's token. What stays
+        possible: a holder that stalls for more than :data:`LOCK_STALE_S` s (suspended VM, store unreachable) and
+        resumes while another job holds the record goes on with its stage (its heartbeat stops and logs that it
+        lost the lock); an S3-compatible store that ignores ``If-None-Match`` makes the create a plain PUT.
+
+        On other object stores the lock is **advisory**: read, written with a plain PUT, read back after 0.2 s.
+        It refuses a second job while a live job's record is there, but two jobs can both hold it when they start
+        within one PUT's latency of each other, when a holder stalls as above, or when the store is not
+        read-after-write consistent. Start one job per run directory there (one RayJob, one ``ray job submit``);
+        docs/install.md says the same.
 
         Raises:
             RunDirLockedError: another process holds the lock (the message names its host, pid and stage).
@@ -368,8 +406,16 @@ class RunDir:
     def _locked_message(self, holder: dict[str, Any] | None) -> str:
         who = (f"pid {holder.get('pid')} on {holder.get('host')} (stage {holder.get('stage')}, since "
                f"{holder.get('since')})") if holder else "another process"
+        stale = ""
+        if holder and holder.get("beat") is not None:
+            try:
+                age = time.time() - float(holder["beat"])
+                stale = (f"; its last heartbeat was {age:.0f} s ago — if that job is gone, the lock is taken over "
+                         f"{max(0.0, LOCK_STALE_S - age):.0f} s from now")
+            except (TypeError, ValueError):
+                pass
         return (f"{self.uri} is in use by {who}: one job at a time per run directory — wait for it to finish, "
-                "or use another --run-dir")
+                f"or use another --run-dir{stale}")
 
     def _lock_local(self, owner: dict[str, Any]):
         import fcntl
@@ -412,26 +458,99 @@ class RunDir:
             os.close(fd)
 
     def _read_lock_record(self) -> dict[str, Any] | None:
-        try:
-            return load_json(self.read_bytes(LOCK_RECORD), LOCK_RECORD)
-        except (StorageError, ValueError):
-            return None
+        for attempt in range(3):
+            try:
+                return load_json(self.read_bytes(LOCK_RECORD), LOCK_RECORD)
+            except (StorageError, ValueError):
+                return None
+            except OSError:  # the record changed while it was read (a racing PUT): read it again
+                if attempt == 2:
+                    raise
+                time.sleep(0.05)
+        return None
 
-    def _lock_remote(self, owner: dict[str, Any]):
+    def _record_bytes(self, owner: dict[str, Any]) -> bytes:
+        return (json.dumps({**owner, "beat": time.time()}, sort_keys=True) + "\n").encode()
+
+    def _create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` holding ``data`` only if no object has that key (a conditional PUT); False when one
+        has. Raises TypeError when the installed fsspec driver has no ``mode="create"``."""
+        try:
+            self.fs.pipe_file(self.full(rel), data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    def _live(self, rec: dict[str, Any] | None) -> bool:
+        try:
+            return bool(rec) and time.time() - float(rec.get("beat", 0)) < LOCK_STALE_S
+        except (TypeError, ValueError):
+            return False
+
+    def _lock_conditional(self, owner: dict[str, Any]) -> None:
+        """Take ``_lock.json`` with conditional creates (:meth:`lock`); raises RunDirLockedError when held."""
+        for _ in range(3):
+            if self._create_exclusive(LOCK_RECORD, self._record_bytes(owner)):
+                return
+            cur = self._read_lock_record()
+            if cur is None:  # released (or half-visible) between the create and the read: try again
+                time.sleep(0.1)
+                continue
+            if self._live(cur):
+                raise RunDirLockedError(self._locked_message(cur))
+            # stale: the one job that creates the takeover marker of this token may remove the record
+            marker = LOCK_TAKEOVER.format(token=re.sub(r"[^0-9A-Za-z]", "", str(cur.get("token")))[:64])
+            if not self._create_exclusive(marker, self._record_bytes(owner)):
+                raise RunDirLockedError(self._locked_message(cur) + " (another job is taking over its stale lock)")
+            try:
+                again = self._read_lock_record()
+                if again is not None and again.get("token") != cur.get("token"):
+                    raise RunDirLockedError(self._locked_message(again))
+                if again is not None:
+                    self.remove(LOCK_RECORD, recursive=False)
+                if self._create_exclusive(LOCK_RECORD, self._record_bytes(owner)):
+                    return
+                raise RunDirLockedError(self._locked_message(self._read_lock_record()))
+            finally:
+                with contextlib.suppress(Exception):
+                    self.remove(marker, recursive=False)
+        raise RunDirLockedError(self._locked_message(self._read_lock_record()))
+
+    def _lock_advisory(self, owner: dict[str, Any]) -> None:
+        """Take ``_lock.json`` by read, PUT, read back (:meth:`lock`); raises RunDirLockedError when held."""
         cur = self._read_lock_record()
-        if cur and cur.get("token") != owner["token"] and time.time() - float(cur.get("beat", 0)) < LOCK_STALE_S:
+        if cur and cur.get("token") != owner["token"] and self._live(cur):
             raise RunDirLockedError(self._locked_message(cur))
-        self.write_json(LOCK_RECORD, {**owner, "beat": time.time()})
+        self.write_bytes(LOCK_RECORD, self._record_bytes(owner))
         time.sleep(0.2)  # a racing writer's record lands by now; the last write wins, the other side backs off
         cur = self._read_lock_record()
         if not cur or cur.get("token") != owner["token"]:
             raise RunDirLockedError(self._locked_message(cur))
+
+    def _lock_remote(self, owner: dict[str, Any]):
+        conditional = self.protocol in _CONDITIONAL_CREATE
+        if conditional:
+            try:
+                self._lock_conditional(owner)
+            except TypeError:  # an fsspec driver without mode="create" (s3fs older than 2024.12)
+                conditional = False
+        if not conditional:
+            self._lock_advisory(owner)
         stop = threading.Event()
 
         def beat() -> None:
+            import logging
+
             while not stop.wait(LOCK_HEARTBEAT_S):
                 with contextlib.suppress(Exception):
-                    self.write_json(LOCK_RECORD, {**owner, "beat": time.time()})
+                    cur = self._read_lock_record()
+                    if cur is not None and cur.get("token") != owner["token"]:
+                        logging.getLogger(__name__).error(
+                            "%s: this job lost the run directory's lock to %s (its heartbeat stalled for more than "
+                            "%.0f s); the other job's record is left alone", self.uri,
+                            self._locked_message(cur).split(" is in use by ")[-1].split(":")[0], LOCK_STALE_S)
+                        return
+                    self.write_bytes(LOCK_RECORD, self._record_bytes(owner))
 
         threading.Thread(target=beat, name="filegram-run-lock", daemon=True).start()
         return stop

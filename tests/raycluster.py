@@ -61,6 +61,20 @@ def _pids_with(marker: str) -> list[int]:
     return pids
 
 
+def wait_for_dashboard(url: str, timeout_s: float) -> None:
+    """Return once the Ray dashboard at ``url`` answers ``/api/version``; RuntimeError after ``timeout_s``."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/version", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if time.time() > deadline:
+                raise RuntimeError(f"Ray dashboard at {url} did not come up") from None
+            time.sleep(1.0)
+
+
 @contextlib.contextmanager
 def local_head(num_cpus: int = 2, timeout_s: float = 90.0):
     """Start a Ray head on loopback; yields ``(dashboard_url, env)``; stops it afterwards."""
@@ -81,16 +95,7 @@ def local_head(num_cpus: int = 2, timeout_s: float = 90.0):
         raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     url = f"http://127.0.0.1:{dash}"
     try:
-        deadline = time.time() + timeout_s
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/version", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if time.time() > deadline:
-                    raise RuntimeError(f"Ray dashboard at {url} did not come up") from None
-                time.sleep(1.0)
+        wait_for_dashboard(url, timeout_s)
         yield url, env
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):

@@ -67,9 +67,9 @@ def test_dockerfile_builds_the_wheel_installs_locked_weights_and_verifies():
     models verify``, and carries conf/ and jobs/ with FILEGRAM_CONF pointing at conf/."""
     ins = _instructions(DOCKERFILE.read_text(encoding="utf-8"))
     froms = [a for i, a in ins if i == "FROM"]
-    assert froms == ["rayproject/ray:${RAY_TAG} AS wheel", "rayproject/ray:${RAY_TAG}"]
+    assert froms == ["${RAY_IMAGE} AS wheel", "${RAY_IMAGE}"]
+    assert ("ARG", "RAY_IMAGE") in ins  # no default: only a digest-pinned base given by the build builds
     args = dict(a.split("=", 1) for i, a in ins if i == "ARG" and "=" in a)
-    assert args["RAY_TAG"] == "2.60.0-py311-cpu"
     assert args["TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
     runs = [a for i, a in ins if i == "RUN"]
     assert any("pip wheel --no-deps" in r and r.rstrip().endswith(" .") for r in runs)
@@ -151,3 +151,143 @@ def test_rayjobs_have_deadline_and_backoff_and_claims_are_defined():
     defined = {d["metadata"]["name"] for d in docs if d.get("kind") == "PersistentVolumeClaim"}
     used = {n["persistentVolumeClaim"]["claimName"] for d in docs for n in _walk(d) if "persistentVolumeClaim" in n}
     assert used and used <= defined, (used, defined)
+
+
+# ---------------------------------------------------------------------------------------------------- issue 50
+RESTRICTED = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+              "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _pods(doc, path=""):
+    """(path, pod spec) of every pod template in a manifest (a dict holding a ``containers`` list)."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("containers"), list):
+            yield path, doc
+        for k, v in doc.items():
+            yield from _pods(v, f"{path}.{k}")
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _pods(v, f"{path}[{i}]")
+
+
+def _restricted_misses(pod: dict, sc: dict) -> list[str]:
+    """What the restricted Pod Security Standard misses in a container's ``sc`` within ``pod`` (pod-level
+    runAsNonRoot / seccompProfile count for the container, as Kubernetes applies them)."""
+    psc = pod.get("securityContext") or {}
+    seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+    miss = []
+    if sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is not True:
+        miss.append("runAsNonRoot")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        miss.append("allowPrivilegeEscalation: false")
+    if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []) or (sc.get("capabilities") or {}).get("add"):
+        miss.append("capabilities drop ALL (and add none)")
+    if seccomp not in ("RuntimeDefault", "Localhost"):
+        miss.append("seccompProfile RuntimeDefault")
+    if sc.get("privileged") or sc.get("runAsUser") == 0 or psc.get("runAsUser") == 0:
+        miss.append("not privileged, not uid 0")
+    return miss
+
+
+def test_br3_17_every_kuberay_container_meets_the_restricted_pod_security_standard():
+    """BR3-17 (kuberay#4287, PR #750): a namespace enforcing the restricted Pod Security Standard admits every pod of
+    cluster/*.yaml — each container (and the autoscaler container KubeRay adds when in-tree autoscaling is on) runs
+    as non-root without privilege escalation, drops every capability and uses the RuntimeDefault seccomp profile;
+    pods run as the image's user (uid 1000); no host namespaces or hostPath volumes; every container keeps cpu and
+    memory requests = limits, heads ≥ 4Gi; the cluster README says how."""
+    checked, misses = 0, []
+    for name, docs in _docs().items():
+        for doc in docs:
+            for path, pod in _pods(doc):
+                assert (pod.get("securityContext") or {}).get("runAsUser") == 1000, (name, path)
+                assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), (name, path)
+                assert not any("hostPath" in v for v in pod.get("volumes") or []), (name, path)
+                for c in pod["containers"] + pod.get("initContainers", []):
+                    checked += 1
+                    sc = c.get("securityContext") or {}
+                    if m := _restricted_misses(pod, sc):
+                        misses.append((name, path, c.get("name"), m))
+                    res = c.get("resources") or {}
+                    assert res.get("requests", {}).get("memory") == res.get("limits", {}).get("memory"), c
+                    if c.get("name") == "ray-head":
+                        assert res["limits"]["memory"].endswith("Gi") and int(res["limits"]["memory"][:-2]) >= 4
+            for node in _walk(doc):
+                if node.get("enableInTreeAutoscaling"):
+                    auto = node.get("autoscalerOptions") or {}
+                    checked += 1
+                    if m := _restricted_misses({}, auto.get("securityContext") or {}):
+                        misses.append((name, "autoscalerOptions", "autoscaler", m))
+                    assert {"cpu", "memory"} <= set((auto.get("resources") or {}).get("limits") or {}), name
+    assert checked >= 11 and not misses, misses
+    readme = (CLUSTER / "README.md").read_text(encoding="utf-8")
+    assert "restricted" in readme and "Pod Security" in readme and "securityContext" in readme
+
+
+def test_br3_17_the_check_catches_a_pod_without_a_security_context():
+    """The checker above is real: a container with no securityContext, or one that adds a capability or runs as
+    root, is reported."""
+    assert _restricted_misses({}, {}) == ["runAsNonRoot", "allowPrivilegeEscalation: false",
+                                         "capabilities drop ALL (and add none)", "seccompProfile RuntimeDefault"]
+    ok = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+          "seccompProfile": {"type": "RuntimeDefault"}}
+    assert _restricted_misses({}, ok) == []
+    assert _restricted_misses({}, {**ok, "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]}})
+    assert _restricted_misses({"securityContext": {"runAsUser": 0}}, ok)
+
+
+def test_rayjob_autoscaling_bounds_are_active():
+    """A worker group's minReplicas / maxReplicas mean something only with in-tree autoscaling: every RayCluster
+    spec that sets them (the RayCluster, each RayJob's rayClusterSpec) enables it, and replicas start inside them."""
+    specs = []
+    for docs in _docs().values():
+        for d in docs:
+            if d.get("kind") == "RayCluster":
+                specs.append((d["metadata"]["name"], d["spec"]))
+            elif d.get("kind") == "RayJob":
+                specs.append((d["metadata"]["name"], d["spec"]["rayClusterSpec"]))
+    assert len(specs) == 3
+    for name, spec in specs:
+        groups = spec["workerGroupSpecs"]
+        if any("minReplicas" in g or "maxReplicas" in g for g in groups):
+            assert spec.get("enableInTreeAutoscaling") is True, name
+        for g in groups:
+            assert g["minReplicas"] <= g["replicas"] <= g["maxReplicas"], (name, g["groupName"])
+
+
+def _build_commands(tmp_path, lock_lines: list[str], *args: str) -> subprocess.CompletedProcess:
+    lock = tmp_path / "base-images.lock"
+    lock.write_text("\n".join(["# test lock", *lock_lines]) + "\n")
+    return subprocess.run(["bash", str(CLUSTER / "build-image.sh"), "--dry-run", *args], capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "FILEGRAM_BASE_LOCK": str(lock)})
+
+
+def test_image_build_is_pinned_by_digest_and_says_the_same_extras_everywhere(tmp_path):
+    """cluster/build-image.sh builds both images with buildah in chroot isolation, each FROM a fully qualified base
+    pinned by digest (docker.io/…:tag@sha256:…), and refuses a base without a digest; the GPU image's extras are the
+    same in the script, the Dockerfile's header, cluster.yaml and the cluster README (all,gpu; the CPU image all)."""
+    d1, d2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    r = _build_commands(tmp_path, [f"cpu docker.io/rayproject/ray:2.60.0-py311-cpu {d1}",
+                                   f"gpu docker.io/rayproject/ray:2.60.0-py311-gpu {d2}"], "--push", "reg.example")
+    assert r.returncode == 0, r.stderr
+    lines = [ln.strip() for ln in r.stdout.splitlines()]
+    builds = [ln for ln in lines if ln.startswith("buildah bud")]
+    assert len(builds) == 2 and all("--isolation chroot" in b for b in builds)
+    assert f"RAY_IMAGE=docker.io/rayproject/ray:2.60.0-py311-cpu@{d1}" in builds[0]
+    assert f"RAY_IMAGE=docker.io/rayproject/ray:2.60.0-py311-gpu@{d2}" in builds[1]
+    assert "EXTRAS=all " in builds[0] + " " and "reg.example/filegram-ray:0.1.0 " in builds[0] + " "
+    assert "EXTRAS=all\\,gpu" in builds[1] and "TORCH_INDEX=" in builds[1] and "filegram-ray:0.1.0-gpu" in builds[1]
+    assert [ln for ln in lines if ln.startswith("buildah push")] == [
+        "buildah push reg.example/filegram-ray:0.1.0", "buildah push reg.example/filegram-ray:0.1.0-gpu"]
+    unpinned = _build_commands(tmp_path, ["cpu docker.io/rayproject/ray:2.60.0-py311-cpu"], "reg.example")
+    assert unpinned.returncode == 1 and "no digest for cpu" in unpinned.stderr and "--pin" in unpinned.stderr
+    # the committed lock names the fully qualified official tags
+    lock = [ln.split() for ln in (CLUSTER / "base-images.lock").read_text().splitlines() if ln and ln[0] != "#"]
+    assert [(v, n) for v, n, *_ in lock] == [("cpu", "docker.io/rayproject/ray:2.60.0-py311-cpu"),
+                                             ("gpu", "docker.io/rayproject/ray:2.60.0-py311-gpu")]
+    gpu_extras = {
+        "Dockerfile": re.findall(r"EXTRAS=(\S+) \(Ray may place", DOCKERFILE.read_text()),
+        "cluster.yaml": re.findall(r"EXTRAS=(\S+)", (CLUSTER / "cluster.yaml").read_text()),
+        "README.md": re.findall(r"`filegram-ray:0\.1\.0-gpu` \|[^\n]*`([a-z,]+)` \|$",
+                                (CLUSTER / "README.md").read_text(), re.M),
+        "build-image.sh": re.findall(r"gpu\).*EXTRAS=(\S+?)\)", (CLUSTER / "build-image.sh").read_text())}
+    assert {k: v for k, v in gpu_extras.items()} == {k: ["all,gpu"] for k in gpu_extras}, gpu_extras

@@ -3,14 +3,18 @@ returns one :class:`~filegram_ray.stages.base.Row` per unit; it never names a st
 for progress lines and error rows only).
 
 * :class:`SerialExecutor` — one worker in this process, no Ray (debugging, tests, ``--serial``);
-* :class:`ActorPoolExecutor` — ``ray.util.ActorPool`` of ``num_actors`` actors; a unit whose actor dies is run
-  again once Ray has restarted the actor (or a new one replaced it), at most ``max_restarts`` times, then it is an
-  error row — every unit yields exactly one row (BR-08 / BR-23);
+* :class:`ActorPoolExecutor` — a pool of ``num_actors`` actors, one unit in flight on each; a unit whose actor
+  dies (its process, or its node) goes at once to another live actor, at most ``max_restarts`` times, then it is an
+  error row — every unit yields exactly one row (BR-08 / BR-23); the dead actor rejoins when Ray has restarted it,
+  or a new actor replaces it;
 * :class:`RayDataExecutor` — ``ray.data.from_items(units).map_batches(...)`` on an actor pool
   (``ActorPoolStrategy``), one unit per batch; Ray Data retries a failed task, the worker's own exceptions are
   error rows.
 
-A worker's exception never sinks the batch: it becomes an error row in the process that ran it.
+A worker's exception never sinks the batch: it becomes an error row in the process that ran it. The Ray executors
+count the rows by the node that made them (:attr:`_Base.units_by_node`, ``{node id: {"ip", "units"}}``); the runner
+puts the counts into the stage record (``nodes``). The node is never part of a row: rows feed the stages' tables,
+which are the same bytes whichever node ran a unit.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from filegram_ray.stages.base import Executor, Row, WorkerSpec  # noqa: F401 - E
 log = logging.getLogger(__name__)
 
 __all__ = ["Executor", "SerialExecutor", "ActorPoolExecutor", "RayDataExecutor", "Progress", "EXECUTORS",
-           "make_worker", "process_safely", "map_units"]
+           "make_worker", "process_safely", "map_units", "this_node"]
 
 
 class Progress:
@@ -78,6 +82,18 @@ def make_worker(spec: WorkerSpec) -> Any:
     return worker
 
 
+def this_node() -> tuple[str, str]:
+    """``(node id, node IP)`` of the Ray node this process runs on (``("", "")`` outside Ray)."""
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return "", ""
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return "", ""
+
+
 def process_safely(worker: Any, unit: dict[str, Any], label: str) -> Row:
     """``worker.process(unit)`` as a :class:`Row`; an exception becomes an error row (one bad unit never sinks the
     batch)."""
@@ -95,6 +111,8 @@ class _Base:
 
     def __init__(self, progress: bool = True):
         self.progress = progress
+        #: rows made on each Ray node by this executor so far: ``{node id: {"ip": str, "units": int}}``
+        self.units_by_node: dict[str, dict[str, Any]] = {}
 
     def map(self, spec: WorkerSpec, units: Iterable[dict[str, Any]], *, label: str,
             on_row: Callable[[Row], None] | None = None) -> list[Row]:
@@ -102,7 +120,9 @@ class _Base:
         rows: list[Row] = []
         bar = Progress(len(units), label, enabled=self.progress, noun=spec.unit_noun)
 
-        def emit(row: Row) -> None:
+        def emit(row: Row, node: tuple[str, str] | None = None) -> None:
+            if node and node[0]:
+                self.units_by_node.setdefault(node[0], {"ip": node[1], "units": 0})["units"] += 1
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -115,7 +135,7 @@ class _Base:
             bar.close()
         return rows
 
-    def _run(self, spec: WorkerSpec, units: list[dict[str, Any]], label: str, emit: Callable[[Row], None]) -> None:
+    def _run(self, spec: WorkerSpec, units: list[dict[str, Any]], label: str, emit: Callable[..., None]) -> None:
         raise NotImplementedError
 
 
@@ -132,7 +152,7 @@ class SerialExecutor(_Base):
 
 
 class ActorPoolExecutor(_Base):
-    """Units on ``ray.util.ActorPool`` (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
+    """Units on a pool of actors (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
     cluster can place); see the module docstring for what happens when an actor dies.
 
     Args:
@@ -158,9 +178,10 @@ class ActorPoolExecutor(_Base):
         class _Actor:
             def __init__(self, spec_):
                 self.worker = make_worker(spec_)
+                self.node = this_node()
 
-            def process(self, unit):  # (unit_id, row): the pool's results come back in completion order
-                return str(unit.get("unit_id")), process_safely(self.worker, unit, label)
+            def process(self, unit):  # (unit_id, row, node): the pool's results come back in completion order
+                return str(unit.get("unit_id")), process_safely(self.worker, unit, label), self.node
 
             def pid(self):
                 return os.getpid()
@@ -193,10 +214,11 @@ class _DataCall:
 
     def __init__(self, spec: WorkerSpec, label: str):
         self.worker, self.label = make_worker(spec), label
+        self.node = json.dumps(this_node())
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         rows = [process_safely(self.worker, json.loads(u), self.label) for u in batch["unit"]]
-        return {"row": [json.dumps(r, ensure_ascii=False, default=str) for r in rows]}
+        return {"row": [json.dumps(r, ensure_ascii=False, default=str) for r in rows], "node": [self.node] * len(rows)}
 
 
 class RayDataExecutor(_Base):
@@ -225,7 +247,7 @@ class RayDataExecutor(_Base):
             for rec in ds.map_batches(_DataCall, **kwargs).iter_rows():
                 row = Row(json.loads(rec["row"]))
                 seen.add(row.unit)
-                emit(row)
+                emit(row, tuple(json.loads(rec["node"])))
         except Exception as exc:  # noqa: BLE001 - a task Ray Data gave up on: its units become error rows
             for u in units:
                 if str(u.get("unit_id")) not in seen:
@@ -272,98 +294,145 @@ def map_units(
 EXECUTORS: dict[str, type] = {"serial": SerialExecutor, "actor-pool": ActorPoolExecutor, "ray-data": RayDataExecutor}
 
 
-def _drop_idle(pool, actor) -> None:
-    """Remove ``actor`` from ``pool``'s idle actors with the pool's public API: pop every idle actor
-    (``ActorPool.pop_idle``) and push back all but ``actor``. The pool keeps an actor whose task failed with an
-    error other than ``ActorDiedError``; a handle that will not come back must not be handed a unit again."""
-    others = []
-    while (idle := pool.pop_idle()) is not None:
-        if idle != actor:
-            others.append(idle)
-    for a in others:
-        pool.push(a)
+#: how often (seconds) the actor pool looks up the state of the actors that hold units
+_LOOK_EVERY_S = 5.0
+
+
+def _restarting_actors(ray) -> set[str]:
+    """Ids (hex) of this job's actors that Ray is restarting (state ``RESTARTING``), from Ray's state API (the
+    GCS, through the dashboard); empty when it does not answer within 10 s (the pool then only waits longer)."""
+    try:
+        from ray.util.state import list_actors
+
+        job = ray.get_runtime_context().get_job_id()
+        rows = list_actors(filters=[("job_id", "=", job), ("state", "=", "RESTARTING")], limit=10000, timeout=10,
+                           raise_on_missing_output=False)
+        return {r["actor_id"] if isinstance(r, dict) else r.actor_id for r in rows}
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return set()
 
 
 def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, max_restarts: int,
               actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
-    """The loop of :class:`ActorPoolExecutor` on Ray's :class:`ray.util.ActorPool`: submit every unit, collect
-    rows in completion order, resubmit a unit whose actor died (at most ``max_restarts`` times, then an error row
-    naming it) once Ray has restarted that actor — or a new actor replaced it — so every unit yields exactly one
-    row.
+    """The loop of :class:`ActorPoolExecutor`: hand each idle actor the next unit, collect rows in completion
+    order, and never wait on a dead actor while live ones could work.
 
-    ``ActorPool.get_next_unordered`` raises without naming the unit when a task fails, so each submitted task is
-    tracked here (``unit_id`` → (ref, unit, actor)); after a failure, the finished refs that raise are the failed
-    units, each handled once. ``actors`` is updated in place (replacements), for the caller's cleanup.
+    A unit whose actor died (its process, or the node under it: :data:`died_errors`) goes back to the front of the
+    queue at once — any live actor takes it — at most ``max_restarts`` times, then it is an error row naming it; so
+    every unit yields exactly one row. The dead actor is probed in the background (Ray restarts it, on another
+    node if its node is gone) and rejoins the idle set when it answers; one that does not answer within
+    ``actor_restart_timeout_s`` (restarts spent, or no node can place it) is killed and replaced by a new actor.
+    A unit sent to an actor whose node is lost before the actor ran it does not fail: Ray keeps it queued for the
+    restarted actor, however long no node can place that (seen on a 3-node cluster that lost a node as a stage
+    began). So every few seconds the actors holding units are looked up (:func:`_restarting_actors`), and one that
+    Ray is restarting is killed: its unit goes back to the queue without counting as an attempt.
+    Each actor runs one unit at a time, so a death costs only the unit in flight on it. ``actors`` is updated in
+    place (replacements), for the caller's cleanup. (``ray.util.ActorPool`` hands a returned-but-dead actor the
+    next queued unit and offers no way to wait for a restart without blocking every other actor.)
     """
-    from ray.util import ActorPool
+    import time
+    from collections import deque
 
-    pool = ActorPool(list(actors))
-    tracked: dict[str, tuple[Any, dict[str, Any], Any]] = {}  # unit_id -> (ref, unit, actor) of the live task
+    queue = deque(units)
+    idle = list(actors)
+    inflight: dict[Any, tuple[str, dict[str, Any], Any]] = {}  # task ref -> (unit id, unit, actor)
+    evicted: set = set()  # task refs whose actor was killed here before it ran them (not an attempt of the unit)
+    last_look = [time.monotonic()]
+    probing: dict[Any, tuple[Any, float]] = {}  # pid() ref of a dead actor -> (actor, since)
     attempts: dict[str, int] = {}
+    stuck = [0]  # actors replaced since the last row: a cluster that can place none ends the loop
 
-    def _call(actor, unit):
-        ref = actor.process.remote(unit)
-        tracked[str(unit.get("unit_id"))] = (ref, unit, actor)
-        return ref
-
-    def _revive(actor) -> None:
-        """Give the pool ``actor`` back once Ray has restarted it, or a new actor if it does not come back."""
+    def replace(actor) -> None:
+        stuck[0] += 1
         try:
-            ray.get(actor.pid.remote(), timeout=actor_restart_timeout_s)
-        except Exception:  # noqa: BLE001 - gone for good (restarts spent) or not back in time
-            log.warning("%s: an actor did not come back; starting a new actor", label)
-            idx = next((i for i, a in enumerate(actors) if a == actor), None)
-            _drop_idle(pool, actor)  # a dead handle must not stay in the pool's idle set
-            actor = new_actor()
-            if idx is None:
-                actors.append(actor)
-            else:
-                actors[idx] = actor
-        try:
-            pool.push(actor)
-        except ValueError:  # the pool kept it (a restartable failure returns the actor to the idle set)
+            ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
             pass
+        fresh = new_actor()
+        idx = next((i for i, a in enumerate(actors) if a == actor), None)
+        if idx is None:
+            actors.append(fresh)
+        else:
+            actors[idx] = fresh
+        probing[fresh.pid.remote()] = (fresh, time.monotonic())
 
-    def _failed_units() -> None:
-        """Handle every finished task that raised and is still tracked (the one ``get_next_unordered`` just
-        raised for, and any other that failed at the same time)."""
-        refs = {t[0]: uid for uid, t in tracked.items()}
-        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
-        for ref in done:
+    def finished(ref) -> None:
+        if ref in probing:
+            actor, _ = probing.pop(ref)
             try:
                 ray.get(ref)
-                continue  # finished fine: the pool returns its row later
-            except died_errors as exc:
-                uid = refs[ref]
-                _, unit, actor = tracked.pop(uid)
-                attempts[uid] = attempts.get(uid, 0) + 1
-                if attempts[uid] <= max_restarts:
-                    log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
-                    _revive(actor)
-                    pool.submit(_call, unit)
-                else:
-                    row = Row.error(uid, exc, label)
-                    row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
-                                    f"native crash or out-of-memory kill?): {row['error']}")[:2000]
-                    emit(row)
-                    _revive(actor)
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
-                uid = refs[ref]
-                tracked.pop(uid)
-                emit(Row.error(uid, exc, label))
-
-    for unit in units:
-        pool.submit(_call, unit)
-    while pool.has_next():
+                idle.append(actor)
+            except Exception:  # noqa: BLE001 - gone for good (restarts spent)
+                log.warning("%s: an actor did not come back; starting a new actor", label)
+                replace(actor)
+            return
+        uid, unit, actor = inflight.pop(ref)
         try:
-            uid, row = pool.get_next_unordered()
-        except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
-            _failed_units()
-            continue
-        tracked.pop(uid, None)
-        emit(row)
-    for uid, (ref, _, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
-        try:                                        # reported done yet; still exactly one row per unit
-            emit(ray.get(ref)[1])
-        except Exception as exc:  # noqa: BLE001
+            _, row, node = ray.get(ref)
+        except died_errors as exc:
+            if ref in evicted:
+                evicted.discard(ref)
+                queue.appendleft(unit)
+                probing[actor.pid.remote()] = (actor, time.monotonic())
+                return
+            attempts[uid] = attempts.get(uid, 0) + 1
+            if attempts[uid] <= max_restarts:
+                log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
+                queue.appendleft(unit)
+            else:
+                row = Row.error(uid, exc, label)
+                row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
+                                f"native crash or out-of-memory kill?): {row['error']}")[:2000]
+                emit(row)
+            probing[actor.pid.remote()] = (actor, time.monotonic())
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
+            idle.append(actor)
             emit(Row.error(uid, exc, label))
+            return
+        idle.append(actor)
+        stuck[0] = 0
+        emit(row, node)
+
+    def evict_restarting() -> None:
+        """Kill the restarting actors that hold a unit (docstring above); the units come back through
+        ``finished`` as died errors."""
+        restarting = _restarting_actors(ray)
+        for ref, (uid, _, actor) in list(inflight.items()):
+            if ref not in evicted and actor._actor_id.hex() in restarting:
+                log.warning("%s: the actor holding %s is restarting (its node lost?); %s goes to another actor",
+                            label, uid, uid)
+                evicted.add(ref)
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+
+    while queue or inflight:
+        if stuck[0] > 2 * len(actors) + 3 and not inflight:
+            err = RuntimeError(f"no actor could be started in {stuck[0]} tries (is any node left that can place "
+                               "one?)")
+            while queue:
+                emit(Row.error(str(queue.popleft().get("unit_id")), err, label))
+            return
+        while queue and idle:
+            actor, unit = idle.pop(0), queue.popleft()
+            inflight[actor.process.remote(unit)] = (str(unit.get("unit_id")), unit, actor)
+        if queue and not inflight and not probing:  # every actor gone: start one
+            replace(None)
+        waiting = list(inflight) + list(probing)
+        ready, _ = ray.wait(waiting, num_returns=1, timeout=1.0)
+        if ready:
+            ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+        for ref in ready:
+            finished(ref)
+        now = time.monotonic()
+        for ref, (actor, since) in list(probing.items()):
+            if now - since > actor_restart_timeout_s:
+                probing.pop(ref)
+                log.warning("%s: an actor did not come back within %.0f s; starting a new actor", label,
+                            actor_restart_timeout_s)
+                replace(actor)
+        if inflight and now - last_look[0] >= _LOOK_EVERY_S:
+            last_look[0] = now
+            evict_restarting()

@@ -1,13 +1,40 @@
 """Measuring a stage: wall seconds, CPU seconds and peak memory of the driver and every process below it
-(:class:`StageMeter`), read from ``/proc``. The runner (:func:`filegram_ray.stages.runner.run_stage`) puts the
-figures into each stage's record."""
+(:class:`StageMeter`), read from ``/proc``, and — when the driver is connected to Ray — what the Ray cluster's object
+stores spilled to disk, restored and created meanwhile (:func:`object_store_totals`). The runner
+(:func:`filegram_ray.stages.runner.run_stage`) puts the figures into each stage's record."""
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
-__all__ = ["StageMeter"]
+__all__ = ["StageMeter", "object_store_totals"]
+
+#: the object-store counters a stage record carries (``object_store``), from Ray's per-node store statistics
+STORE_COUNTERS = {"spilled_mib": "spilled_bytes_total", "spilled_objects": "spilled_objects_total",
+                  "restored_mib": "restored_bytes_total", "restored_objects": "restored_objects_total",
+                  "created_mib": "cumulative_created_bytes"}
+
+
+def object_store_totals(timeout_s: float = 10.0) -> dict[str, float] | None:
+    """The cluster's object-store counters since each node started, summed over the live nodes (what ``ray memory
+    --stats-only`` prints: bytes and objects spilled to disk and restored, bytes created), in MiB and objects;
+    None when this process is not connected to Ray or the raylets do not answer within ``timeout_s``. Read with
+    Ray's own memory-summary call (``ray._private.internal_api``); a node that died takes its counts with it."""
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return None
+        from ray._private import internal_api
+
+        state = internal_api.get_state_from_address(ray.get_runtime_context().gcs_address)
+        stats = internal_api.get_memory_info_reply(state, timeout_seconds=timeout_s).store_stats
+        return {k: float(getattr(stats, f)) / (2 ** 20 if k.endswith("_mib") else 1)
+                for k, f in STORE_COUNTERS.items()}
+    except Exception:  # noqa: BLE001 - measuring never breaks a stage (another Ray version, a node going away)
+        return None
 
 
 def _proc_stat(pid: int) -> tuple[int, float] | None:
@@ -50,6 +77,10 @@ class StageMeter:
     stage takes at least ``cpu_s`` / cores. Connected to a remote cluster only the driver is seen. Linux; elsewhere
     only ``seconds`` is measured.
 
+    On Ray, ``object_store`` holds what the cluster's object stores spilled, restored and created during the stage
+    (:func:`object_store_totals` at the start — or when Ray comes up during the stage — and at the end; MiB and
+    objects, never below 0: a node lost meanwhile takes its counts with it).
+
     Memory is read every ``mem_every``-th sample (and at the first and last): the kernel walks a process's page
     tables for ``smaps_rollup``, ~15 ms per Ray worker — read every second for a dozen workers that was ~20 % of a
     core (measured with py-spy on the encode stage, issue 17); ``/proc/<pid>/stat`` for the CPU is cheap.
@@ -65,6 +96,8 @@ class StageMeter:
         self._stop = None
         self._thread = None
         self._ok = os.path.isdir("/proc/self")
+        self._store0: dict[str, float] | None = None
+        self.object_store: dict[str, float] | None = None
 
     def _tree(self) -> list[int]:
         root = os.getpid()
@@ -103,6 +136,8 @@ class StageMeter:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
+                if self._store0 is None:  # Ray came up inside the stage (a single-stage job connects there)
+                    self._store0 = object_store_totals()
                 self._sample()
             except Exception:  # noqa: BLE001 - measuring never breaks a stage
                 pass
@@ -111,6 +146,7 @@ class StageMeter:
         import threading
 
         self._t0 = time.perf_counter()
+        self._store0 = object_store_totals()
         if self._ok:
             self._sample(first=True)
             self._stop = threading.Event()
@@ -128,8 +164,14 @@ class StageMeter:
             except Exception:  # noqa: BLE001
                 pass
         self.cpu_s = sum(max(0.0, self._last[p] - self._base.get(p, 0.0)) for p in self._last)
+        end = object_store_totals() if self._store0 is not None else None
+        if end is not None:
+            self.object_store = {k: round(max(0.0, end[k] - self._store0.get(k, 0.0)), 1) for k in end}
 
-    def record(self) -> dict[str, float]:
-        return {"seconds": round(self.seconds, 2), "cpu_s": round(self.cpu_s, 1),
-                "peak_memory_mb": round(self.peak_memory_mb, 1),
-                "driver_peak_memory_mb": round(self.driver_peak_memory_mb, 1)}
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"seconds": round(self.seconds, 2), "cpu_s": round(self.cpu_s, 1),
+                               "peak_memory_mb": round(self.peak_memory_mb, 1),
+                               "driver_peak_memory_mb": round(self.driver_peak_memory_mb, 1)}
+        if self.object_store is not None:
+            out["object_store"] = self.object_store
+        return out

@@ -3,7 +3,8 @@
 It alone owns what every stage shares: refusing a missing run directory (for a stage that reads a run), the run
 directory's lock, the seed check, sweeping temporary files of unfinished writes, the extras check, skipping
 finished units, writing each finished unit's completion record, error rows, progress, the measurements and the
-**one** write of the stage's :class:`~filegram_ray.stages.base.StageRecord` into ``run.json``.
+**one** write of the stage's :class:`~filegram_ray.stages.base.StageRecord` into ``run.json`` (on Ray with the
+executor units each node ran: ``nodes``, ``{node id: {"ip", "units"}}``).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
         missing_lock_file,
         refuse_missing_run,
     )
+    from filegram_ray.storage import RunDirLockedError
 
     opts = stage.options(config, overrides)
     may_start = stage.may_start_run(config)
@@ -83,6 +85,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
     run = config.run()
     new_run = not run.exists("run.json")
     executor = executor or choose_executor(stage, opts)
+    nodes_before = {k: v["units"] for k, v in getattr(executor, "units_by_node", {}).items()}
     try:
         with run.lock(stage.name):
             check_run_seed(run, config, check_ids=may_start)
@@ -126,15 +129,32 @@ def run_stage(stage: type[Stage], config: PipelineConfig, executor: Executor | N
                                 failed=len(errors))
             if isinstance(summary.get("units"), dict):
                 counts = UnitCounts.model_validate(summary.pop("units"))
+            nodes = _units_by_node(executor, nodes_before)
             record = StageRecord.model_validate({**summary, **meter.record(), "units": counts,
                                                  "executor": "in-process" if stage.in_process else executor.name,
-                                                 "n_errors": counts.failed})
+                                                 "n_errors": counts.failed, **({"nodes": nodes} if nodes else {})})
+            if nodes:
+                print(f"{stage.name}: units per Ray node: " + ", ".join(
+                    f"{v['ip']} ({k[:8]}) {v['units']}" for k, v in nodes.items()), flush=True)
             _write_record(run, stage.name, record, config)
             return stage_result(record)
+    except RunDirLockedError:  # never held: what is there (run.json, the lock file) belongs to the holder
+        raise
     except BaseException:
         if new_run:
             forget_failed_start(run, created, created_lock)
         raise
+
+
+def _units_by_node(executor, before: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The executor units each Ray node ran during this stage (the executor's counts minus ``before``), sorted by
+    node IP: ``{node id: {"ip": str, "units": int}}``; empty for the serial executor."""
+    out = {}
+    for node, v in getattr(executor, "units_by_node", {}).items():
+        n = v["units"] - before.get(node, 0)
+        if n > 0:
+            out[node] = {"ip": v["ip"], "units": n}
+    return dict(sorted(out.items(), key=lambda kv: (kv[1]["ip"], kv[0])))
 
 
 def _write_record(run, name: str, record: StageRecord, config: PipelineConfig) -> None:

@@ -1,7 +1,10 @@
 """Compare two run directories file by file: what issue #29's port must keep byte-identical.
 
 Usage:
-    python tests/benchmarks/compare_runs.py BEFORE_RUN AFTER_RUN [--stage STAGE ...]
+    python tests/benchmarks/compare_runs.py BEFORE_RUN AFTER_RUN [--stage STAGE ...] [--storage-options JSON]
+
+A run is a local path or any run-directory URI (``s3://bucket/run``; ``--storage-options`` are the fsspec options
+of a URI, e.g. ``{"endpoint_url": "http://…"}``), read through :class:`filegram_ray.storage.RunDir`.
 
 Every file under each run is hashed (sha256) except the bookkeeping that carries wall times or paths by design
 (``run.json``, ``_done/``, ``view/``, ``.lock``, the run's ``cache/``). A ``--stage`` narrows the comparison to that
@@ -16,8 +19,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
+import io
+import json
+import posixpath
 import sys
+
+from filegram_ray.storage import RunDir
 
 #: output folders per stage (README "What it does")
 OUTPUTS = {"seed": ["workspaces"], "generate": ["trajectories"], "encode": ["engrams", "memory", "indices"],
@@ -61,40 +68,55 @@ def _same(a, b) -> bool:
     return bool(a == b)
 
 
-def by_design(rel: str, before: str, after: str) -> str | None:
+def _run(run: str | RunDir, storage_options: dict | None = None) -> RunDir:
+    return run if isinstance(run, RunDir) else RunDir(run, storage_options)
+
+
+def by_design(rel: str, before: str | RunDir, after: str | RunDir) -> str | None:
     """Why ``rel`` is equal by content though its bytes differ, or None when its content differs too."""
     why, rule = BY_DESIGN.get(rel) or next((v for k, v in BY_DESIGN_PREFIX.items() if rel.startswith(k)),
                                            (None, None))
     if rule is None:
         return None
-    pa, pb = os.path.join(before, rel), os.path.join(after, rel)
+    ba, bb = _run(before).read_bytes(rel), _run(after).read_bytes(rel)
     if rule == "skip":
         return why
     if rule == "pickle":
         import pickle
 
-        with open(pa, "rb") as fa, open(pb, "rb") as fb:
-            return why if _same(pickle.load(fa), pickle.load(fb)) else None
+        return why if _same(pickle.loads(ba), pickle.loads(bb)) else None
     import polars as pl
 
     cols = rule.split(":", 1)[1].split(",")
-    ta, tb = pl.read_parquet(pa), pl.read_parquet(pb)
+    ta, tb = pl.read_parquet(io.BytesIO(ba)), pl.read_parquet(io.BytesIO(bb))
     ta, tb = ta.drop([c for c in cols if c in ta.columns]), tb.drop([c for c in cols if c in tb.columns])
     return why if ta.equals(tb) else None
 
 
-def manifest(root: str, tops: list[str] | None) -> dict[str, str]:
-    """``{relative path: sha256}`` of every file under ``root`` (within ``tops`` when given)."""
+def manifest(root: str | RunDir, tops: list[str] | None) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``root`` (a path, URI or RunDir; within ``tops`` when
+    given)."""
+    run = _run(root)
     out: dict[str, str] = {}
-    for top in sorted(os.listdir(root)):
-        if top in SKIP_TOP or (tops is not None and top not in tops):
+    for rel in run.walk_files():
+        top = rel.split("/", 1)[0]
+        if top in SKIP_TOP or posixpath.basename(rel).startswith("_lock.") or (tops is not None and top not in tops):
             continue
-        base = os.path.join(root, top)
-        paths = [base] if os.path.isfile(base) else [os.path.join(d, f) for d, _, fs in os.walk(base) for f in fs]
-        for p in paths:
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+        out[rel] = hashlib.sha256(run.read_bytes(rel)).hexdigest()
     return out
+
+
+def compare(before: str | RunDir, after: str | RunDir, stages: list[str] | None = None) -> dict[str, list[str]]:
+    """The comparison as data: ``identical``, ``equal_by_content`` (path and why), ``differ``, ``only_before``,
+    ``only_after`` (sorted relative paths)."""
+    tops = sorted({t for s in stages for t in OUTPUTS[s]}) if stages else None
+    a, b = manifest(before, tops), manifest(after, tops)
+    differ = sorted(p for p in set(a) & set(b) if a[p] != b[p])
+    content_equal = {p: w for p in differ if (w := by_design(p, before, after))}
+    return {"identical": sorted(p for p in set(a) & set(b) if a[p] == b[p]),
+            "equal_by_content": [f"{p}  ({w})" for p, w in sorted(content_equal.items())],
+            "differ": [p for p in differ if p not in content_equal],
+            "only_before": sorted(set(a) - set(b)), "only_after": sorted(set(b) - set(a))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,22 +124,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--stage", nargs="+", choices=list(OUTPUTS), help="compare only these stages' outputs")
+    ap.add_argument("--storage-options", type=json.loads, default=None,
+                    help="fsspec options (JSON) of a run given as a URI, e.g. an S3 endpoint")
     args = ap.parse_args(argv)
-    tops = sorted({t for s in args.stage for t in OUTPUTS[s]}) if args.stage else None
-    a, b = manifest(args.before, tops), manifest(args.after, tops)
-    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-    differ = sorted(p for p in set(a) & set(b) if a[p] != b[p])
-    content_equal = {p: w for p in differ if (w := by_design(p, args.before, args.after))}
+    before, after = _run(args.before, args.storage_options), _run(args.after, args.storage_options)
+    c = compare(before, after, args.stage)
+    only_a, only_b, differ = c["only_before"], c["only_after"], c["differ"]
+    content_equal = dict(e.split("  (", 1) for e in c["equal_by_content"])
     differ = [p for p in differ if p not in content_equal]
     for p, why in sorted(content_equal.items()):
-        print(f"equal by content: {p}  ({why})")
+        print(f"equal by content: {p}  ({why}")
     for p in only_a:
         print(f"only in before: {p}")
     for p in only_b:
         print(f"only in after:  {p}")
     for p in differ:
         print(f"differs:        {p}")
-    same = len(set(a) & set(b)) - len(differ) - len(content_equal)
+    same = len(c["identical"])
     print(f"{same} identical, {len(content_equal)} equal by content, {len(differ)} differ, {len(only_a)} only "
           f"before, {len(only_b)} only after "
           f"({'IDENTICAL' if not (differ or only_a or only_b) else 'DIFFERENT'})")
