@@ -125,22 +125,21 @@ def submit_job(address: str, entrypoint: list[str], *, runtime_env: dict[str, An
 def _runtime_env(args: argparse.Namespace) -> dict[str, Any]:
     env: dict[str, Any] = {}
     if args.runtime_env:
-        import yaml
+        from filegram_ray.limits import load_yaml_file
 
         try:
-            with open(args.runtime_env, encoding="utf-8") as fh:
-                env = yaml.safe_load(fh) or {}
+            env = load_yaml_file(args.runtime_env) or {}
         except OSError as exc:
             raise UserError(f"--runtime-env {args.runtime_env}: {exc.strerror}") from None
         if not isinstance(env, dict):
             raise UserError(f"--runtime-env {args.runtime_env}: not a mapping")
     if args.runtime_env_json:
-        import json
+        from filegram_ray.limits import load_json
 
-        try:
-            env.update(json.loads(args.runtime_env_json))
-        except ValueError as exc:
-            raise UserError(f"--runtime-env-json: not JSON ({exc})") from None
+        extra = load_json(args.runtime_env_json, "--runtime-env-json")
+        if not isinstance(extra, dict):
+            raise UserError("--runtime-env-json: not a JSON object")
+        env.update(extra)
     if args.working_dir:
         env["working_dir"] = args.working_dir
     return env
