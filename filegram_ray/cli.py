@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("filegram_ray.watch.cli", "record your own file activity (Linux inotify) into a local store"),
     "bench": ("filegram_ray.bench.cli", "build FileGramBench items (bench stage) and show their counts"),
     "methods": ("filegram_ray.methods.cli", "list the registered memory methods"),
-    "evaluate": ("filegram_ray.methods.cli", "answer FileGramBench items with memory methods; write results/"),
+    "evaluate": ("filegram_ray.stages.cli", "answer FileGramBench items with memory methods; write results/"),
     "llm": ("filegram_ray.llm.cli", "packaged GGUF models and a local OpenAI-compatible server (CPU)"),
     "render": ("rendering.cli", "render agent outputs into multimodal derivatives"),
     "video": ("video.cli", "guidance videos, screen-recording captions, events from recordings"),

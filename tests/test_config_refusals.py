@@ -49,7 +49,7 @@ def test_pipeline_refuses_unknown_ids_before_the_first_stage(tmp_path):
     run = tmp_path / "run"
     cfg = load_config(None, [f"run_dir={run}", "profiles=[p1, p99]"])
     with pytest.raises(ValueError, match="profiles: unknown id 'p99'"):
-        run_pipeline(cfg, serial=True)
+        run_pipeline(cfg, executor="serial")
     assert not run.exists()  # seed did not start (nothing written, not even the directory)
 
 

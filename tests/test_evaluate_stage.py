@@ -14,7 +14,7 @@ FAST_METHODS = ["no_context", "full_context", "eager_summarization"]
 
 
 def _cfg(root, **section):
-    base = {"methods": FAST_METHODS, "serial": True, "plots": True, "sample_per_sub_task": None}  # whole bank
+    base = {"methods": FAST_METHODS, "executor": "serial", "plots": True, "sample_per_sub_task": None}  # whole bank
     base.update(section)
     return load_config(overrides={"run_dir": str(root), "evaluate": base})
 

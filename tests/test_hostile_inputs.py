@@ -237,7 +237,7 @@ def test_deep_nesting_one_line_error(tmp_path, capsys, monkeypatch):
     # the encode stage names the file in its error row (it named only the trajectory id before)
     root = make_run(tmp_path / "run", bad=None)
     (root / "trajectories" / "pa_reader" / "T-01" / "events.json").write_text("[" * 200_000 + "]" * 200_000)
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()
     assert s["error_ids"] == ["pa_reader/T-01"]
     assert "trajectories/pa_reader/T-01/events.json: invalid JSON: nesting too deep" in err[0]["error"]
@@ -291,7 +291,7 @@ def test_encode_huge_event_bounded_not_amplified(tmp_path, capsys):
     ev[i]["file_path"] += "X" * 5_000_000
     n = len(ev[i]["file_path"])
     f.write_text(json.dumps(ev), encoding="utf-8")
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["errors"] == 0 and s["events_skipped"] == 1
     assert s["skipped_event_examples"] == [
         f"{f}: event[{i}] (file_read): field 'file_path': too large: {n:,} characters (limit 4,096)"]
@@ -316,7 +316,7 @@ def test_encode_validates_like_engine_filter(tmp_path):
     f.write_text(json.dumps(ev), encoding="utf-8")
     g = root / "trajectories" / "pb_writer" / "T-01" / "events.json"
     g.write_text("[1, 2, 3]", encoding="utf-8")
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["events_skipped"] == 4 and s["error_ids"] == ["pb_writer/T-01"]
     msgs = "\n".join(s["skipped_event_examples"])
     for needle in ("event[0] (file_search): field 'timestamp'", "event[1] (file_search): field 'timestamp'",
@@ -359,7 +359,7 @@ def test_fid_missing_event_type_skipped_and_counted(tmp_path, caplog):
     ev = json.loads(f.read_text(encoding="utf-8"))
     del ev[3]["event_type"]
     f.write_text(json.dumps(ev), encoding="utf-8")
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["errors"] == 0 and s["events_skipped"] == 1
     assert s["skipped_event_examples"] == [f"{f}: event[3]: missing field 'event_type'"]
 
@@ -372,12 +372,12 @@ def test_short_profile_ids_resolve_in_encode_and_bench(tmp_path, monkeypatch):
     def cfg(*sets):
         return load_config(None, [f"run_dir={root}", "encode.embedder=hashing", *sets])
 
-    s = run_encode(cfg("profiles=[pa]", "tasks=[T-01,T-02]"), serial=True)
+    s = run_encode(cfg("profiles=[pa]", "tasks=[T-01,T-02]"), executor="serial")
     assert s["trajectories"] == 2 and s["encoded_now"] == 2
     assert sorted(p.name for p in (root / "engrams" / "pa_reader").iterdir()) == ["T-01.json", "T-02.json"]
     with pytest.raises(ValueError, match=r"config field profiles: unknown id 'p9' \(trajectories/index.parquet "
                                          r"has: pa_reader, pb_writer\)"):
-        run_encode(cfg("profiles=[p9]"), serial=True)
+        run_encode(cfg("profiles=[p9]"), executor="serial")
     assert match_ids(["s6"], ["s1_x", "s6_opposite"], "profiles") == ["s6_opposite"]
     assert match_ids(None, ["a", "b"], "profiles") == ["a", "b"]
 
@@ -402,7 +402,7 @@ def test_zero_of_n_units_fails_loudly(tmp_path, monkeypatch):
     cfg = load_config(None, [f"run_dir={root}", "encode.embedder=hashing"])
     with pytest.raises(ValueError, match=r"encode: 0 of 8 trajectories encoded \(see engrams/errors.parquet\); "
                                          r"first error: .*expected a JSON array"):
-        run_encode(cfg, serial=True)
+        run_encode(cfg, executor="serial")
     errs = RunDir(root).read_table("engrams/errors.parquet")  # the table the message points at, written first
     assert errs.height == 8 and all("expected a JSON array" in e for e in errs["error"].to_list())
     import polars as pl
@@ -411,7 +411,7 @@ def test_zero_of_n_units_fails_loudly(tmp_path, monkeypatch):
     RunDir(root).write_table("trajectories/index.parquet", idx)
     with pytest.raises(ValueError, match="encode: no trajectory to encode: .* has 8 trajectories .* none with "
                                          "status ok"):
-        run_encode(cfg, serial=True)
+        run_encode(cfg, executor="serial")
 
     import bench_synth as bs
 

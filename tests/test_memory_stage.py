@@ -98,7 +98,7 @@ def _cfg(root: Path):
 
 def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
     root = make_run(tmp_path / "run")
-    s = run_encode(_cfg(root), serial=True)
+    s = run_encode(_cfg(root), executor="serial")
     run = RunDir(root)
     assert s["errors"] == 1 and s["error_ids"] == ["pa_reader/T-03"]
     err = run.read_table("engrams/errors.parquet").to_dicts()
@@ -115,11 +115,11 @@ def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
     ctx = retrieve(store, "river project budget", indices=idx, embedder=HashingEmbedder())
     assert "Relevant content:" in ctx.text and "pb_writer" not in ctx.text
     # resumable: a rerun encodes nothing again and consolidates nothing again
-    s2 = run_encode(_cfg(root), serial=True)
+    s2 = run_encode(_cfg(root), executor="serial")
     assert s2["encoded_now"] == 0 and s2["skipped_done"] == 7 and s2["profiles_consolidated_now"] == 0
     # fixing the bad trajectory: only it is encoded, and only its profile is consolidated again
     write_trajectory(root / "trajectories" / "pa_reader" / "T-03", "pa_reader", 2)
-    s3 = run_encode(_cfg(root), serial=True)
+    s3 = run_encode(_cfg(root), executor="serial")
     assert s3["encoded_now"] == 1 and s3["errors"] == 0 and s3["profiles_consolidated_now"] == 1
     assert load_store(run, "pa_reader").n_sessions == 4
 
@@ -128,12 +128,12 @@ def test_encode_resumes_records_of_a_run_made_before_the_stage_contract(tmp_path
     """A run encoded before issue #29 keeps its per-trajectory records in _done/encode.engram/: a rerun skips
     those Engrams and their profiles; force redoes everything and clears them."""
     root = make_run(tmp_path / "run", bad=None)
-    run_encode(_cfg(root), serial=True)
+    run_encode(_cfg(root), executor="serial")
     (root / "_done" / "encode").rename(root / "_done" / "encode.engram")
-    s = run_encode(_cfg(root), serial=True)
+    s = run_encode(_cfg(root), executor="serial")
     assert (s["encoded_now"], s["skipped_done"], s["profiles_consolidated_now"]) == (0, 8, 0)
     assert s["units"] == {"planned": 8, "done": 0, "skipped": 8, "failed": 0}
-    f = run_encode(_cfg(root), serial=True, force=True)
+    f = run_encode(_cfg(root), executor="serial", force=True)
     assert (f["encoded_now"], f["skipped_done"], f["profiles_consolidated_now"]) == (8, 0, 2)
     assert not (root / "_done" / "encode.engram").exists()
     assert len(list((root / "_done" / "encode").glob("*.json"))) == 8
@@ -171,7 +171,7 @@ def test_encode_on_ray_matches_serial(tmp_path, ray_local, executor):
 
     a = make_run(tmp_path / "a")
     b = make_run(tmp_path / "b")
-    run_encode(_cfg(a), serial=True)
+    run_encode(_cfg(a), executor="serial")
     # on the session's Ray (tests/conftest.py), left running for others
     s = run_encode(_cfg(b), EXECUTORS[executor]() if executor != "actor-pool" else None)
     assert s["executor"] == executor and s["errors"] == 1 and s["profiles"] == 2

@@ -24,7 +24,7 @@ TASKS = ["T-01", "T-03", "T-12"]
 def _cfg(run_dir: Path, seed: int = 7, profiles: list[str] = PROFILES, **gen):
     cfg = load_config(None, [f"run_dir={run_dir}", f"seed={seed}"])
     data = cfg.model_dump()
-    data.update(profiles=profiles, tasks=TASKS, generate={"serial": True, **gen})
+    data.update(profiles=profiles, tasks=TASKS, generate={"executor": "serial", **gen})
     return type(cfg).model_validate(data)
 
 

@@ -41,7 +41,7 @@ def _evaluated_run(root: Path) -> RunDir:
     meta["perturbation"] = {"dimension": "C", "tier": "M"}
     run.write_json(f"trajectories/{PERTURBED}/meta.json", meta)
     run_evaluate(load_config(overrides={"run_dir": str(root), "evaluate": {
-        "methods": METHODS, "serial": True, "plots": True, "sample_per_sub_task": None}}))
+        "methods": METHODS, "executor": "serial", "plots": True, "sample_per_sub_task": None}}))
     return run
 
 

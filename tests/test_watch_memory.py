@@ -122,7 +122,7 @@ def test_incremental_update_equals_from_scratch_and_feeds_the_real_world_setting
     from filegram_ray.memory.stage import run_encode
 
     cfg = load_config(None, [f"run_dir={rundir}", "encode.embedder=hashing"])
-    summary = run_encode(cfg, serial=True)
+    summary = run_encode(cfg, executor="serial")
     assert summary["errors"] == 0 and summary["profiles"] == 1
     assert (rundir / "memory" / "real_user" / "store.json").read_text() == incremental
     # … and ingested by every registered memory method

@@ -1,16 +1,22 @@
-"""Where a stage's units run. An executor takes a :class:`~filegram_ray.stages.base.WorkerSpec` and units and
-returns one :class:`~filegram_ray.stages.base.Row` per unit; it never names a stage (the ``label`` it is given is
+"""Where a stage's tasks run. An executor takes a :class:`~filegram_ray.stages.base.WorkerSpec` (or, the
+model-call executor, a :class:`~filegram_ray.stages.base.ModelCallSpec`) and tasks ``{"task_id", "items"}`` and
+returns one :class:`~filegram_ray.stages.base.Row` per item; it never names a stage (the ``label`` it is given is
 for progress lines and error rows only).
 
-* :class:`SerialExecutor` — one worker in this process, no Ray (debugging, tests, ``--serial``);
-* :class:`ActorPoolExecutor` — ``ray.util.ActorPool`` of ``num_actors`` actors; a unit whose actor dies is run
-  again once Ray has restarted the actor (or a new one replaced it), at most ``max_restarts`` times, then it is an
-  error row — every unit yields exactly one row (BR-08 / BR-23);
-* :class:`RayDataExecutor` — ``ray.data.from_items(units).map_batches(...)`` on an actor pool
-  (``ActorPoolStrategy``), one unit per batch; Ray Data retries a failed task, the worker's own exceptions are
-  error rows.
+* :class:`SerialExecutor` — one worker in this process, no Ray (debugging, tests, ``executor: serial``);
+* :class:`ActorPoolExecutor` — ``ray.util.ActorPool`` of ``num_actors`` actors; a task whose actor dies is run
+  again once Ray has restarted the actor (or a new one replaced it), at most ``max_restarts`` times; then a task
+  of several items is split into one task per item, and a single item is an error row — every item yields
+  exactly one row (BR-08 / BR-23);
+* :class:`RayDataExecutor` — ``ray.data.from_items(tasks).map_batches(...)`` on an actor pool
+  (``ActorPoolStrategy``), one task per batch; Ray Data retries a failed task, the worker's own exceptions are
+  error rows;
+* :class:`ModelCallExecutor` — items answered by a model through a ``ray.data.llm`` processor: their requests
+  built on one of the three above (``prepare``), sent in waves through the processor (``call``), each item's
+  replies collected in the driver as soon as they are all in (``collect``).
 
-A worker's exception never sinks the batch: it becomes an error row in the process that ran it.
+A worker's exception never sinks the batch: it becomes the item's error row in the process that ran it
+(:func:`run_task`), with its type, message and traceback (:meth:`~filegram_ray.stages.base.Row.error`).
 """
 
 from __future__ import annotations
@@ -23,19 +29,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from filegram_ray.stages.base import Executor, Row, WorkerSpec  # noqa: F401 - Executor: the protocol these meet
+from filegram_ray.stages.base import Executor, ModelCallSpec, Row, WorkerSpec  # noqa: F401 - Executor: the protocol
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Executor", "SerialExecutor", "ActorPoolExecutor", "RayDataExecutor", "Progress", "EXECUTORS",
-           "make_worker", "process_safely", "map_units"]
+__all__ = ["EXECUTORS", "ActorPoolExecutor", "Executor", "ModelCallExecutor", "Progress", "RayDataExecutor",
+           "SerialExecutor", "make_worker", "map_units", "run_task", "tasks_of"]
 
 
 class Progress:
     """A progress line on stderr: tqdm when stderr is a terminal, else ``[label] n/N <noun>, r/s`` every 5 s
-    (``noun``: what one unit is, :attr:`~filegram_ray.stages.base.WorkerSpec.unit_noun`)."""
+    (``noun``: what one item is, the stage's step)."""
 
-    def __init__(self, total: int, desc: str, enabled: bool = True, noun: str = "units"):
+    def __init__(self, total: int, desc: str, enabled: bool = True, noun: str = "items"):
         self.total, self.desc, self.n, self.t0, self.noun = total, desc, 0, time.perf_counter(), noun
         self.enabled = enabled
         self._bar = None
@@ -78,15 +84,47 @@ def make_worker(spec: WorkerSpec) -> Any:
     return worker
 
 
-def process_safely(worker: Any, unit: dict[str, Any], label: str) -> Row:
-    """``worker.process(unit)`` as a :class:`Row`; an exception becomes an error row (one bad unit never sinks the
-    batch)."""
-    uid = str(unit.get("unit_id") or unit)
+def _uid(item: dict[str, Any]) -> str:
+    return str(item.get("unit_id") or item)
+
+
+def run_task(worker: Any, task: dict[str, Any], label: str) -> list[Row]:
+    """One row per item of ``task``: ``worker.process_task(items)`` (an iterable of ``(unit_id, fields or
+    exception)``) when the worker has it, else ``worker.process(item)`` per item. An exception is that item's
+    error row (one bad item never sinks the task); one that ends ``process_task`` itself fails the items it had
+    not reported yet."""
+    items = list(task["items"])
+    many = getattr(worker, "process_task", None)
+    if many is None:
+        rows = []
+        for item in items:
+            uid = _uid(item)
+            try:
+                rows.append(Row.of(uid, dict(worker.process(item) or {})))
+            except Exception as exc:  # noqa: BLE001 - the row names it, the task goes on
+                log.warning("%s: %s failed: %s", label, uid, exc)
+                rows.append(Row.error(uid, exc, label))
+        return rows
+    got: dict[str, Row] = {}
     try:
-        return Row.of(uid, dict(worker.process(unit) or {}))
-    except Exception as exc:  # noqa: BLE001 - the row names it, the batch goes on
-        log.warning("%s: unit %s failed: %s", label, uid, exc)
-        return Row.error(uid, exc, label)
+        for uid, res in many(items):
+            uid = str(uid)
+            if isinstance(res, BaseException):
+                log.warning("%s: %s failed: %s", label, uid, res)
+                got[uid] = Row.error(uid, res, label)
+            else:
+                got[uid] = Row.of(uid, dict(res or {}))
+    except Exception as exc:  # noqa: BLE001 - the task's items not reported yet share its error
+        log.warning("%s: task %s failed: %s", label, task.get("task_id"), exc)
+        for item in items:
+            got.setdefault(_uid(item), Row.error(_uid(item), exc, label))
+    missing = RuntimeError("the worker reported no result for this item")
+    return [got.get(_uid(it)) or Row.error(_uid(it), missing, label) for it in items]
+
+
+def tasks_of(groups: Iterable[list[dict[str, Any]]], prefix: str = "task") -> list[dict[str, Any]]:
+    """Tasks ``{"task_id": "<prefix>-00000", "items": group}`` of groups of items."""
+    return [{"task_id": f"{prefix}-{k:05d}", "items": list(g)} for k, g in enumerate(groups)]
 
 
 class _Base:
@@ -96,11 +134,11 @@ class _Base:
     def __init__(self, progress: bool = True):
         self.progress = progress
 
-    def map(self, spec: WorkerSpec, units: Iterable[dict[str, Any]], *, label: str,
+    def map(self, spec: WorkerSpec, tasks: Iterable[dict[str, Any]], *, label: str, noun: str = "items",
             on_row: Callable[[Row], None] | None = None) -> list[Row]:
-        units = list(units)
+        tasks = list(tasks)
         rows: list[Row] = []
-        bar = Progress(len(units), label, enabled=self.progress, noun=spec.unit_noun)
+        bar = Progress(sum(len(t["items"]) for t in tasks), label, enabled=self.progress, noun=noun)
 
         def emit(row: Row) -> None:
             rows.append(row)
@@ -109,30 +147,31 @@ class _Base:
             bar.update(1, row.get("status", ""))
 
         try:
-            if units:
-                self._run(spec, units, label, emit)
+            if tasks:
+                self._run(spec, tasks, label, emit)
         finally:
             bar.close()
         return rows
 
-    def _run(self, spec: WorkerSpec, units: list[dict[str, Any]], label: str, emit: Callable[[Row], None]) -> None:
+    def _run(self, spec: WorkerSpec, tasks: list[dict[str, Any]], label: str, emit: Callable[[Row], None]) -> None:
         raise NotImplementedError
 
 
 class SerialExecutor(_Base):
-    """Every unit in this process, one worker, no Ray (the same worker code the actors run)."""
+    """Every task in this process, one worker, no Ray (the same worker code the actors run)."""
 
     name = "serial"
     uses_ray = False
 
-    def _run(self, spec, units, label, emit):
+    def _run(self, spec, tasks, label, emit):
         worker = make_worker(spec)
-        for unit in units:
-            emit(process_safely(worker, unit, label))
+        for task in tasks:
+            for row in run_task(worker, task, label):
+                emit(row)
 
 
 class ActorPoolExecutor(_Base):
-    """Units on ``ray.util.ActorPool`` (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
+    """Tasks on ``ray.util.ActorPool`` (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
     cluster can place); see the module docstring for what happens when an actor dies.
 
     Args:
@@ -145,7 +184,7 @@ class ActorPoolExecutor(_Base):
         super().__init__(progress)
         self.actor_restart_timeout_s = actor_restart_timeout_s
 
-    def _run(self, spec, units, label, emit):
+    def _run(self, spec, tasks, label, emit):
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
@@ -159,15 +198,15 @@ class ActorPoolExecutor(_Base):
             def __init__(self, spec_):
                 self.worker = make_worker(spec_)
 
-            def process(self, unit):  # (unit_id, row): the pool's results come back in completion order
-                return str(unit.get("unit_id")), process_safely(self.worker, unit, label)
+            def process(self, task):  # (task_id, rows): the pool's results come back in completion order
+                return str(task["task_id"]), run_task(self.worker, task, label)
 
             def pid(self):
                 return os.getpid()
 
-        n = max(1, min(spec.num_actors, len(units)))
+        n = max(1, min(spec.num_actors, len(tasks)))
         cap = pool_capacity(spec.num_cpus)
-        if n > cap:  # an actor that can never be placed would hold its unit forever
+        if n > cap:  # an actor that can never be placed would hold its task forever
             log.warning("%s: %d actors × %g CPUs do not fit the cluster; using %d actors", label, n, spec.num_cpus,
                         cap)
             n = cap
@@ -177,7 +216,7 @@ class ActorPoolExecutor(_Base):
             opts["runtime_env"] = {"env_vars": dict(spec.env_vars)}
         actors = [_Actor.options(**opts).remote(spec) for _ in range(n)]
         try:
-            _run_pool(ray, actors, units, emit, label, spec.max_restarts, self.actor_restart_timeout_s,
+            _run_pool(ray, actors, tasks, emit, label, spec.max_restarts, self.actor_restart_timeout_s,
                       lambda: _Actor.options(**opts).remote(spec),
                       (RayActorError, ActorDiedError, ActorUnavailableError))
         finally:  # also on Ctrl-C: no actor of this pool outlives the call
@@ -189,32 +228,33 @@ class ActorPoolExecutor(_Base):
 
 
 class _DataCall:
-    """``map_batches`` callable of :class:`RayDataExecutor`: column ``unit`` (JSON) in, column ``row`` (JSON) out."""
+    """``map_batches`` callable of :class:`RayDataExecutor`: column ``task`` (JSON) in, column ``rows`` (JSON list)
+    out."""
 
     def __init__(self, spec: WorkerSpec, label: str):
         self.worker, self.label = make_worker(spec), label
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        rows = [process_safely(self.worker, json.loads(u), self.label) for u in batch["unit"]]
-        return {"row": [json.dumps(r, ensure_ascii=False, default=str) for r in rows]}
+        out = [run_task(self.worker, json.loads(t), self.label) for t in batch["task"]]
+        return {"rows": [json.dumps(rows, ensure_ascii=False, default=str) for rows in out]}
 
 
 class RayDataExecutor(_Base):
-    """Units as a Ray Dataset through ``map_batches`` on an actor pool (one unit per call); rows stream back in
-    completion order. Units and rows must be JSON-serialisable."""
+    """Tasks as a Ray Dataset through ``map_batches`` on an actor pool (one task per call); rows stream back in
+    completion order. Items and rows must be JSON-serialisable."""
 
     name = "ray-data"
 
-    def _run(self, spec, units, label, emit):
+    def _run(self, spec, tasks, label, emit):
         import ray
 
         from filegram_ray.runtime import check_cpu_request, init_ray, pool_capacity
 
         init_ray()
         check_cpu_request(spec.num_cpus, f"{label}.num_cpus_per_actor")
-        size = max(1, min(spec.num_actors, len(units), pool_capacity(spec.num_cpus)))
-        ds = ray.data.from_items([{"unit": json.dumps(u, ensure_ascii=False)} for u in units],
-                                 override_num_blocks=len(units))
+        size = max(1, min(spec.num_actors, len(tasks), pool_capacity(spec.num_cpus)))
+        ds = ray.data.from_items([{"task": json.dumps(t, ensure_ascii=False)} for t in tasks],
+                                 override_num_blocks=len(tasks))
         kwargs: dict[str, Any] = {"fn_constructor_kwargs": {"spec": spec, "label": label}, "batch_size": 1,
                                   "num_cpus": spec.num_cpus,
                                   "compute": ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=1)}
@@ -223,13 +263,93 @@ class RayDataExecutor(_Base):
         seen: set[str] = set()
         try:
             for rec in ds.map_batches(_DataCall, **kwargs).iter_rows():
-                row = Row(json.loads(rec["row"]))
-                seen.add(row.unit)
+                for r in json.loads(rec["rows"]):
+                    row = Row(r)
+                    seen.add(row.unit)
+                    emit(row)
+        except Exception as exc:  # noqa: BLE001 - a task Ray Data gave up on: its items become error rows
+            for t in tasks:
+                for it in t["items"]:
+                    if _uid(it) not in seen:
+                        emit(Row.error(_uid(it), exc, label))
+
+
+class ModelCallExecutor(_Base):
+    """Items answered by a model (:class:`~filegram_ray.stages.base.ModelCallSpec`; the module docstring), in
+    waves of ``spec.wave`` items: their ``prepare`` tasks on ``inner`` (the stage's executor), the requests of the
+    prepared items through ``spec.call`` (a ``ray.data.llm`` processor, on Ray whatever ``inner`` is), and each
+    item's ``collect`` in this process as soon as its last reply is in. An item whose ``prepare`` or ``collect``
+    raises is an error row; a request the model could not answer is a reply with its ``error`` (the stage's
+    ``collect`` keeps it in the item's own table)."""
+
+    uses_ray = True
+
+    def __init__(self, inner: _Base, progress: bool = True):
+        super().__init__(progress)
+        self.inner = inner
+        self.name = f"model-call ({inner.name})"
+
+    def _run(self, spec: ModelCallSpec, tasks, label, emit):
+        from filegram_ray.runtime import init_ray
+
+        init_ray()
+        quiet = type(self.inner)(progress=False)
+        wave: list[dict[str, Any]] = []
+        n = 0
+        for task in tasks:
+            wave.append(task)
+            n += len(task["items"])
+            if n >= spec.wave:
+                self._wave(spec, wave, quiet, label, emit)
+                wave, n = [], 0
+        if wave:
+            self._wave(spec, wave, quiet, label, emit)
+
+    def _wave(self, spec: ModelCallSpec, tasks, inner: _Base, label: str, emit: Callable[[Row], None]) -> None:
+        items = {_uid(it): it for t in tasks for it in t["items"]}
+        prepared: dict[str, dict[str, Any]] = {}
+        for row in inner.map(spec.prepare, tasks, label=label):
+            if row.ok:
+                prepared[row.unit] = row
+            else:
                 emit(row)
-        except Exception as exc:  # noqa: BLE001 - a task Ray Data gave up on: its units become error rows
-            for u in units:
-                if str(u.get("unit_id")) not in seen:
-                    emit(Row.error(str(u.get("unit_id")), exc, label))
+        owner: dict[str, str] = {}
+        requests: dict[str, list[dict[str, Any]]] = {uid: [] for uid in prepared}
+        for uid, row in prepared.items():
+            for req in row.get("requests") or []:
+                owner[str(req["req_key"])] = uid
+                requests[uid].append(req)
+        replies: dict[str, list[dict[str, Any]]] = {uid: [] for uid in prepared}
+
+        def collect(uid: str) -> None:
+            try:
+                emit(Row.of(uid, dict(spec.collect(items[uid], dict(prepared[uid].get("state") or {}),
+                                                   requests[uid], replies[uid]) or {})))
+            except Exception as exc:  # noqa: BLE001 - the item's row names it
+                log.warning("%s: %s failed: %s", label, uid, exc)
+                emit(Row.error(uid, exc, label))
+
+        for uid in [u for u, reqs in requests.items() if not reqs]:
+            collect(uid)
+        pending = {uid: len(reqs) for uid, reqs in requests.items() if reqs}
+        if not pending:
+            return
+        try:
+            for reply in spec.call([r for uid in pending for r in requests[uid]]):
+                uid = owner.get(str(reply.get("req_key")))
+                if uid is None or uid not in pending:
+                    continue
+                replies[uid].append(dict(reply))
+                pending[uid] -= 1
+                if pending[uid] == 0:
+                    del pending[uid]
+                    collect(uid)
+        except Exception as exc:  # noqa: BLE001 - a processor that fails outright: the items still waiting fail
+            for uid in list(pending):
+                emit(Row.error(uid, exc, label))
+            return
+        for uid in list(pending):  # a request the processor never answered: collect with what came back
+            collect(uid)
 
 
 def map_units(
@@ -239,24 +359,24 @@ def map_units(
     init_kwargs: dict[str, Any] | None = None,
     num_actors: int = 2,
     num_cpus_per_actor: float = 1.0,
-    serial: bool = False,
+    executor: str = "actor-pool",
     stage: str = "stage",
     max_restarts: int = 3,
     progress: bool = True,
     on_result: Callable[[dict[str, Any]], None] | None = None,
     actor_restart_timeout_s: float = 120.0,
 ) -> list[dict[str, Any]]:
-    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit on the serial or the actor-pool executor
-    (:mod:`filegram_ray.stages.executors`, which documents the fault tolerance); one row per unit, in completion
-    order. For code outside a stage (benchmarks, the LLM agent's shards); a stage declares a
+    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit (one task each) on the executor named
+    ``executor`` (:data:`EXECUTORS`; the module docstring documents the fault tolerance); one row per unit, in
+    completion order. For code outside a stage (benchmarks, tests); a stage declares a
     :class:`~filegram_ray.stages.base.WorkerSpec` and lets the runner pick the executor.
 
     Args:
         worker_cls: class with ``__init__(**init_kwargs)`` and ``process(unit: dict) -> dict``.
         units: work units; each must carry a unique ``unit_id`` string.
-        num_actors: size of the actor pool (ignored when ``serial``).
+        num_actors: size of the actor pool (ignored by the serial executor).
         num_cpus_per_actor: Ray CPU request per actor; below 1 lets more actors share a small machine.
-        serial: run in this process without Ray.
+        executor: ``serial`` (this process, no Ray), ``actor-pool`` or ``ray-data``.
         stage: label used in progress lines and error rows.
         max_restarts: times a unit whose actor died is run again before it is an error row.
         on_result: callback per finished row.
@@ -264,11 +384,12 @@ def map_units(
     """
     spec = WorkerSpec(worker_cls, dict(init_kwargs or {}), num_actors=num_actors, num_cpus=num_cpus_per_actor,
                       max_restarts=max_restarts)
-    ex = SerialExecutor(progress) if serial else ActorPoolExecutor(progress, actor_restart_timeout_s)
-    return ex.map(spec, units, label=stage, on_row=on_result)
+    ex = (ActorPoolExecutor(progress, actor_restart_timeout_s) if executor == "actor-pool"
+          else EXECUTORS[executor](progress))
+    return ex.map(spec, tasks_of([u] for u in units), label=stage, noun="units", on_row=on_result)
 
 
-#: executor names accepted by ``--executor`` / a stage section's ``executor`` key
+#: the executors a stage section's ``executor`` names (:data:`~filegram_ray.stages.base.EXECUTOR_NAMES`)
 EXECUTORS: dict[str, type] = {"serial": SerialExecutor, "actor-pool": ActorPoolExecutor, "ray-data": RayDataExecutor}
 
 
@@ -284,26 +405,27 @@ def _drop_idle(pool, actor) -> None:
         pool.push(a)
 
 
-def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, max_restarts: int,
+def _run_pool(ray, actors: list, tasks: list[dict[str, Any]], emit, label: str, max_restarts: int,
               actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
-    """The loop of :class:`ActorPoolExecutor` on Ray's :class:`ray.util.ActorPool`: submit every unit, collect
-    rows in completion order, resubmit a unit whose actor died (at most ``max_restarts`` times, then an error row
-    naming it) once Ray has restarted that actor — or a new actor replaced it — so every unit yields exactly one
-    row.
+    """The loop of :class:`ActorPoolExecutor` on Ray's :class:`ray.util.ActorPool`: submit every task, emit its
+    rows in completion order, resubmit a task whose actor died (at most ``max_restarts`` times) once Ray has
+    restarted that actor — or a new actor replaced it; then split a task of several items into one task per item
+    (each with ``max_restarts`` tries of its own), and make a single item an error row naming it — so every item
+    yields exactly one row.
 
-    ``ActorPool.get_next_unordered`` raises without naming the unit when a task fails, so each submitted task is
-    tracked here (``unit_id`` → (ref, unit, actor)); after a failure, the finished refs that raise are the failed
-    units, each handled once. ``actors`` is updated in place (replacements), for the caller's cleanup.
+    ``ActorPool.get_next_unordered`` raises without naming the task when one fails, so each submitted task is
+    tracked here (``task_id`` → (ref, task, actor)); after a failure, the finished refs that raise are the failed
+    tasks, each handled once. ``actors`` is updated in place (replacements), for the caller's cleanup.
     """
     from ray.util import ActorPool
 
     pool = ActorPool(list(actors))
-    tracked: dict[str, tuple[Any, dict[str, Any], Any]] = {}  # unit_id -> (ref, unit, actor) of the live task
+    tracked: dict[str, tuple[Any, dict[str, Any], Any]] = {}  # task_id -> (ref, task, actor) of the live task
     attempts: dict[str, int] = {}
 
-    def _call(actor, unit):
-        ref = actor.process.remote(unit)
-        tracked[str(unit.get("unit_id"))] = (ref, unit, actor)
+    def _call(actor, task):
+        ref = actor.process.remote(task)
+        tracked[str(task["task_id"])] = (ref, task, actor)
         return ref
 
     def _revive(actor) -> None:
@@ -324,46 +446,62 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
         except ValueError:  # the pool kept it (a restartable failure returns the actor to the idle set)
             pass
 
-    def _failed_units() -> None:
+    def _died(tid: str, task: dict[str, Any], exc: BaseException) -> None:
+        """A task whose worker died past its tries: one task per item, or the single item's error row."""
+        items = task["items"]
+        if len(items) > 1:
+            log.warning("%s: the worker died %d times on a task of %d items; running them one by one", label,
+                        attempts[tid], len(items))
+            for k, it in enumerate(items):
+                pool.submit(_call, {"task_id": f"{tid}.{k}", "items": [it]})
+            return
+        uid = _uid(items[0])
+        row = Row.error(uid, exc, label)
+        row["error"] = (f"the worker process died {attempts[tid]} times while processing {uid} (a native crash "
+                        f"or out-of-memory kill?): {row['error']}")[:2000]
+        emit(row)
+
+    def _failed_tasks() -> None:
         """Handle every finished task that raised and is still tracked (the one ``get_next_unordered`` just
         raised for, and any other that failed at the same time)."""
-        refs = {t[0]: uid for uid, t in tracked.items()}
+        refs = {t[0]: tid for tid, t in tracked.items()}
         done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
         for ref in done:
             try:
                 ray.get(ref)
-                continue  # finished fine: the pool returns its row later
+                continue  # finished fine: the pool returns its rows later
             except died_errors as exc:
-                uid = refs[ref]
-                _, unit, actor = tracked.pop(uid)
-                attempts[uid] = attempts.get(uid, 0) + 1
-                if attempts[uid] <= max_restarts:
-                    log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
+                tid = refs[ref]
+                _, task, actor = tracked.pop(tid)
+                attempts[tid] = attempts.get(tid, 0) + 1
+                if attempts[tid] <= max_restarts:
+                    log.warning("%s: actor died on %s (attempt %d); resubmitting", label, tid, attempts[tid])
                     _revive(actor)
-                    pool.submit(_call, unit)
+                    pool.submit(_call, task)
                 else:
-                    row = Row.error(uid, exc, label)
-                    row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
-                                    f"native crash or out-of-memory kill?): {row['error']}")[:2000]
-                    emit(row)
                     _revive(actor)
+                    _died(tid, task, exc)
             except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
-                uid = refs[ref]
-                tracked.pop(uid)
-                emit(Row.error(uid, exc, label))
+                tid = refs[ref]
+                _, task, _ = tracked.pop(tid)
+                for it in task["items"]:
+                    emit(Row.error(_uid(it), exc, label))
 
-    for unit in units:
-        pool.submit(_call, unit)
+    for task in tasks:
+        pool.submit(_call, task)
     while pool.has_next():
         try:
-            uid, row = pool.get_next_unordered()
-        except Exception:  # noqa: BLE001 - which unit failed is found from the tracked refs
-            _failed_units()
+            tid, rows = pool.get_next_unordered()
+        except Exception:  # noqa: BLE001 - which task failed is found from the tracked refs
+            _failed_tasks()
             continue
-        tracked.pop(uid, None)
-        emit(row)
-    for uid, (ref, _, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
-        try:                                        # reported done yet; still exactly one row per unit
-            emit(ray.get(ref)[1])
+        tracked.pop(tid, None)
+        for row in rows:
+            emit(row)
+    for tid, (ref, task, _) in list(tracked.items()):  # never expected: a failure the pool raised but Ray had not
+        try:                                           # reported done yet; still exactly one row per item
+            for row in ray.get(ref)[1]:
+                emit(row)
         except Exception as exc:  # noqa: BLE001
-            emit(Row.error(uid, exc, label))
+            for it in task["items"]:
+                emit(Row.error(_uid(it), exc, label))

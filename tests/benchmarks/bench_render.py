@@ -109,7 +109,7 @@ def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
         write_synthetic_run(run, n_outputs, seed=3)
     cfg = load_config(overrides=[f"run_dir={tmp}"])
     t0, c0 = time.perf_counter(), time.process_time()
-    rec = run_render(cfg, serial=not use_ray)
+    rec = run_render(cfg, executor="actor-pool" if use_ray else "serial")
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     idx = run.read_table(INDEX_PATH)
     ok = idx.filter(idx["status"] == "ok")
