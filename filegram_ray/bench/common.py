@@ -1,13 +1,13 @@
 """Shared helpers of the item builders: seeding, quotas, distractor profiles, MCQ assembly.
 
-Determinism (house rule "same seed, same bytes"): every random choice goes through :func:`rng`, a
-``random.Random`` seeded from a SHA-256 of the master seed and a tuple of stable parts; Python's ``hash()`` is
-never used. Choice order is shuffled by the same means, so a seed fixes the bank byte for byte.
+Determinism (house rule "same seed, same bytes"): every random choice goes through
+:func:`filegram_ray.seeded.rng`, a ``random.Random`` seeded from a SHA-256 of the master seed and a tuple of stable
+parts; Python's ``hash()`` is never used. Choice order is shuffled by the same means, so a seed fixes the bank byte
+for byte.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -17,6 +17,7 @@ from typing import Any
 from filegram_ray.bench.inputs import ProfileRec
 from filegram_ray.bench.schema import LETTERS, SUBTASK_TRACK, AnswerKey, ContextSpec, Item
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_BEHAVIOUR
+from filegram_ray.seeded import rng
 
 #: Minimum number of shared dimensions between a target profile and a distractor profile (reference §9.2
 #: appendix rule).
@@ -31,17 +32,6 @@ PAPER_COUNTS: dict[str, int] = {"AttrRec": 326, "BehavFP": 560, "ProfRec": 320, 
 #: The paper's profile and task counts, the base of count scaling (reference §5.3, §6.3).
 PAPER_PROFILES = 20
 PAPER_TASKS = 32
-
-
-def sub_seed(seed: int, *parts: Any) -> int:
-    """A 64-bit seed from the master seed and stable parts (SHA-256 of their ``repr``-free string form)."""
-    text = "|".join([str(seed), *(str(p) for p in parts)])
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:16], 16)
-
-
-def rng(seed: int, *parts: Any) -> random.Random:
-    """A ``random.Random`` for one decision point."""
-    return random.Random(sub_seed(seed, *parts))
 
 
 def quotas(total: int, keys: Sequence[str]) -> dict[str, int]:

@@ -208,9 +208,10 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
                     inst.rows[step] = rows
                     planned += [r.unit for r in rows]
                     errors += [r for r in rows if not r.ok]
-                run.write_errors(stage.name, errors, planned)
-                for e in errors:
-                    print(f"ERROR {stage.name} {e.unit}: {e.get('error_type')}: {e.get('error')}", flush=True)
+                    run.write_errors(stage.name, errors, planned)  # before a later step or finish reads it
+                    for e in rows:
+                        if not e.ok:
+                            print(f"ERROR {stage.name} {e.unit}: {e.get('error_type')}: {e.get('error')}", flush=True)
                 summary = dict(inst.finish([r for step in stage.steps for r in inst.rows[step]]) or {})
             except BaseException as exc:
                 if not (run.new and not run.listdir("_done")):  # a failed start is forgotten, not recorded
