@@ -53,7 +53,9 @@ def test_serial_stage_index_resume_and_errors(tmp_path):
             assert row["caption"] and recover_bytes(data, "png") == row["caption"]
     # rerun: nothing left to render but the two broken inputs; index unchanged for ok rows
     rec2 = run_render(_cfg(uri, CHEAP), executor="serial")
-    assert rec2["units_planned"] == 2 and rec2["units_already_done"] == ok.height
+    u = rec2["units"]
+    assert u["planned"] - u["skipped"] == 2 and u["skipped"] == ok.height and u["failed"] == 2
+    assert {e["error_type"] for e in RunDir(uri).error_rows("render")} == {"UnreadableOutput"}
     idx2 = run.read_table(INDEX_PATH)
     assert idx2.filter(pl.col("status") == "ok").sort("unit_id").equals(ok.sort("unit_id"))
     # same seed → same bytes in a fresh run directory
@@ -74,20 +76,20 @@ def test_bad_render_section_rejected():
 
 
 def test_batches_keep_renderer_groups_apart_tts_first():
-    """Batch units hold ≤ batch_size derivative units of one ``render.pools`` group; the tts group goes first
-    (narration is the stage's largest cost), the others by name, each group in its pool's format order."""
+    """Batches hold ≤ batch_size derivatives of one ``render.pools`` group; the tts group goes first (narration is
+    the stage's largest cost), the others by name, each group in its pool's format order; an unreadable output's
+    item is a batch of its own, last."""
     cfg = RenderConfig(batch_size=3)
-    fmts = ["pdf", "wav", "png_page", "md", "wav", "docx", "pdf", "wav", "wav"]
+    fmts = ["pdf", "wav", "png_page", "md", "wav", "docx", "pdf", "wav", "wav", ""]
     units = [{"unit_id": f"p/T-01/o.md#{i:02d}.{f}", "format": f} for i, f in enumerate(fmts)]
     batches = make_batches(units, cfg)
-    assert [b["group"] for b in batches] == ["tts", "tts", "documents", "documents", "images"]
-    assert sorted(u["unit_id"] for b in batches for u in b["units"]) == sorted(u["unit_id"] for u in units)
     groups = cfg.group_of()
+    assert [groups.get(b[0]["format"], "") for b in batches] == ["tts", "tts", "documents", "documents", "images",
+                                                                 ""]
+    assert sorted(u["unit_id"] for b in batches for u in b) == sorted(u["unit_id"] for u in units)
     for b in batches:
-        assert 1 <= len(b["units"]) <= 3 and {groups[u["format"]] for u in b["units"]} == {b["group"]}
-    assert [u["format"] for b in batches[2:4] for u in b["units"]] == ["pdf", "pdf", "docx", "md"]
-    assert len({b["unit_id"] for b in batches}) == len(batches) and all(b["unit_id"].startswith("batch-")
-                                                                        for b in batches)
+        assert 1 <= len(b) <= 3 and len({groups.get(u["format"], "") for u in b}) == 1
+    assert [u["format"] for b in batches[2:4] for u in b] == ["pdf", "pdf", "docx", "md"]
 
 
 def test_ray_stage_matches_serial(ray_local, tmp_path):
@@ -155,18 +157,17 @@ def test_limit_is_not_counted_as_non_text(tmp_path, capsys):
     assert "2 text outputs (6 over render.limit=2, 1 non-text ignored)" in capsys.readouterr().err
 
 
-def test_progress_counts_batches_and_the_summary_says_so(tmp_path, capsys):
-    """The progress line counts the runner's units, batches of derivatives, and the summary gives both numbers (a
-    fresh-eyes finding: "[render] 19/19 units" beside "139 units planned" read as a contradiction)."""
+def test_progress_counts_derivatives_and_the_summary_says_so(tmp_path, capsys):
+    """The progress line counts the stage's items, derivatives, whatever the batches (a fresh-eyes finding:
+    "[render] 19/19 units" beside "139 units planned" read as a contradiction)."""
     import re
 
     uri = str(tmp_path / "run")
     _make_run(uri)
     rec = run_render(_cfg(uri, ["render.formats=[md,docx]"]), executor="serial")
     err = capsys.readouterr().err
-    done = re.findall(r"\[render\] (\d+)/(\d+) batches of derivatives", err)
+    done = re.findall(r"\[render\] (\d+)/(\d+) derivatives", err)
     summary = re.search(r"(\d+) derivatives planned in (\d+) batches", err)
     assert done and summary, err[-2000:]
-    n_batches = int(summary.group(2))
-    assert done[-1] == (str(n_batches), str(n_batches)) and 1 < n_batches < rec["units_planned"]
-    assert int(summary.group(1)) == rec["units_planned"] == rec["units"]["planned"]
+    n = int(summary.group(1))
+    assert done[-1] == (str(n), str(n)) and 1 < int(summary.group(2)) < n == rec["units"]["planned"]

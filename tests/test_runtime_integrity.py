@@ -120,7 +120,7 @@ def test_br23_render_unit_that_kills_its_worker_becomes_error_row(ray_local, tmp
     poisoned = run.read_text(f"trajectories/{bad['trajectory_id'][0]}/outputs/{bad['source'][0]}")
     assert "POISON_UNIT" in poisoned
     ok = idx.filter(pl.col("status") == "ok")
-    assert ok.height == rec["units_planned"] - 1 and ok.height >= 4
+    assert ok.height == rec["units"]["planned"] - 1 and ok.height >= 4 and rec["units"]["failed"] == 1
     for path in ok["path"]:
         assert run.exists(path)
 
@@ -233,7 +233,7 @@ def test_rel_render_rerun_without_seed_mixes_derivatives_seed(tmp_path):
     cfg = config_from_args(args)
     assert cfg.seed == 11
     rec = run_render(cfg, executor="serial")
-    assert rec["units_planned"] == 0 and rec["rows_of_other_plans_removed"] == 0
+    assert rec["units"]["skipped"] == rec["units"]["planned"] and rec["rows_of_other_plans_removed"] == 0
     with pytest.raises(ValueError, match="made with seed 11 .* asks for seed 7"):
         run_render(load_config(overrides=[f"run_dir={uri}", "seed=7", *opts]), executor="serial")
     args = common_parser("x").parse_args(["--run-dir", uri, "--seed", "7"])
@@ -262,9 +262,10 @@ def test_rel_render_rerun_without_seed_mixes_derivatives_settings(tmp_path):
     assert files(a) == files(b)
     assert not any(Path(a, p).exists() for p in before)
     again = run_render(load_config(overrides=[f"run_dir={a}", *second]), executor="serial")
-    assert again["units_planned"] == 0 and again["rows_of_other_plans_removed"] == 0  # stable, no churn
+    u = again["units"]
+    assert u["skipped"] == u["planned"] and again["rows_of_other_plans_removed"] == 0  # stable, no churn
     recs = [json.loads(p.read_text()) for p in Path(a, "_done", "render").glob("*.json")]
-    assert recs and all(r["plan"] == ia["plan"][0] for rec in recs for r in rec["rows"])
+    assert recs and all(rec["key"] == rec["row"]["plan"] == ia["plan"][0] for rec in recs)
 
 
 def test_stage_meter_reads_memory_sparsely_but_always_at_first_and_last_sample():
