@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the field of a completion record holding its item's ``key``
+RECORD_KEY = "item_key"
+
 __all__ = ["choose_executor", "exit_code", "run_stage", "run_stages", "stage_function", "stage_functions",
            "stage_options"]
 
@@ -89,7 +92,7 @@ def _finished(run: RunDir, where: str, item: dict[str, Any]) -> Row | None:
     from filegram_ray.storage import safe_unit_name
 
     rec = run.read_json(f"_done/{where}/{safe_unit_name(uid)}.json")
-    if "key" in item and rec.get("key") != item["key"]:
+    if "key" in item and rec.get(RECORD_KEY) != item["key"]:
         log.info("%s: %s was made with other settings or inputs; doing it again", where, uid)
         return None
     if any(not run.exists(str(p)) for p in item.get("outputs") or ()):
@@ -99,10 +102,11 @@ def _finished(run: RunDir, where: str, item: dict[str, Any]) -> Row | None:
 
 
 def _completion_record(row: Row, item: dict[str, Any]) -> dict[str, Any]:
-    """What the runner writes for a finished item: the row's fields and the item's ``key``."""
+    """What the runner writes for a finished item: the row's fields and the item's ``key`` (as
+    :data:`RECORD_KEY`, beside a worker's own fields)."""
     rec = {k: v for k, v in row.items() if k not in ("unit", "status", "stage", "skipped")}
     if "key" in item:
-        rec["key"] = item["key"]
+        rec[RECORD_KEY] = item["key"]
     return rec
 
 
