@@ -54,7 +54,7 @@ EXTRAS: dict[str, Extra] = {
                     "(workspace.tts: auto) and the render stage's WAV derivatives"),
     "methods": Extra(_METHODS, "the Mem0 comparison method (mem0ai) and Zep's graphiti-core engine on embedded "
                      "Kuzu (zep with a language-model backbone)"),
-    "watch": Extra(_WATCH, "`filegram watch` and `filegram memory update`: the folder observer and the "
+    "watch": Extra(_WATCH, "`filegram watch` (and its --update-memory): the folder observer and the "
                    "redaction of personal data and keys"),
     "s3": Extra(_S3, "run directories on S3 or an S3-compatible store (run_dir: s3://...)"),
     "all": Extra(tuple(dict.fromkeys(_EMBED + _MEDIA + _VIDEO + _SPEECH + _METHODS + _WATCH + _S3)),

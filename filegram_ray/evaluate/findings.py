@@ -1,7 +1,7 @@
 """The paper's qualitative findings (reference §8.4, last paragraph; issue #30 item 4) decided on a run's results.
 
 Each finding is a set of *claims*; each claim is decided from the paired tests or the profile-bootstrap intervals of
-:mod:`filegram_ray.evaluate.stats` at the 5 % level:
+:mod:`filegram_ray.stats` at the 5 % level:
 
 * **F1** FileGramOS's Avg > EverMemOS's > each of Mem0, Zep, MemOS, SimpleMem (multiple-choice items; exact McNemar
   per pair, Holm across the finding's pairs).
@@ -22,7 +22,7 @@ A claim holds when its test is significant in the claimed direction, fails when 
 thresholds, when the interval is entirely on the wrong side), and is otherwise undecided. A finding holds when
 every claim holds, fails when any claim fails, else is undecided; a finding whose methods were not evaluated is
 undecided and says which are missing. A claim's ``items`` = the items it would need to be decided, either way, at
-the observed effect, and ``toward`` the way it leans (:func:`~filegram_ray.evaluate.stats.items_for_paired` for
+the observed effect, and ``toward`` the way it leans (:func:`~filegram_ray.stats.items_for_paired` for
 paired claims, the normal-approximation n times the design effect of resampling profiles for threshold claims, the
 interval's half-width scaled as 1/√n for F3 and F5); None when the observed effect is 0. An undecided finding
 would fail once its cheapest claim leaning against it is decided, and hold once all its claims are decided for it
@@ -37,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from filegram_ray.evaluate.stats import (
+from filegram_ray.stats import (
     ALPHA,
     N_BOOT,
     bootstrap_ci,

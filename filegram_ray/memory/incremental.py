@@ -14,7 +14,7 @@ update therefore:
 
 The result equals a from-scratch consolidation of the same Engrams bit for bit (tested): the running statistics
 are exact and order-independent, and everything else is a function of the Engram set. The layout is the encode
-stage's run layout (``engrams/``, ``memory/``, ``indices/``, ``cache/``), so ``filegram memory show`` reads it.
+stage's run layout (``engrams/``, ``memory/``, ``indices/``, ``cache/``), so ``filegram watch --show-memory`` reads it.
 
 State, ``memory/<profile>/incremental.json``: ``{version, profile_id, embedder, config, engram_version,
 encoded: [task ids], fingerprint_stats}``. A change of embedder, consolidation config or Engram version makes
