@@ -554,9 +554,6 @@ class RunDir:
                 recs.append(self.read_json(f"_done/{stage}/{name}"))
         return sorted(recs, key=lambda r: str(r.get("unit")))
 
-    def clear_done(self, stage: str) -> None:
-        self.remove(f"_done/{stage}")
-
     # ------------------------------------------------------------------ error rows
     def write_errors(self, stage: str, rows: list[dict[str, Any]], planned: Iterable[str] = ()) -> None:
         """``errors/<stage>.parquet``: the stage's items that ended as error rows (:data:`ERROR_COLUMNS`, one row
@@ -614,27 +611,6 @@ class RunDir:
         except Exception as exc:  # noqa: BLE001 - polars/pyarrow raise several types for a corrupt file
             raise StorageError(f"{self.uri}: {rel}: not a readable Parquet table ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-
-    def pyarrow_filesystem(self):
-        """A ``pyarrow.fs.FileSystem`` view of this run directory's filesystem (for Ray Data I/O)."""
-        import pyarrow.fs as pafs
-
-        if self.is_local:
-            return pafs.LocalFileSystem()
-        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
-
-
-def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Yield consecutive lists of at most ``size`` items."""
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
 
 def _json_default(obj: Any):
     if hasattr(obj, "model_dump"):

@@ -47,15 +47,6 @@ def hamming(a: ProfileRec, b: ProfileRec) -> int:
     return sum(a.tiers[d] != b.tiers[d] for d in DIMENSIONS)
 
 
-def similar_profiles(target: ProfileRec, profiles: Sequence[ProfileRec],
-                     min_shared: int = MIN_SHARED_DIMS) -> list[ProfileRec]:
-    """Profiles that differ from ``target`` in ≥ 1 dimension and share ≥ ``min_shared`` (reference §9.2),
-    nearest first (fine-grained pairs, distance ≤ 2, lead), ties by profile id."""
-    out = [p for p in profiles if p.profile_id != target.profile_id
-           and 1 <= hamming(target, p) <= len(DIMENSIONS) - min_shared]
-    return sorted(out, key=lambda p: (hamming(target, p), p.profile_id))
-
-
 def pick_similar(target: ProfileRec, pool: Sequence[ProfileRec], k: int, r: random.Random,
                  distinct_vectors: bool = True) -> list[ProfileRec] | None:
     """``k`` distractor profiles from ``pool`` (profiles sharing ≥ 3 dimensions with ``target``, see

@@ -15,7 +15,7 @@ Reads (all optional except what each page shows; a missing table leaves its sect
   :func:`filegram_ray.evaluate.worker.context_path`);
 * ``trajectories/<profile>/<task>/{events.json,meta.json,media/}``, ``engrams/<profile>/<task>.json`` (17-D
   fingerprint, reference §7.3), ``recordings/<profile>/<task>.mp4`` (guidance video);
-* ``run.json`` (stage records), ``engrams/errors.parquet``, ``trajectories/index.parquet``.
+* ``run.json`` (stage records), ``errors/<stage>.parquet`` (every stage's error rows).
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def run_section(run: RunDir) -> dict[str, Any]:
     info: dict[str, Any] = {}
     if run.exists("run.json"):
         info = run.read_json("run.json")
-    from filegram_ray.stages.registry import STAGES
+    from filegram_ray.stage_list import STAGES
 
     order = {s.name: i for i, s in enumerate(STAGES)}
     recs = info.get("stages") or {}
@@ -369,15 +369,8 @@ def run_section(run: RunDir) -> dict[str, Any]:
     if results is not None and "status" in results.columns:
         for r in results.filter(results["status"] != "ok").iter_rows(named=True):
             errors.append({"where": "evaluate", "unit": f"{r['method']} {r['question_id']}", "error": r.get("error")})
-    for rel, where in (("engrams/errors.parquet", "encode"), ("trajectories/index.parquet", "generate")):
-        df = _table(run, rel)
-        if df is None or "error" not in df.columns:
-            continue
-        if "status" in df.columns:
-            df = df.filter(df["status"] != "ok")
-        for r in df.iter_rows(named=True):
-            if r.get("error"):
-                errors.append({"where": where, "unit": r.get("trajectory_id", ""), "error": r["error"]})
+    for r in run.error_rows():  # every stage's error rows (errors/<stage>.parquet), as the runner wrote them
+        errors.append({"where": r["stage"], "unit": r["unit"], "error": f"{r['error_type']}: {r['error']}"})
     return {"stages": stages, "errors": errors, "seed": info.get("seed")}
 
 

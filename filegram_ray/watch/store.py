@@ -25,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -345,7 +344,3 @@ class WatchStore:
                            json.dumps(ckpt, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     # ------------------------------------------------------------------ memory artefacts
-    def clear_memory(self) -> None:
-        """Remove everything ``filegram watch --update-memory`` wrote (it is rebuilt from the session logs)."""
-        for sub in ("engrams", "memory", "indices", "cache"):
-            shutil.rmtree(self.path / sub, ignore_errors=True)
