@@ -37,7 +37,7 @@ def test_bad_config_names_the_file(tmp_path):
     ("workspace.tts=foo", "--set workspace.tts=foo: workspace.tts: Input should be 'auto' or 'tone'"),
     ("workspce.tts=tone", "--set workspce.tts=tone: workspce: unknown key (allowed: run_dir, "),
     ("sed=3", "--set sed=3: sed: unknown key (allowed: run_dir, "),
-    ("generate.num_actor=3", "--set generate.num_actor=3: generate.num_actor: unknown key (allowed: num_actors, "),
+    ("generate.num_actor=3", "--set generate.num_actor=3: generate.num_actor: unknown key (allowed: executor, num_actors, "),
     ("seed=seven", "--set seed=seven: seed: Input should be a valid integer"),
     ("render.pools.documents.sizee=3",
      "--set render.pools.documents.sizee=3: render.pools.documents.sizee: unknown key (allowed: formats, size)"),

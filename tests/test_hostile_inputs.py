@@ -18,7 +18,8 @@ from test_memory_stage import complete, make_run
 from filegram_ray.cli import main
 from filegram_ray.config import load_config, match_ids
 from filegram_ray.limits import InputLimitError, check_zip, load_json, load_yaml
-from filegram_ray.memory.stage import build_store_from_trajectory_dirs, run_encode
+from filegram_ray.memory.api import build_store_from_trajectory_dirs
+from filegram_ray.memory.stage import run_encode
 from filegram_ray.storage import RunDir
 from filegram_ray.workspace.bundle import import_bundle, load_bundle
 from filegram_ray.workspace.extract import ExtractionError, extract_text

@@ -375,7 +375,8 @@ def test_garbled_engram_store_and_media_are_named(tmp_path, caplog, capsys):
 
     from filegram_ray.cli import main
     from filegram_ray.config import load_config
-    from filegram_ray.memory.stage import load_engram, load_store, run_encode
+    from filegram_ray.memory.api import load_engram, load_store
+    from filegram_ray.memory.stage import run_encode
 
     root = make_run(tmp_path / "run", bad=None)
     blob = next((root / "trajectories" / "pa_reader" / "T-01" / "media" / "blobs").glob("*.blob"))

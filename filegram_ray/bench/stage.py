@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
 from pydantic import Field, field_validator
 
-from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.errors import UserError
 from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
+
+if TYPE_CHECKING:  # imported where used: `filegram bench --help` loads no heavy library
+    import polars as pl
+
+    from filegram_ray.bench.bank import Bank
 
 log = logging.getLogger(__name__)
 STAGE = "bench"
@@ -40,7 +43,7 @@ STAGE = "bench"
 class BenchConfig(StageOptions):
     """Options of the bench stage (``bench:`` section; it always builds in this process, whatever the executor)."""
 
-    sub_tasks: list[str] = Field(default_factory=lambda: list(DEFAULT_SUBTASKS), min_length=1,
+    sub_tasks: list[str] = Field(default_factory=lambda: list(_default_subtasks()), min_length=1,
                                  description="sub-tasks to build (reference §9.1 abbreviations)")
     counts: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict,
                                    description="per-sub-task item targets; default = paper count scaled to the set")
@@ -55,7 +58,15 @@ class BenchConfig(StageOptions):
         return v
 
 
+def _default_subtasks() -> tuple[str, ...]:
+    from filegram_ray.bench.bank import DEFAULT_SUBTASKS
+
+    return DEFAULT_SUBTASKS
+
+
 def _items_table(bank: Bank) -> pl.DataFrame:
+    import polars as pl
+
     rows = [it.to_row() for it in bank.items]
     schema = {"question_id": pl.Utf8, "track": pl.Utf8, "sub_track": pl.Utf8, "sub_class": pl.Utf8,
               "channel": pl.Utf8, "setting": pl.Utf8, "profile_id": pl.Utf8, "input_trajectories": pl.Utf8,
@@ -65,6 +76,8 @@ def _items_table(bank: Bank) -> pl.DataFrame:
 
 
 def _keys_table(bank: Bank) -> pl.DataFrame:
+    import polars as pl
+
     schema = {"question_id": pl.Utf8, "correct": pl.Utf8, "correct_text": pl.Utf8, "facts": pl.Utf8,
               "distractor_profiles": pl.Utf8}
     return pl.DataFrame([k.to_row() for k in bank.keys], schema=schema)
@@ -101,6 +114,8 @@ class BankWorker:
         self.run, self.inputs, self.seed, self.sub_tasks, self.counts = run, inputs, seed, sub_tasks, counts
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        from filegram_ray.bench.bank import build_bank
+
         inputs, run = self.inputs, self.run
         bank = build_bank(inputs, self.seed, sub_tasks=self.sub_tasks, counts=self.counts)
         if not bank.items:

@@ -45,9 +45,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from filegram_ray.errors import UserError
 from filegram_ray.evaluate.config import DEFAULT_METHODS, STAGE, EvaluateConfig, chat_of, make_reader
@@ -59,9 +57,11 @@ from filegram_ray.evaluate.items import (
     sample_items,
 )
 from filegram_ray.evaluate.plan import earlier_methods, plan_units, spec_units, unit_complete
-from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker, build_unit_views
 from filegram_ray.stages.base import ModelCallSpec, Row, Stage, WorkerSpec
 from filegram_ray.stages.runner import stage_function
+
+if TYPE_CHECKING:  # polars is imported where used: `filegram evaluate --help` loads no heavy library
+    import polars as pl
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,6 @@ __all__ = [
     "STAGE",
     "EvaluateConfig",
     "EvaluateStage",
-    "build_unit_views",
     "format_time_by_method",
     "load_answer_key",
     "load_items",
@@ -263,6 +262,8 @@ class EvaluateStage(Stage):
     def worker(self, step: str) -> WorkerSpec | ModelCallSpec:
         """:class:`~filegram_ray.evaluate.worker.SpecWorker`, or the language-model path's model calls
         (:mod:`filegram_ray.evaluate.answer`)."""
+        from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker
+
         o = self.opts
         if self.chat is None:
             return WorkerSpec(SpecWorker, {
@@ -314,7 +315,10 @@ class EvaluateStage(Stage):
         """Every unit's answers: finished units from their tables (only this run's items of the unit: an earlier
         run may have had more), failed units as an error row per item; methods in the paper's order (added ones
         after, by name); then the validity rows."""
+        import polars as pl
+
         from filegram_ray.evaluate.reader_validity import reader_validity_frame, validity_rows
+        from filegram_ray.evaluate.worker import UNIT_SCHEMA
 
         run, o = self.run, self.opts
         frames = []
@@ -372,6 +376,8 @@ class EvaluateStage(Stage):
             UserError: not one answer ok for the configured methods (after the report and the error rows are
                 written: 0 of N fails loudly).
         """
+        import polars as pl
+
         from filegram_ray.evaluate.report import write_report
         from filegram_ray.evaluate.scoring import summarise
 
@@ -429,6 +435,8 @@ class EvaluateStage(Stage):
                  views_s) -> dict[str, Any]:
         """The stage's summary: what the report prints and ``run.json`` keeps (the runner's ``units`` count the
         method × context items)."""
+        import polars as pl
+
         from filegram_ray.memory.embed import embed_dtype
         from filegram_ray.methods import make_method
 

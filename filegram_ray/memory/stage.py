@@ -28,19 +28,10 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from filegram_ray.errors import UserError
-from filegram_ray.memory.api import (  # noqa: F401 - re-exported: callers import them from the stage module
-    FileGramMemory,
-    build_store_from_trajectory_dirs,
-    load_engram,
-    load_memory,
-    load_store,
-)
-from filegram_ray.memory.encode_worker import MAX_REPORTED_SKIPS, EngramWorker, ProfileWorker
 from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 
-__all__ = ["EncodeConfig", "EncodeStage", "FileGramMemory", "build_store_from_trajectory_dirs", "format_summary",
-           "load_engram", "load_memory", "load_store", "run_encode"]
+__all__ = ["EncodeConfig", "EncodeStage", "format_summary", "run_encode"]
 
 STAGE = "encode"
 
@@ -170,6 +161,7 @@ class EncodeStage(Stage):
 
     def worker(self, step: str) -> WorkerSpec:
         from filegram_ray.memory.embed import omp_env, run_cache_dir
+        from filegram_ray.memory.encode_worker import EngramWorker, ProfileWorker
 
         cfg = self.opts
         if step == "trajectories":
@@ -198,6 +190,8 @@ class EncodeStage(Stage):
                 of ``errors/encode.parquet``).
         """
         import polars as pl
+
+        from filegram_ray.memory.encode_worker import MAX_REPORTED_SKIPS
 
         run = self.run
         trajs, profiles = self.rows["trajectories"], self.rows["profiles"]
