@@ -19,7 +19,7 @@ from filegram_ray.stage_list import STAGES, stage_names, stage_ref
 if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
     from filegram_ray.config import PipelineConfig
 
-__all__ = ["check_sets", "format_stage_table", "pipeline_main", "register", "run_pipeline"]
+__all__ = ["format_stage_table", "pipeline_main", "register", "run_pipeline"]
 
 
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[str] | None = None,
@@ -31,9 +31,9 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
 
     Raises:
         UserError: an unknown stage name in ``only``/``skip``; an unknown profile or task id when seed or generate
-            is selected (:func:`check_sets`), before any stage runs.
+            is selected (:func:`~filegram_ray.stages.runner.check_sets`), before any stage runs.
     """
-    from filegram_ray.stages.runner import run_stages, with_section_overrides
+    from filegram_ray.stages.runner import check_sets, run_stages, with_section_overrides
 
     for s in (only or []) + (skip or []):
         stage_ref(s)  # an unknown name is refused with the list
@@ -46,32 +46,6 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
     print("\nPipeline summary", file=sys.stdout)
     print(format_stage_table(timings))
     return timings
-
-
-def check_sets(config: PipelineConfig, keys: tuple[str, ...] = ("profiles", "tasks")) -> None:
-    """Refuse unknown ids in ``config.profiles`` / ``config.tasks`` before any work starts or any record is written.
-
-    The ids are matched against the config's profile set (``profiles_dir``, default ``conf/profiles``) and task set
-    (``tasks_dir``, default ``conf/tasks``) by :func:`~filegram_ray.config.match_ids` (short form ``p1`` included).
-
-    Raises:
-        UserError: ``config field profiles: unknown id 'p99' (<profile dir> has: …)``.
-        FileNotFoundError / ProfileError / TaskError: the set directory is missing or malformed (names the file).
-    """
-    from filegram_ray.config import match_ids
-
-    if "profiles" in keys and config.profiles:
-        from filegram_ray.paths import profiles_dir
-        from filegram_ray.profiles import load_profiles
-
-        where = str(config.profiles_dir or profiles_dir())
-        match_ids(config.profiles, [p.profile_id for p in load_profiles(config.profiles_dir)], "profiles", where)
-    if "tasks" in keys and config.tasks:
-        from filegram_ray.paths import tasks_dir
-        from filegram_ray.tasks import load_tasks
-
-        where = str(config.tasks_dir or tasks_dir())
-        match_ids(config.tasks, [t.task_id for t in load_tasks(config.tasks_dir)], "tasks", where)
 
 
 def format_stage_table(timings: dict[str, Any]) -> str:

@@ -239,7 +239,7 @@ def test_deep_nesting_one_line_error(tmp_path, capsys, monkeypatch):
     root = make_run(tmp_path / "run", bad=None)
     (root / "trajectories" / "pa_reader" / "T-01" / "events.json").write_text("[" * 200_000 + "]" * 200_000)
     s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
-    err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()
+    err = RunDir(root).error_rows("encode")
     assert s["error_ids"] == ["pa_reader/T-01"]
     assert "trajectories/pa_reader/T-01/events.json: invalid JSON: nesting too deep" in err[0]["error"]
 
@@ -323,7 +323,7 @@ def test_encode_validates_like_engine_filter(tmp_path):
     for needle in ("event[0] (file_search): field 'timestamp'", "event[1] (file_search): field 'timestamp'",
                    "event[2] (file_read): field 'timestamp'", "event[3]: field 'event_type': unknown event type"):
         assert f"{f}: {needle}" in msgs
-    err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()[0]["error"]
+    err = RunDir(root).error_rows("encode")[0]["error"]
     assert f"{g}: no valid event: all 3 events fail validation (first: event[0]: expected a JSON object" in err
     eng = json.loads((root / "engrams" / "pa_reader" / "T-02.json").read_text(encoding="utf-8"))
     assert eng["event_count"] == len(ev) - 4
@@ -401,11 +401,11 @@ def test_zero_of_n_units_fails_loudly(tmp_path, monkeypatch):
     for p in (root / "trajectories").glob("*/*/events.json"):
         p.write_text("{}", encoding="utf-8")
     cfg = load_config(None, [f"run_dir={root}", "encode.embedder=hashing"])
-    with pytest.raises(ValueError, match=r"encode: 0 of 8 trajectories encoded \(see engrams/errors.parquet\); "
+    with pytest.raises(ValueError, match=r"encode: 0 of 8 trajectories encoded \(see errors/encode.parquet\); "
                                          r"first error: .*expected a JSON array"):
         run_encode(cfg, executor="serial")
-    errs = RunDir(root).read_table("engrams/errors.parquet")  # the table the message points at, written first
-    assert errs.height == 8 and all("expected a JSON array" in e for e in errs["error"].to_list())
+    errs = RunDir(root).error_rows("encode")  # the table the message points at, written first
+    assert len(errs) == 8 and all("expected a JSON array" in e["error"] for e in errs)
     import polars as pl
 
     idx = RunDir(root).read_table("trajectories/index.parquet").with_columns(pl.lit("error").alias("status"))

@@ -201,7 +201,7 @@ def test_BR_27_readers_refuse_lone_surrogate_escapes_naming_file_and_field(tmp_p
     f.write_text(json.dumps(ev), encoding="utf-8")  # ensure_ascii: written as the escape "\udce9"
     s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["error_ids"] == ["pa_reader/T-02"] and s["trajectories"] == 8
-    err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()[0]["error"]
+    err = RunDir(root).error_rows("encode")[0]["error"]
     assert f"{f}: field '[1].file_path': a lone surrogate escape" in err
     for p in (root / "engrams").rglob("*.json"):
         p.read_bytes().decode("utf-8")
@@ -225,7 +225,7 @@ def test_BR_27_generate_records_renames_in_meta_json(tmp_path):
     units = plan_units(cfg, gcfg)
     worker = GenerateWorker(str(root))
     for u in units:
-        assert worker.process(u)["status"] == "ok"
+        assert worker.process(u)["trajectory_id"] == u["unit_id"]  # a failure raises
     pid = units[0]["profile"]["profile_id"]
     meta = json.loads((root / "trajectories" / pid / "T-03" / "meta.json").read_text(encoding="utf-8"))
     assert meta["sandbox"] == {"renamed": [{"path": "caf%E9_latin1.txt", "renamed_from": "caf\\xe9_latin1.txt"}],

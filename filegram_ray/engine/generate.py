@@ -233,6 +233,7 @@ class GenerateStage(Stage):
             tid = str(u["task"]["task_id"])
             if tid not in shas:
                 shas[tid] = bundle_sha(self.run, tid)
+            u["bundle_sha256"] = shas[tid]  # which bundle the trajectory is made from: its completion record says
             u["key"] = (self.llm.fingerprint(u, shas[tid]) if self.llm is not None
                         else simulator_fingerprint(u, self.opts, shas[tid]))
             u["outputs"] = [f"trajectories/{u['unit_id']}/events.json"]

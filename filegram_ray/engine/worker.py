@@ -122,7 +122,8 @@ class GenerateWorker:
         if pert is not None and unit.get("verify", True):
             res, pert, check = self.verify(simulate, dest, res, pert, list(unit.get("alternatives") or []))
         return self.write_unit(uid, profile, task, seed, pert, dest, res, t0, agent_kind="persona-simulator",
-                               agent_version=AGENT_VERSION, check=check)
+                               agent_version=AGENT_VERSION, check=check,
+                               record_extra={"bundle_sha256": unit.get("bundle_sha256")})
 
     @staticmethod
     def unit_fingerprint(settings: list[Any], bundle_sha: str | None) -> str:

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 #: the field of a completion record holding its item's ``key``
 RECORD_KEY = "item_key"
 
-__all__ = ["choose_executor", "exit_code", "run_stage", "run_stages", "stage_function", "stage_functions",
+__all__ = ["check_sets", "choose_executor", "exit_code", "run_stage", "run_stages", "stage_function", "stage_functions",
            "stage_options"]
 
 
@@ -165,6 +165,34 @@ def _safe(uid: str) -> str:
     return safe_unit_name(uid)
 
 
+def check_sets(config: PipelineConfig, keys: tuple[str, ...] = ("profiles", "tasks")) -> None:
+    """Refuse unknown ids in ``config.profiles`` / ``config.tasks``, and a malformed set that the config names,
+    before any work starts or any record is written (a new run records its sets in its ``run.json`` snapshot).
+
+    A set is loaded when ids of it are asked for or its directory is given (``profiles_dir``, default
+    ``conf/profiles``; ``tasks_dir``, default ``conf/tasks``); the ids are matched by
+    :func:`~filegram_ray.config.match_ids` (short form ``p1`` included).
+
+    Raises:
+        UserError: ``config field profiles: unknown id 'p99' (<profile dir> has: …)``.
+        FileNotFoundError / ProfileError / TaskError: the set directory is missing or malformed (names the file).
+    """
+    from filegram_ray.config import match_ids
+
+    if "profiles" in keys and (config.profiles or config.profiles_dir):
+        from filegram_ray.paths import profiles_dir
+        from filegram_ray.profiles import load_profiles
+
+        ids = [p.profile_id for p in load_profiles(config.profiles_dir)]
+        match_ids(config.profiles, ids, "profiles", str(config.profiles_dir or profiles_dir()))
+    if "tasks" in keys and (config.tasks or config.tasks_dir):
+        from filegram_ray.paths import tasks_dir
+        from filegram_ray.tasks import load_tasks
+
+        match_ids(config.tasks, [t.task_id for t in load_tasks(config.tasks_dir)], "tasks",
+                  str(config.tasks_dir or tasks_dir()))
+
+
 def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str, Any] | None = None
               ) -> dict[str, Any]:
     """Run ``stage`` on ``config`` and return its record as a dict (the ``run.json`` record: the stage's summary
@@ -196,7 +224,8 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
         require_extras(extras, f"{stage.name} stage")
     executor = choose_executor(stage, opts)
     with RunDir.open_for(config.run_dir, stage.name, storage_options=config.storage_options, may_start=may_start,
-                         seed=config.seed, snapshot=config.model_dump(mode="json")) as run:
+                         seed=config.seed, snapshot=config.model_dump(mode="json"),
+                         check_new=(lambda: check_sets(config)) if may_start else None) as run:
         counts: dict[str, UnitCounts] = {}
         summary: dict[str, Any] = {}
         errors: list[Row] = []
@@ -279,7 +308,10 @@ def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True) 
     first = classes[names[0]]
     opts = stage_options(first, config)
     may_start = first.starts_run if isinstance(first.starts_run, bool) else bool(getattr(opts, first.starts_run))
-    # held in the first stage's name: a refusal of a missing run directory names the stage that reads it
+    # held in the first stage's name: a refusal of a missing run directory names the stage that reads it; a new run's
+    # profile and task ids are checked before any stage records anything
+    if may_start and not _has_run(config):
+        check_sets(config)
     with RunDir.open_for(config.run_dir, names[0], storage_options=config.storage_options, may_start=may_start):
         if any(not classes[n].in_process and stage_options(classes[n], config).executor != "serial"
                for n in names):  # one Ray connection for every stage (a cluster's RAY_ADDRESS or a local Ray)
@@ -293,6 +325,18 @@ def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True) 
             if title:
                 print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
     return timings
+
+
+def _has_run(config: PipelineConfig) -> bool:
+    """Whether ``config.run_dir`` holds a run already (a local ``run.json``; an object store: asked)."""
+    import os
+
+    from filegram_ray.storage import RunDir, local_run_path
+
+    path = local_run_path(config.run_dir)
+    if path is not None:
+        return os.path.exists(os.path.join(path, "run.json"))
+    return RunDir(config.run_dir, config.storage_options).exists("run.json")
 
 
 def stage_function(stage: type[Stage]) -> Callable[..., dict[str, Any]]:

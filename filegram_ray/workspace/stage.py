@@ -115,6 +115,17 @@ def longest_first(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(units, key=lambda u: (-bundle_cost(u["task"]), u["unit_id"]))
 
 
+def _imported(run, task_id: str) -> bool:
+    """Whether ``workspaces/<task_id>/`` holds an imported folder (its ``bundle.json`` says ``source: imported``)."""
+    rel = f"workspaces/{task_id}/bundle.json"
+    if not run.exists(rel):
+        return False
+    try:
+        return run.read_json(rel).get("source") == "imported"
+    except Exception:  # noqa: BLE001 - a malformed bundle.json is rebuilt (generate names a bad one it reads)
+        return False
+
+
 class SeedStage(Stage):
     """Seed: one item per task bundle (:class:`SeedWorker`), longest first, keyed by the seed and the speech
     option; ``finish`` writes ``workspaces/index.parquet`` from every finished bundle's ``bundle.json`` and prints
@@ -153,9 +164,13 @@ class SeedStage(Stage):
                       + "; its bundle is built from the generic business domain", file=sys.stderr)
 
     def items(self, step: str) -> list[dict[str, Any]]:
+        """One item per task bundle, keyed by the seed and the speech option; a task whose workspace was imported
+        (``filegram workspace import`` / ``run``: ``bundle.json`` ``source: imported``) is no item — the stage never
+        builds over a folder of one's own."""
         key = f"seed={self.config.seed} tts={self.opts.tts}"
         return longest_first([{"unit_id": t["task_id"], "task": t, "key": key,
-                               "outputs": [f"workspaces/{t['task_id']}/bundle.json"]} for t in self.task_list])
+                               "outputs": [f"workspaces/{t['task_id']}/bundle.json"]} for t in self.task_list
+                              if not _imported(self.run, t["task_id"])])
 
     def worker(self, step: str) -> WorkerSpec:
         return WorkerSpec(SeedWorker, {"run_uri": self.run.uri, "storage_options": self.config.storage_options,

@@ -132,7 +132,7 @@ def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
         print(f"from CPU time: {cpu:.1f} CPU-s for {n_outputs} outputs ({cpu / max(n, 1) * 1000:.0f} CPU-ms per "
               f"derivative) → {t_cpu / 60:.1f} min for {target} outputs on 2 free cores "
               f"({'within' if t_cpu <= GOAL_S else 'OVER'} the 10-min goal)")
-    print(f"stage record: units_planned={rec['units_planned']} files/s={rec['files_per_s']}; run dir {tmp}")
+    print(f"stage record: derivatives={rec['units']['planned']} files/s={rec['files_per_s']}; run dir {tmp}")
 
 
 def plan_extrapolation(run_dir: str, cpu_per_file: dict[str, float], seed: int) -> None:

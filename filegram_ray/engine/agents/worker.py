@@ -121,7 +121,8 @@ class LLMGenerateWorker(GenerateWorker):
         extra = {"agent": "llm", "stop_reason": res.stop_reason, "iterations": res.iterations,
                  "tool_calls": res.tool_calls, "malformed_calls": res.malformed_calls,
                  "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                 "completed": sess.completed, "llm_wall_s": round(res.wall_s, 3)}
+                 "completed": sess.completed, "llm_wall_s": round(res.wall_s, 3),
+                 "bundle_sha256": u.get("bundle_sha256")}
         return self.write_unit(uid, profile, task, seed, pert, dest, written, t0, agent_kind="llm-agent",
                                agent_version=f"{AGENT_VERSION}:{self.model}", record_extra=extra)
 
