@@ -451,7 +451,7 @@ def test_validity_leaves_out_a_trajectory_with_a_malformed_meta_json(tmp_path):
     units = plan_units(cfg, GenerateConfig(perturb=False))
     worker = GenerateWorker(str(root))
     rows = [{"trajectory_id": u["unit_id"], "profile_id": u["unit_id"].split("/")[0],
-             "task_id": u["unit_id"].split("/")[1], "status": worker.process(u)["status"]} for u in units]
+             "task_id": u["unit_id"].split("/")[1], "status": worker.process(u) and "ok"} for u in units]
     run = RunDir(root)
     run.write_table("trajectories/index.parquet", pl.DataFrame(rows))
     a, b = (r["trajectory_id"] for r in rows)

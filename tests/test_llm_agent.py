@@ -478,7 +478,7 @@ def test_cluster_readme_llm_agent_commands_parse(tmp_path):
     for argv in cmds:
         argv = [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
         args = common_parser("generate").parse_args([*argv, "--run-dir", str(tmp_path / "run")])
-        g = GenerateConfig.model_validate(config_from_args(args, section="generate").section("generate"))
+        g = GenerateConfig.model_validate(config_from_args(args, sections=["generate"]).section("generate"))
         assert g.agent == "llm" and g.llm.sessions_per_actor == 32 and g.num_actors == 8
         if g.llm.serve is not None:
             assert g.llm.serve.kind == "vllm" and g.llm.serve.model.startswith("/models/") and g.llm.serve.num_gpus
