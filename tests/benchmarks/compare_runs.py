@@ -1,4 +1,4 @@
-"""Compare two run directories file by file: what issue #29's port must keep byte-identical.
+"""Compare two run directories file by file: what a port of the stages must keep byte-identical.
 
 Usage:
     python tests/benchmarks/compare_runs.py BEFORE_RUN AFTER_RUN [--stage STAGE ...]
@@ -8,8 +8,9 @@ Every file under each run is hashed (sha256) except the bookkeeping that carries
 stage's output folders (see ``OUTPUTS``). Files whose bytes differ are then compared by content where the
 difference is by design — and differs between two runs of the same code (:data:`BY_DESIGN`): the tables' wall- and
 CPU-second columns are dropped, ``results/timings.json`` is skipped, and FileGramOS's pickled method states are
-unpickled and compared as values (a set pickles in hash order). Prints the files that differ, exist only on one
-side, those equal only by content (and why), and a one-line verdict; exits 1 when anything differs.
+unpickled and compared as values (a set pickles in hash order). A table a later version writes elsewhere
+(:data:`MOVED`) is compared by the error units it names. Prints the files that differ, exist only on one side, those
+equal only by content (and why), and a one-line verdict; exits 1 when anything differs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import sys
 
 #: output folders per stage (README "What it does")
-OUTPUTS = {"seed": ["workspaces"], "generate": ["trajectories"], "encode": ["engrams", "memory", "indices"],
+OUTPUTS = {"seed": ["workspaces"], "generate": ["trajectories"], "encode": ["engrams", "memory", "indices", "errors"],
            "render": ["derivatives"], "record": ["recordings"], "caption": ["captions", "realworld"],
            "bench": ["bench"], "evaluate": ["results"]}
 #: bookkeeping that holds wall times, pids or absolute paths by design
@@ -34,6 +35,11 @@ BY_DESIGN: dict[str, tuple[str, str]] = {
     "results/timings.json": ("the stage's wall seconds", "skip"),
     "recordings/index.parquet": ("the workers' wall and CPU seconds", "columns:render_s,cpu_s"),
     "captions/index.parquet": ("the workers' wall and CPU seconds", "columns:seconds,cpu_s"),
+}
+#: a table of the before run → where the after run keeps what it held (the runner's one error table per stage): equal
+#: when both name the same failed units (an empty table and no table name none)
+MOVED: dict[str, tuple[str, str]] = {
+    "engrams/errors.parquet": ("errors/encode.parquet", "trajectory_id"),
 }
 #: prefix → rule, for whole folders
 BY_DESIGN_PREFIX: dict[str, tuple[str, str]] = {
@@ -83,6 +89,15 @@ def by_design(rel: str, before: str, after: str) -> str | None:
     return why if ta.equals(tb) else None
 
 
+def _error_units(path: str, column: str) -> list[str]:
+    """The sorted units an error table names (none when it does not exist)."""
+    if not os.path.exists(path):
+        return []
+    import polars as pl
+
+    return sorted(pl.read_parquet(path)[column].to_list())
+
+
 def manifest(root: str, tops: list[str] | None) -> dict[str, str]:
     """``{relative path: sha256}`` of every file under ``root`` (within ``tops`` when given)."""
     out: dict[str, str] = {}
@@ -109,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     differ = sorted(p for p in set(a) & set(b) if a[p] != b[p])
     content_equal = {p: w for p in differ if (w := by_design(p, args.before, args.after))}
     differ = [p for p in differ if p not in content_equal]
+    for old in [p for p in only_a if p in MOVED]:
+        new, col = MOVED[old]
+        if _error_units(os.path.join(args.before, old), col) == _error_units(os.path.join(args.after, new), "unit"):
+            content_equal[old] = f"moved to {new}, the same error units"
+            only_a.remove(old)
+            if new in only_b:
+                only_b.remove(new)
     for p, why in sorted(content_equal.items()):
         print(f"equal by content: {p}  ({why})")
     for p in only_a:
