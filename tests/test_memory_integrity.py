@@ -197,7 +197,7 @@ def test_br11_encode_rerun_with_other_settings_redoes_profiles(tmp_path):
     s2 = run_encode(load_config(None, [*base, "encode.upstream_quirks=true"]), executor="serial")
     assert s2["encoded_now"] == 8 and s2["profiles_consolidated_now"] == 2
     assert load_store(RunDir(root), "pa_reader").upstream_quirks is True
-    rec = RunDir(root).read_json("_done/encode.profile/pa_reader.json")
+    rec = RunDir(root).read_json("_done/encode.profiles/pa_reader.json")
     assert rec["embedder"]["model"] == "hashing" and rec["consolidate"]["upstream_quirks"] is True
 
 
