@@ -155,13 +155,16 @@ def parse_override(item: str) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: list[str] | dict[str, Any] | None = None
-                ) -> PipelineConfig:
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | dict[str, Any] | None = None,
+                sections: list[str] | tuple[str, ...] | None = None) -> PipelineConfig:
     """Load a pipeline config.
 
     Args:
         path: YAML file; ``None`` = ``conf/default.yaml``.
         overrides: ``["key.sub=value", …]`` or a nested dict applied on top.
+        sections: the stage sections to validate against their stage's model (those of the stages a job runs; only
+            their modules are imported); ``None`` = every section. A section left out is still checked to be a
+            mapping, and is validated by the runner when its stage runs.
 
     Raises:
         FileNotFoundError: the YAML file does not exist.
@@ -190,7 +193,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
             data = _deep_update(data, upd)
             blame.append((key, f"--set {_one_line(item)}"))
     check_config(data, lambda loc: next((label for path, label in reversed(blame)
-                                         if loc[:len(path)] == path or path[:len(loc)] == loc), str(p)))
+                                         if loc[:len(path)] == path or path[:len(loc)] == loc), str(p)), sections)
     return PipelineConfig.model_validate(data)
 
 
@@ -234,9 +237,11 @@ def _leaf_paths(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[s
     return out
 
 
-def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
-    """Validate a pipeline config mapping: the shared fields, no unknown top-level key, and every stage section
-    against its stage's model (:func:`section_models`).
+def check_config(data: dict[str, Any], source=lambda loc: "config",
+                 sections: list[str] | tuple[str, ...] | None = None) -> None:
+    """Validate a pipeline config mapping: the shared fields, no unknown top-level key, every stage section is a
+    mapping, and the stage sections named by ``sections`` (default: all) against their stage's model
+    (:func:`section_models`: only those stages' modules are imported).
 
     Args:
         data: the merged config mapping (file + overrides).
@@ -267,7 +272,7 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
 
     from filegram_ray.stage_list import STAGES
 
-    sections = stage_sections()
+    all_sections = stage_sections()
     stage_section = {s.name: s.section for s in STAGES if s.name != s.section}  # seed → workspace
     shared = {k: v for k, v in data.items() if k in PipelineConfig.model_fields}
     for key, sec in stage_section.items():
@@ -277,16 +282,17 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
             shared.pop(key)
     collect(PipelineConfig, shared, ())
     for key in data:
-        if key not in PipelineConfig.model_fields and key not in sections:
-            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *sections]) + ")")
-    present = [k for k in sections if k in data]
-    if present:
-        models = section_models(present)
-        for key in present:
-            value = data[key] if data[key] is not None else {}
-            if not isinstance(value, dict):
-                add((key,), f"must be a mapping of {key} options (allowed: {', '.join(models[key].model_fields)})")
-                continue
+        if key not in PipelineConfig.model_fields and key not in all_sections:
+            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *all_sections])
+                + ")")
+    present = [k for k in all_sections if k in data]
+    models = section_models([k for k in present if sections is None or k in sections])
+    for key in present:
+        value = data[key] if data[key] is not None else {}
+        if not isinstance(value, dict):
+            allowed = f" (allowed: {', '.join(models[key].model_fields)})" if key in models else ""
+            add((key,), f"must be a mapping of {key} options{allowed}")
+        elif key in models:
             collect(models[key], value, (key,))
     if problems:
         raise UserError("; ".join(problems))

@@ -55,13 +55,15 @@ def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = No
                      sections: list[str] | tuple[str, ...] | None = None) -> PipelineConfig:
     """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address``, ``--set`` and
     ``--serial`` as ``<section>.executor=serial`` for each of ``sections`` (the sections of the stages the job runs;
-    default: every stage's) — the one executor setting every stage reads from its config section."""
+    default: every stage's) — the one executor setting every stage reads from its config section. Only ``sections``
+    are validated against their stage's model (:func:`~filegram_ray.config.load_config`): a job imports no module
+    of a stage it does not run."""
     from filegram_ray.config import PipelineConfig, load_config, stage_sections
 
     overrides = list(args.overrides or [])
     if getattr(args, "serial", False):
         overrides += [f"{sec}.executor=serial" for sec in (sections if sections is not None else stage_sections())]
-    cfg = load_config(args.config, overrides)
+    cfg = load_config(args.config, overrides, sections)
     upd: dict[str, Any] = {}
     if args.run_dir:
         upd["run_dir"] = args.run_dir

@@ -74,3 +74,25 @@ def test_shipped_configs_load():
 
     for f in sorted(conf_dir().glob("*.yaml")):
         load_config(f)
+
+
+def test_a_job_validates_only_the_sections_of_its_stages(tmp_path):
+    """Loading the config of the generate door imports the seed and generate stage modules only (the default config
+    has every section); a bad key of another stage's section is that stage's refusal, not generate's."""
+    import os
+    import subprocess
+    import sys
+
+    from filegram_ray.errors import UserError
+
+    code = ("import sys; from filegram_ray.config import load_config; "
+            "load_config(None, ['evaluate.nosuch=1'], sections=['workspace', 'generate']); "
+            "from filegram_ray.stage_list import STAGES; "
+            "print(sorted(s.name for s in STAGES if s.target.partition(':')[0] in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.split("\n")[0] == "['generate', 'seed']"
+    with pytest.raises(UserError, match=r"evaluate\.nosuch: unknown key"):
+        load_config(None, ["evaluate.nosuch=1"], sections=["evaluate"])
+    with pytest.raises(UserError, match="generate: must be a mapping of generate options"):
+        load_config(None, ["generate=5"], sections=["workspace"])
