@@ -2,7 +2,7 @@
 
 Items are the integers ``0 … n-1`` (``toy.n``), grouped into tasks of ``toy.batch`` items; the worker writes
 ``toy/<k>.txt`` holding the item's square and raises on ``toy.fail_on``; ``finish`` writes ``toy/index.json`` (the
-squares of the finished items).
+squares of the finished items) and reports the items squared now from the runner's counts.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class ToyStage(Stage):
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         squares = {r.unit: r["square"] for r in rows if r.ok}
         self.run.write_json("toy/index.json", squares)
-        return {"squares": len(squares)}
+        return {"squares": len(squares), "squared_now": self.counts["squares"].done}
 
     def close(self) -> None:
         CLOSED.append(self.run.uri)

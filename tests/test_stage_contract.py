@@ -76,6 +76,7 @@ def test_a_stage_is_one_line_of_stages_and_the_runner_owns_the_rest(with_toy, tm
     assert main(["run", "toy", "--run-dir", str(run), "--serial", "--n", "6"]) == 0
     rec = json.loads((run / "run.json").read_text())["stages"]["toy"]
     assert rec["units"] == {"planned": 6, "done": 2, "skipped": 4, "failed": 0} and rec["squares"] == 6
+    assert rec["squared_now"] == 2  # finish reads the runner's counts (self.counts), it does not count rows
     assert stage_toy.TASK_SIZES == [2] and writes == ["run.json"]
 
     # a failing item is an error row: the job exits 1, the others finish, the error is printed with the item and

@@ -424,7 +424,8 @@ class CaptionStage(Stage):
             print(f"caption: {msg}", file=sys.stderr)
             return {"captioner": cfg.captioner, "recordings": 0, "captioned": 0, "errors": 0, "already_done": 0,
                     "keyframes": 0, "wall_s": 0.0, "recovery": {}, "note": msg}
-        skipped = sum(1 for r in rows if r.get("skipped"))
+        counts = self.counts["recordings"]
+        skipped = counts.skipped
         new_rows = self._index_rows(rows)
         cap_wall = time.perf_counter() - self.t0
         merged = dict(self.previous)
@@ -435,10 +436,10 @@ class CaptionStage(Stage):
         wall = time.perf_counter() - self.t0
         micro = micro_recovery(recovery_rows)
         ok_new = [r for r in new_rows if r.get("status") == "ok"]
-        errors = len(new_rows) - len(ok_new)
+        errors = counts.failed
         kf = sum(int(r.get("keyframes") or 0) for r in ok_new)
         cpu = sum(float(r.get("cpu_s") or 0) for r in ok_new)
-        summary = {"captioner": cfg.captioner, "recordings": len(self.recordings), "captioned": len(ok_new),
+        summary = {"captioner": cfg.captioner, "recordings": len(self.recordings), "captioned": counts.done,
                    "errors": errors, "already_done": skipped, "keyframes": kf, "caption_wall_s": round(cap_wall, 2),
                    "wall_s": round(wall, 2), "worker_cpu_s": round(cpu, 2),
                    "keyframes_per_s": round(kf / cap_wall, 3) if kf and cap_wall else None,
@@ -446,7 +447,7 @@ class CaptionStage(Stage):
                    "reconstructed": sum(r["status"] == "ok" for r in rw_rows), "recovery": micro,
                    "serial": not self.uses_ray, "options": cfg.model_dump(mode="json")}
         print(f"caption ({cfg.captioner}): {len(self.recordings)} recordings ({skipped} already captioned): "
-              f"{len(ok_new)} captioned, {errors} errors, {kf} keyframes in {cap_wall:.1f} s wall"
+              f"{counts.done} captioned, {errors} errors, {kf} keyframes in {cap_wall:.1f} s wall"
               + (f" / {cpu:.1f} CPU-s ({kf / cpu:.2f} keyframes per CPU-second)" if cpu else ""), file=sys.stderr)
         if micro:
             print(recovery_table(micro), file=sys.stderr)

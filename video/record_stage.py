@@ -192,16 +192,16 @@ class RecordStage(Stage):
                                   "options_key": self.key, "status": "error", "error": error_text(r)}
         self.run.write_table(RECORD_INDEX, table([merged[k] for k in sorted(merged)], RECORD_COLUMNS))
         ok = [r for r in new if r.ok]
-        skipped = len(rows) - len(new)
+        skipped, counts = self.counts["recordings"].skipped, self.counts["recordings"]
         video_s = sum(float(r.get("duration_s") or 0) for r in ok)
         cpu = sum(float(r.get("cpu_s") or 0) for r in ok)
-        summary = {"chosen": self.chosen, "recorded": len(ok), "errors": len(new) - len(ok),
+        summary = {"chosen": self.chosen, "recorded": counts.done, "errors": counts.failed,
                    "already_done": skipped, "video_s": round(video_s, 2), "wall_s": round(wall, 2),
                    "worker_cpu_s": round(cpu, 2),
                    "video_s_per_wall_s": round(video_s / wall, 2) if wall and ok else None,
                    "video_s_per_cpu_s": round(video_s / cpu, 2) if cpu and ok else None,
                    "serial": not self.uses_ray, "options": self.opts.model_dump(mode="json")}
-        print(f"record: {len(self.chosen)} trajectories ({skipped} already recorded): {len(ok)} recorded, "
+        print(f"record: {len(self.chosen)} trajectories ({skipped} already recorded): {counts.done} recorded, "
               f"{summary['errors']} errors, {video_s:.0f} s of video in {wall:.1f} s wall / {cpu:.1f} CPU-s "
               f"({summary['video_s_per_cpu_s'] or 0:.1f} s of video per CPU-second)", file=sys.stderr)
         return summary

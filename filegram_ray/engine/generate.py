@@ -305,10 +305,10 @@ class GenerateStage(Stage):
             if r.get("status") == "ok":
                 mix.update(r.get("kept_counts") or {})
         ok_rows = [r for r in rows if r.get("status") == "ok"]
-        n_skipped = sum(1 for r in ok_rows if r.get("skipped"))
+        counts = self.counts["trajectories"]
         record = {
-            "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
-            "skipped": n_skipped, "perturbed": len(pert_ids),
+            "ok": counts.done + counts.skipped, "error": counts.failed,
+            "skipped": counts.skipped, "perturbed": len(pert_ids),
             "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
             "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
             "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),

@@ -425,7 +425,7 @@ class EvaluateStage(Stage):
             raise UserError(f"evaluate: 0 of {answered.height} answers ok for methods {o.methods} "
                             f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
                             f"{run.url('results/')}); first error: {first}")
-        n_skipped = len(rows) - len(unit_status)
+        n_skipped = self.counts[self.steps[0]].skipped
         print(f"evaluate: {info['n_items']} items × {len(o.methods)} methods, {len(rows)} units (method × context; "
               f"{n_skipped} done earlier), {info['n_error_rows']} error rows, {info['seconds']} s")
         print(f"Report: {run.url('results/report.md')}")

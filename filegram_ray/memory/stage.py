@@ -213,11 +213,12 @@ class EncodeStage(Stage):
 
         t = self.times
         summary = {
-            "trajectories": len(trajs), "encoded_now": len(new) - len([e for e in errors if not e.get("skipped")]),
-            "skipped_done": len(trajs) - len(new), "errors": len(errors), "error_ids": [e.unit for e in errors],
+            "trajectories": self.counts["trajectories"].planned, "encoded_now": self.counts["trajectories"].done,
+            "skipped_done": self.counts["trajectories"].skipped, "errors": self.counts["trajectories"].failed,
+            "error_ids": [e.unit for e in errors],
             "events_skipped": sum(int(r.get("skipped_events") or 0) for r in new),
             "skipped_event_examples": [m for r in new for m in (r.get("skipped_examples") or [])][:MAX_REPORTED_SKIPS],
-            "profiles": len(by_profile), "profiles_consolidated_now": len(done),
+            "profiles": len(by_profile), "profiles_consolidated_now": self.counts["profiles"].done,
             "profile_errors": [f"{p.unit}: {p.get('error')}" for p in profiles if not p.ok],
             "texts_embedded": sum(int(p.get("texts") or 0) for p in done),
             "embedder": self.opts.embedder, "embedder_by_profile": kinds, "upstream_quirks": self.opts.upstream_quirks,

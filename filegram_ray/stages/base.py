@@ -193,7 +193,9 @@ class Stage:
     * ``opts`` — the stage's section validated by ``Config``;
     * ``run`` — the :class:`~filegram_ray.storage.RunDir`;
     * ``uses_ray`` — whether the items run on Ray (the executor is not the serial one);
-    * ``rows`` — ``{step: rows of its items, in item order}``, filled by the runner after each step.
+    * ``rows`` — ``{step: rows of its items, in item order}``, filled by the runner after each step;
+    * ``counts`` — ``{step: its UnitCounts}``, filled by the runner after each step: a summary that reports how
+      many items were done, skipped or failed reads them here and never counts its rows again.
     """
 
     #: the stage's name: ``filegram run <name>``, ``jobs/<name>.py``, ``run.json`` ``stages.<name>``, ``_done/<name>/``
@@ -219,6 +221,7 @@ class Stage:
     def __init__(self, config: PipelineConfig, opts: BaseModel, run: RunDir, uses_ray: bool = False):
         self.config, self.opts, self.run, self.uses_ray = config, opts, run, uses_ray
         self.rows: dict[str, list[Row]] = {}
+        self.counts: dict[str, UnitCounts] = {}
 
     # -- the command line (``filegram run <name>``, ``jobs/<name>.py``) -----------------------------------------
     @classmethod

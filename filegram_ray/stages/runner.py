@@ -233,6 +233,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
             if executor.uses_ray:  # the run's Ray (--address / RAY_ADDRESS / ray.num_cpus), before check()
                 init_ray(config.ray.address, config.ray.num_cpus)  # may start servers
             inst = stage(config, opts, run, uses_ray=executor.uses_ray)
+            inst.counts = counts  # the stage's summary reads its counts here
             try:
                 inst.check()
                 planned: list[str] = []

@@ -182,7 +182,7 @@ class SeedStage(Stage):
 
         run, tasks = self.run, self.task_list
         new = [r for r in rows if not r.get("skipped")]
-        errors = [r for r in new if not r.ok]  # their error rows: errors/seed.parquet (the runner's)
+        counts = self.counts["bundles"]  # the failed bundles' error rows: errors/seed.parquet (the runner's)
         sentences = sum(int((r.get("speech") or {}).get("sentences") or 0) for r in new)
         synthesised = sum(int((r.get("speech") or {}).get("synthesised") or 0) for r in new)
         index = []
@@ -205,9 +205,9 @@ class SeedStage(Stage):
         run.write_table("workspaces/index.parquet", df)
         by_kind = {r["kind"]: r["n"] for r in df.group_by("kind").agg(pl.len().alias("n")).sort("kind").to_dicts()}
         n_bundles = sum(1 for t in tasks if run.exists(f"workspaces/{t['task_id']}/bundle.json"))
-        skipped = len(rows) - len(new)
+        skipped = counts.skipped
         summary = {"bundles": n_bundles, "non_empty": df["task_id"].n_unique() if len(df) else 0,
-                   "built": len(new) - len(errors), "skipped": skipped, "files": len(df),
+                   "built": counts.done, "skipped": skipped, "files": len(df),
                    "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
                    "speech": {"sentences": sentences, "synthesised": synthesised,
                               "reused": sentences - synthesised}}
