@@ -172,3 +172,31 @@ def test_every_stage_has_one_job_script_through_the_one_door():
     for name in jobs:
         text = (REPO / "jobs" / f"{name}.py").read_text(encoding="utf-8")
         assert "from filegram_ray.stages.cli import stage_main" in text and f'stage_main("{name}", argv)' in text
+
+
+def test_every_stage_is_a_filegram_command_generated_from_stages(with_toy, capsys):
+    """``filegram <stage>``: each stage of STAGES is a top-level command, or (bench, render: their names are area
+    commands) that area's subcommand; a stage added to STAGES gets its door, with its own options."""
+    import argparse
+
+    from filegram_ray.cli import COMMANDS, main
+    from filegram_ray.stages.cli import AREA_DOORS, register, top_level
+
+    for name in stage_list.stage_names():
+        if name == "toy":
+            continue
+        if name in AREA_DOORS:
+            area, sub = AREA_DOORS[name].split()
+            with pytest.raises(SystemExit) as exc:
+                main([area, sub, "--help"])
+        else:
+            assert COMMANDS[name] == ("filegram_ray.stages.cli", top_level()[name])
+            with pytest.raises(SystemExit) as exc:
+                main([name, "--help"])
+        assert exc.value.code == 0
+        assert f"{name} stage: {stage_list.stage_ref(name).description}"[:30] in " ".join(
+            capsys.readouterr().out.split())
+    assert "toy" in top_level()
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers(dest="command"), ["toy"])
+    assert p.parse_args(["toy", "--n", "3"]).n == 3

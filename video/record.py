@@ -26,8 +26,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.storage import RunDir
-from video.encode import EncodeParams, Mp4Writer, probe
-from video.frames import FrameRenderer, layout
 from video.timeline import Timeline, TimingParams, build_timeline, timeline_json
 
 log = logging.getLogger(__name__)
@@ -204,6 +202,9 @@ def record(source: TrajectorySource, opts: RecordOptions | None = None) -> Recor
     Raises:
         ValueError: bad options or unreadable events. RuntimeError: ffmpeg failed.
     """
+    from video.encode import EncodeParams, Mp4Writer
+    from video.frames import FrameRenderer, layout
+
     opts = opts or RecordOptions()
     if opts.min_gesture_s > opts.max_gesture_s:
         raise ValueError(f"record: min_gesture_s {opts.min_gesture_s} > max_gesture_s {opts.max_gesture_s}")
@@ -231,6 +232,7 @@ def record_to_file(folder: str | os.PathLike, out: str | os.PathLike, opts: Reco
         A summary: path, frames, duration_s, bytes, sha256, gestures, seconds.
     """
     from filegram_ray.storage import atomic_write_local
+    from video.encode import probe
 
     res = record(TrajectorySource.from_folder(folder, workspace), opts)
     out = Path(out)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:  # numpy is imported where frames are handled (a stage's --help loads none)
+    import numpy as np
 
 __all__ = ["PROMPT", "VlmConfig", "build_vlm_processor", "encode_keyframe", "run_vlm", "vlm_messages",
            "vlm_postprocess", "vlm_preprocess", "vlm_processor_config"]

@@ -1,7 +1,7 @@
 """The one door of every stage, generated from :data:`~filegram_ray.stage_list.STAGES`: ``jobs/<stage>.py`` and
-``filegram run <stage>`` (:func:`stage_main`), and the area commands that run a stage — ``filegram evaluate``
-(:func:`register`), ``filegram bench build``, ``filegram memory encode``, ``filegram render run`` — all take the
-same options (:func:`add_stage_options`: the common ones of :func:`~filegram_ray.jobargs.add_common_options` and the
+``filegram run <stage>`` (:func:`stage_main`), ``filegram <stage>`` (:func:`register`; for a stage whose name is an
+area's command, :data:`AREA_DOORS`, that area's subcommand: ``filegram bench build``, ``filegram render run``) and
+``filegram memory encode`` — all take the same options (:func:`add_stage_options`: the common ones of :func:`~filegram_ray.jobargs.add_common_options` and the
 stage's own, :meth:`~filegram_ray.stages.base.Stage.add_arguments`) and run the same way (:func:`run_from_args`:
 the stages it needs first, then the stage; its record's exit code).
 """
@@ -11,13 +11,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from filegram_ray import stage_list
 from filegram_ray.stage_list import stage_ref
 
-__all__ = ["add_stage_door", "add_stage_options", "register", "run_from_args", "stage_main", "stage_parser"]
+__all__ = ["AREA_DOORS", "add_stage_door", "add_stage_options", "register", "run_from_args", "stage_main",
+           "stage_parser", "top_level"]
 
-#: stages whose door is also a top-level command, ``filegram <stage>`` (the others are ``filegram run <stage>`` and
-#: an area's subcommand: ``bench build``, ``memory encode``, ``render run``)
-TOP_LEVEL = {"evaluate": "answer FileGramBench items with memory methods; write results/"}
+#: stages whose name is also an area's command (``filegram bench``, ``filegram render``): their door there is that
+#: area's subcommand; every other stage is a top-level command, ``filegram <stage>``
+AREA_DOORS = {"bench": "bench build", "render": "render run"}
+
+
+def top_level() -> dict[str, str]:
+    """``{stage: one-line help}`` of the stages that are top-level commands (``filegram <stage>``), in pipeline
+    order: every stage of :data:`~filegram_ray.stage_list.STAGES` but those of :data:`AREA_DOORS`."""
+    return {s.name: f"run the {s.name} stage: {s.description}" for s in stage_list.STAGES
+            if s.name not in AREA_DOORS}
 
 
 def add_stage_options(p: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -64,7 +73,9 @@ def add_stage_door(sub: Any, command: str, name: str, help: str) -> argparse.Arg
     return p
 
 
-def register(sub: Any) -> None:
-    """``filegram <stage>`` for the stages of :data:`TOP_LEVEL`."""
-    for name, help_text in TOP_LEVEL.items():
-        add_stage_door(sub, name, name, help_text)
+def register(sub: Any, names: list[str] | None = None) -> None:
+    """``filegram <stage>`` for the stages of :func:`top_level` (only ``names`` when given: each door imports its
+    stage's module)."""
+    for name, help_text in top_level().items():
+        if names is None or name in names:
+            add_stage_door(sub, name, name, help_text)
