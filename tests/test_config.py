@@ -44,7 +44,8 @@ def test_bad_config_names_the_file(tmp_path):
     ("generate=5", "--set generate=5: generate: must be a mapping of generate options"),
 ])
 def test_set_mistakes_are_one_line_errors_naming_the_override(override, expected):
-    """A --set mistake in any section (whichever stage runs) is refused at load in one line naming the override, the
+    """A --set mistake in any section (every section is validated when no stage is named) is refused at load in one
+    line naming the override, the
     key and the allowed keys or values, and reaches the user as exit 2 through run_job."""
     with pytest.raises(ValueError) as exc:
         load_config(overrides=[override])
