@@ -137,18 +137,27 @@ def parse_override(item: str) -> dict[str, Any]:
     """``generate.num_actors=4`` → ``{"generate": {"num_actors": 4}}`` (value parsed as YAML).
 
     Raises:
-        ValueError: no ``=``, or the value is not valid YAML (names the override)."""
+        ValueError: no ``=``, or the value is not valid YAML or nested deeper than
+            :data:`~filegram_ray.limits.MAX_NESTING` levels (names the override)."""
+    from filegram_ray.limits import MAX_NESTING, check_nesting
+
     if "=" not in item:
         raise UserError(f"override {item!r} must look like key.sub=value")
     key, raw = item.split("=", 1)
     try:
         value = yaml.safe_load(raw)
+    except RecursionError:  # PyYAML's composer recurses once per level
+        raise UserError(f"--set {key.strip()}: the value is not valid YAML: nesting too deep (more than "
+                        f"{MAX_NESTING} levels)") from None
     except yaml.YAMLError as exc:
-        raise UserError(f"--set {item}: the value is not valid YAML ({getattr(exc, 'problem', None) or exc}; "
-                         "quote it: key='\"text\"')") from exc
+        raise UserError(f"--set {_one_line(item)}: the value is not valid YAML "
+                        f"({getattr(exc, 'problem', None) or exc}; quote it: key='\"text\"')") from exc
+    check_nesting(value, f"--set {key.strip()}", "the value is not valid YAML")
     out: dict[str, Any] = {}
     cur = out
     parts = key.strip().split(".")
+    if len(parts) > MAX_NESTING:
+        raise UserError(f"--set {_one_line(key.strip()[:80])}…: the key is nested more than {MAX_NESTING} levels")
     for p in parts[:-1]:
         cur = cur.setdefault(p, {})
     cur[parts[-1]] = value

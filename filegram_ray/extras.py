@@ -108,7 +108,7 @@ def config_extras(stage: str, config: Mapping[str, Any]) -> tuple[str, ...]:
 
     Differs from :data:`STAGE_EXTRAS` where the configuration decides: ``encode.embedder`` other than ``minilm`` /
     ``auto`` needs no ``embed``; evaluate needs ``embed`` only if a method other than no_context / full_context
-    runs, ``methods`` only if mem0 does, or zep with a language-model backbone (a mapping, not ``lexical`` /
+    runs or the backbone is the encoder reader, ``methods`` only if mem0 does, or zep with a language-model backbone (a mapping, not ``lexical`` /
     ``random``: then zep runs graphiti-core); caption with ``captioner: vlm`` needs no ``media`` (and ``gpu``
     for a ``kind: vllm`` back end).
 
@@ -125,9 +125,11 @@ def config_extras(stage: str, config: Mapping[str, Any]) -> tuple[str, ...]:
         if methods is None:
             return base
         methods = set(methods)
-        llm_backbone = isinstance(section.get("backbone"), Mapping)
+        bb = section.get("backbone")
+        bb_kind = str(bb.get("kind", "") if isinstance(bb, Mapping) else bb or "").lower()
+        llm_backbone = isinstance(bb, Mapping) and bb_kind != "encoder"
         out = []
-        if methods - _NON_EMBEDDING_METHODS:
+        if methods - _NON_EMBEDDING_METHODS or bb_kind == "encoder":  # the encoder reader runs MiniLM on torch
             out.append("embed")
         if methods & _LIBRARY_METHODS or ("zep" in methods and llm_backbone):
             out.append("methods")

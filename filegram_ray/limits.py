@@ -14,9 +14,13 @@ What is checked, and why:
 * **PDFs**: pypdf bounds each stream (75 MB); :data:`PDF_MAX_PAGES` bounds the page count and
   :data:`MAX_EXTRACTED_CHARS` the text taken from all pages.
 * **Plain text files**: :data:`MAX_TEXT_FILE_BYTES` before a file is read into memory.
-* **YAML / JSON**: :func:`load_yaml` refuses duplicate mapping keys (PyYAML keeps the last one silently) and turns
-  Python's ``RecursionError`` on deeply nested input into "nesting too deep"; :func:`load_json` does the same
-  and refuses duplicate object keys; :func:`read_utf8` names the file when its bytes are not UTF-8.
+* **YAML / JSON**: :func:`load_yaml` refuses duplicate mapping keys (PyYAML keeps the last one silently);
+  :func:`load_json` refuses duplicate object keys; both refuse lists/mappings nested deeper than
+  :data:`MAX_NESTING` (:func:`check_nesting`) and turn the parser's own ``RecursionError`` (Python's JSON decoder
+  and PyYAML's pure-Python composer recurse once per level) or libyaml's depth refusal into the same
+  "nesting too deep" line; :func:`read_utf8` names the file when its bytes are not UTF-8. Every reader of YAML or
+  JSON that comes from outside the process (config files, ``--set`` values, profiles, tasks, events.json, bundles,
+  model replies) goes through these two functions.
 
 The numbers are ours, chosen far above anything a FileGram workspace or run holds (generated documents are KBs,
 events.json files hundreds of KB) and far below what exhausts a 24 GiB machine.
@@ -39,6 +43,7 @@ from filegram_ray.names import find_lone_surrogate
 
 __all__ = [
     "MAX_EXTRACTED_CHARS",
+    "MAX_NESTING",
     "MAX_TEXT_FILE_BYTES",
     "PDF_MAX_PAGES",
     "ZIP_MAX_MEMBERS",
@@ -47,6 +52,7 @@ __all__ = [
     "ZIP_MAX_TOTAL_BYTES",
     "InputLimitError",
     "check_file_size",
+    "check_nesting",
     "check_zip",
     "load_json",
     "load_yaml",
@@ -71,6 +77,9 @@ PDF_MAX_PAGES = 5_000
 MAX_EXTRACTED_CHARS = 32 * 1_000_000
 #: largest plain-text file read into memory (ours)
 MAX_TEXT_FILE_BYTES = 64 * MiB
+#: deepest list/mapping nesting accepted in YAML or JSON from outside (ours: configs, profiles, events.json and
+#: run.json nest at most 8 levels; Python's decoders recurse once per level and stop near 1,000)
+MAX_NESTING = 100
 
 
 class InputLimitError(UserError):
@@ -169,15 +178,40 @@ class StrictYamlLoader(_BaseLoader):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
+def check_nesting(obj: Any, source: str, what: str, limit: int = MAX_NESTING) -> Any:
+    """``obj`` unchanged when no list/dict in it is nested more than ``limit`` levels deep. Iterative (no
+    recursion); a container shared through YAML aliases is walked again only when reached deeper than before, so
+    each is walked at most ``limit`` times (an alias "billion laughs" stays linear).
+
+    Raises:
+        UserError: ``<source>: <what>: nesting too deep (more than <limit> levels)``.
+    """
+    deepest: dict[int, int] = {}
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, (list, dict)) or deepest.get(id(node), 0) >= depth:
+            continue
+        if depth > limit:
+            raise UserError(f"{source}: {what}: nesting too deep (more than {limit} levels)")
+        deepest[id(node)] = depth
+        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return obj
+
+
 def load_yaml(text: str, source: str) -> Any:
     """Parse YAML ``text`` with :class:`StrictYamlLoader`.
 
     Raises:
-        ValueError: ``<source>: not valid YAML: …`` (syntax, duplicate key), or ``<source>: nesting too deep``.
+        ValueError: ``<source>: not valid YAML: …`` (syntax, duplicate key), or ``<source>: not valid YAML:
+            nesting too deep`` (more than :data:`MAX_NESTING` levels).
     """
     try:
-        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem or ""):  # libyaml's own depth limit (1,000 levels)
+            raise UserError(f"{source}: not valid YAML: nesting too deep (more than {MAX_NESTING} levels)"
+                            ) from None
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         what = "; ".join(x for x in (exc.context, exc.problem) if x) or "syntax error"
@@ -185,7 +219,8 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         raise UserError(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:
-        raise UserError(f"{source}: not valid YAML: nesting too deep") from None
+        raise UserError(f"{source}: not valid YAML: nesting too deep (more than {MAX_NESTING} levels)") from None
+    return check_nesting(data, source, "not valid YAML")
 
 
 def load_yaml_file(path: str | os.PathLike) -> Any:
@@ -214,7 +249,8 @@ def load_json(data: bytes | str, source: str, *, duplicates: bool = False) -> An
 
     Raises:
         ValueError: ``<source>: not UTF-8 …``, ``<source>: invalid JSON at line L col C: …``,
-            ``<source>: invalid JSON: duplicate key …``, ``<source>: invalid JSON: nesting too deep`` or
+            ``<source>: invalid JSON: duplicate key …``, ``<source>: invalid JSON: nesting too deep`` (more
+            than :data:`MAX_NESTING` levels) or
             ``<source>: field '<path>': a lone surrogate escape …``.
     """
     if isinstance(data, (bytes, bytearray)):
@@ -227,9 +263,10 @@ def load_json(data: bytes | str, source: str, *, duplicates: bool = False) -> An
     except json.JSONDecodeError as exc:
         raise UserError(f"{source}: invalid JSON at line {exc.lineno} col {exc.colno}: {exc.msg}") from None
     except RecursionError:
-        raise UserError(f"{source}: invalid JSON: nesting too deep") from None
+        raise UserError(f"{source}: invalid JSON: nesting too deep (more than {MAX_NESTING} levels)") from None
     except ValueError as exc:  # from _no_duplicates
         raise UserError(f"{source}: invalid JSON: {exc}") from None
+    check_nesting(obj, source, "invalid JSON")
     if _SURROGATE_ESCAPE.search(data):
         where = find_lone_surrogate(obj)
         if where is not None:

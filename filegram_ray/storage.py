@@ -19,6 +19,7 @@ Paths handed to and returned from :class:`RunDir` are always *relative* POSIX pa
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -35,6 +36,7 @@ from typing import Any
 import fsspec
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 
 __all__ = ["ERROR_COLUMNS", "ERRORS_DIR", "RunDir", "RunDirLockedError", "StorageError", "atomic_write_local",
            "safe_unit_name"]
@@ -198,8 +200,6 @@ class RunDir:
     def read_json(self, rel: str) -> Any:
         """Parsed JSON of ``rel`` with the strict reader :func:`~filegram_ray.limits.load_json` (UTF-8, no
         duplicate keys, no lone surrogates, bounded nesting). Raises StorageError naming the URI and ``rel``."""
-        from filegram_ray.limits import load_json
-
         data = self.read_bytes(rel)
         try:
             return load_json(data, f"{self.uri}: {rel}")
@@ -383,17 +383,19 @@ class RunDir:
         run."""
         if not self.exists("run.json"):
             return None
-        cfg = self.read_json("run.json").get("config") or {}
+        from filegram_ray.schema.meta import read_manifest
+
+        cfg = read_manifest(self).get("config") or {}
         return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
 
     def _check_seed(self, seed: int, snapshot: dict[str, Any] | None, check_new: Any) -> None:
         recorded = self.recorded_seed()
         if recorded is None:
-            from filegram_ray.schema.meta import RunManifest
+            from filegram_ray.schema.meta import RunManifest, read_manifest
 
             if check_new is not None:  # e.g. an unknown profile/task id is refused before it is recorded
                 check_new()
-            man = RunManifest.model_validate(self.read_json("run.json") if self.exists("run.json") else {})
+            man = RunManifest.model_validate(read_manifest(self))
             man.config, man.seed = dict(snapshot or {}), seed
             self.write_json("run.json", man.model_dump(mode="json"))
         elif recorded != seed:
@@ -479,14 +481,27 @@ class RunDir:
 
     def _lock_local(self, owner: dict[str, Any]):
         import fcntl
+        import stat
 
         path = os.path.join(self.root, LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a link: a .lock pointing outside would be truncated by every stage
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UserError(f"{path}: is a symbolic link; the run directory's lock file must be a regular file "
+                                "of its own (remove the link)") from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            os.close(fd)
+            what = "has other hard links" if stat.S_ISREG(st.st_mode) else "is not a regular file"
+            raise UserError(f"{path}: {what}; the run directory's lock file must be a regular file of its own "
+                            "(remove it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             try:
-                holder = json.loads(os.pread(fd, 4096, 0) or b"null")
+                holder = load_json(os.pread(fd, 4096, 0) or b"null", LOCK_FILE)
             except (OSError, ValueError):
                 holder = None
             os.close(fd)
@@ -506,7 +521,7 @@ class RunDir:
 
     def _read_lock_record(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.read_bytes(LOCK_RECORD))
+            return load_json(self.read_bytes(LOCK_RECORD), LOCK_RECORD)
         except (StorageError, ValueError):
             return None
 

@@ -54,6 +54,7 @@ class ScriptedChatServer:
                  delay_s: float = 0.0):
         self.script, self.model, self.delay_s = script, model, delay_s
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str] = []  # the Authorization header of each chat request
         self._lock = threading.Lock()
         outer = self
 
@@ -82,6 +83,7 @@ class ScriptedChatServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with outer._lock:
                     outer.requests.append(body)
+                    outer.authorizations.append(self.headers.get("Authorization", ""))
                     n = len(outer.requests)
                 if outer.delay_s:
                     time.sleep(outer.delay_s)

@@ -308,3 +308,59 @@ def test_naming_pattern_change(old, new, want):
 def test_unique_line_delta():
     assert unique_line_delta("a\nb\nc\n", "a\nB\nc\nd\n") == (2, 1)
     assert unique_line_delta("a\na\n", "a\n") == (0, 0)
+
+
+def test_text_in_another_unicode_form_is_found_and_edited_keeping_the_file_bytes_BR3_13(tmp_path):
+    """BR3-13: a file whose name and text are in decomposed Unicode (NFD, as macOS writes them) and a request typed
+    in composed form (NFC, as keyboards and models type it): read showed 'café' but grep missed it and edit said
+    'old_string not found'. The kind: matching is blind to the normalisation form — grep (pattern and include),
+    edit, multiedit and replace_all find what read shows; grep shows the line as read shows it; an edit replaces
+    the matched stretch only, every other byte of the file stays as it was (NFD stays NFD); the query recorded is
+    what was typed. Korean jamo (NFD Hangul, composing across characters of class 0) and text that is NFC already
+    behave the same."""
+    import unicodedata as ud
+
+    nfd = lambda s: ud.normalize("NFD", s)  # noqa: E731
+    name = nfd("Résumé_Zoë.md")
+    body = nfd("Meeting at the café on Friday.\nThe café closes at 5; café au lait.\n한국어 메모: 회의록\n")
+    s = open_session(tmp_path, {name: body, "other.md": "Lunch at the café.\n"})
+    try:
+        g = s.call("grep", pattern="café", path=".")
+        assert g.ok and "Found 3 matching lines" in g.output, g.output
+        assert "Résumé_Zoë.md:1: Meeting at the café on Friday." in ud.normalize("NFC", g.output)
+        assert s.call("grep", pattern="caf.\\b", path=".", include="Résumé*").output.startswith(
+            "Found 2 matching lines")  # '.' is one character: é, as typed
+        assert "Found 1 matching lines" in s.call("grep", pattern="회의록", path=".").output
+        search = [e for e in s.events if e["event_type"] == "file_search"][-1]
+        assert search["query"] == "회의록"
+        before = s.call("read", file_path="Résumé_Zoë.md").output
+        e = s.call("edit", file_path="Résumé_Zoë.md", old_string="the café on", new_string="the bistro on")
+        assert e.ok, e.output
+        disk = next(p for p in (tmp_path / "work").rglob("*.md") if ud.normalize("NFC", p.name) == "Résumé_Zoë.md")
+        text = disk.read_text(encoding="utf-8")
+        assert text == body.replace(nfd("the café on"), "the bistro on")  # the rest keeps its NFD bytes
+        assert ud.normalize("NFC", before) != ud.normalize("NFC", s.call("read", file_path="Résumé_Zoë.md").output)
+        many = s.call("edit", file_path="Résumé_Zoë.md", old_string="café", new_string="tea")
+        assert not many.ok and "occurs 2 times" in many.output
+        assert s.call("edit", file_path="Résumé_Zoë.md", old_string="café", new_string="tea", replace_all=True).ok
+        assert s.call("multiedit", file_path="Résumé_Zoë.md",
+                      edits=[{"old_string": "회의록", "new_string": "notes"}]).ok
+        text = disk.read_text(encoding="utf-8")
+        assert "café" not in ud.normalize("NFC", text) and "notes" in text and nfd("한국어 메모") in text
+        assert not s.call("edit", file_path="Résumé_Zoë.md", old_string="é", new_string="e").ok  # no é is left
+    finally:
+        s.finish()
+
+
+def test_nfc_spans_never_match_half_a_composed_character():
+    """BR3-13's matcher: a match begins and ends where NFC does not join characters."""
+    import unicodedata as ud
+
+    from filegram_ray.engine.lines import nfc_spans
+
+    text = ud.normalize("NFD", "résumé, e, é")
+    assert [text[a:b] for a, b in nfc_spans(text, "é")] == [ud.normalize("NFD", "é")] * 3
+    assert [text[a:b] for a, b in nfc_spans(text, "e")] == ["e"]  # the bare e, not the base of an é
+    hangul = ud.normalize("NFD", "각 가")  # L V T, L V: jamo of class 0 that compose
+    assert [hangul[a:b] for a, b in nfc_spans(hangul, "가")] == [ud.normalize("NFD", "가")]
+    assert nfc_spans("plain ascii", "ascii") == [(6, 11)] and nfc_spans("x", "") == []

@@ -176,9 +176,97 @@ def test_findings_f2_thresholds_and_f3_equivalence():
     assert by["F3"]["verdict"] == "holds", by["F3"]  # identical answers: difference 0 [0, 0]
 
 
+def _with_reader(res: pl.DataFrame, reads: bool) -> pl.DataFrame:
+    """``res`` plus the validity rows of a reader on the same items: No Context at 30 %, gold evidence at 95 % (a
+    reader that reads) or 55 % (one that matches words: told the answer, it does not give it), the wrong user's
+    memory answering exactly as No Context, and the option-order row keeping FileGramOS's every answer."""
+    rng = np.random.default_rng(17)
+    qs = sorted(set(res["question_id"].to_list()))
+    floor = {q: 100.0 * (rng.random() < 0.3) for q in qs}
+    extra = _results({"no_context": floor, "gold": {q: 100.0 * (rng.random() < (0.95 if reads else 0.55))
+                                                    for q in qs}, "wrong_user": dict(floor)})
+    out = pl.concat([res, extra], how="diagonal")
+    # keys spread evenly over the four letters; a wrong answer is the letter after the key
+    key = {q: "ABCD"[i % 4] for i, q in enumerate(qs)}
+    out = out.with_columns(correct=pl.col("question_id").replace_strict(key))
+    out = out.with_columns(choice=pl.when(pl.col("score") == 100.0).then(pl.col("correct")).otherwise(
+        pl.col("correct").replace_strict({"A": "B", "B": "C", "C": "D", "D": "A"})))
+    order = out.filter(pl.col("method") == "filegramos").with_columns(
+        method=pl.lit("order"), shift=pl.lit(1),
+        shown_choice=pl.col("choice").replace_strict({"A": "B", "B": "C", "C": "D", "D": "A"}))
+    return pl.concat([out, order], how="diagonal")
+
+
+def test_the_reader_gate_decides_findings_and_markers_both_ways():
+    """Issue 52 item 1: a finding is decided, and a method marked ◆, only by a reader whose validity rows say it
+    reads. The same method rows: with a reader that reads, F1 holds and FileGramOS carries ◆; with one that does not
+    give the answer it is told (gold evidence 55 %), every finding is "not tested: the reader cannot rank" with its
+    figures kept, and no paired row is marked although the tests are as significant as before."""
+    from filegram_ray.evaluate.reader_validity import reader_gate
+    from filegram_ray.evaluate.report import report_statistics
+
+    methods = ["filegramos", "evermemos", "mem0", "zep", "memos", "simplemem"]
+    good = report_statistics(_with_reader(_f1_table(methods), reads=True))
+    assert good["reader"]["gate"]["reads"], good["reader"]["gate"]
+    assert good["findings"][0]["verdict"] == "holds"
+    marked = good["paired"].filter(pl.col("mark"))["method"].to_list()
+    assert "filegramos" in marked
+    bad = report_statistics(_with_reader(_f1_table(methods), reads=False))
+    gate = bad["reader"]["gate"]
+    assert not gate["reads"] and [c["check"] for c in gate["checks"] if not c["ok"]] == ["gold_per_sub_task",
+                                                                                "headroom_per_sub_task"]
+    assert "AttrRec" in gate["why"] and bad["reader"]["can_rank"] is False
+    assert {f["verdict"] for f in bad["findings"]} == {"not tested"}
+    f1 = bad["findings"][0]
+    assert f1["not_tested"] == "the reader cannot rank" and f1["claims"][0]["diff"] > 0  # the figures stay
+    assert bad["paired"]["distinguishable"].any() and not bad["paired"]["mark"].any()
+    md = "\n".join(findings_lines(bad["findings"]))
+    assert "**holds**" not in md and "**fails**" not in md and "not tested**: the reader cannot rank" in md
+    # each check on its own fails the gate
+    ok = good["reader"]
+    assert reader_gate({**ok, "wrong_user": {**ok["wrong_user"], "falls_to_floor": False}})["reads"] is False
+    assert reader_gate({**ok, "order": {**ok["order"], "consistency": 40.0}})["reads"] is False
+    assert reader_gate({**ok, "headroom": 10.0})["reads"] is False
+    assert reader_gate({**ok, "floor": {**ok["floor"], "n_profiles": 2}})["reads"] is False
+    assert reader_gate({**ok, "order": {}})["why"].startswith("option order not measured")
+    skewed = [{**b, "answers": b["keys"] + 8.0} if b["letter"] == "A" else b for b in ok["order"]["bias"]]
+    assert reader_gate({**ok, "order": {**ok["order"], "bias": skewed}})["why"].startswith("one shown letter")
+    low = [{**r, "headroom": 30.0} if r["sub_task"] == "AttrRec" else r for r in ok["sub_tasks"]]
+    assert "AttrRec (+30.0)" in reader_gate({**ok, "sub_tasks": low})["why"]
+
+
+def test_a_method_with_no_result_gets_no_score_marker_or_finding():
+    """Issue 52 item 2 (BR3-04): error rows have no score; a method whose items mostly failed has no result: no
+    cell, no ◆, no paired test and no finding verdict, even under a reader that reads."""
+    from filegram_ray.evaluate.report import report_statistics
+    from filegram_ray.evaluate.scoring import summarise
+
+    methods = ["filegramos", "evermemos", "mem0", "zep", "memos", "simplemem"]
+    res = _with_reader(_f1_table(methods), reads=True)
+    # evermemos: 80 % of its items failed on the server (no score), the rest answered
+    res = res.with_columns(
+        status=pl.when((pl.col("method") == "evermemos") & (pl.col("question_id") < "q0160")).then(pl.lit("error"))
+        .otherwise(pl.col("status")),
+        error=pl.when((pl.col("method") == "evermemos") & (pl.col("question_id") < "q0160"))
+        .then(pl.lit("status reply: HTTP 400: request (9057 tokens) exceeds the available context size (2000 "
+                     "tokens), try increasing it")).otherwise(pl.lit("")))
+    res = res.with_columns(score=pl.when(pl.col("status") == "ok").then(pl.col("score")))
+    st = report_statistics(res, budget_chars=None)
+    assert st["failures"]["failed"] == ["evermemos"] and "evermemos" not in st["methods"]
+    fail = st["failures"]["methods"]["evermemos"]
+    assert fail["causes"] == {"context_overflow": 160} and "max_context_chars=5400" in fail["hint"]  # 0.9 × 2,000 × 3.0
+    assert "evermemos" not in st["paired"]["method"].to_list()
+    f1 = st["findings"][0]
+    assert f1["verdict"] == "not tested" and f1["failed"] == ["evermemos"] and "no result" in f1["not_tested"]
+    res = res.with_columns(cache_key=pl.lit("k"), tokens_in_memory=pl.lit(0), tokens_out=pl.lit(0))
+    summ = summarise(res).filter(pl.col("method") == "evermemos").to_dicts()[0]
+    assert summ["failed"] and summ["n_errors"] == 160 and summ["n_scored"] == 40
+
+
 def test_filegram_findings_command(tmp_path, capsys):
-    """`filegram findings RUN` decides F1–F6 from RUN/results/results.parquet and writes findings.json; a missing
-    run or column is one line naming it, exit 2."""
+    """`filegram findings RUN` decides F1–F6 from RUN/results/results.parquet and writes findings.json — only with
+    a reader that passes its validity rows, else every finding is not tested; a missing run or column is one line
+    naming it, exit 2."""
     from filegram_ray.cli import main
 
     methods = ["filegramos", "evermemos", "mem0", "zep", "memos", "simplemem"]
@@ -186,12 +274,16 @@ def test_filegram_findings_command(tmp_path, capsys):
     _f1_table(methods).write_parquet(tmp_path / "results" / "results.parquet")
     assert main(["findings", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "F1 HOLDS" in out and "F6 UNDECIDED" in out and "not evaluated: filegramos_no_procedural" in out
+    assert "F1 NOT TESTED" in out and "not tested: the reader cannot rank" in out and "HOLDS" not in out
     assert "Reader headroom: not measured" in out
+    _with_reader(_f1_table(methods), reads=True).write_parquet(tmp_path / "results" / "results.parquet")
+    assert main(["findings", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "F1 HOLDS" in out and "F6 UNDECIDED" in out and "not evaluated: filegramos_no_procedural" in out
     import json
 
     found = json.loads((tmp_path / "results" / "findings.json").read_text())
-    assert found["findings"][0]["verdict"] == "holds" and found["methods"] == methods
+    assert found["findings"][0]["verdict"] == "holds" and found["methods"] == methods + ["no_context"]
     _f1_table(methods).drop("is_open").write_parquet(tmp_path / "results" / "results.parquet")
     assert main(["findings", str(tmp_path)]) == 2
     err = capsys.readouterr().err

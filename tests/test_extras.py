@@ -98,6 +98,10 @@ def test_config_extras_follow_the_configuration():
     assert extras.config_extras("evaluate", {"evaluate": {"methods": ["naive_rag"]}}) == ("embed",)
     assert extras.config_extras("evaluate", {"evaluate": {"methods": ["mem0"]}}) == ("embed", "methods")
     assert extras.config_extras("evaluate", {"evaluate": {"methods": ["zep"], "backbone": "lexical"}}) == ("embed",)
+    # the encoder reader runs MiniLM on torch even when no method embeds, and it is no language model
+    assert extras.config_extras("evaluate", {"evaluate": {"methods": ["no_context"], "backbone": "encoder"}}) == ("embed",)
+    assert extras.config_extras("evaluate", {"evaluate": {"methods": ["zep"], "backbone": {"kind": "encoder"}}}) == (
+        "embed",)
     llm = {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
     assert extras.config_extras("evaluate", {"evaluate": {"methods": ["zep"], "backbone": llm}}) == ("embed", "methods")
     vlm = {"captioner": "vlm", "vlm": {"kind": "http", "url": "http://127.0.0.1:8000/v1", "model": "m"}}

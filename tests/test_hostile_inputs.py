@@ -244,6 +244,139 @@ def test_deep_nesting_one_line_error(tmp_path, capsys, monkeypatch):
     assert "trajectories/pa_reader/T-01/events.json: invalid JSON: nesting too deep" in err[0]["error"]
 
 
+def test_every_yaml_json_entry_point_has_a_depth_limit(tmp_path, capsys):
+    """REL-deep-nesting-recursionerror-traceback, the kind: a deeply nested ``--set`` value ended in a RecursionError
+    traceback (exit 1) although config files, profiles and events.json were already one line. Every entry point that
+    reads YAML or JSON from outside refuses more than MAX_NESTING levels in one line naming the file or option
+    (exit 2) — 20,000 levels (past Python's recursion limit) and 150 (below it, past ours) alike."""
+    from filegram_ray.limits import MAX_NESTING
+
+    assert MAX_NESTING == 100
+    for n in (20_000, 150):
+        flow = "[" * n + "]" * n
+        # --set value (flow and block mappings), --set key, a config file
+        _one_line_error(capsys, ["run", "generate", "--run-dir", str(tmp_path / "r"), "--set", f"generate.x={flow}"],
+                        "--set generate.x: the value is not valid YAML: nesting too deep (more than 100 levels)")
+        _one_line_error(capsys, ["run", "generate", "--run-dir", str(tmp_path / "r"),
+                                 "--set", "generate.x=" + "{a: " * n + "}" * n], "--set generate.x", "nesting too deep")
+        _one_line_error(capsys, ["run", "encode", "--run-dir", str(tmp_path / "r"),
+                                 "--set", ".".join(["a"] * n) + "=1"], "nested more than 100 levels")
+        conf = tmp_path / f"conf{n}.yaml"
+        conf.write_text("run_dir: r\ngenerate:\n  x: " + flow + "\n", encoding="utf-8")
+        _one_line_error(capsys, ["run", "generate", "--config", str(conf)], f"{conf}: not valid YAML: nesting too deep")
+        # --vlm of workspace import, as text and as a file
+        src = tmp_path / "src"
+        src.mkdir(exist_ok=True)
+        (src / "a.md").write_text("hello\n", encoding="utf-8")
+        _one_line_error(capsys, ["workspace", "import", str(src), "--task", "T-07", "--out", str(tmp_path / f"ws{n}"),
+                                 "--vlm", flow],
+                        "--vlm: not valid YAML: nesting too deep")
+        # a task set, a profile set's matrix, events.json for the engine's filter
+        tasks = tmp_path / f"tasks{n}"
+        tasks.mkdir()
+        (tasks / "t01.yaml").write_text("task_id: T-01\nx: " + flow + "\n", encoding="utf-8")
+        _one_line_error(capsys, ["tasks", "list", "--dir", str(tasks)], "t01.yaml", "nesting too deep")
+        profs = tmp_path / f"profiles{n}"
+        profs.mkdir()
+        (profs / "profile_matrix.json").write_text('{"profiles": ' + flow + "}", encoding="utf-8")
+        _one_line_error(capsys, ["profiles", "list", "--dir", str(profs)], "profile_matrix.json", "nesting too deep")
+        ev = tmp_path / f"events{n}.json"
+        ev.write_text(flow, encoding="utf-8")
+        _one_line_error(capsys, ["engine", "filter", str(ev), "-o", str(tmp_path / "out.json")],
+                        f"{ev}: invalid JSON: nesting too deep")
+        # a bundle's metadata and a run directory's JSON files (run.json, the lock record)
+        b = tmp_path / f"bundle{n}"
+        b.mkdir()
+        (b / "bundle.json").write_text('{"files": ' + flow + "}", encoding="utf-8")
+        with pytest.raises(ValueError, match="bundle.json: invalid JSON: nesting too deep"):
+            load_bundle(b)
+        run = RunDir(str(tmp_path / f"run{n}"))
+        run.write_bytes("run.json", flow.encode())
+        with pytest.raises(ValueError, match="run.json: invalid JSON: nesting too deep"):
+            run.read_json("run.json")
+    # 100 levels is still read: the limit refuses only what is deeper
+    assert load_json("[" * 100 + "]" * 100, "x") and load_yaml("[" * 100 + "]" * 100, "x")
+    # YAML aliases that share one list many times are walked once per depth, not once per path (billion laughs)
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join('*' + chr(97 + i) for _ in range(9))}]\n" for i in range(9))
+    t0 = time.perf_counter()
+    assert set(load_yaml(laughs, "laughs")) == set("abcdefghij") and time.perf_counter() - t0 < 5
+
+
+def test_yaml_and_json_from_outside_go_through_the_strict_readers():
+    """REL-deep-nesting-recursionerror-traceback, kept closed: every ``json.loads`` / ``yaml.load`` call in the product
+    is either inside filegram_ray/limits.py (load_json / load_yaml: depth limit, duplicate keys, one-line errors) or
+    reads data this process made or a pinned package ships, listed here with the reason. A new reader of outside
+    YAML/JSON that bypasses the limits fails this test until it uses them (or is listed with its reason)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    internal = {  # (module, function): why its input is not from outside
+        ("filegram_ray/limits.py", "load_yaml"): "the strict reader",
+        ("filegram_ray/limits.py", "load_json"): "the strict reader",
+        ("filegram_ray/config.py", "parse_override"): "--set values: depth-checked by check_nesting",
+        ("filegram_ray/bench/schema.py", "Item.from_row"): "bench rows this project wrote (parquet)",
+        ("filegram_ray/bench/schema.py", "AnswerKey.from_row"): "bench rows this project wrote (parquet)",
+        ("filegram_ray/engine/agents/llm_agent.py", "probe_endpoint"): "a /v1/models probe: only .get('data')",
+        ("filegram_ray/engine/bounded.py", "_read_frame"): "frames of our own grep helper process",
+        ("filegram_ray/engine/session.py", "_jsonable"): "json.dumps round trip in memory",
+        ("filegram_ray/engine/simulator/calibration.py", "procedural"): "calibration of generated trajectories",
+        ("filegram_ray/engine/worker.py", "_read_events"): "events.json the engine just wrote",
+        ("filegram_ray/evaluate/answer.py", "PromptBuilder.__call__"): "unit JSON made by evaluate's planner",
+        ("filegram_ray/evaluate/answer.py", "_answer_row"): "unit JSON made by evaluate's planner",
+        ("filegram_ray/evaluate/answer.py", "answer_units"): "unit JSON made by evaluate's planner",
+        ("filegram_ray/evaluate/reader_validity.py", "gold_evidence"): "bench facts this project wrote",
+        ("filegram_ray/llm/parsing.py", "parse_json_object"): "model replies: RecursionError caught there",
+        ("filegram_ray/llm/processors.py", "CheckedSession._exchange"): "the request body we built",
+        ("filegram_ray/llm/replies.py", "read_completion"): "model replies: json_depth checked first",
+        ("filegram_ray/llm/replies.py", "read_letter"): "model replies: json_depth checked first",
+        ("filegram_ray/llm/server.py", "LlamaCppServer.start"): "our own server's /v1/models",
+        ("filegram_ray/memory/embed.py", "_read_json_file"): "a pinned weight package's config files",
+        ("filegram_ray/memory/stage.py", "_settings"): "json.dumps round trip in memory",
+        ("filegram_ray/speech.py", "SpeechEngine.__init__"): "a pinned voice package's config",
+        ("filegram_ray/stages/executors.py", "_DataCall.__call__"): "unit JSON made by the runner",
+        ("filegram_ray/stages/executors.py", "RayDataExecutor._run"): "rows made by the runner",
+        ("filegram_ray/view/build.py", "items_section"): "bench rows this project wrote (parquet)",
+        ("filegram_ray/watch/export.py", "import_store"): "events this function just serialised",
+        ("filegram_ray/weights.py", "manifest"): "filegram_ray/models.yaml, shipped with the package",
+        ("filegram_ray/workspace/extract.py", "_json"): "validity check of an imported .json; RecursionError caught",
+        ("filegram_ray/workspace/stage.py", "SeedWorker.process"): "bundle.json the seed worker just wrote",
+        ("video/caption_stage.py", "vlm_keyframe_rows"): "caption rows this project wrote",
+        ("video/caption_stage.py", "caption_vlm"): "caption rows this project wrote",
+        ("video/reconstruct.py", "_ops_from_ocr"): "caption rows this project wrote",
+        ("video/reconstruct.py", "_ops_from_vlm"): "caption rows this project wrote",
+        ("rendering/worker.py", "RenderWorker._prefetch_speech"): "unit JSON made by the render planner",
+        ("rendering/worker.py", "RenderWorker._render_unit"): "unit JSON made by the render planner",
+    }
+    loaders = {("json", "loads"), ("json", "load"), ("yaml", "load"), ("yaml", "safe_load"), ("yaml", "full_load"),
+               ("yaml", "unsafe_load"), ("yaml", "load_all"), ("yaml", "safe_load_all"), ("orjson", "loads")}
+    found: set[tuple[str, str]] = set()
+    for pkg in ("filegram_ray", "video", "rendering", "jobs"):
+        for f in sorted((root / pkg).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            scope: list[str] = []
+
+            class Calls(ast.NodeVisitor):
+                def _scoped(self, node):
+                    scope.append(node.name)
+                    self.generic_visit(node)
+                    scope.pop()
+
+                visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+                def visit_Call(self, node):
+                    fn = node.func
+                    if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) \
+                            and (fn.value.id, fn.attr) in loaders:
+                        found.add((rel, ".".join(scope)))
+                    self.generic_visit(node)
+
+            Calls().visit(ast.parse(f.read_text(encoding="utf-8")))
+    unlisted = sorted(found - set(internal))
+    assert not unlisted, f"read YAML/JSON with filegram_ray.limits.load_json / load_yaml: {unlisted}"
+    assert len(found) >= 30  # the scan sees the product's readers
+
+
 def test_empty_task_file_is_an_error(tmp_path, capsys):
     """REL-empty-task-file-silently-skipped: an empty task YAML is an error naming it (T-01 was silently missing);
     an empty profile too; a YAML mapping that is no task is skipped with a warning, not silently."""
@@ -450,3 +583,23 @@ def test_xlsx_extraction_bounds_cells_and_characters(tmp_path, monkeypatch):
     monkeypatch.setattr(X._TextBudget.__init__, "__defaults__", (3,))
     with pytest.raises(ExtractionError, match=r"book.xlsx: cannot extract text: too large: more than 3 characters"):
         extract_text(p)
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"config": [1], "stages": {}}', '{"stages": {"seed": 3}}', "null"])
+def test_a_run_json_that_is_not_a_manifest_is_one_line_for_every_stage(tmp_path, capsys, content):
+    """Attack pass, tracebacks: ``generate`` on a run directory whose run.json is a list ended in an AttributeError
+    traceback. Every stage (and findings / validity) reads run.json through one reader that refuses anything but
+    a run manifest in one line naming the file (exit 2), and nothing is written."""
+    (tmp_path / "run.json").write_text(content, encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv in ([["run", s, "--run-dir", str(tmp_path), "--serial", "--set", "profiles=[p1_methodical]",
+                   "--set", "tasks=[T-01]"] for s in ("seed", "generate", "encode", "render", "record", "caption",
+                                                       "bench", "evaluate")]
+                 + [["findings", str(tmp_path)], ["validity", str(tmp_path)]]):
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and err.startswith("error: ") and "\n" not in err, (argv, err)
+        assert "run.json" in err or argv[0] != "run", (argv, err)  # findings/validity may miss results first
+    after = sorted(p.name for p in tmp_path.iterdir() if p.name != ".lock")  # the released, empty lock file
+    assert after == before and (not (tmp_path / ".lock").exists() or (tmp_path / ".lock").stat().st_size == 0)
+    assert (tmp_path / "run.json").read_text(encoding="utf-8") == content

@@ -310,3 +310,46 @@ def test_xlsx_charts_and_pictures_in_sheets(tmp_path):
     view = extract_text(tmp_path / "c.xlsx")
     assert "[chart] Visits per month" in view.splitlines()
     assert view.splitlines()[-1] == "[not extracted: chart data; picture (no text)]"
+
+
+def test_xlsx_formula_cells_never_vanish_in_any_writer_mode_BR2_03(tmp_path):
+    """BR2-03: a workbook written by a library (openpyxl) with formulas and no saved values lost every formula cell
+    (no value, no formula text, no note). The kind, for each way people's programs save a workbook:
+    * openpyxl (no saved value): each formula cell is shown as its formula, array formulas included, and a note
+      line counts them;
+    * XlsxWriter (saves 0 for every formula and asks for a recalculation on load): the 0 is not shown as data,
+      the formula is, with the reason;
+    * a spreadsheet program (Excel Online, real file of the R1 bundle): the saved values are shown, not formulas.
+    """
+    import openpyxl
+    import xlsxwriter
+    from openpyxl.worksheet.formula import ArrayFormula
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Budget"
+    ws.append(["item", "q1", "q2", "total"])
+    ws.append(["rent", 1200, 1300, "=B2+C2"])
+    ws.append(["travel", 300, 450, "=SUM(B3:C3)"])
+    ws.append(["label", '=CONCATENATE("grand ","total")', None, "=SUM(D2:D3)"])
+    ws["E2"] = ArrayFormula("E2:E2", "=MAX(B2:C3)")
+    wb.save(tmp_path / "openpyxl.xlsx")
+    view = extract_text(tmp_path / "openpyxl.xlsx").splitlines()
+    assert view[:5] == ["# sheet: Budget", "item\tq1\tq2\ttotal", "rent\t1200\t1300\t=B2+C2\t=MAX(B2:C3)",
+                        "travel\t300\t450\t=SUM(B3:C3)", 'label\t=CONCATENATE("grand ","total")\t\t=SUM(D2:D3)']
+    assert view[5].startswith("[5 formula cell(s) of this sheet: ") and "shown as their formula]" in view[5]
+    assert view[-1] == "[not extracted: formula value (not saved in the file) ×5]"
+
+    xw = xlsxwriter.Workbook(str(tmp_path / "xlsxwriter.xlsx"))
+    s = xw.add_worksheet("Totals")
+    s.write_row(0, 0, ["rent", 1200, 1300])
+    s.write_formula(0, 3, "=B1+C1")
+    xw.close()
+    view = extract_text(tmp_path / "xlsxwriter.xlsx")
+    assert "rent\t1200\t1300\t=B1+C1\n" in view and "\t0\n" not in view
+    assert "asks to be recalculated when opened" in view
+
+    real = Path("/work/shared/real-bundles/R1_office/2023-half-year-analyses-by-segment.xlsx")
+    if real.is_file():  # saved by Excel Online: formulas (SUM(B9:B17) …) with their values
+        view = extract_text(real)
+        assert "=SUM(" not in view and "formula cell" not in view and "Zone NA\t12553\t2713" in view

@@ -130,3 +130,54 @@ def test_a_slow_document_does_not_keep_the_others_unsearched(tmp_path):
     finally:
         sess.finish()
         sess.close()
+
+
+def test_a_legal_255_byte_name_gets_its_text_view(tmp_path):
+    """Attack pass, tracebacks: a file with a legal 254/255-byte name was kept "without a text view" (the view's
+    name, plus ``.txt`` and ``.tmp``, is longer than NAME_MAX: ENAMETOOLONG). The view gets the longest prefix
+    that fits plus a hash of the whole name (two long names that share their start keep distinct views), and
+    bundle.json names it in the file's ``view`` field; the file itself keeps its name."""
+    src = tmp_path / "src"
+    src.mkdir()
+    names = ["a" * 251 + ".md", "a" * 250 + "b.md", "é" * 125 + ".md", "ok.md"]
+    assert [len(n.encode()) for n in names] == [254, 254, 253, 5]
+    for i, n in enumerate(names):
+        (src / n).write_text(f"text of file {i}\n", encoding="utf-8")
+    info = import_bundle(src, "T-07", tmp_path / "ws")
+    meta = json.loads((tmp_path / "ws" / "bundle.json").read_text(encoding="utf-8"))
+    assert not info.errors and not meta.get("errors"), meta.get("errors")
+    rows = {f["path"]: f for f in meta["files"]}
+    assert set(rows) == set(names) and "view" not in rows["ok.md"]
+    views = {n: (tmp_path / "ws" / rows[n]["view"]) for n in names[:3]}
+    assert len(set(views.values())) == 3
+    for i, n in enumerate(names[:3]):
+        assert views[n].read_text(encoding="utf-8") == f"text of file {i}\n"
+        assert len(views[n].name.encode()) <= 255 and (tmp_path / "ws" / "files" / n).is_file()
+    assert (tmp_path / "ws" / "extracted" / "ok.md.txt").read_text(encoding="utf-8") == "text of file 3\n"
+    assert not list((tmp_path / "ws" / "extracted").glob(".view-*"))  # no temp file left
+
+
+def test_an_imported_nfd_folder_keeps_its_names_and_the_engine_finds_it_in_nfc_BR3_13(tmp_path):
+    """BR3-13, import: decided — ``workspace import`` keeps a file's name as the user's disk has it (NFD names from
+    macOS stay NFD in files/ and bundle.json: the bytes on disk are the user's), and the engine's tool layer matches
+    names and text in any normalisation form: on that bundle a model typing NFC globs, reads, greps and edits the
+    file."""
+    import unicodedata as ud
+
+    src = tmp_path / "src"
+    src.mkdir()
+    name = ud.normalize("NFD", "Résumé_Zoë.md")
+    (src / name).write_text(ud.normalize("NFD", "at the café\n"), encoding="utf-8")
+    import_bundle(src, "T-07", tmp_path / "ws")
+    meta = json.loads((tmp_path / "ws" / "bundle.json").read_text(encoding="utf-8"))
+    assert [f["path"] for f in meta["files"]] == [name] and (tmp_path / "ws" / "files" / name).is_file()
+    sess = open_on_bundle(tmp_path / "ws", tmp_path / "work")
+    try:
+        with sess.iteration():
+            assert sess.call("glob", pattern="**/Résumé*").output.strip() == "Résumé_Zoë.md"
+            assert "at the café" in ud.normalize("NFC", sess.call("read", file_path="Résumé_Zoë.md").output)
+        assert grep_hits(sess, "café") == [("Résumé_Zoë.md", 1, ud.normalize("NFD", "at the café"))]
+        with sess.iteration():
+            assert sess.call("edit", file_path="Résumé_Zoë.md", old_string="the café", new_string="the bar").ok
+    finally:
+        sess.finish()

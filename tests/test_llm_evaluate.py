@@ -59,9 +59,10 @@ def test_evaluate_answers_through_ray_data_llm_on_a_llama_cpp_server(server, ray
         ch = choices[r["question_id"]]
         if ch and r["status"] == "ok":  # multiple choice: a constrained letter, or what the parser makes of free text
             assert r["choice"] == parse_choice(r["answer_text"], len(ch), ch)
-        elif ch:  # else an error row: unparseable, not an option letter, or a reply the processor could not use
-            assert r["error"].startswith(("unparseable reply", "constrained reply", "malformed reply",
-                                          "status reply")) and r["score"] == 0.0 and r["choice"] == ""
+        elif ch:  # else an error row: no single option stated, not an option letter, or a reply the processor
+            # could not use; it has no score (never answered is not answered wrong)
+            assert r["error"].startswith(("reply states no single option", "constrained reply", "malformed reply",
+                                          "status reply")) and r["score"] is None and r["choice"] == ""
     # the open-ended item went through the LLM judge (same processor), and the judge's validity rows ran
     assert info["judge"] == "llm:openai:smollm2"
     cases = {r["case"]: r for r in info["judge_validity"]}

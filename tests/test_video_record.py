@@ -89,3 +89,46 @@ def test_chinese_text_is_drawn_with_glyphs_not_question_marks():
     else:  # Latin in the main face, Han in Noto Sans SC
         assert len(faces) == 3 and faces[0] is faces[2] is t.face and faces[1] is not t.face
     assert t.width("output/会议纪要.md", 24) == sum(t.width(s, 24) for s in ("output/", "会议纪要", ".md"))
+
+
+@pytest.mark.parametrize("argv_tail, needle", [
+    (["--width", "853", "--height", "480"], "frame size 853x480: width and height must be even"),
+    (["--width", "1920", "--height", "975"], "frame size 1920x975: width and height must be even"),
+    (["--width", "577", "--height", "324"], "frame size 577x324"),
+    (["--width", "200", "--height", "100"], "at least 320x180"),
+    (["--fps", "0"], "fps: Input should be greater than or equal to 1"),
+    (["--speed", "0"], "speed"),
+], ids=["853x480", "1920x975", "577x324", "too-small", "fps-0", "speed-0"])
+def test_bad_video_options_are_one_line_exit_2(traj, tmp_path, capsys, argv_tail, needle):
+    """BR2-08 (a regression): ``filegram video record`` with an odd frame size (853x480, 1920x975, 577x324 from the
+    bug reports) or another bad option ended in a ValueError traceback, exit 1, once only UserError counted as the
+    user's mistake. The kind: every refusal of a video option or input file is one ``error:`` line, exit 2, and
+    nothing is written."""
+    from filegram_ray.cli import main
+
+    out = tmp_path / "r.mp4"
+    rc = main(["video", "record", str(traj), "--out", str(out), *argv_tail])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    assert needle in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_unreadable_video_inputs_are_one_line_exit_2(tmp_path, capsys):
+    """BR2-08's kind on the reading side: ``filegram video caption`` / ``events`` on a file that is no video, and
+    ``video record`` on events.json that is no list, are one line naming the file (exit 2)."""
+    from filegram_ray.cli import main
+
+    bad = tmp_path / "not_a_video.mp4"
+    bad.write_bytes(b"this is text, not an MP4\n" * 10)
+    for argv in (["video", "caption", str(bad)], ["video", "events", str(bad), "--out", str(tmp_path / "ev")]):
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and err.startswith("error: ") and "\n" not in err and str(bad) in err, (argv, err)
+    traj = tmp_path / "traj"
+    traj.mkdir()
+    (traj / "events.json").write_text('[{"no_type": 1}]', encoding="utf-8")
+    rc = main(["video", "record", str(traj), "--out", str(tmp_path / "x.mp4")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "events.json: event [0] has no field 'event_type'" in err and "\n" not in err, err

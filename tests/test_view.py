@@ -41,7 +41,8 @@ def _evaluated_run(root: Path) -> RunDir:
     meta["perturbation"] = {"dimension": "C", "tier": "M"}
     run.write_json(f"trajectories/{PERTURBED}/meta.json", meta)
     run_evaluate(load_config(overrides={"run_dir": str(root), "evaluate": {
-        "methods": METHODS, "executor": "serial", "plots": True, "sample_per_sub_task": None}}))
+        "methods": METHODS, "executor": "serial", "plots": True, "sample_per_sub_task": None,
+        "backbone": "lexical"}}))
     return run
 
 
@@ -269,7 +270,8 @@ def test_browser_full_size_index_loads_under_two_seconds(site, browser, tmp_path
     _, out = site
     big = tmp_path / "big"
     shutil.copytree(out, big)
-    rows = [[f"Q{i:05d}", f"Q{i:05d}", "AttrRec", "procedural", "text", {f"m{k:02d}": (i + k) % 2 for k in range(16)}]
+    rows = [[f"Q{i:05d}", f"Q{i:05d}", "AttrRec", "procedural", "text",
+             {f"m{k:02d}": [str((i + k) % 2), 100.0 * ((i + k) % 2)] for k in range(16)}, False]
             for i in range(440)]  # 440 items × 16 methods = 7,040 answer rows
     (big / "data/items_index.js").write_text("window.FG_ITEMS = " + json.dumps(
         {"methods": [f"m{k:02d}" for k in range(16)], "rows": rows, "sub_tasks": ["AttrRec"]}) + ";")
@@ -339,3 +341,246 @@ def test_serve_answers_on_loopback_only(site):
                 assert resp.read() == (out / "data/items_index.js").read_bytes()
         finally:
             httpd.shutdown()
+
+
+# ------------------------------------------------------------------------------- the viewer tells the truth
+def _expected_outcome(r: dict, is_open: bool) -> str:
+    """What an answer row of results.parquet says, read independently of the viewer: error rows were never
+    answered; multiple choice is right or wrong; an open-ended answer's judge score (0–100) is right at 75+
+    (Likert 4–5), wrong at 25 or less (Likert 1–2), partial between."""
+    if r["status"] != "ok":
+        return "e"
+    if not is_open:
+        return "1" if r["is_correct"] else "0"
+    return "e" if r["score"] is None else "1" if r["score"] >= 75 else "0" if r["score"] <= 25 else "p"
+
+
+def test_open_ended_items_show_their_judge_score_the_oracle_right(site):
+    """Issue 52 item 7: open-ended items showed as wrong for every method, the oracle included (it scored 100)."""
+    run, out = site
+    res = run.read_table("results/results.parquet")
+    open_ids = set(res.filter(res["is_open"])["question_id"].to_list())
+    assert open_ids  # the hand-made bench has open-ended items
+    idx = _data(out / "data/items_index.js", "FG_ITEMS")
+    rows = {r[0]: r for r in idx["rows"]}
+    for r in res.iter_rows(named=True):
+        shown = rows[r["question_id"]]
+        assert shown[6] == (r["question_id"] in open_ids)
+        assert shown[5][r["method"]][0] == _expected_outcome(r, shown[6]), (r["method"], r["question_id"])
+    oracle_open = res.filter(res["is_open"] & (res["method"] == "oracle"))
+    assert oracle_open.height and set(oracle_open["score"].to_list()) == {100.0}
+    assert all(rows[q][5]["oracle"][0] == "1" for q in oracle_open["question_id"].to_list())
+
+
+def test_browser_items_filter_counts_match_results_parquet(site, browser):
+    """Each answer filter of the Items page returns exactly the items results.parquet says: for the oracle, "right"
+    is every item and "wrong" none; over all methods, "wrong" is not every open-ended item."""
+    from selenium.webdriver.support.ui import Select
+
+    run, out = site
+    res = run.read_table("results/results.parquet")
+    is_open = {r["question_id"]: r["is_open"] for r in res.iter_rows(named=True)}
+    outcomes: dict[str, dict[str, str]] = {}
+    for r in res.iter_rows(named=True):
+        outcomes.setdefault(r["question_id"], {})[r["method"]] = _expected_outcome(r, is_open[r["question_id"]])
+    browser.get((out / "items.html").as_uri())
+    _wait(browser, "#items tbody tr")
+    count = browser.find_element("id", "count")
+    for method in ("", "oracle", "no_context"):
+        Select(browser.find_element("id", "f-method")).select_by_value(method)
+        for code in ("1", "0", "p", "e"):
+            Select(browser.find_element("id", "f-correct")).select_by_value(code)
+            want = sum(1 for by in outcomes.values() if (by.get(method) == code if method else code in by.values()))
+            assert count.text == f"{want} of {len(outcomes)} items", (method, code)
+    Select(browser.find_element("id", "f-method")).select_by_value("oracle")
+    Select(browser.find_element("id", "f-correct")).select_by_value("1")
+    assert count.text == f"{len(outcomes)} of {len(outcomes)} items"  # the oracle is right on every item
+    Select(browser.find_element("id", "f-correct")).select_by_value("0")
+    assert count.text == f"0 of {len(outcomes)} items" and sum(is_open.values()) > 0  # open-ended ones included
+
+
+def test_browser_results_page_says_the_reader_cannot_rank_and_marks_nothing(site, browser):
+    """The lexical reader on 2 profiles cannot rank (results/findings.json): the Results page says so, no method
+    carries a ≠ marker, and every finding reads "not tested" as in findings.json."""
+    run, out = site
+    found = json.loads(run.read_text("results/findings.json"))
+    assert found["reader"]["can_rank"] is False
+    browser.get((out / "index.html").as_uri())
+    assert "cannot rank" in _wait(browser, "#reader-verdict")[0].text
+    assert not browser.find_elements("css selector", "#results .mark")
+    shown = {r.get_attribute("data-finding"): r.text for r in _wait(browser, "#findings tbody tr")}
+    assert set(shown) == {f["id"] for f in found["findings"]}
+    for f in found["findings"]:
+        assert f["verdict"] == "not tested" and "not tested" in shown[f["id"]]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A trajectory the real engine wrote (p1, task T-01, seed 7): Chinese file names and every kind of file
+    event (moves, copies, context switches, cross-file references, browses, searches)."""
+    from filegram_ray.engine.generate import run_generate
+
+    root = tmp_path_factory.mktemp("view_generated")
+    cfg = load_config(None, [f"run_dir={root}", "seed=7"])
+    data = cfg.model_dump()
+    data.update(profiles=["p1"], tasks=["T-01"], generate={"executor": "serial"})
+    run_generate(type(cfg).model_validate(data))
+    run = RunDir(str(root))
+    return run, Path(build_view(run)).parent
+
+
+def test_browser_timeline_shows_what_every_event_touched_in_its_own_script(generated, browser):
+    """Issue 52 item 7: 142 of 254 timeline rows showed no path (moves, context switches, cross-file references,
+    browses use fields the viewer did not read), and Chinese names drew as boxes where the system has no CJK font.
+    Every event whose schema (filegram_ray/schema/events.py) names a path, a file, a directory or a query shows
+    each of those values in its row, and the Noto Sans cut served with the site covers every CJK character."""
+    from filegram_ray.schema.events import EVENT_MODELS
+
+    run, out = generated
+    tid = next(t for t in (f"{p}/{t}" for p in run.listdir("trajectories") if not p.endswith((".parquet", ".json"))
+                           for t in run.listdir(f"trajectories/{p}")))
+    events = run.read_json(f"trajectories/{tid}/events.json")
+    named = ("_path", "_file", "query", "target_directory")
+    browser.get((out / "trajectory.html").as_uri() + f"?id={site_name(tid)}")
+    rows = _wait(browser, "#timeline tbody tr")
+    assert len(rows) == len(events)
+    checked, types = 0, set()
+    for e, row in zip(events, rows):
+        fields = [f for f in EVENT_MODELS[e["event_type"]].model_fields if f.endswith(named) or f in named]
+        values = [str(e[f]) for f in fields if e.get(f)]
+        cell = row.find_elements("css selector", "td")[3].text
+        for v in values:
+            assert v in cell, (e["event_type"], v, cell)
+        checked += bool(values)
+        types.add(e["event_type"]) if values else None
+    assert {"file_move", "context_switch", "cross_file_reference", "file_browse"} <= types, types
+    assert checked > len(events) // 2
+    cjk = "".join(sorted({ch for e in events for v in e.values() if isinstance(v, str) for ch in v
+                          if ord(ch) >= 0x4E00}))
+    assert cjk  # p1's T-01 names its files in Chinese
+    ok = browser.execute_async_script(
+        "var done = arguments[arguments.length - 1], text = arguments[0];"
+        "document.fonts.load('14px \"FG NotoSansSC\"', text).then(function (f) {"
+        "  done([f.length, document.fonts.check('14px \"FG NotoSansSC\"', text),"
+        "        getComputedStyle(document.querySelector('#timeline td')).fontFamily]); });", cjk)
+    assert ok[0] >= 1 and ok[1] is True and "FG NotoSansSC" in ok[2], ok
+    assert (out / "static/NotoSansSC.ttf").stat().st_size < 2_000_000  # a cut, not the 17 MB font
+
+
+# ------------------------------------------------------------------------- --out, links, malformed inputs
+def test_view_out_refuses_what_it_would_destroy(site, tmp_path, capsys):
+    """Issue 52 item 8: `filegram view RUN --out X` deleted whatever X was, exit 0. It now refuses, exit 2 with one
+    line and nothing changed, anything but a new or empty folder or an earlier site: a folder of other files, a
+    regular file, a link, the run itself, a folder inside the run (RUN/trajectories), a folder holding the run."""
+    from filegram_ray.cli import main
+
+    run, _ = site
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    note = tmp_path / "note.txt"
+    note.write_text("keep me")
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    traj_before = sorted(p.relative_to(run.root) for p in Path(run.root, "trajectories").rglob("*"))
+    for target in (mine, note, link, Path(run.root), Path(run.root) / "trajectories", Path(run.root).parent):
+        assert main(["view", run.root, "--out", str(target)]) == 2, target
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and str(target) in err, err
+    assert (mine / "thesis.tex").read_text() == "years of work" and note.read_text() == "keep me"
+    assert link.is_symlink() and run.exists("run.json")
+    assert sorted(p.relative_to(run.root) for p in Path(run.root, "trajectories").rglob("*")) == traj_before
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["view", run.root, "--out", str(empty)]) == 0  # an empty folder
+    assert main(["view", run.root, "--out", str(empty)]) == 0  # and then an earlier site: replaced
+    assert (empty / ".filegram-view").is_file() and (empty / "index.html").is_file()
+
+
+def test_view_copies_no_link_target_into_the_site(site, tmp_path):
+    """Issue 52 item 8: a recording or a results PNG that is a link to a file outside the run (/etc/passwd) was
+    copied into the site. Links are left out, with a note; the real files still come."""
+    run, _ = site
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-MARKER-91:/root:/bin/bash\n")
+    copy = RunDir(str(tmp_path / "run"))
+    shutil.copytree(run.root, copy.root, dirs_exist_ok=True, symlinks=True)
+    shutil.rmtree(Path(copy.root) / "view", ignore_errors=True)
+    tid = f"{PROFILES[0]}/T-01"
+    rec = Path(copy.root) / "recordings" / f"{tid}.mp4"
+    rec.parent.mkdir(parents=True)
+    rec.symlink_to(secret)
+    png = Path(copy.root) / "results/subtasks.png"
+    png.unlink()
+    png.symlink_to(secret)
+    media_dir = Path(copy.root) / "trajectories" / tid / "media"
+    blob = next(media_dir.rglob("*.blob"))
+    blob.unlink()
+    blob.symlink_to(secret)
+    out = Path(build_view(copy)).parent
+    for f in out.rglob("*"):
+        assert not f.is_file() or b"SECRET-MARKER-91" not in f.read_bytes(), f
+    assert not (out / "img/subtasks.png").exists() and (out / "img/channels.png").exists()
+    assert "link out of the run" in (out / "index.html").read_text()
+    traj = _data(out / "data/traj" / f"{site_name(tid)}.js", "FG_T")
+    assert "video" not in traj and "link out of the run" in traj["error"]
+
+
+def test_view_malformed_inputs_are_notes_not_tracebacks(site, tmp_path, capsys):
+    """Issue 52 item 8: a run.json that is a list, null question_id / method / context_text in the results, a
+    string timestamp in events.json: the site is built (exit 0), each said on its page."""
+    import polars as pl
+
+    from filegram_ray.cli import main
+
+    run, _ = site
+    bad = RunDir(str(tmp_path / "bad"))
+    shutil.copytree(run.root, bad.root, dirs_exist_ok=True)
+    shutil.rmtree(Path(bad.root) / "view", ignore_errors=True)
+    bad.write_text("run.json", "[1, 2, 3]")
+    res = bad.read_table("results/results.parquet")
+    res = pl.concat([res, res.head(2).with_columns(question_id=pl.lit(None, pl.Utf8)),
+                     res.head(1).with_columns(method=pl.lit(None, pl.Utf8))])
+    bad.write_table("results/results.parquet", res)
+    ctx_rel = next(f for f in bad.walk_files("results/contexts") if f.endswith(".parquet"))
+    ctx = bad.read_table(ctx_rel)
+    bad.write_table(ctx_rel, ctx.with_columns(context_text=pl.lit(None, pl.Utf8)))
+    tid = f"{PROFILES[0]}/T-01"
+    events = bad.read_json(f"trajectories/{tid}/events.json")
+    events[1]["timestamp"] = "2026-12-05T09:00:00"
+    bad.write_text(f"trajectories/{tid}/events.json", json.dumps(events))
+    assert main(["view", bad.root]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    out = Path(bad.root) / "view"
+    assert "not a JSON object" in (out / "run.html").read_text()
+    assert "3 rows of results/results.parquet have no question id or method" in (out / "items.html").read_text()
+    traj = _data(out / "data/traj" / f"{site_name(tid)}.js", "FG_T")
+    assert traj["events"][1]["t"] is None and "not a number" in traj["error"]
+    assert traj["events"][2]["t"] is not None
+
+
+def test_killed_view_leaves_a_temporary_folder_the_next_build_removes(site, tmp_path):
+    """Issue 52 item 8: a `filegram view` killed mid-build left RUN/.view.tmp-* that no later build removed."""
+    import signal
+    import subprocess
+    import sys
+
+    run, _ = site
+    copy = tmp_path / "run"
+    shutil.copytree(run.root, copy)
+    shutil.rmtree(copy / "view", ignore_errors=True)
+    proc = subprocess.Popen([sys.executable, "-m", "filegram_ray.cli", "view", str(copy)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(copy.glob(".view.tmp-*")):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    left = list(copy.glob(".view.tmp-*"))
+    assert left, "the build finished before it could be killed"
+    stale_old = copy / ".view.tmp-oldformat"  # an older version's name (no pid): removed once an hour old
+    stale_old.mkdir()
+    os.utime(stale_old, (time.time() - 7200, time.time() - 7200))
+    build_view(str(copy))
+    assert not list(copy.glob(".view.tmp-*")) and (copy / "view/index.html").exists()

@@ -84,6 +84,35 @@ def _tokens(seed: int = 2027) -> dict[str, str]:
         "vault-token": "hvs." + s(URLSAFE, 90),
         "postman-key": f"PMAK-{s(HEX, 24)}-{s(HEX, 34)}",
         "jwt": jwt,
+        "mailgun-private-key": "key-" + s(HEX, 32),
+        "mailgun-public-key": "pubkey-" + s(HEX, 32),
+        "atlassian-api-token": "ATATT3xFfGF0" + s(URLSAFE, 171) + "=" + s(string.ascii_uppercase + string.digits, 8),
+        "supabase-pat": "sbp_" + s(HEX, 40),
+        "supabase-secret-key": "sb_secret_" + s(URLSAFE, 31),
+    }
+
+
+def _signed_urls(seed: int = 5) -> dict[str, tuple[str, str]]:
+    """URLs that carry their credential in a query parameter: kind → (URL, the credential)."""
+    r = random.Random(seed)
+
+    def s(alphabet: str, n: int) -> str:
+        return "".join(r.choice(alphabet) for _ in range(n))
+
+    sas = s(ALNUM, 30) + "%2B" + s(ALNUM, 10) + "%3D"
+    amz = s(HEX, 64)
+    goog = s(HEX, 128)
+    oauth = s(URLSAFE, 40)
+    gkey = "k" + s(ALNUM, 20)
+    return {
+        "azure-sas": (f"https://acct.blob.core.windows.net/box/q3.pdf?sv=2022-11-02&ss=b&srt=o&sp=r"
+                      f"&se=2027-01-01T00:00:00Z&spr=https&sig={sas}", sas),
+        "aws-presigned": (f"https://b.s3.amazonaws.com/k.csv?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261205T"
+                          f"000000Z&X-Amz-Expires=3600&X-Amz-Signature={amz}", amz),
+        "gcs-signed": (f"https://storage.googleapis.com/b/o.txt?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+                       f"&X-Goog-Signature={goog}", goog),
+        "oauth-access-token": (f"https://app.example.com/cb#state=1&access_token={oauth}&token_type=bearer", oauth),
+        "api-key-parameter": (f"https://maps.example.com/api/js?key={gkey}&v=3", gkey),
     }
 
 
@@ -144,6 +173,31 @@ def test_token_corpus_of_many_providers_is_redacted_in_every_context():
     # the JWT signature (last segment) is gone, not just the header
     jwt_out = red.redact(f"jwt {tokens['jwt']}")[0]
     assert all(seg not in jwt_out for seg in tokens["jwt"].split(".")), jwt_out
+
+
+def test_vendor_tokens_and_signed_urls_in_prose_env_lines_urls_tables_and_names():
+    """Attack pass: Mailgun ``key-…``, Atlassian ``ATATT3…``, Azure SAS ``sig=…`` and Supabase ``sbp_…`` survived
+    redaction in prose, env lines, URLs, tables and file names. The kind: vendor-prefixed tokens and
+    credential-bearing URL parameters (signatures, OAuth tokens and codes, API keys) — each pasted into prose, an
+    env line, a URL query, a Markdown table and a file name, none survives; the rest of a signed URL (host, path,
+    its other parameters) stays readable."""
+    red = Redactor("US", b"n" * 32)
+    tokens = _tokens()
+    vendor = {k: tokens[k] for k in ("mailgun-private-key", "mailgun-public-key", "atlassian-api-token",
+                                     "supabase-pat", "supabase-secret-key")}
+    missed = []
+    for kind, tok in vendor.items():
+        texts = [red.redact(x)[0] for x in (*_contexts(tok), f"SERVICE_KEY={tok}\n", f"export API_TOKEN='{tok}'")]
+        texts.append(red.redact_name(f"creds {tok}.txt"))
+        missed += [kind for x in texts if _leaked(tok, x)]
+    for kind, (url, cred) in _signed_urls().items():
+        texts = [red.redact(x)[0] for x in (f"the export is at {url} until Friday", f"SHARE_URL={url}",
+                                             f'url = "{url}"', f"| q3 | {url} |", f"<a href='{url}'>report</a>")]
+        texts.append(red.redact_name(url.split("//", 1)[1].replace("/", "_")))  # a saved page named after it
+        missed += [kind for x in texts if cred in x or _leaked(cred, x)]
+        assert url.split("//")[1].split("?")[0].split("#")[0] in texts[0], texts[0]  # host and path kept
+    assert not missed, sorted(set(missed))
+    assert "sv=2022-11-02" in red.redact(_signed_urls()["azure-sas"][0])[0]  # non-secret parameters kept
 
 
 def test_personal_data_of_every_phone_region_and_emails_are_redacted():

@@ -17,66 +17,23 @@ copy, as the cluster image does. About 2–3 minutes on 2 cores (wheel 10 s, ins
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from install_helpers import REPO, build_wheel, clean_env, layer_on_running_environment
+from install_helpers import run as _run
 
 pytestmark = pytest.mark.slow
-
-
-def _run(cmd, cwd, env, timeout=600):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r
-
-
-def site_folders() -> list[str]:
-    """The site-packages folders of the interpreter running the tests, in ``sys.path`` order: a virtual
-    environment's own (and its base's, when it was made with ``--system-site-packages``), or the system's."""
-    import site
-
-    found = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
-    for p in site.getsitepackages():
-        if p not in found and Path(p).is_dir():
-            found.append(p)
-    return found
-
-
-def layer_on_running_environment(py: Path) -> Path:
-    """Write ``_running_env.pth`` into the site-packages of the venv of ``py``, listing :func:`site_folders`.
-
-    Returns the ``.pth`` file's path."""
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    pth = Path(purelib) / "_running_env.pth"
-    pth.write_text("".join(f"{p}\n" for p in site_folders()))
-    return pth
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(venv python, venv bin, wheel path, env) after building the wheel and installing it into a fresh venv."""
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"  # a clean copy: an in-tree build/ could carry stale modules into the wheel
-    src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in ("filegram_ray", "rendering", "video"):
-        shutil.copytree(REPO / name, src / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, src / name)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FILEGRAM_CONF", "VIRTUAL_ENV")}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    env["FILEGRAM_CACHE_DIR"] = str(tmp / "cache")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
-          "."], cwd=src, env=env)
-    (whl,) = (tmp / "dist").glob("filegram_ray-*.whl")
+    env = clean_env(tmp)
+    whl = build_wheel(tmp, env)
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp, env=env)
     py = venv / "bin" / "python"

@@ -93,7 +93,9 @@ def _events(args) -> int:
         events = reconstruct(rows, rid, args.captioner).events
         print(json.dumps(events, ensure_ascii=False, indent=2))
     if args.true:
-        true = json.loads(Path(args.true).read_text(encoding="utf-8"))
+        from filegram_ray.limits import load_json
+
+        true = load_json(Path(args.true).read_bytes(), args.true)
         scores = score_recovery(true, events)
         rows_ = [{"event_type": t, **s} for t, s in scores.items()]
         print(recovery_table(micro_recovery(rows_)), file=sys.stderr)

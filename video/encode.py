@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from filegram_ray.errors import UserError
+
 __all__ = ["EncodeParams", "Mp4Writer", "VideoInfo", "ffmpeg_exe", "probe"]
 
 
@@ -177,7 +179,7 @@ def probe(path: str | os.PathLike, count: bool = True) -> VideoInfo:
     cap = cv2.VideoCapture(os.fspath(path))
     try:
         if not cap.isOpened():
-            raise ValueError(f"{path}: not a readable video (OpenCV cannot open it)")
+            raise UserError(f"{path}: not a readable video (OpenCV cannot open it)")
         fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
         w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         if count:
@@ -189,5 +191,5 @@ def probe(path: str | os.PathLike, count: bool = True) -> VideoInfo:
     finally:
         cap.release()
     if n <= 0 or fps <= 0:
-        raise ValueError(f"{path}: no decodable video frames")
+        raise UserError(f"{path}: no decodable video frames")
     return VideoInfo(frames=n, fps=fps, duration_s=n / fps, width=w, height=h)

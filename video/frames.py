@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from filegram_ray.errors import UserError
 from video.timeline import Pane, Screen
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,9 @@ def layout(width: int, height: int, font_px: int = 15) -> Layout:
         ValueError: odd or too small dimensions (H.264 4:2:0 needs even sizes; below 320 × 180 nothing is legible).
     """
     if width % 2 or height % 2:
-        raise ValueError(f"frame size {width}x{height}: width and height must be even (yuv420p)")
+        raise UserError(f"frame size {width}x{height}: width and height must be even (yuv420p)")
     if width < 320 or height < 180:
-        raise ValueError(f"frame size {width}x{height}: at least 320x180")
+        raise UserError(f"frame size {width}x{height}: at least 320x180")
     s = height / 720.0
     fp = max(8, int(round(font_px * s)))
     return Layout(width=width, height=height, scale=s, font_px=fp, title_h=int(34 * s), tool_h=int(40 * s),

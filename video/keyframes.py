@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.errors import UserError
+
 if TYPE_CHECKING:  # numpy is imported where frames are handled (a stage's --help loads none)
     import numpy as np
 
@@ -110,7 +112,7 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
     p = params or KeyframeParams()
     cap = cv2.VideoCapture(os.fspath(path))
     if not cap.isOpened():
-        raise ValueError(f"{path}: not a readable video (OpenCV cannot open it)")
+        raise UserError(f"{path}: not a readable video (OpenCV cannot open it)")
     fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
     declared = float(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0.0)
     declared = int(declared) if math.isfinite(declared) and declared > 0 else 0
@@ -173,10 +175,10 @@ def extract_keyframes(path: str | os.PathLike, params: KeyframeParams | None = N
     finally:
         cap.release()
     if analysed == 0:
-        raise ValueError(f"{path}: no decodable video frames")
+        raise UserError(f"{path}: no decodable video frames")
     n = i + 1
     if ended and declared and declared - n > max(2, 0.01 * declared):
-        raise ValueError(f"{path}: truncated or damaged video: {n} of the {declared} frames its container declares "
+        raise UserError(f"{path}: truncated or damaged video: {n} of the {declared} frames its container declares "
                          f"could be decoded")
     return kfs, {"frames": n, "fps": fps, "duration_s": round(n / fps, 4), "width": w, "height": h,
                  "analysed": analysed, "declared_frames": declared}

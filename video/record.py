@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 from filegram_ray.storage import RunDir
 from video.timeline import Timeline, TimingParams, build_timeline, timeline_json
 
@@ -83,13 +85,13 @@ class TrajectorySource:
         try:
             raw = traj.read_bytes("events.json")
         except Exception as exc:
-            raise ValueError(f"{traj.uri}/events.json: cannot read: {exc}") from exc
+            raise UserError(f"{traj.uri}/events.json: cannot read: {exc}") from exc
         from filegram_ray.memory.engram import parse_events
 
         self.events: list[dict[str, Any]] = parse_events(raw, f"{traj.uri}/events.json")
         for i, ev in enumerate(self.events):
             if not isinstance(ev, dict) or "event_type" not in ev:
-                raise ValueError(f"{traj.uri}/events.json: event [{i}] has no field 'event_type'")
+                raise UserError(f"{traj.uri}/events.json: event [{i}] has no field 'event_type'")
         self._ann: dict[str, str] | None = None
 
     @classmethod
@@ -117,12 +119,12 @@ class TrajectorySource:
         (reference §2.2), else the workspace's ``files/`` folder, else none."""
         if self.traj.exists("events_raw.json"):
             try:
-                for ev in json.loads(self.traj.read_bytes("events_raw.json")):
+                for ev in load_json(self.traj.read_bytes("events_raw.json"), f"{self.traj.uri}/events_raw.json"):
                     if isinstance(ev, dict) and ev.get("event_type") == "fs_snapshot":
                         ref = ev.get("media_ref") or {}
                         listing = self.media_of(ref)
                         if listing is not None:
-                            files = json.loads(listing)
+                            files = load_json(listing, f"{self.traj.uri}/media/{ref.get('path')}")
                             if isinstance(files, list):
                                 return [str(f) for f in files]
                         tree = ev.get("directory_tree")
@@ -207,7 +209,7 @@ def record(source: TrajectorySource, opts: RecordOptions | None = None) -> Recor
 
     opts = opts or RecordOptions()
     if opts.min_gesture_s > opts.max_gesture_s:
-        raise ValueError(f"record: min_gesture_s {opts.min_gesture_s} > max_gesture_s {opts.max_gesture_s}")
+        raise UserError(f"record: min_gesture_s {opts.min_gesture_s} > max_gesture_s {opts.max_gesture_s}")
     t0 = time.perf_counter()
     L = layout(opts.width, opts.height, opts.font_px)
     tl = build_timeline(source.events, initial_files=source.initial_files(), text_of=source.text_of,

@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from filegram_ray.errors import UserError
+
 __all__ = [
     "Dialog",
     "Gesture",
@@ -96,9 +98,9 @@ class TimingParams:
 
     def __post_init__(self):
         if self.speed <= 0:
-            raise ValueError(f"speed must be > 0, got {self.speed}")
+            raise UserError(f"speed must be > 0, got {self.speed}")
         if not 0 < self.min_gesture_s <= self.max_gesture_s:
-            raise ValueError(f"need 0 < min_gesture_s <= max_gesture_s, got {self.min_gesture_s}, "
+            raise UserError(f"need 0 < min_gesture_s <= max_gesture_s, got {self.min_gesture_s}, "
                              f"{self.max_gesture_s}")
 
 
@@ -701,7 +703,7 @@ def build_timeline(events: Sequence[dict[str, Any]], *, initial_files: Sequence[
         ValueError: ``fps`` < 1.
     """
     if fps < 1:
-        raise ValueError(f"fps must be >= 1, got {fps}")
+        raise UserError(f"fps must be >= 1, got {fps}")
     timing = timing or TimingParams()
     d = _Director(title, initial_files, text_of, media_of, fps, visible_lines, tree_rows)
     groups = group_events(events)

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from filegram_ray.errors import UserError
+
 if TYPE_CHECKING:  # numpy is imported where frames are handled (a stage's --help loads none)
     import numpy as np
 
@@ -93,9 +95,9 @@ class VlmConfig(BaseModel):
     @model_validator(mode="after")
     def _needs(self) -> VlmConfig:
         if self.kind == "vllm" and not self.model_source:
-            raise ValueError("caption.vlm.model_source: a local model directory is required for kind 'vllm'")
+            raise UserError("caption.vlm.model_source: a local model directory is required for kind 'vllm'")
         if self.kind == "http" and not self.url:
-            raise ValueError("caption.vlm.url: an OpenAI-compatible base URL is required for kind 'http'")
+            raise UserError("caption.vlm.url: an OpenAI-compatible base URL is required for kind 'http'")
         return self
 
     def endpoint(self) -> str:
@@ -178,7 +180,7 @@ def vlm_processor_config(cfg: VlmConfig):
         if cfg.api_key_env:
             token = os.environ.get(cfg.api_key_env)
             if not token:
-                raise ValueError(f"caption.vlm.api_key_env: environment variable {cfg.api_key_env} is not set")
+                raise UserError(f"caption.vlm.api_key_env: environment variable {cfg.api_key_env} is not set")
             headers = {"Authorization": f"Bearer {token}"}
         kw = {"url": cfg.endpoint(), "headers": headers, "qps": cfg.qps, "max_retries": cfg.max_retries,
               "batch_size": cfg.batch_size, "concurrency": cfg.concurrency}

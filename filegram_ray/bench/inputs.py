@@ -298,7 +298,9 @@ def render_state(run) -> dict[str, Any]:
     limit = None
     if run.exists("run.json"):
         try:
-            rec = (run.read_json("run.json").get("stages") or {}).get("render") or {}
+            from filegram_ray.schema.meta import read_manifest
+
+            rec = (read_manifest(run).get("stages") or {}).get("render") or {}
             limit = (rec.get("options") or {}).get("limit")
         except Exception:  # noqa: BLE001 - only a note depends on it; a bad run.json is reported by its stage
             limit = None

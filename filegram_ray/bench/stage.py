@@ -168,7 +168,9 @@ class BenchStage(Stage):
         held_p: list[str] = []
         held_t: list[str] = []
         if run.exists("run.json"):  # default to the profile/task sets the trajectories were generated from
-            gen = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
+            from filegram_ray.schema.meta import read_manifest
+
+            gen = (read_manifest(run).get("stages") or {}).get("generate") or {}
             if profiles_dir is None and gen.get("profiles_dir"):
                 profiles_dir = gen["profiles_dir"]
                 print(f"bench: using the profile set the run was generated from: {profiles_dir}")

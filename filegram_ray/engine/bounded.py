@@ -125,14 +125,15 @@ def grep_lines(search, files: list[tuple[str, bytes]], max_hits: int, line_cap: 
                ) -> tuple[int, list[tuple[str, int, str]]]:
     """(matching lines in total, first ``max_hits`` as (rel, 1-based line number, line cut at ``line_cap``)):
     each file decoded as UTF-8 (invalid bytes replaced), split into the lines ``read`` numbers
-    (:func:`filegram_ray.engine.lines.view_lines`: at ``\n`` only, case BR2-12), ``search(line)`` per line."""
-    from filegram_ray.engine.lines import view_lines
+    (:func:`filegram_ray.engine.lines.view_lines`: at ``\n`` only, case BR2-12), ``search(line)`` per line on
+    its NFC form (:func:`~filegram_ray.engine.lines.match_key`); the pattern is given in NFC."""
+    from filegram_ray.engine.lines import match_key, view_lines
 
     total = 0
     hits: list[tuple[str, int, str]] = []
     for rel, data in files:
         for no, line in enumerate(view_lines(data.decode("utf-8", errors="replace")), 1):
-            if search(line):
+            if search(match_key(line)):  # compared in NFC, shown as read shows it (lines.py, case BR3-13)
                 total += 1
                 if len(hits) < max_hits:
                     hits.append((rel, no, line[:line_cap]))

@@ -335,7 +335,9 @@ def run_sets(run, units: list[dict[str, Any]], config: PipelineConfig) -> dict[s
     run or an earlier one selected none)."""
     prev = {}
     if run.exists("run.json"):
-        prev = ((run.read_json("run.json").get("stages") or {}).get(STAGE) or {})
+        from filegram_ray.schema.meta import read_manifest
+
+        prev = ((read_manifest(run).get("stages") or {}).get(STAGE) or {})
     out: dict[str, list[str] | None] = {}
     for key, pos in (("profiles", 0), ("tasks", 1)):
         old = prev.get(key, []) if isinstance(prev, dict) else []

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from filegram_ray.engine.bash import LIST_CAP, BashRefused, run_bash
-from filegram_ray.engine.lines import view_lines
+from filegram_ray.engine.lines import match_key, nfc_spans, view_lines
 from filegram_ray.engine.sandbox import LimitExceeded, Sandbox
 
 #: reference §1.1 read window and caps
@@ -379,15 +379,30 @@ def _apply_edit(text: str, nbytes: int, old: str, new: str, replace_all: bool, r
         if old == new:
             raise ToolError("old_string and new_string differ only in line endings (the file uses CRLF)")
     count = text.count(old)
+    if count:
+        spans = None
+    else:  # what read shows may be in another Unicode normalisation form than what was typed (lines.py)
+        spans = nfc_spans(text, old)
+        count = len(spans)
     if count == 0:
         raise ToolError(f"old_string not found in {rel}")
     if count > 1 and not replace_all:
         raise ToolError(f"old_string occurs {count} times in {rel}; add context or set replace_all")
     n = count if replace_all else 1
-    projected = nbytes + n * (_utf8_len(new, "new_string") - _utf8_len(old, "old_string"))
+    if spans is None:
+        projected = nbytes + n * (_utf8_len(new, "new_string") - _utf8_len(old, "old_string"))
+    else:
+        projected = nbytes + sum(_utf8_len(new, "new_string") - _utf8_len(text[a:b], "old_string")
+                                 for a, b in spans[:n])
     if projected > limit:
         raise LimitExceeded(f"edit would make {rel} {projected} bytes; the limit is {limit} "
                             f"({n} replacement(s); nothing was changed)")
+    if spans is not None:  # the matched stretches of the file's own characters are replaced, the rest kept
+        out, pos = [], 0
+        for a, b in spans[:n]:
+            out += [text[pos:a], new]
+            pos = b
+        return "".join(out) + text[pos:], projected
     return (text.replace(old, new) if replace_all else text.replace(old, new, 1)), projected
 
 
@@ -475,9 +490,10 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
               include: Any = None) -> tuple[ToolResult, list[dict]]:
     from filegram_ray.engine.bounded import BoundedFailed, Overrun, grep_files
 
-    pattern = _pattern_arg(sb, "pattern", pattern)
+    typed = _pattern_arg(sb, "pattern", pattern)
+    pattern = match_key(typed)  # lines are searched in NFC too (lines.py)
     path = "." if path is None else _str_arg("path", path, allow_empty=False)
-    includes = None if include is None else expand_braces(_pattern_arg(sb, "include", include),
+    includes = None if include is None else expand_braces(match_key(_pattern_arg(sb, "include", include)),
                                                           sb.limits.max_pattern_expansions)
     try:
         re.compile(pattern)
@@ -546,7 +562,7 @@ def tool_grep(sb: Sandbox, ctx: ToolContext, pattern: Any = None, path: Any = ".
                    f"({sb.limits.max_call_s} s)]")
     if left_out:
         output += f"\n[{left_out} more file(s) not searched: the call's time ran out; grep again to search them]"
-    return ToolResult(True, output), [{"kind": "search", "search_type": "grep", "query": pattern,
+    return ToolResult(True, output), [{"kind": "search", "search_type": "grep", "query": typed,
                                        "matched": min(total, MAX_RESULTS)}]
 
 

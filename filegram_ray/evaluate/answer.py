@@ -17,11 +17,13 @@ Per item (one method × setting × context spec, as on the CPU path), in waves o
 
 Multiple choice is answered by one letter held by a constraint when the backbone honours one (``constrain``:
 llama.cpp grammar, a JSON-schema enum, vLLM guided choice; :mod:`filegram_ray.llm.replies`): such a reply is read
-strictly, never by free-text parsing. A reply that is not an option letter, a multiple-choice reply whose letter
-cannot be parsed (no constraint), and every reply the processor could not use after its retries (an HTTP error, a
-timeout, a malformed body, an empty or reasoning-only reply, one cut at ``max_tokens``; :func:`~filegram_ray.llm
-.processors.run_chat`) and an engine error are error rows whose ``answer_text`` keeps the raw reply (its first
-2,000 characters); they score 0 like a wrong answer and are counted in ``n_errors``.
+strictly, never by free-text parsing; a free-text reply is read for the option it states
+(:func:`~filegram_ray.llm.parsing.read_choice`: the final, explicit statement wins). A reply that is not an option
+letter, a free-text reply that states no single option (none, or an ambiguous one), and every reply the processor
+could not use after its retries (an HTTP error, a timeout, a malformed body, an empty or reasoning-only reply, one
+cut at ``max_tokens``; :func:`~filegram_ray.llm.processors.run_chat`) and an engine error are error rows whose
+``answer_text`` keeps the raw reply (its first 2,000 characters); they have no score (never a guessed or a wrong
+answer: :mod:`filegram_ray.evaluate.failures`) and are counted in ``n_errors``.
 Token counts come from the server's ``usage`` (or the engine's counts) and fall back to ``len(text) // 4``.
 """
 
@@ -181,7 +183,7 @@ def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, back
     """The unit-table row of one item (:data:`~filegram_ray.evaluate.worker.UNIT_SCHEMA`) from its prompt row and reply row; ``constrain``:
     the constraint the multiple-choice request carried (a constrained reply is read strictly)."""
     from filegram_ray.llm.backbones import approx_tokens
-    from filegram_ray.llm.parsing import LETTERS, parse_choice
+    from filegram_ray.llm.parsing import LETTERS, no_choice_error, parse_choice
     from filegram_ray.llm.replies import read_letter
 
     row = {"method": prompt["method"], "question_id": prompt["question_id"], "cache_key": prompt["cache_key"],
@@ -214,7 +216,7 @@ def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, back
     elif choices:
         letter = parse_choice(text, len(choices), choices)
         if letter is None:
-            row.update(status="error", error=f"unparseable reply (no option letter): {text[:200]!r}")
+            row.update(status="error", error=no_choice_error(text, len(choices), choices))
         else:
             row["choice"] = letter
     return row

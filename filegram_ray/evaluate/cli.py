@@ -36,7 +36,9 @@ def findings_of_run(run_dir: str) -> dict:
     seed = 0
     if run.exists("run.json"):
         try:
-            seed = int(run.read_json("run.json").get("seed", 0) or 0)
+            from filegram_ray.schema.meta import read_manifest
+
+            seed = int(read_manifest(run).get("seed", 0) or 0)
         except (ValueError, TypeError, AttributeError):
             seed = 0
     stats = report_statistics(results, seed)
@@ -64,6 +66,8 @@ def _findings(args: argparse.Namespace) -> int:
     for f in stats["findings"]:
         items = f" — about {f['items']:,} items would decide it ({f['toward']})" if f["items"] else ""
         print(f"  {f['id']} {f['verdict'].upper():9s} {f['statement']}{items}")
+        if f.get("not_tested"):
+            print(f"       not tested: {f['not_tested']}")
         if f["missing"]:
             print(f"       not evaluated: {', '.join(f['missing'])}")
         for c in f["claims"]:

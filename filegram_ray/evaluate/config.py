@@ -51,7 +51,7 @@ def validate_backbone(v: Any) -> Any:
     if v is None or isinstance(v, (HttpChatSpec, VLLMEngineSpec)):
         return v
     if not isinstance(v, (str, dict)):
-        raise UserError(f"a backbone is a name (lexical, random) or a mapping {{kind: openai, base_url: …, model: "
+        raise UserError(f"a backbone is a name (encoder, lexical, random) or a mapping {{kind: openai, base_url: …, model: "
                         f"…}}, not {type(v).__name__}")
     kind = str(v if isinstance(v, str) else v.get("kind", "openai" if "base_url" in v else "")).lower()
     if kind == "oracle":
@@ -60,6 +60,14 @@ def validate_backbone(v: Any) -> Any:
     if kind not in BACKBONE_KINDS:
         raise UserError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
                         "is a mapping {kind: openai, base_url: …, model: …})")
+    if kind == "encoder":  # its settings are checked now, not when the first actor makes it
+        from filegram_ray.llm.backbones import make_backbone
+
+        try:
+            make_backbone(v)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"evaluate.backbone (encoder): {exc}") from exc
+        return v
     return chat_spec(v) if is_llm_spec(v) else v
 
 
@@ -117,7 +125,9 @@ class EvaluateConfig(StageOptions):
     method_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-method options, e.g. {full_context: {cap_chars: 100000}}")
     backbone: Any = Field(
-        "lexical", description="the reader: 'lexical' (CPU default, no LLM), 'random', or a language model "
+        "lexical", description="the reader: 'encoder' (conf/default.yaml's, no LLM: the packaged MiniLM scores each option "
+        "against the context, filegram_ray.llm.encoder_reader; {kind: encoder, head: PATH} adds a trained head), "
+        "'lexical' (word overlap, a plumbing check; the field's default, so a bare config needs no model), 'random', or a language model "
         "answered through a ray.data.llm processor (filegram_ray.evaluate.answer): {kind: openai, base_url, model, "
         "…} for any OpenAI-compatible server, {kind: vllm_engine, model_source, tensor_parallel_size, …} for vLLM "
         "engines on GPU workers (fields: filegram_ray.llm.processors); validated once, into its processor spec")

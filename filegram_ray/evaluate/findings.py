@@ -21,7 +21,10 @@ Each finding is a set of *claims*; each claim is decided from the paired tests o
 A claim holds when its test is significant in the claimed direction, fails when significant against it (or, for
 thresholds, when the interval is entirely on the wrong side), and is otherwise undecided. A finding holds when
 every claim holds, fails when any claim fails, else is undecided; a finding whose methods were not evaluated is
-undecided and says which are missing. A claim's ``items`` = the items it would need to be decided, either way, at
+undecided and says which are missing. Two things leave a finding **not tested**, its figures computed but read as
+no verdict: a reader that does not pass its validity gate
+(:func:`~filegram_ray.evaluate.reader_validity.reader_gate`: "the reader cannot rank"), and a method the finding
+needs that has no result (most of its items failed, :mod:`filegram_ray.evaluate.failures`). A claim's ``items`` = the items it would need to be decided, either way, at
 the observed effect, and ``toward`` the way it leans (:func:`~filegram_ray.stats.items_for_paired` for
 paired claims, the normal-approximation n times the design effect of resampling profiles for threshold claims, the
 interval's half-width scaled as 1/√n for F3 and F5); None when the observed effect is 0. An undecided finding
@@ -168,11 +171,11 @@ def _f5(results: pl.DataFrame, methods: Sequence[str], seed: int) -> dict[str, A
     if "text_twin" not in results.columns or not text_only:
         out.update(verdict="undecided", why="no text-only method or no twin pairs")
         return out
-    mm = results.filter((pl.col("setting") == "multimodal") & (pl.col("text_twin") != "") & ~pl.col("is_open"))
-    txt = results.select("method", pl.col("question_id").alias("text_twin"), pl.col("score").alias("t"))
+    scored = results.filter(pl.col("score").is_not_null())  # a failed item has no score: its pair is left out
+    mm = scored.filter((pl.col("setting") == "multimodal") & (pl.col("text_twin") != "") & ~pl.col("is_open"))
+    txt = scored.select("method", pl.col("question_id").alias("text_twin"), pl.col("score").alias("t"))
     pairs = mm.select("method", "question_id", "text_twin", "profile", pl.col("score").alias("m")).join(
-        txt, on=["method", "text_twin"], how="inner").with_columns(drop=pl.col("t").fill_null(0) - pl.col("m")
-                                                                   .fill_null(0))
+        txt, on=["method", "text_twin"], how="inner").with_columns(drop=pl.col("t") - pl.col("m"))
     fos = pairs.filter(pl.col("method") == "filegramos").select("question_id", pl.col("drop").alias("f"))
     oth = (pairs.filter(pl.col("method").is_in(text_only)).group_by("question_id")
            .agg(pl.col("drop").mean().alias("o"), pl.col("profile").first()))
@@ -206,25 +209,50 @@ def _items_to_decide(claims: list[dict[str, Any]], verdict: str) -> dict[str, An
     return {"items": None, "toward": None}
 
 
-def decide_findings(results: pl.DataFrame, methods: Sequence[str], *, seed: int = 0) -> list[dict[str, Any]]:
+#: verdict of a finding (and its claims) that is computed but not read: the reader cannot rank, or a method it
+#: needs has no result
+NOT_TESTED = "not tested"
+
+
+def decide_findings(results: pl.DataFrame, methods: Sequence[str], *, seed: int = 0,
+                    failed: Sequence[str] = (), reader_reads: bool | None = None) -> list[dict[str, Any]]:
     """Decide F1–F6 on ``results`` (validity rows are ignored: only ``methods`` count).
 
-    Returns one dict per finding: ``{id, statement, verdict, items, toward, missing, claims}`` — ``verdict`` holds /
-    fails / undecided; ``items`` / ``toward``: for an undecided finding, about how many items would decide it at the
-    observed effects and which way (:func:`_items_to_decide`; None when no effect points anywhere); ``missing`` the
-    methods the finding needs that were not evaluated; ``claims`` the per-claim dicts (claim, verdict, diff, lo, hi,
-    p, p_holm, n, items, toward, why).
+    Args:
+        results / methods / seed: the results table, the rows that count as methods, the bootstrap seed.
+        failed: methods with no result (most items failed); a finding that needs one is not tested, and a failed
+            method never enters another finding's comparisons.
+        reader_reads: the reader's gate (:func:`~filegram_ray.evaluate.reader_validity.reader_gate`); False: every
+            finding is *not tested* ("the reader cannot rank"; the report's reader section says why), its claims'
+            figures kept.
+            None: no gate given (the statistics alone; tests of the statistics).
+
+    Returns one dict per finding: ``{id, statement, verdict, items, toward, missing, failed, not_tested, claims}``
+    — ``verdict`` holds / fails / undecided / not tested; ``items`` / ``toward``: for an undecided finding, about
+    how many items would decide it at the observed effects and which way (:func:`_items_to_decide`; None when no
+    effect points anywhere); ``missing`` the methods the finding needs that were not evaluated; ``failed`` those
+    that have no result; ``not_tested`` why it is not tested ("" otherwise); ``claims`` the per-claim dicts (claim,
+    verdict, diff, lo, hi, p, p_holm, n, items, toward, why).
     """
-    have = [m for m in methods if results.height and m in set(results["method"].to_list())]
+    failed = set(failed)
+    have = [m for m in methods if results.height and m in set(results["method"].to_list()) and m not in failed]
     res = results.filter(pl.col("method").is_in(have)) if results.height else results
     out = []
 
     def finding(fid: str, needs: Sequence[str], claims_fn) -> None:
-        missing = [m for m in needs if m not in have]
-        claims = [] if missing else claims_fn()
+        no_result = [m for m in needs if m in failed]
+        missing = [m for m in needs if m not in have and m not in failed]
+        claims = [] if missing or no_result else claims_fn()
         verdict = "undecided" if missing else _verdict([c["verdict"] for c in claims])
+        why = (f"no result for {', '.join(no_result)} (most items failed)" if no_result else
+               "the reader cannot rank" if reader_reads is False else "")
+        if why:
+            verdict = NOT_TESTED
+            for c in claims:  # the figures stay; no claim is read as a verdict either
+                c.update(verdict=NOT_TESTED, items=None, toward=None)
         out.append({"id": fid, "statement": FINDINGS[fid], "verdict": verdict,
-                    **_items_to_decide(claims, verdict), "missing": missing, "claims": claims})
+                    **_items_to_decide(claims, verdict), "missing": missing, "failed": no_result,
+                    "not_tested": why, "claims": claims})
 
     mcq = ~pl.col("is_open")
     f1_low = [m for m in ("mem0", "zep", "memos", "simplemem") if m in have]
@@ -268,10 +296,14 @@ def findings_lines(findings: list[dict[str, Any]]) -> list[str]:
               "measured)."), "",
              "| finding | verdict | items to decide | evidence |", "|---|---|---|---|"]
     for f in findings:
-        if f["missing"]:
+        if f.get("failed"):
+            ev = f"no result: {', '.join(f['failed'])} failed on most items (section Failed items)"
+        elif f["missing"]:
             ev = f"not evaluated: {', '.join(f['missing'])}"
         else:
-            ev = "; ".join(f"{c['claim']}: **{c['verdict']}** ({c['why']})" for c in f["claims"]) or "–"
+            ev = "; ".join(f"{c['claim']}: " + (f"({c['why']})" if c["verdict"] == NOT_TESTED else
+                                                f"**{c['verdict']}** ({c['why']})") for c in f["claims"]) or "–"
         items = f"{f['items']:,} ({f['toward']})" if f["items"] else "–"
-        lines.append(f"| {f['id']} {f['statement']} | **{f['verdict']}** | {items} | {ev} |")
+        verdict = f"**{f['verdict']}**" + (f": {f['not_tested']}" if f.get("not_tested") else "")
+        lines.append(f"| {f['id']} {f['statement']} | {verdict} | {items} | {ev} |")
     return lines

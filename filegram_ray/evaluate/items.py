@@ -5,11 +5,11 @@ the answer key (``bench/answers_key.parquet``, for scoring only), what a backbon
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 from filegram_ray.storage import RunDir
 
 __all__ = ["LETTERS", "is_letter", "load_answer_key", "load_items", "public_view", "retrieval_query",
@@ -23,10 +23,9 @@ def _json_field(value: Any, default: Any, qid: str, name: str) -> Any:
         return default
     if isinstance(value, (list, dict)):
         return value
-    try:
-        return json.loads(value)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise UserError(f"bench/items.parquet: item {qid}: field {name!r} is not valid JSON: {exc}") from exc
+    if not isinstance(value, (str, bytes)):
+        raise UserError(f"bench/items.parquet: item {qid}: field {name!r} is not valid JSON: a {type(value).__name__}")
+    return load_json(value, f"bench/items.parquet: item {qid}: field {name!r}")
 
 
 def load_items(run: RunDir) -> list[dict[str, Any]]:

@@ -23,6 +23,11 @@ rows of :func:`validity_rows`:
 * ``wrong_user`` — the same method's memory of *another* profile (the state a method ingested for a context spec
   that shares no profile with the item, same setting, chosen with a seeded generator), retrieved with the item's
   own query. A reader that uses the memory must fall to the floor here.
+* ``masked`` — **masked format**: FileGramOS's own context of each multiple-choice item with the tier words of its
+  procedural channel masked (:func:`mask_tier_words`: ``**B. Production — detailed**`` → ``— [masked]``, the
+  pattern lines' verdicts likewise; every figure kept). Only when the memory method is FileGramOS. A reader that
+  reads the evidence keeps FileGramOS's score; one that matches the labels' words to the options' falls toward
+  the floor: the drop says how much of FileGramOS's score rests on its labels.
 * ``order`` — each multiple-choice item asked again under the same method's own memory with its options rotated by
   a seeded shift of 1..n−1; the chosen letter is mapped back. :func:`order_stats` gives order consistency (share of
   items answered the same in both orders) and position bias (share of each shown letter among the answers vs among
@@ -31,6 +36,15 @@ rows of :func:`validity_rows`:
 The method whose memory the ``wrong_user`` and ``order`` rows use is :func:`memory_method`: FileGramOS when it is
 evaluated, else the first evaluated method with a memory. Validity rows never count as methods (they are kept out
 of every paired test, Holm family and finding).
+
+**The gate** (:func:`reader_gate`): a reader *reads* — and only then may it decide a finding or mark a method as
+distinguishable — when its validity rows say so: the gold-evidence headroom is at least :data:`MIN_HEADROOM`
+points and, told the answer, it gives it on every multiple-choice sub-task (gold evidence ≥ :data:`MIN_GOLD_SCORE`
+where the sub-task has at least :data:`MIN_GOLD_ITEMS` gold items) with gold − floor ≥
+:data:`MIN_SUB_TASK_HEADROOM` points on each of them; the wrong user's memory falls to the floor; the option order
+changes at most a share 1 − :data:`MIN_ORDER_CONSISTENCY` of its answers and no shown letter's share of the
+answers stands more than :data:`MAX_LETTER_SKEW` points off its share of the keys; and the intervals rest on at
+least :data:`MIN_INTERVAL_PROFILES` profiles. A check that was not measured does not pass.
 """
 
 from __future__ import annotations
@@ -38,22 +52,31 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
 from filegram_ray.evaluate.items import public_view
+from filegram_ray.llm.parsing import no_choice_error
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MIN_GOLD_ITEMS",
+    "MIN_GOLD_SCORE",
+    "MIN_HEADROOM",
+    "MIN_INTERVAL_PROFILES",
+    "MIN_ORDER_CONSISTENCY",
     "READER_ROWS",
     "answer_requests",
     "gold_evidence",
     "item_profiles",
+    "mask_tier_words",
     "memory_method",
     "order_stats",
+    "reader_gate",
     "reader_requests",
     "reader_validity_frame",
     "rotation",
@@ -61,7 +84,27 @@ __all__ = [
 ]
 
 #: the reader validity rows this module adds (row ids in ``results.parquet``)
-READER_ROWS = ("empty", "gold", "wrong_user", "order")
+READER_ROWS = ("empty", "gold", "wrong_user", "order", "masked")
+#: headroom (gold evidence − the floor, multiple-choice Avg, points) below which the reader cannot rank methods
+MIN_HEADROOM = 20.0
+#: gold-evidence score (0–100) a reader must reach on every multiple-choice sub-task: told the answer in plain
+#: words, a reader that reads gives it (our bound; the word-matching lexical reader reached 53 on TraceDis, whose
+#: flipped options share their words — docs/results.md, 2026-12-02)
+MIN_GOLD_SCORE = 80.0
+#: gold items a sub-task needs before its gold score is judged (fewer: too few to say)
+MIN_GOLD_ITEMS = 5
+#: gold evidence − the floor (points) a reader must reach on every multiple-choice sub-task with
+#: ≥ MIN_GOLD_ITEMS gold items: headroom on the Avg can hide a sub-task the reader cannot read (our bound)
+MIN_SUB_TASK_HEADROOM = 40.0
+#: share of items (0–100) answered with the same option when the options are rotated; a reader that picks by
+#: position keeps few, one that reads keeps nearly all (our bound)
+MIN_ORDER_CONSISTENCY = 90.0
+#: most points any shown letter's share of the rotated answers may stand off its share of the keys: a reader that
+#: prefers a position answers it more often than the keys hold it (our bound)
+MAX_LETTER_SKEW = 5.0
+#: profiles below which a bootstrap over profiles has too few distinct replicates for its interval to mean much
+#: (2 profiles give 3 distinct resamples); the same floor as leave-profiles-out recovery (validity.core)
+MIN_INTERVAL_PROFILES = 5
 LETTERS = "ABCDEFGH"
 
 _GOLD_LEAD = {
@@ -113,6 +156,33 @@ def gold_evidence(item: Mapping[str, Any], key: Mapping[str, Any]) -> str:
     return f"Memory of this user ({sub}) — {lead}: {truth}"
 
 
+#: the heading of FileGramOS's procedural channel in its retrieved context (:mod:`filegram_ray.memory.retrieve`)
+_PROCEDURAL_HEAD = "### Channel 1: Procedural Patterns"
+#: a dimension line of that channel: ``**B. Production — detailed**: <figures>``; group 2 is the tier word
+_DIM_LABEL = re.compile(r"^(\*\*[A-F]\. [^*—]+? — )([^*]+)(\*\*:)", re.M)
+#: a pattern line of that channel: ``- OUTPUT: detailed outputs (3120 chars per file)``; group 2 is the verdict
+_PATTERN = re.compile(r"^(- [A-Z][A-Z-]+: )([^(\n]*?)(\s*\(.*\))?$", re.M)
+#: what replaces a masked word
+MASK = "[masked]"
+
+
+def mask_tier_words(context: str) -> str:
+    """FileGramOS's context with the verdicts of its procedural channel masked: the tier word of each dimension line
+    (``**B. Production — detailed**`` → ``**B. Production — [masked]**``) and the verdict words of each pattern line
+    (``- OUTPUT: detailed outputs (3120 chars per file)`` → ``- OUTPUT: [masked] (3120 chars per file)``); the
+    figures (reads per task, characters × files, …) and every other section stay as they are. A context without
+    that channel is returned unchanged. The ``masked`` reader row reads it: a reader that reads evidence keeps its
+    score, one that reads labels falls toward the floor."""
+    start = context.find(_PROCEDURAL_HEAD)
+    if start < 0:
+        return context
+    end = context.find("\n### ", start + len(_PROCEDURAL_HEAD))
+    end = len(context) if end < 0 else end
+    sec = _DIM_LABEL.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", context[start:end])
+    sec = _PATTERN.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3) or ''}", sec)
+    return context[:start] + sec + context[end:]
+
+
 def item_profiles(item: Mapping[str, Any]) -> set[str]:
     """Every profile an item's context or routing names (``profile_id`` and each ``<profile>/<task>`` trajectory)."""
     out = {str(t).split("/", 1)[0] for t in (item.get("context") or {}).get("trajectories") or []}
@@ -154,8 +224,8 @@ def _unrotate(letter: str, shift: int, n: int) -> str:
 
 
 def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int, *,
-                    units: Sequence[Mapping[str, Any]] | None, load_state, retrieve, with_empty: bool
-                    ) -> list[dict[str, Any]]:
+                    units: Sequence[Mapping[str, Any]] | None, load_state, retrieve, with_empty: bool,
+                    masked: bool = False) -> list[dict[str, Any]]:
     """The requests of the reader validity rows: ``{row, item, pv, context, shift, cache_key}`` (``pv`` = the
     public view the reader sees, options rotated by ``shift`` for the ``order`` row).
 
@@ -166,6 +236,8 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
         load_state: ``unit -> state`` (the method's cached ingest; raising skips that unit's items).
         retrieve: ``(state, item) -> context text``.
         with_empty: add the ``empty`` row (the No Context method is not evaluated).
+        masked: add the ``masked`` row (the memory method is FileGramOS): the ``order`` items' own context with
+            :func:`mask_tier_words`.
     """
     out: list[dict[str, Any]] = []
     for it in items:
@@ -215,6 +287,9 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
                 shift = rotation(len(pv["choices"]), seed, it["question_id"]) if row == "order" else 0
                 out.append({"row": row, "item": it, "pv": _rotated(pv, shift) if shift else pv, "context": ctx,
                             "shift": shift, "cache_key": u["cache_key"]})
+                if row == "order" and masked:
+                    out.append({"row": "masked", "item": it, "pv": pv, "context": mask_tier_words(ctx), "shift": 0,
+                                "cache_key": u["cache_key"]})
     return out
 
 
@@ -246,8 +321,11 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
         for req in requests:
             try:
                 ans = backbone.answer(req["pv"], req["context"])
-                out.append(_row(req, backbone.name, choice=ans.choice or "", text=ans.text,
-                                prompt_tokens=ans.tokens_in, reply_tokens=ans.tokens_out))
+                opts = list(req["pv"]["choices"].values())
+                unread = no_choice_error(ans.text, len(opts), opts) if opts and not ans.choice else ""
+                out.append(_row(req, backbone.name, status="error" if unread else "ok", error=unread,
+                                choice=ans.choice or "", text=ans.text, prompt_tokens=ans.tokens_in,
+                                reply_tokens=ans.tokens_out))
             except Exception as exc:  # noqa: BLE001 - a validity item's failure is an error row
                 out.append(_row(req, backbone.name, status="error", error=f"{type(exc).__name__}: {exc}"))
         return out
@@ -305,6 +383,68 @@ def order_stats(results: pl.DataFrame, method: str | None) -> dict[str, Any]:
             "bias": shares([c or "" for c in rot["shown_choice"].to_list()], shown_keys),
             "bias_original": shares([c or "" for c in own["choice"].to_list()],
                                     [c or "" for c in own["correct"].to_list()])}
+
+
+def reader_gate(reader: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the reader reads (module docstring, "The gate"), from its validity rows as
+    :func:`filegram_ray.evaluate.report.reader_summary` gathers them: ``headroom`` (points), ``floor`` (the floor's
+    Avg interval row, with ``n_profiles``), ``gold_sub_tasks`` (``{sub_task: {mean, n}}`` of the gold row on the
+    multiple-choice items), ``wrong_user`` (with ``falls_to_floor``) and ``order`` (with ``consistency``, ``n``).
+
+    Returns ``{"reads": bool, "checks": [{check, ok, value, bound}], "why": "…"}``: ``reads`` only when every check
+    passed (one not measured has ``ok`` False and ``value`` None); ``why`` names the checks that did not pass, in
+    words, "" when it reads.
+    """
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, value: Any, bound: str, fail: str) -> None:
+        checks.append({"check": name, "ok": bool(ok), "value": value, "bound": bound, "why": "" if ok else fail})
+
+    h = reader.get("headroom")
+    check("headroom", h is not None and h >= MIN_HEADROOM, h, f"≥ {MIN_HEADROOM:.0f} points",
+          "headroom not measured (no gold-evidence row)" if h is None else
+          f"headroom {h:.1f} < {MIN_HEADROOM:.0f} points")
+    gold = {s: g for s, g in (reader.get("gold_sub_tasks") or {}).items() if (g.get("n") or 0) >= MIN_GOLD_ITEMS}
+    low = {s: g["mean"] for s, g in gold.items() if g.get("mean") is None or g["mean"] < MIN_GOLD_SCORE}
+    check("gold_per_sub_task", bool(gold) and not low, {s: g.get("mean") for s, g in gold.items()},
+          f"≥ {MIN_GOLD_SCORE:.0f} on every multiple-choice sub-task with ≥ {MIN_GOLD_ITEMS} gold items",
+          "told the answer, it does not give it: gold evidence scores "
+          + ", ".join(f"{s} {'–' if v is None else f'{v:.1f}'}" for s, v in sorted(low.items()))
+          + f" (< {MIN_GOLD_SCORE:.0f})" if low else
+          f"no multiple-choice sub-task has {MIN_GOLD_ITEMS} gold-evidence items")
+    floors = {r["sub_task"]: r for r in reader.get("sub_tasks") or []}
+    room = {s: floors[s]["headroom"] for s in gold if s in floors}
+    short = {s: v for s, v in room.items() if v < MIN_SUB_TASK_HEADROOM}
+    check("headroom_per_sub_task", bool(room) and not short, room,
+          f"≥ {MIN_SUB_TASK_HEADROOM:.0f} points on every multiple-choice sub-task with ≥ {MIN_GOLD_ITEMS} gold items",
+          "gold evidence lifts the reader little above the floor on "
+          + ", ".join(f"{s} ({v:+.1f})" for s, v in sorted(short.items()))
+          + f" (< {MIN_SUB_TASK_HEADROOM:.0f} points)" if short else
+          "no multiple-choice sub-task has both a gold and a floor figure")
+    wu = reader.get("wrong_user")
+    check("wrong_user", bool(wu) and bool(wu.get("falls_to_floor")), None if not wu else wu.get("mean"),
+          "falls to the floor", "the wrong user's memory was not measured" if not wu else
+          "the wrong user's memory does not fall to the floor (it scores memory of another person apart from none)")
+    order = reader.get("order") or {}
+    cons = order.get("consistency")
+    check("order", cons is not None and cons >= MIN_ORDER_CONSISTENCY, cons, f"≥ {MIN_ORDER_CONSISTENCY:.0f} %",
+          "option order not measured" if cons is None else
+          f"rotating the options changes {100 - cons:.1f} % of its answers (same option for {cons:.1f} %, "
+          f"< {MIN_ORDER_CONSISTENCY:.0f} %)")
+    skew = max((abs(b["answers"] - b["keys"]) for b in order.get("bias") or []), default=None)
+    check("letter_skew", skew is not None and skew <= MAX_LETTER_SKEW, skew, f"≤ {MAX_LETTER_SKEW:.0f} points",
+          "option order not measured" if skew is None else
+          f"one shown letter's share of the answers stands {skew:.1f} points off its share of the keys "
+          f"(> {MAX_LETTER_SKEW:.0f}): the reader prefers a position")
+    n_prof = (reader.get("floor") or {}).get("n_profiles")
+    check("profiles", n_prof is not None and n_prof >= MIN_INTERVAL_PROFILES, n_prof,
+          f"≥ {MIN_INTERVAL_PROFILES} profiles",
+          "no interval for the floor" if n_prof is None else
+          f"the intervals are bootstrapped over {n_prof} profile(s); fewer than {MIN_INTERVAL_PROFILES} give too "
+          "few distinct resamples to mean much")
+    reads = all(c["ok"] for c in checks)
+    return {"reads": reads, "checks": checks, "why": "" if reads else "; ".join(c["why"] for c in checks
+                                                                                if not c["ok"])}
 
 
 def validity_rows(items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int) -> list[dict]:
@@ -368,7 +508,7 @@ def reader_validity_frame(run, items: list[dict[str, Any]], key: Mapping[str, Ma
         return text[:cut] + "\n[… context cut to fit the model]" if cut and len(text) > cut else text
 
     reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
-                           retrieve=retrieve, with_empty="no_context" not in plan)
+                           retrieve=retrieve, with_empty="no_context" not in plan, masked=mm == "filegramos")
     # answers of earlier evaluates with this backbone, by (row, item, prompt hash): a rerun asks nothing again
     schema = {**UNIT_SCHEMA, "shown_choice": pl.Utf8, "shift": pl.Int64}
     cache_path = f"results/reader/{opts.tag}.parquet"

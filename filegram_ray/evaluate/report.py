@@ -18,17 +18,19 @@ from typing import Any
 
 import polars as pl
 
+from filegram_ray.evaluate.reader_validity import MIN_HEADROOM, MIN_INTERVAL_PROFILES
 from filegram_ray.evaluate.scoring import CHANNELS, SUB_TASK_ORDER
 from filegram_ray.storage import RunDir
 
-__all__ = ["VALIDITY_METHODS", "markdown_table", "text_vs_multimodal", "twin_markdown_table", "write_report"]
+__all__ = ["MIN_HEADROOM", "MIN_INTERVAL_PROFILES", "VALIDITY_METHODS", "markdown_table", "text_vs_multimodal",
+           "twin_markdown_table", "write_report"]
 
 #: rows that check the benchmark and the reader, never methods (:mod:`filegram_ray.evaluate.reader_validity`)
-VALIDITY_METHODS = ("oracle", "random", "empty", "gold", "wrong_user", "order")
+VALIDITY_METHODS = ("oracle", "random", "empty", "gold", "wrong_user", "order", "masked")
 #: row names of the validity rows (they are not registered methods)
 _VALIDITY_NAMES = {"oracle": "Oracle (validity)", "random": "Random (validity)", "empty": "Empty memory (validity)",
                    "gold": "Gold evidence (validity)", "wrong_user": "Wrong user (validity)",
-                   "order": "Option order (validity)"}
+                   "order": "Option order (validity)", "masked": "Masked format (validity)"}
 
 
 def _name(method: str, row_names: dict[str, str] | None = None) -> str:
@@ -58,10 +60,12 @@ def _fmt(x: Any, tokens: bool = False) -> str:
 def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = None,
                    marks: dict[str, str] | None = None) -> str:
     """The paper-style Markdown table of a :func:`summarise` frame (``row_names``: the run's ``method_rows``, see
-    :func:`_name`; ``marks``: a suffix per method, e.g. the "distinguishable from No Context" marker)."""
+    :func:`_name`; ``marks``: a suffix per method, e.g. the "distinguishable from No Context" marker). A row whose
+    ``failed`` is set (most of its items failed: no result) shows "–" in every score cell."""
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
-        "method", "n", "n_errors", "avg", "tokens_in", "tokens_out", "multimodal", "real_world", *CHANNELS}]
+        "method", "n", "n_errors", "n_scored", "failed", "avg", "tokens_in", "tokens_out", "multimodal",
+        "real_world", *CHANNELS}]
     mm = ["multimodal"] if "multimodal" in summary.columns else []
     if "real_world" in summary.columns and summary["real_world"].is_not_null().any():  # only with such items
         mm.append("real_world")
@@ -75,6 +79,9 @@ def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = Non
         if is_valid and block:
             lines.append("| " + " | ".join(["*validity*"] + [""] * (len(head) - 1)) + " |")
         for r in block:
+            if r.get("failed"):  # no result: the few items that happened to be answered are not the method's score
+                r = {k: (None if k in (*subs, *CHANNELS, *mm, "avg", "tokens_in", "tokens_out") else v)
+                     for k, v in r.items()}
             cells = [_name(r["method"], row_names) + (marks or {}).get(r["method"], ""),
                      "–" if is_valid else _fmt(r.get("tokens_in"), True),
                      "–" if is_valid else _fmt(r.get("tokens_out"), True),
@@ -88,7 +95,7 @@ def text_vs_multimodal(results: pl.DataFrame) -> pl.DataFrame:
     """Per method, the same questions in both settings: ``text`` = mean score of the text items that have a
     multimodal twin (``text_twin`` column, see :func:`filegram_ray.evaluate.multimodal.text_twins`), ``multimodal``
     = mean score of those twins, ``delta`` = multimodal − text (percentage points), ``n_pairs``. Only pairs where
-    the method has a row for both items count; open-ended items are left out. Empty frame when no pair exists.
+    the method has a score for both items count (a failed item leaves its pair out); open-ended items are left out. Empty frame when no pair exists.
 
     Columns: method, n_pairs, text, multimodal, delta (floats on 0–100).
     """
@@ -96,10 +103,10 @@ def text_vs_multimodal(results: pl.DataFrame) -> pl.DataFrame:
               "delta": pl.Float64}
     if not results.height or "text_twin" not in results.columns:
         return pl.DataFrame(schema=schema)
-    mm = (results.filter((pl.col("setting") == "multimodal") & (pl.col("text_twin") != "") & ~pl.col("is_open"))
-          .select("method", "question_id", "text_twin", pl.col("score").fill_null(0.0).alias("mm_score")))
-    txt = results.select("method", pl.col("question_id").alias("text_twin"),
-                         pl.col("score").fill_null(0.0).alias("text_score"))
+    scored = results.filter(pl.col("score").is_not_null())  # a failed item has no score: its pair is left out
+    mm = (scored.filter((pl.col("setting") == "multimodal") & (pl.col("text_twin") != "") & ~pl.col("is_open"))
+          .select("method", "question_id", "text_twin", pl.col("score").alias("mm_score")))
+    txt = scored.select("method", pl.col("question_id").alias("text_twin"), pl.col("score").alias("text_score"))
     pairs = mm.join(txt, on=["method", "text_twin"], how="inner")
     if not pairs.height:
         return pl.DataFrame(schema=schema)
@@ -210,35 +217,40 @@ def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
     return buf.getvalue()
 
 
-#: marker of a method distinguishable from No Context (Holm-corrected exact McNemar on the multiple-choice items)
+#: marker of a method distinguishable from No Context (Holm-corrected exact McNemar on the multiple-choice items),
+#: shown only when the reader reads (:func:`~filegram_ray.evaluate.reader_validity.reader_gate`)
 DISTINCT_MARK = " ◆"
-#: headroom (gold evidence − No Context, points) below which the report says the reader cannot rank methods
-MIN_HEADROOM = 20.0
-#: profiles below which a bootstrap over profiles has too few distinct replicates for its interval to mean much
-#: (2 profiles give 3 distinct resamples); the same floor as leave-profiles-out recovery (validity.core)
-MIN_INTERVAL_PROFILES = 5
 
 
-def report_statistics(results: pl.DataFrame, seed: int = 0) -> dict[str, Any]:
+def report_statistics(results: pl.DataFrame, seed: int = 0, budget_chars: int | None = None) -> dict[str, Any]:
     """Everything the report says about how sure it is (:mod:`filegram_ray.stats`), from the results table.
 
-    Returns ``{intervals, paired, power, findings, reader, methods}``: ``intervals`` per (method or validity row,
-    cell) with 95 % profile-bootstrap bounds; ``paired`` every method against No Context and FileGramOS (McNemar /
-    paired bootstrap, Holm); ``power`` items per sub-task to detect 10 points; ``findings`` F1–F6
-    (:func:`filegram_ray.evaluate.findings.decide_findings`); ``reader`` the headroom and validity checks
-    (:func:`reader_summary`); ``methods`` the rows that count as methods (validity rows never do).
+    Returns ``{intervals, paired, power, findings, reader, methods, failures}``: ``intervals`` per (method or
+    validity row, cell) with 95 % profile-bootstrap bounds over the scored items; ``paired`` every method with a
+    result against No Context and FileGramOS (McNemar / paired bootstrap, Holm), with ``mark`` = distinguishable
+    *and* the reader reads; ``power`` items per sub-task to detect 10 points; ``findings`` F1–F6
+    (:func:`filegram_ray.evaluate.findings.decide_findings`, "not tested" unless the reader reads); ``reader`` the
+    headroom, validity checks and the gate (:func:`reader_summary`); ``methods`` the rows that count as methods
+    (validity rows never do, nor a method with no result); ``failures`` the error rows per method and cause
+    (:func:`~filegram_ray.evaluate.failures.failure_summary`; ``budget_chars``: ``evaluate.max_context_chars``).
     """
+    from filegram_ray.evaluate.failures import failure_summary
     from filegram_ray.evaluate.findings import decide_findings
     from filegram_ray.stats import cell_intervals, paired_table, power_table
 
-    methods = [m for m in dict.fromkeys(results["method"].to_list()) if m not in VALIDITY_METHODS] \
-        if results.height else []
+    failures = failure_summary(results, budget_chars)
+    failed = set(failures["failed"])
+    methods = [m for m in dict.fromkeys(results["method"].to_list()) if m not in VALIDITY_METHODS
+               and m not in failed] if results.height else []
     intervals = cell_intervals(results, sub_tasks=SUB_TASK_ORDER, channels=CHANNELS, seed=seed)
     paired = paired_table(results, methods, ["no_context", "filegramos"], seed=seed)
     power = power_table(results, methods, sub_tasks=SUB_TASK_ORDER)
-    findings = decide_findings(results, methods, seed=seed)
+    reader = reader_summary(results, intervals, paired, methods)
+    paired = paired.with_columns(mark=pl.col("distinguishable") & pl.lit(bool(reader["can_rank"])))
+    findings = decide_findings(results, methods, seed=seed, failed=sorted(failed),
+                               reader_reads=bool(reader["can_rank"]))
     return {"intervals": intervals, "paired": paired, "power": power, "findings": findings, "methods": methods,
-            "reader": reader_summary(results, intervals, paired, methods)}
+            "reader": reader, "failures": failures}
 
 
 def _ci(intervals: pl.DataFrame, method: str, cell: str = "avg") -> dict[str, Any] | None:
@@ -247,25 +259,39 @@ def _ci(intervals: pl.DataFrame, method: str, cell: str = "avg") -> dict[str, An
     return rows[0] if rows else None
 
 
+def _gold_sub_tasks(results: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    """``{sub_task: {mean, n}}`` of the gold-evidence row on the scored multiple-choice items."""
+    need = {"method", "sub_track", "is_open", "score"}
+    if not results.height or not need <= set(results.columns):
+        return {}
+    gold = results.filter((pl.col("method") == "gold") & ~pl.col("is_open") & pl.col("score").is_not_null())
+    return {r["sub_track"]: {"mean": r["mean"], "n": r["n"]} for r in gold.group_by("sub_track").agg(
+        pl.col("score").mean().alias("mean"), pl.len().alias("n")).sort("sub_track").to_dicts()}
+
+
 def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.DataFrame,
                    methods: list[str]) -> dict[str, Any]:
     """The reader's checks on the multiple-choice Avg: ``floor`` (No Context's row, else the empty-memory row),
-    ``ceiling`` (gold evidence), ``headroom`` = ceiling − floor in points (None without either), ``can_rank`` (False
-    when the headroom is under :data:`MIN_HEADROOM`, the floor's interval rests on fewer than
-    :data:`MIN_INTERVAL_PROFILES` profiles, or no method is told apart from the floor), ``clear`` (methods whose Avg
-    interval lies above the floor's and whose paired test against it is distinguishable, when ``paired`` holds
-    one), ``below`` (the same, below it: the reader tells them apart too, but as worse than no memory),
-    ``interval_only`` (intervals apart but the paired test not distinguishable: not counted), ``wrong_user`` (its
-    interval and whether its mean falls inside the floor's interval), ``order``
-    (:func:`~filegram_ray.evaluate.reader_validity.order_stats`)."""
-    from filegram_ray.evaluate.reader_validity import memory_method, order_stats
+    ``ceiling`` (gold evidence), ``headroom`` = ceiling − floor in points (None without either),
+    ``gold_sub_tasks`` (the gold row per multiple-choice sub-task), ``wrong_user`` (its interval and whether it
+    falls to the floor: intervals overlap and its paired test against the floor is not significant), ``order``
+    (:func:`~filegram_ray.evaluate.reader_validity.order_stats`), ``gate`` (:func:`~filegram_ray.evaluate
+    .reader_validity.reader_gate` of these rows), ``can_rank`` = the gate's ``reads`` and ``why`` its reasons.
+    Beside the gate: ``clear`` (methods whose Avg interval lies above the floor's and whose paired test against it
+    is distinguishable, when ``paired`` holds one), ``below`` (the same, below it: worse than no memory),
+    ``interval_only`` (intervals apart but the paired test not distinguishable: not counted), ``sub_tasks`` (per
+    multiple-choice sub-task: ``{sub_task, gold, floor, headroom}`` in points) and ``masked`` (the masked-format row:
+    its Avg interval, the memory method's mean on the same items, the paired difference masked − memory method and
+    masked − floor)."""
+    from filegram_ray.evaluate.reader_validity import memory_method, order_stats, reader_gate
 
     have = set(results["method"].to_list()) if results.height else set()
     floor_id = "no_context" if "no_context" in have else "empty"
     floor, ceil = _ci(intervals, floor_id), _ci(intervals, "gold")
     out: dict[str, Any] = {"floor_row": floor_id, "floor": floor, "ceiling": ceil, "headroom": None,
                            "can_rank": None, "clear": [], "below": [], "interval_only": [], "why": "",
-                           "wrong_user": None, "order": {}}
+                           "wrong_user": None, "order": {}, "gold_sub_tasks": _gold_sub_tasks(results),
+                           "sub_tasks": [], "masked": None}
     others = [m for m in methods if m != floor_id]
     tested = {r["method"]: bool(r["distinguishable"]) for r in paired.filter(
         (pl.col("scope") == "avg") & (pl.col("baseline") == floor_id)).iter_rows(named=True)} \
@@ -277,20 +303,8 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
                 "below" if c is not None and c["hi"] < floor["lo"] else None
             if side is not None:
                 out[side if tested.get(m, True) else "interval_only"].append(m)
-    n_prof = (floor or {}).get("n_profiles")
     if floor is not None and ceil is not None:
-        h = ceil["mean"] - floor["mean"]
-        out["headroom"] = h
-        if h < MIN_HEADROOM:
-            out.update(can_rank=False, why=f"headroom {h:.1f} < {MIN_HEADROOM:.0f} points")
-        elif n_prof is not None and n_prof < MIN_INTERVAL_PROFILES:
-            out.update(can_rank=False, why=f"the intervals are bootstrapped over {n_prof} profile(s); fewer than "
-                                           f"{MIN_INTERVAL_PROFILES} give too few distinct resamples to mean much")
-        elif others and not out["clear"] and not out["below"]:
-            out.update(can_rank=False, why="no method is told apart from No Context (its interval overlaps, or "
-                                           "the paired test does not distinguish it)")
-        else:
-            out.update(can_rank=True)
+        out["headroom"] = ceil["mean"] - floor["mean"]
     wu = _ci(intervals, "wrong_user")
     if wu is not None and floor is not None:
         from filegram_ray.stats import paired_test
@@ -299,7 +313,25 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
         overlap = wu["lo"] <= floor["hi"] and floor["lo"] <= wu["hi"]
         out["wrong_user"] = {**wu, "p": t["p"], "diff": t["diff"], "n_paired": t["n"],
                              "falls_to_floor": overlap and (t["p"] is None or t["p"] >= 0.05)}
-    out["order"] = order_stats(results, memory_method(methods))
+    mm = memory_method(methods)
+    out["order"] = order_stats(results, mm)
+    if floor is not None and ceil is not None:
+        open_cells = set(results.filter(pl.col("is_open"))["sub_track"].to_list()) \
+            if "sub_track" in results.columns else set()
+        for cell in dict.fromkeys(intervals["cell"].to_list()):
+            g, f = _ci(intervals, "gold", cell), _ci(intervals, floor_id, cell)
+            if cell in SUB_TASK_ORDER and cell not in open_cells and g is not None and f is not None:
+                out["sub_tasks"].append({"sub_task": cell, "gold": g["mean"], "floor": f["mean"],
+                                         "headroom": g["mean"] - f["mean"]})
+    mk = _ci(intervals, "masked")
+    if mk is not None and mm is not None:
+        from filegram_ray.stats import paired_test
+
+        own = paired_test(results, "masked", mm, ~pl.col("is_open"))
+        low = paired_test(results, "masked", floor_id, ~pl.col("is_open")) if floor is not None else None
+        out["masked"] = {**mk, "method": mm, "vs_method": own, "vs_floor": low}
+    out["gate"] = reader_gate(out)
+    out.update(can_rank=out["gate"]["reads"], why=out["gate"]["why"])
     return out
 
 
@@ -313,29 +345,43 @@ def _iv(c: dict[str, Any] | None) -> str:
 
 
 def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None) -> list[str]:
-    """The report's opening paragraph: the reader's headroom and, in words, whether it can rank methods."""
+    """The report's opening paragraph: the reader's headroom and, in words, whether it reads
+    (:func:`~filegram_ray.evaluate.reader_validity.reader_gate`) and so may decide findings and mark methods."""
     floor_name = "No Context" if reader["floor_row"] == "no_context" else "an empty memory"
     if reader["headroom"] is None:
-        return ["**Reader headroom: not measured** (no gold-evidence or No Context row; `evaluate.validity` adds "
-                "them). Without it nothing says whether this reader can rank memory methods.", ""]
-    lines = [(f"**Reader headroom: {reader['headroom']:.1f} points** — with gold evidence (the ground truth each "
-              f"item asks about, written as memory) the reader scores {_iv(reader['ceiling'])}, with "
-              f"{floor_name} {_iv(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
-              "profiles).")]
-    if reader["can_rank"] is False:
-        lines.append(f"**This reader cannot rank the memory methods** ({reader['why']}): differences between "
-                     "methods below reflect the reader as much as the memory.")
+        lines = ["**Reader headroom: not measured** (no gold-evidence or No Context row; `evaluate.validity` adds "
+                 "them). Without it nothing says whether this reader can rank memory methods."]
+    else:
+        lines = [(f"**Reader headroom: {reader['headroom']:.1f} points** — with gold evidence (the ground truth "
+                  f"each item asks about, written as memory) the reader scores {_iv(reader['ceiling'])}, with "
+                  f"{floor_name} {_iv(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
+                  "profiles).")]
+        subs = reader.get("sub_tasks") or []
+        if subs:
+            lo = min(subs, key=lambda r: r["headroom"])
+            lines.append("Per multiple-choice sub-task (gold − " + floor_name + "): "
+                         + ", ".join(f"{r['sub_task']} {r['headroom']:+.1f}" for r in subs)
+                         + f"; the smallest is {lo['sub_task']}'s.")
+    if not reader["can_rank"]:
+        why = f" ({reader['why']})" if reader.get("why") and reader["headroom"] is not None else ""
+        lines.append(f"**This reader cannot rank the memory methods**{why}: the paper's findings below are **not "
+                     f"tested** and no method carries {DISTINCT_MARK.strip()}; the figures are shown, not read as "
+                     "verdicts — differences between methods reflect the reader as much as the memory.")
     else:
         above, below = reader["clear"], reader.get("below", [])
         low = (f"{len(below)} lie below it, worse than no memory "
                f"({', '.join(_name(m, row_names) for m in below)})" if below else "")
+        lines.append("The reader reads: every validity check passes (section Reader validity).")
         if above:
-            lines.append(f"The reader can tell memory from none: {len(above)} method(s) lie above {floor_name}'s "
+            lines.append(f"It tells memory from none: {len(above)} method(s) lie above {floor_name}'s "
                          f"interval ({', '.join(_name(m, row_names) for m in above)})" + (f"; {low}" if low else "")
                          + "; the paired tests below give each difference.")
-        else:
+        elif below:
             lines.append(f"No method lies above {floor_name}'s interval; {low}. The reader tells these apart from "
                          "no memory, but no memory method beats it here.")
+        else:
+            lines.append(f"No method is told apart from {floor_name} (its interval overlaps, or the paired test "
+                         "does not distinguish it).")
     return [" ".join(lines), ""]
 
 
@@ -358,22 +404,27 @@ def intervals_table(intervals: pl.DataFrame, order: list[str], row_names: dict[s
     return "\n".join(lines)
 
 
-def paired_lines(paired: pl.DataFrame, row_names: dict[str, str] | None = None) -> list[str]:
-    """The "Paired tests" section: each method − baseline on the same items, interval, raw and Holm p."""
+def paired_lines(paired: pl.DataFrame, row_names: dict[str, str] | None = None,
+                 reads: bool = True) -> list[str]:
+    """The "Paired tests" section: each method − baseline on the same items, interval, raw and Holm p; the marker
+    only where the row's ``mark`` is set (distinguishable, and ``reads``: the reader passes its gate)."""
     if not paired.height:
         return []
+    mark = "mark" if "mark" in paired.columns else "distinguishable"
     out = ["", "## Paired tests", "",
-           ("Each method against No Context and against FileGramOS on the same items: difference in points with "
-            "its 95 % interval (bootstrap over profiles), exact McNemar p on the multiple-choice items (b = items "
-            "only the method got right, c = only the baseline), paired-bootstrap p on the open-ended scores, "
-            f"Holm-corrected across the methods compared with one baseline. {DISTINCT_MARK.strip()} = "
-            "distinguishable (Holm p < 0.05)."), "",
+           ("Each method with a result against No Context and against FileGramOS on the items both answered: "
+            "difference in points with its 95 % interval (bootstrap over profiles), exact McNemar p on the "
+            "multiple-choice items (b = items only the method got right, c = only the baseline), paired-bootstrap "
+            "p on the open-ended scores, Holm-corrected across the methods compared with one baseline. "
+            + (f"{DISTINCT_MARK.strip()} = distinguishable (Holm p < 0.05)." if reads else
+               f"No {DISTINCT_MARK.strip()}: this reader cannot rank the memory methods (section Reader validity), "
+               "so no difference here is read as a result.")), "",
            "| Method | vs | items | test | Δ | 95 % interval | b / c | p | p Holm | |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in paired.sort("scope", "baseline", descending=[False, True], maintain_order=True).to_dicts():
         scope = "" if r["scope"] == "avg" else " (open-ended)"
         out.append(f"| {_name(r['method'], row_names)} | {_name(r['baseline'], row_names)}{scope} | {r['n']} | "
                    f"{r['test']} | {r['diff']:+.1f} | [{r['lo']:.1f}, {r['hi']:.1f}] | {r['b']} / {r['c']} | "
-                   f"{_p(r['p'])} | {_p(r['p_holm'])} | {DISTINCT_MARK.strip() if r['distinguishable'] else ''} |")
+                   f"{_p(r['p'])} | {_p(r['p_holm'])} | {DISTINCT_MARK.strip() if r[mark] else ''} |")
     return out
 
 
@@ -423,6 +474,32 @@ def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None
                 + "."]
     elif wu is None:
         out += ["", "- Wrong user and option order: not measured (no method with a memory was evaluated)."]
+    mk = reader.get("masked")
+    if mk is not None:
+        own, low = mk["vs_method"], mk.get("vs_floor") or {}
+        out.append(f"- Masked format ({_name(mk['method'], row_names)}'s context with the tier words of its procedural "
+                   f"channel masked, every figure kept): Avg {_iv(mk)}"
+                   + (f"; against {_name(mk['method'], row_names)} on the same {own['n']} items Δ {own['diff']:+.1f} "
+                      f"[{own['lo']:.1f}, {own['hi']:.1f}] (McNemar p {_p(own['p'])})" if own.get("n") else "")
+                   + (f", against the floor Δ {low['diff']:+.1f} (p {_p(low['p'])})" if low.get("n") else "")
+                   + ". The drop is how much of that method's score rests on its labels' words rather than on the "
+                     "evidence.")
+    gate = reader.get("gate")
+    if gate:
+        names = {"headroom": "gold-evidence headroom", "gold_per_sub_task": "gold evidence per sub-task",
+                 "headroom_per_sub_task": "gold − floor per sub-task", "wrong_user": "wrong user", "order": "option order",
+                 "letter_skew": "letter share − key share", "profiles": "profiles behind the intervals"}
+        out += ["", ("The gate: the reader decides findings and marks methods only when every check passes "
+                     f"(a check not measured does not pass). This reader **{'reads' if gate['reads'] else 'cannot rank'}"
+                     "**."), "", "| check | measured | needs | passes |", "|---|---|---|---|"]
+        for c in gate["checks"]:
+            v = c["value"]
+            if isinstance(v, dict):
+                shown = ", ".join(f"{k} {'–' if x is None else f'{x:.1f}'}" for k, x in sorted(v.items())) or "–"
+            else:
+                shown = "–" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
+            out.append(f"| {names.get(c['check'], c['check'])} | {shown} | {c['bound']} | "
+                       f"{'yes' if c['ok'] else '**no**'} |")
     return out
 
 
@@ -463,7 +540,9 @@ def write_statistics(run: RunDir, stats: dict[str, Any]) -> list[str]:
     run.write_table("results/paired.parquet", stats["paired"])
     run.write_table("results/power.parquet", stats["power"])
     run.write_text("results/findings.json", json.dumps({"findings": stats["findings"], "reader": stats["reader"],
-                                                        "methods": stats["methods"]}, indent=1, default=str))
+                                                        "methods": stats["methods"],
+                                                        "failures": stats.get("failures") or {}},
+                                                       indent=1, default=str))
     return ["results/intervals.parquet", "results/paired.parquet", "results/power.parquet", "results/findings.json"]
 
 
@@ -487,7 +566,8 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     run.write_json("results/timings.json", {"evaluate_seconds": info.get("seconds"),
                                             "n_units": info.get("n_units")})
     written.append("results/timings.json")
-    stats = report_statistics(results, int(info.get("seed") or 0)) if results.height else None
+    budget = (info.get("answering") or {}).get("context_budget_chars")
+    stats = report_statistics(results, int(info.get("seed") or 0), budget) if results.height else None
     if stats is not None:  # the report opens with the reader's headroom (issue #30)
         written += write_statistics(run, stats)
         lines += headroom_lines(stats["reader"], row_names)
@@ -500,10 +580,13 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    f"{', '.join(_name(m, row_names) for m in info['earlier_methods'])}."), ""]
     if summary.height:
         marks = {} if stats is None else {r["method"]: DISTINCT_MARK for r in stats["paired"].to_dicts()
-                                          if r["scope"] == "avg" and r["baseline"] == "no_context"
-                                          and r["distinguishable"]}
+                                          if r["scope"] == "avg" and r["baseline"] == "no_context" and r["mark"]}
+        failures = stats["failures"]["methods"] if stats is not None else {}
+        for m, e in failures.items():
+            if e["failed"]:
+                marks[m] = f" — **failed: {e['n_failed']} of {e['n']} items, no result** (section Failed items)"
         lines += [markdown_table(summary, row_names, marks), ""]
-        if stats is not None and stats["paired"].height:
+        if marks and any(v == DISTINCT_MARK for v in marks.values()):
             lines += [f"{DISTINCT_MARK.strip()} = distinguishable from No Context on the multiple-choice items "
                       "(exact McNemar, Holm-corrected across methods, p < 0.05; section Paired tests).", ""]
     else:
@@ -514,9 +597,11 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
         lines.append("")
     lines += [
         "How to read this table:",
-        ("- Scores are accuracy % for multiple-choice sub-tasks (unanswerable or failed items count as wrong) and, "
-        "for open-ended sub-tasks (ProfRec, VisGrd), the per-attribute Likert score 1–5 rescaled as (s−1)/4·100 — "
-        "our choice; the paper does not publish the rescaling rule."),
+        ("- Scores are accuracy % for multiple-choice sub-tasks and, for open-ended sub-tasks (ProfRec, VisGrd), "
+         "the per-attribute Likert score 1–5 rescaled as (s−1)/4·100 — our choice; the paper does not publish the "
+         "rescaling rule. Failed items (errors: no usable reply, a reply stating no single option, a failed "
+         "ingest) have no score and are left out of every number; `errors` counts them, section Failed items "
+         "says why, and a method with more than half its items failed has no result."),
         ("- Proc/Sem/Epi average over the items labelled with that channel; Avg is the question-count-weighted "
         "accuracy over the multiple-choice items (reference §8.4 note); Multimodal is the accuracy over the items of "
         "the Multimodal setting (FileGrd: the outputs shown as rendered files, reference §9.1 T4)."),
@@ -544,7 +629,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    "draws profiles with replacement and keeps all their items, because the items of one profile "
                    "share its trajectories."), "",
                   intervals_table(stats["intervals"], list(dict.fromkeys(results["method"].to_list())), row_names)]
-        lines += paired_lines(stats["paired"], row_names)
+        lines += paired_lines(stats["paired"], row_names, bool(stats["reader"]["can_rank"]))
         lines += reader_lines(stats["reader"], row_names)
         lines += power_lines(stats["power"])
         from filegram_ray.evaluate.findings import findings_lines
@@ -565,19 +650,19 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
             written.append("results/text_vs_multimodal.png")
             lines += ["", "![text vs multimodal](text_vs_multimodal.png)"]
     lines += _recovery_section(run)
-    errs = results.filter(pl.col("status") != "ok") if results.height else results
-    if errs.height:
-        lines += ["", "## Errors (first 10)", ""]
-        for r in errs.head(10).iter_rows(named=True):
-            lines.append(f"- `{r['method']}` `{r['question_id']}`: {r['error'][:300]}")
+    if stats is not None:
+        from filegram_ray.evaluate.failures import failure_lines
+
+        lines += failure_lines(stats["failures"], lambda m: _name(m, row_names))
     if plots and summary.height:
         subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
         iv = stats["intervals"] if stats is not None else None
+        shown = summary.filter(~pl.col("failed")) if "failed" in summary.columns else summary  # no bar of 0 for
+        # a method with no result
         run.write_bytes("results/subtasks.png",
-                        _bar_png(summary, subs, "Score per sub-task (95 % intervals)", "score (0–100)", row_names,
-                                 iv))
+                        _bar_png(shown, subs, "Score per sub-task (95 % intervals)", "score (0–100)", row_names, iv))
         chans = [c for c in CHANNELS if c in summary.columns]
-        run.write_bytes("results/channels.png", _bar_png(summary, chans, "Score per memory channel (95 % intervals)",
+        run.write_bytes("results/channels.png", _bar_png(shown, chans, "Score per memory channel (95 % intervals)",
                                                          "score (0–100)", row_names, iv))
         written += ["results/subtasks.png", "results/channels.png"]
         lines += ["", "![per sub-task](subtasks.png)", "", "![per channel](channels.png)"]

@@ -1,7 +1,10 @@
 """Scoring of answered items and aggregation into the paper-style table.
 
-* Multiple-choice item: score 100 if the chosen letter equals the key's letter, else 0 (an unparseable reply or a
-  failed item scores 0 and is counted).
+* Multiple-choice item: score 100 if the chosen letter equals the key's letter, else 0.
+* A failed item (an error row: no usable reply, a reply that states no single option, a failed ingest or
+  retrieval) has **no score**: it is left out of every mean here and of every interval, paired test and finding,
+  and counted per method and cause (:mod:`filegram_ray.evaluate.failures`). A method never answered is not a
+  method that answered wrong.
 * Open-ended item (Profile Reconstruction, Visual Grounding): a per-attribute Likert judge gives s ∈ {1..5}, rescaled
   to 0–100 as ``(s − 1) / 4 · 100``. **This rescaling is our choice**: the paper reports Likert scores on 0–100
   but the formula is not in the released code (reference §9.4). A judge parse failure gives no score and the item
@@ -193,15 +196,27 @@ def judge_messages(item: Mapping[str, Any], reference: str, answer: str) -> list
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+#: "score: 4", "Final score = 4/5", "**Score**: 4"; a second number after "or" / "-" / "to" makes it a range
+_SCORE = re.compile(r"\bscore\b[\s*_]*(?:is|of)?[\s*_:=]{0,4}(\d+(?:\.\d+)?)(?!\.?\d)"
+                    r"(?P<range>\s*(?:or|-|–|to|/(?!\s*5\b))\s*\d)?", re.IGNORECASE)
+
+
 def parse_judge_reply(reply: str) -> int | None:
-    """The 1–5 score of a judge reply: the JSON ``score`` field, else ``score: N`` in the text; None otherwise."""
+    """The 1–5 score of a judge reply: the JSON ``score`` field, else the *last* ``score: N`` in the text (a judge
+    that revises itself ends on its verdict, as :func:`~filegram_ray.llm.parsing.read_choice` reads answers);
+    None when there is none, it is outside 1–5 or not whole, or it is a range ("score: 3 or 4")."""
     obj = parse_json_object(reply) or {}
-    try:
-        s = int(float(obj.get("score")))
-    except (TypeError, ValueError):
-        m = re.search(r"score\W{0,4}([1-5])\b", reply or "", re.IGNORECASE)
-        s = int(m.group(1)) if m else 0
-    return s if 1 <= s <= 5 else None
+    if "score" in obj:
+        try:
+            v = float(obj.get("score"))
+        except (TypeError, ValueError):
+            return None
+        return int(v) if v.is_integer() and 1 <= v <= 5 else None
+    found = list(_SCORE.finditer(reply or ""))
+    if not found or found[-1].group("range"):
+        return None
+    v = float(found[-1].group(1))
+    return int(v) if v.is_integer() and 1 <= v <= 5 else None
 
 
 class LLMJudge:
@@ -380,21 +395,28 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(results: pl.DataFrame) -> pl.DataFrame:
-    """One row per method: n, n_errors, one column per sub-task present, the three channels, Avg, In, Out,
-    ``multimodal`` (accuracy over the multiple-choice items of the multimodal setting; None without any) and
-    ``real_world`` (mean score over every item of the Real-World setting; None without any).
+    """One row per method: n, n_errors, ``n_scored`` (items with a score), ``failed`` (most of its items were never
+    answered: no result, :func:`~filegram_ray.evaluate.failures.failed_methods`), one column per
+    sub-task present, the three channels, Avg, In, Out, ``multimodal`` (accuracy over the multiple-choice items of
+    the multimodal setting; None without any) and ``real_world`` (mean score over every item of the Real-World
+    setting; None without any). Error rows have no score and enter no mean.
 
     Args:
         results: the results table (columns method, sub_track, channel, is_open, score, status,
             tokens_in_memory, tokens_out, cache_key).
     """
+    from filegram_ray.evaluate.failures import failed_methods
+
+    failed = set(failed_methods(results))
     rows = []
     subs = [s for s in SUB_TASK_ORDER if s in set(results["sub_track"].to_list())]
     subs += sorted(set(results["sub_track"].to_list()) - set(subs))
     for method in list(dict.fromkeys(results["method"].to_list())):
         df = results.filter(pl.col("method") == method)
-        row: dict[str, Any] = {"method": method, "n": df.height,
-                               "n_errors": df.filter(pl.col("status") != "ok").height}
+        n_err = df.filter(pl.col("status") != "ok").height
+        row: dict[str, Any] = {"method": method, "n": df.height, "n_errors": n_err,
+                               "n_scored": df.filter(pl.col("score").is_not_null()).height,
+                               "failed": method in failed}
         for s in subs:
             row[s] = _mean(df.filter(pl.col("sub_track") == s)["score"].to_list())
         for c in CHANNELS:
@@ -440,8 +462,8 @@ def score_rows(answers: pl.DataFrame, items: list[dict[str, Any]], key: Mapping[
         if not k:
             row.update(is_correct=None, score=None, status="error",
                        error=(r["error"] + "; " if r["error"] else "") + "no answer key entry")
-        elif r["status"] != "ok":
-            row.update(is_correct=False if not is_open else None, score=0.0 if not is_open else None)
+        elif r["status"] != "ok":  # never answered: no score (module docstring)
+            row.update(is_correct=None, score=None)
         elif is_open:
             row.update(score=None, is_correct=None)
             to_judge.append(len(out))

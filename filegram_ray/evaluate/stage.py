@@ -131,7 +131,9 @@ def stale_results_note(run) -> str:
     if not run.exists("run.json"):
         return ""
     try:
-        rec = (run.read_json("run.json").get("stages") or {}).get("evaluate") or {}
+        from filegram_ray.schema.meta import read_manifest
+
+        rec = (read_manifest(run).get("stages") or {}).get("evaluate") or {}
     except (OSError, ValueError, AttributeError):
         return ""
     then = rec.get("bank_sha256") if isinstance(rec, dict) else None
@@ -223,6 +225,9 @@ class EvaluateStage(Stage):
 
         chat = o.chat
         if chat is None:
+            from filegram_ray.llm.reader_head import check_run
+
+            check_run(o.backbone, run)  # a trained reader never answers the profiles or seed it was trained on
             bb = make_reader(o.backbone, self.config.seed)
             self.bb_info, self.ingest_backbone, self.llm_ingest = bb.describe(), o.backbone, bb.is_llm
         else:
@@ -428,6 +433,9 @@ class EvaluateStage(Stage):
         n_skipped = self.counts[self.steps[0]].skipped
         print(f"evaluate: {info['n_items']} items × {len(o.methods)} methods, {len(rows)} units (method × context; "
               f"{n_skipped} done earlier), {info['n_error_rows']} error rows, {info['seconds']} s")
+        if info.get("failed_methods"):
+            print(f"evaluate: NO RESULT for {', '.join(info['failed_methods'])}: most of their items failed "
+                  "(causes and the setting that fixes them: the report's section Failed items)")
         print(f"Report: {run.url('results/report.md')}")
         return info
 
@@ -437,6 +445,7 @@ class EvaluateStage(Stage):
         method × context items)."""
         import polars as pl
 
+        from filegram_ray.evaluate.failures import failed_methods
         from filegram_ray.memory.embed import embed_dtype
         from filegram_ray.methods import make_method
 
@@ -456,6 +465,7 @@ class EvaluateStage(Stage):
             "embed_dtype": embed_dtype(),  # the methods' embedder dtype on this machine and why (issue 31)
             "n_units": n_units, "n_failed_units": len(failed),
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
+            "failed_methods": failed_methods(results) if results.height else [],  # most items failed: no result
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},
             "judge_s": round(judge_s, 2), "time_by_method": times, "views_s": round(views_s, 2),
             "judge_validity": validity.to_dicts() if validity is not None else [],

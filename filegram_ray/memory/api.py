@@ -16,7 +16,14 @@ from typing import Any
 from filegram_ray.errors import UserError
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, consolidate
 from filegram_ray.memory.engram import Engram, check_events, encode_engram, load_events
-from filegram_ray.memory.index import ProfileIndices, build_index, chunk_texts, episode_texts, load_indices
+from filegram_ray.memory.index import (
+    ProfileIndices,
+    build_index,
+    chunk_texts,
+    episode_texts,
+    load_indices,
+    window_rows,
+)
 from filegram_ray.memory.retrieve import RetrievedContext, retrieve
 
 log = logging.getLogger(__name__)
@@ -106,8 +113,8 @@ def build_store_from_trajectory_dirs(dirs: list[str | Path], embedder=None, *, l
     if embedder is not None:
         ct, cm = chunk_texts(store)
         et, em = episode_texts(store)
-        indices = ProfileIndices(build_index(embedder.encode(ct), cm, embedder),
-                                 build_index(embedder.encode(et), em, embedder))
+        indices = ProfileIndices(build_index(*window_rows(embedder, ct, cm), embedder),
+                                 build_index(*window_rows(embedder, et, em), embedder))
     return FileGramMemory(store, indices, embedder)
 
 

@@ -25,7 +25,14 @@ from filegram_ray.memory.api import load_engram
 from filegram_ray.memory.consolidate import ConsolidateConfig, MemoryStore, cluster_episodes, consolidate
 from filegram_ray.memory.embed import EMBED_DIM, make_embedder, resolve_kind
 from filegram_ray.memory.engram import check_events, encode_engram, parse_events
-from filegram_ray.memory.index import ProfileIndices, build_index, chunk_texts, episode_texts, save_indices
+from filegram_ray.memory.index import (
+    ProfileIndices,
+    build_index,
+    chunk_texts,
+    episode_texts,
+    save_indices,
+    window_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +197,9 @@ class ProfileWorker:
         ident = make_embedder(kind).identity()  # no model load
         store.episode_clusters = cluster_episodes(store.episodes(), ev if len(ev) else None,
                                                   self.ccfg["episode_cluster_threshold"])
-        save_indices(run, pid, ProfileIndices(build_index(cv, cm, ident), build_index(ev, em, ident)))
+        emb = self.embed._get(kind)  # a long text is indexed by its windows (window_rows, case BR2-18)
+        save_indices(run, pid, ProfileIndices(build_index(*window_rows(emb, ct, cm, cv), ident),
+                                              build_index(*window_rows(emb, et, em, ev), ident)))
         run.write_text(f"memory/{pid}/store.json", store.to_json())
         return {"profile_id": pid, "kind": kind, "texts": len(ct) + len(et), "chunks": len(cm),
                 "episodes": len(em), "tasks": tasks, "embedder": ident, "embedder_setting": self.setting,

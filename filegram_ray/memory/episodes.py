@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from filegram_ray.limits import load_json
 from filegram_ray.memory.constants import (
     EPISODE_FILES_INVOLVED_MAX,
     EPISODE_MAX_PER_TRAJECTORY,
@@ -51,8 +51,8 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
         return None
     body = re.sub(r",\s*([}\]])", r"\1", text[i:j + 1])
     try:
-        obj = json.loads(body)
-    except json.JSONDecodeError:
+        obj = load_json(body, "reply", duplicates=True)  # bounded nesting: a reply is outside input
+    except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -34,7 +34,14 @@ import numpy as np
 from filegram_ray.memory.consolidate import ConsolidateConfig, FingerprintStats, consolidate
 from filegram_ray.memory.embed import make_embedder, run_cache_dir
 from filegram_ray.memory.engram import ENGRAM_VERSION, Engram, encode_engram
-from filegram_ray.memory.index import ProfileIndices, build_index, chunk_texts, episode_texts, save_indices
+from filegram_ray.memory.index import (
+    ProfileIndices,
+    build_index,
+    chunk_texts,
+    episode_texts,
+    save_indices,
+    window_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +135,8 @@ def update_memory(run, profile_id: str, units: dict[str, UnitLoader], *, embedde
         cvecs = emb.encode(ct) if ct else np.zeros((0, 384), dtype=np.float32)
         evecs = ep_vecs if ep_vecs is not None else np.zeros((0, 384), dtype=np.float32)
         assert len(et) == len(evecs)
-        save_indices(run, profile_id, ProfileIndices(build_index(cvecs, cm, emb), build_index(evecs, em, emb)))
+        save_indices(run, profile_id, ProfileIndices(build_index(*window_rows(emb, ct, cm, cvecs), emb),
+                                                     build_index(*window_rows(emb, et, em, evecs), emb)))
         run.write_text(f"memory/{profile_id}/store.json", store.to_json())
         t_emb = time.perf_counter() - t3
     state["fingerprint_stats"] = stats.model_dump()

@@ -8,6 +8,11 @@ query against an fp32 index (cosine ≥ 0.999 between the two) is accepted.
 
 A query from another embedder is refused before any search (:func:`check_embedder`, BR-11): vectors of two models
 share no space, and a same-width foreign query would otherwise return arbitrary neighbours without a warning.
+
+A text longer than the embedder's window is indexed as one row per window (:func:`window_rows`, case BR2-18): the
+mean of its windows' vectors changes when its tail changes but still ranks a fact in the tail below an unrelated
+short text; each window as its own row lets the tail be found, and a search returns the text once, scored by its
+best window (rows of one text share ``_of``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ __all__ = [
     "episode_texts",
     "load_indices",
     "save_indices",
+    "window_rows",
 ]
 
 #: identity fields that must agree between an index and a query embedder (``weights`` stands in for ``model``
@@ -113,7 +119,8 @@ class VectorIndex:
         if q.shape[1] != self.index.d:
             raise EmbedderMismatchError(f"query vector has {q.shape[1]} dimensions but the index holds "
                                         f"{self.index.d}-dimensional vectors ({_describe(self.embedder)})")
-        if distinct is None:
+        windowed = any("_of" in m for m in self.meta)
+        if distinct is None and not windowed:
             sims, ids = self.index.search(q, min(k, self.index.ntotal))
             return [(float(s), self.meta[int(i)]) for s, i in zip(sims[0], ids[0], strict=True) if i >= 0]
         n = self.index.ntotal
@@ -122,10 +129,19 @@ class VectorIndex:
             sims, ids = self.index.search(q, want)
             hits: list[tuple[float, dict[str, Any]]] = []
             slot: dict[str, int] = {}
+            texts_seen: set[int] = set()  # windows of one long text: its best window stands for it
             for s, i in zip(sims[0], ids[0], strict=True):
                 if i < 0:
                     continue
                 rec = self.meta[int(i)]
+                if "_of" in rec:
+                    if rec["_of"] in texts_seen:
+                        continue
+                    texts_seen.add(rec["_of"])
+                    rec = {key: v for key, v in rec.items() if key != "_of"}
+                if distinct is None:
+                    hits.append((float(s), rec))
+                    continue
                 key = _text_key(rec.get(distinct))
                 if key in slot:
                     hits[slot[key]][1]["copies"] += 1
@@ -178,6 +194,32 @@ def build_index(vectors: np.ndarray, meta: list[dict[str, Any]], embedder: Any =
     if len(vectors):
         idx.add(vectors)
     return VectorIndex(idx, list(meta), ident)
+
+
+def window_rows(embedder: Any, texts: list[str], meta: list[dict[str, Any]],
+                vectors: np.ndarray | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """``(vectors, records)`` for :func:`build_index` with one row per window of a text longer than the embedder's
+    window (its records carry ``_of``: the text's position; :meth:`VectorIndex.search` returns the text once, by
+    its best window) and one row, the text's own vector, per text that fits (``vectors`` when given, else
+    encoded). An embedder without windows (the hashing stand-in) gives one row per text.
+
+    Raises:
+        ValueError: ``texts`` and ``meta`` differ in number.
+    """
+    if len(texts) != len(meta):
+        raise ValueError(f"window_rows: {len(texts)} texts but {len(meta)} metadata records")
+    windows = getattr(embedder, "windows", None)
+    split = [windows(t) if windows is not None else [(t, 1)] for t in texts]
+    if all(len(w) == 1 for w in split):
+        vecs = embedder.encode(list(texts)) if vectors is None else vectors
+        return np.ascontiguousarray(vecs, dtype=np.float32).reshape(len(texts), -1), [dict(m) for m in meta]
+    pieces: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for i, (w, m) in enumerate(zip(split, meta)):
+        for piece, _tokens in w:
+            pieces.append(piece)
+            rows.append({**m, "_of": i} if len(w) > 1 else dict(m))
+    return np.ascontiguousarray(embedder.encode(pieces), dtype=np.float32), rows
 
 
 def chunk_texts(store) -> tuple[list[str], list[dict[str, Any]]]:

@@ -323,12 +323,18 @@ def retrieve(store, query: str | None = None, *, channels=CHANNELS, indices=None
             indices.check_embedder(embedder)  # a foreign query embedder is refused before any search (BR-11)
         q_vec = np.asarray(embedder.encode_query(query), dtype=np.float32)
         if indices is None:
-            from filegram_ray.memory.index import ProfileIndices, build_index, chunk_texts, episode_texts
+            from filegram_ray.memory.index import (
+                ProfileIndices,
+                build_index,
+                chunk_texts,
+                episode_texts,
+                window_rows,
+            )
 
             ct, cm = chunk_texts(store) if "semantic" in on else ([], [])
             et, em = episode_texts(store) if "episodic" in on else ([], [])
-            indices = ProfileIndices(build_index(embedder.encode(ct), cm, embedder),
-                                     build_index(embedder.encode(et), em, embedder))
+            indices = ProfileIndices(build_index(*window_rows(embedder, ct, cm), embedder),
+                                     build_index(*window_rows(embedder, et, em), embedder))
         chunk_index, ep_index = indices.chunks, indices.episodes
     n = store.n_sessions
     k = sum(1 for v in store.deviation_flags.values() if v)

@@ -102,12 +102,17 @@ class FullContext(MemoryMethod):
 class _RagState:
     chunks: list[str] = field(default_factory=list)
     vectors: np.ndarray | None = None
+    #: one record per vector row: ``{"chunk": i}``, plus ``_of`` for the windows of a chunk longer than the
+    #: embedder's window (memory.index.window_rows); None: one row per chunk (a state cached before windows)
+    rows: list[dict] | None = None
 
 
 @register("naive_rag")
 class NaiveRAG(MemoryMethod):
     """Chunks of 20 events as narrative, embedded; per query the top-5 chunks by inner product (FAISS
-    ``IndexFlatIP`` over unit vectors = cosine), each shown as its first 500 characters (reference §8.2).
+    ``IndexFlatIP`` over unit vectors = cosine), each shown as its first 500 characters (reference §8.2). A chunk
+    longer than the embedder's window (a 20-event chunk often is) is indexed by its windows and ranked by its best
+    one, so the events in its tail can be found (case BR2-18).
 
     Options:
         chunk_events, top_k, display_chars: override the reference constants.
@@ -134,22 +139,26 @@ class NaiveRAG(MemoryMethod):
             for k, start in enumerate(range(0, len(v.events), size)):
                 body = events_to_narrative(v.events[start:start + size], start=start + 1)
                 chunks.append(f"[{v.label} | Task {v.task_id} | chunk {k + 1}]\n{body}")
-        vecs = self._embedder().encode(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
-        return _RagState(chunks, np.ascontiguousarray(vecs, dtype=np.float32))
+        if not chunks:
+            return _RagState(chunks, np.zeros((0, 384), dtype=np.float32), [])
+        from filegram_ray.memory.index import window_rows
+
+        vecs, rows = window_rows(self._embedder(), chunks, [{"chunk": i} for i in range(len(chunks))])
+        return _RagState(chunks, vecs, rows)
 
     def retrieve(self, state: Any, query: str) -> Context:
-        import faiss
+        from filegram_ray.memory.index import build_index
 
         stored = sum(approx_tokens(c) for c in state.chunks)
         if not state.chunks:
             return Context("", stored, 0)
         k = min(int(self.options.get("top_k", RAG_TOP_K)), len(state.chunks))
         show = int(self.options.get("display_chars", RAG_DISPLAY_CHARS))
-        index = faiss.IndexFlatIP(state.vectors.shape[1])
-        index.add(state.vectors)
+        rows = state.rows if getattr(state, "rows", None) is not None else [{"chunk": i} for i in
+                                                                            range(len(state.chunks))]
+        index = build_index(state.vectors, rows)
         q = np.ascontiguousarray(self._embedder().encode([query or ""]), dtype=np.float32)
-        _, ids = index.search(q, k)
-        parts = [state.chunks[i][:show] for i in ids[0] if i >= 0]
+        parts = [state.chunks[rec["chunk"]][:show] for _, rec in index.search(q, k)]
         text = "\n\n".join(parts)
         return Context(text, stored, approx_tokens(text))
 

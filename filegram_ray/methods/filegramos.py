@@ -55,14 +55,14 @@ class FileGramOS(MemoryMethod):
             ``{"store": MemoryStore, "chunks": (vectors, meta), "episodes": (vectors, meta)}``.
         """
         from filegram_ray.memory.consolidate import consolidate
-        from filegram_ray.memory.index import chunk_texts, episode_texts
+        from filegram_ray.memory.index import chunk_texts, episode_texts, window_rows
         emb = self._embedder()
         engrams = [self._engram(v) for v in trajectories]
         engrams.sort(key=lambda e: e.trajectory_id)  # reference §7: engrams sorted by trajectory id
         store = consolidate(engrams, embedder=emb, llm_fn=self.llm_fn)
         ct, cm = chunk_texts(store)
         et, em = episode_texts(store)
-        return {"store": store, "chunks": (emb.encode(ct), cm), "episodes": (emb.encode(et), em)}
+        return {"store": store, "chunks": window_rows(emb, ct, cm), "episodes": window_rows(emb, et, em)}
 
     def _engram(self, view: TrajectoryView):
         """Stage 1 of one trajectory, memoised on (label, task, events): a trajectory recurs in many context

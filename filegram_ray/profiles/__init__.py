@@ -23,7 +23,6 @@ keyword rule (:func:`_guess_dimension`; no keyword: dimension B, the production 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from filegram_ray.errors import UserError
-from filegram_ray.limits import load_yaml, read_utf8
+from filegram_ray.limits import load_json, load_yaml, read_utf8
 from filegram_ray.schema.profile import (
     BEHAVIOURAL_ATTRIBUTES,
     DIMENSIONS,
@@ -126,7 +125,7 @@ def _read_matrix(directory: Path) -> dict[str, dict[str, str]] | None:
     if not f.is_file():
         return None
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
+        data = load_json(f.read_bytes(), str(f))
         return {pid: dict(v["dimensions"]) for pid, v in data["profiles"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ProfileError(f"{f}: field 'profiles.<id>.dimensions': unreadable profile matrix: {exc}") from exc

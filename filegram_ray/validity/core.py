@@ -135,7 +135,9 @@ class SessionSet:
 def _stage_dirs(run) -> tuple[str | None, str | None]:
     if not run.exists("run.json"):
         return None, None
-    rec = (run.read_json("run.json").get("stages") or {}).get("generate") or {}
+    from filegram_ray.schema.meta import read_manifest
+
+    rec = (read_manifest(run).get("stages") or {}).get("generate") or {}
     return rec.get("profiles_dir"), rec.get("tasks_dir")
 
 

@@ -31,7 +31,6 @@ Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sent
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import re
 import shlex
@@ -39,6 +38,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from filegram_ray.limits import load_json
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +266,7 @@ def motivation(run_dir: str | Path, trajectories: list[tuple[str, str]], example
     for pid, tid in trajectories:
         base = run / "trajectories" / pid / tid
         try:
-            raw = json.loads((base / "events_raw.json").read_text(encoding="utf-8"))
+            raw = load_json((base / "events_raw.json").read_bytes(), str(base / "events_raw.json"))
             if not isinstance(raw, list):
                 raise ValueError(f"{base / 'events_raw.json'}: expected a JSON list of events")
         except (OSError, ValueError) as exc:

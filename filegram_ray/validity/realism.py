@@ -153,8 +153,9 @@ def _bank_items(run_uri: str, storage_options: dict[str, Any] | None, profiles_d
             return items, {k.question_id: k.correct for k in keys}, "the run's bank (bench/items.parquet)"
     from filegram_ray.bench.bank import build_bank
     from filegram_ray.bench.inputs import load_bench_inputs
+    from filegram_ray.schema.meta import read_manifest
 
-    seed = int((run.read_json("run.json") if run.exists("run.json") else {}).get("seed") or 0)
+    seed = int(read_manifest(run).get("seed") or 0)
     inputs = load_bench_inputs(run, profiles_dir=profiles_dir, tasks_dir=tasks_dir)
     if fingerprints:
         trajs = [t if t.fingerprint is not None or t.trajectory_id not in fingerprints else

@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ __all__ = ["VALIDITY_ROWS", "build_view", "site_name"]
 #: oracle/random from :func:`filegram_ray.evaluate.reader_validity.validity_rows`, gold/order/wrong_user from
 #: :mod:`filegram_ray.evaluate.reader_validity`)
 VALIDITY_ROWS = ("oracle", "random", "gold", "order", "wrong_user")
-SUB_TASKS = ("AttrRec", "ProfRec", "BehavFP", "BehavInf", "TraceDis", "AnomDet", "FileGrd")
+#: sub-task columns in the report's order (reference §8.4 Table 3, :data:`filegram_ray.evaluate.scoring.SUB_TASK_ORDER`)
+SUB_TASKS = ("AttrRec", "BehavFP", "ProfRec", "BehavInf", "TraceDis", "AnomDet", "ShiftAna", "FileGrd", "VisGrd")
 CHANNELS = ("procedural", "semantic", "episodic")
 #: characters of one snapshot / diff shown on a trajectory page (longer ones are cut with a note)
 MEDIA_SHOW_CHARS = 20_000
@@ -87,7 +89,8 @@ def results_section(run: RunDir) -> dict[str, Any]:
     summary = _table(run, "results/summary.parquet")
     if summary is None:
         return {"columns": [], "rows": [], "validity": [], "has_intervals": False, "paired": [],
-                "note": "results/summary.parquet is missing: run `filegram evaluate` first."}
+                "note": "results/summary.parquet is missing: run `filegram evaluate` first.",
+                "reader": _reader_verdict(run)}
     intervals = _table(run, "results/intervals.parquet")
     paired = _table(run, "results/paired.parquet")
     cols = [c for c in ("avg", *SUB_TASKS, *CHANNELS, "multimodal", "real_world")
@@ -100,9 +103,12 @@ def results_section(run: RunDir) -> dict[str, Any]:
     paired_rows = []
     if paired is not None:
         for r in paired.iter_rows(named=True):
-            paired_rows.append({k: r.get(k) for k in ("scope", "baseline", "method", "test", "n", "diff", "lo", "hi",
-                                                       "p_holm", "distinguishable")})
-            if r.get("scope") == "avg" and r.get("distinguishable"):
+            # a marker only where the report gives one: distinguishable AND the reader passes its gate (``mark``;
+            # a paired table written before the gate has no such column: no marker)
+            row = {k: r.get(k) for k in ("scope", "baseline", "method", "test", "n", "diff", "lo", "hi", "p_holm",
+                                         "distinguishable", "mark")}
+            paired_rows.append(row)
+            if r.get("scope") == "avg" and row["mark"]:
                 marks.setdefault(r["method"], []).append(r["baseline"])
     rows, validity = [], []
     for r in summary.iter_rows(named=True):
@@ -110,8 +116,11 @@ def results_section(run: RunDir) -> dict[str, Any]:
         for c in cols:
             v = r.get(c)
             cells[c] = {"mean": v, **ci.get((r["method"], c), {})}
+        failed = bool(r.get("failed"))
+        if failed:  # no result: the report shows no number for it, nor does the viewer
+            cells = {c: {"mean": None} for c in cols}
         row = {"method": r["method"], "n": r.get("n"), "n_errors": r.get("n_errors"), "cells": cells,
-               "tokens_in": r.get("tokens_in"), "marks": sorted(marks.get(r["method"], []))}
+               "tokens_in": r.get("tokens_in"), "marks": sorted(marks.get(r["method"], [])), "failed": failed}
         (validity if r["method"] in VALIDITY_ROWS else rows).append(row)
     note = "" if intervals is not None else ("No interval table (results/intervals.parquet) in this run: an older "
                                              "evaluate wrote it; the plain scores are shown, intervals are missing.")
@@ -121,12 +130,34 @@ def results_section(run: RunDir) -> dict[str, Any]:
     if stale:
         note = (note + " " if note else "") + stale[0].upper() + stale[1:] + "."
     return {"columns": cols, "rows": rows, "validity": validity, "has_intervals": intervals is not None,
-            "paired": paired_rows, "note": note}
+            "paired": paired_rows, "note": note, "reader": _reader_verdict(run)}
+
+
+def _reader_verdict(run: RunDir) -> dict[str, Any]:
+    """What ``results/findings.json`` says of the reader and the findings: ``{known, reads, why, findings:
+    [{id, statement, verdict, not_tested}]}`` (``known`` False when the file is absent or unreadable)."""
+    out: dict[str, Any] = {"known": False, "reads": False, "why": "", "findings": []}
+    if not run.exists("results/findings.json"):
+        return out
+    try:
+        doc = run.read_json("results/findings.json")
+    except StorageError as exc:
+        log.warning("view: %s", exc)
+        return out
+    if not isinstance(doc, dict):
+        return out
+    reader = doc.get("reader") if isinstance(doc.get("reader"), dict) else {}
+    out.update(known=True, reads=bool(reader.get("can_rank")), why=str(reader.get("why") or ""))
+    for f in doc.get("findings") or []:
+        if isinstance(f, dict):
+            out["findings"].append({k: str(f.get(k) or "") for k in ("id", "statement", "verdict", "not_tested")})
+    return out
 
 
 # -------------------------------------------------------------------------------------------------------- items
 def _contexts(run: RunDir) -> dict[tuple[str, str], dict[str, Any]]:
-    """(method, question_id) → {text, chars, tokens} from every ``results/contexts/**.parquet``."""
+    """(method, question_id) → {text, chars, tokens} from every ``results/contexts/**.parquet`` (a row without a
+    question id is skipped; a null text is shown as an empty context)."""
     import polars as pl
 
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -136,20 +167,46 @@ def _contexts(run: RunDir) -> dict[tuple[str, str], dict[str, Any]]:
         method = rel.split("/")[-2]
         try:
             df = run.read_table(rel)
-        except StorageError as exc:
-            log.warning("view: %s", exc)
+            rows = df.select(pl.col("question_id"), pl.col("context_text"), pl.col("context_chars"),
+                             pl.col("context_tokens")).iter_rows(named=True)
+        except (StorageError, pl.exceptions.PolarsError) as exc:
+            log.warning("view: %s: %s", rel, exc)
             continue
-        for r in df.select(pl.col("question_id"), pl.col("context_text"), pl.col("context_chars"),
-                           pl.col("context_tokens")).iter_rows(named=True):
-            out[(method, r["question_id"])] = {"text": r["context_text"], "chars": r["context_chars"],
-                                               "tokens": r["context_tokens"]}
+        for r in rows:
+            if r["question_id"] is None:
+                continue
+            out[(method, str(r["question_id"]))] = {"text": str(r["context_text"] or ""), "chars": r["context_chars"],
+                                                    "tokens": r["context_tokens"]}
     return out
 
 
+#: open-ended scores (0–100, the Likert judge's (s − 1) / 4 · 100) at or above which an answer shows as right
+#: (judge 4–5: the reference value named, alone), at or below which as wrong (judge 1–2: another value or nothing
+#: inferred); between them (3: the right value among others) as partial — the rubric of
+#: :class:`filegram_ray.evaluate.scoring.RubricJudge`
+OPEN_RIGHT, OPEN_WRONG = 75.0, 25.0
+
+
+def outcome(answer: dict[str, Any], is_open: bool) -> str:
+    """How one answer row reads: ``"1"`` right, ``"0"`` wrong, ``"p"`` partial (open-ended only), ``"e"`` error
+    (never answered, or no score). Multiple choice: ``is_correct``; open-ended: the score against
+    :data:`OPEN_RIGHT` / :data:`OPEN_WRONG`."""
+    if answer.get("status") != "ok":
+        return "e"
+    if not is_open:
+        return "1" if answer.get("is_correct") else "0"
+    score = answer.get("score")
+    if score is None:
+        return "e"
+    return "1" if score >= OPEN_RIGHT else "0" if score <= OPEN_WRONG else "p"
+
+
 def items_section(run: RunDir, data: Path) -> dict[str, Any]:
-    """Write ``data/items_index.js`` (``window.FG_ITEMS``), one ``data/items/<name>.js`` (``window.FG_ITEM``) per
-    item and one ``data/ctx/<sha256[:20]>.js`` (``window.FG_CTX[ref]``) per distinct context text (loaded only
-    when a method's answer is shown); returns counts for the page. Nothing is written when ``results/results.parquet`` is missing."""
+    """Write ``data/items_index.js`` (``window.FG_ITEMS``: per item ``[id, page name, sub-task, channel, setting,
+    {method: [outcome, score]}, open-ended]``, :func:`outcome`), one ``data/items/<name>.js`` (``window.FG_ITEM``)
+    per item and one ``data/ctx/<sha256[:20]>.js`` (``window.FG_CTX[ref]``) per distinct context text (loaded only
+    when a method's answer is shown); returns counts for the page. Nothing is written when
+    ``results/results.parquet`` is missing; a row without a question id or method is left out and counted."""
     results = _table(run, "results/results.parquet")
     if results is None:
         (data / "items_index.js").write_text(_js("FG_ITEMS", {"methods": [], "rows": [], "sub_tasks": []}))
@@ -160,9 +217,14 @@ def items_section(run: RunDir, data: Path) -> dict[str, Any]:
     keys = {r["question_id"]: r for r in key.iter_rows(named=True)} if key is not None else {}
     contexts = _contexts(run)
     by_item: dict[str, list[dict[str, Any]]] = {}
+    skipped = 0
     for r in results.iter_rows(named=True):
+        if r.get("question_id") is None or r.get("method") is None:
+            skipped += 1
+            continue
+        r["question_id"], r["method"] = str(r["question_id"]), str(r["method"])
         by_item.setdefault(r["question_id"], []).append(r)
-    methods = sorted({r["method"] for r in results.iter_rows(named=True)},
+    methods = sorted({r["method"] for rows in by_item.values() for r in rows},
                      key=lambda m: (m in VALIDITY_ROWS, m))
     (data / "items").mkdir(parents=True, exist_ok=True)
     (data / "ctx").mkdir(parents=True, exist_ok=True)
@@ -172,18 +234,18 @@ def items_section(run: RunDir, data: Path) -> dict[str, Any]:
         first = answers[0]
         pub = public.get(qid, {})
         name = site_name(qid)
-        rows.append([qid, name, first.get("sub_track") or "", first.get("channel") or "", first.get("setting") or "",
-                     {a["method"]: (None if a.get("status") != "ok" else int(bool(a.get("is_correct"))))
-                      for a in answers}])
         try:
             choices = json.loads(pub.get("choices") or "[]")
-        except ValueError:
+        except (TypeError, ValueError):
             choices = []
+        is_open = bool(first.get("is_open")) if first.get("is_open") is not None else not choices
+        rows.append([qid, name, first.get("sub_track") or "", first.get("channel") or "", first.get("setting") or "",
+                     {a["method"]: [outcome(a, is_open), a.get("score")] for a in answers}, is_open])
         k = keys.get(qid, {})
         doc = {"question_id": qid, "sub_track": first.get("sub_track"), "channel": first.get("channel"),
                "setting": first.get("setting"), "question": pub.get("question", ""), "choices": choices,
                "key": k.get("correct", first.get("correct")), "key_text": k.get("correct_text", ""),
-               "answers": []}
+               "is_open": is_open, "answers": []}
         for a in answers:
             ctx = contexts.get((a["method"], qid))
             ref = None
@@ -197,16 +259,22 @@ def items_section(run: RunDir, data: Path) -> dict[str, Any]:
             doc["answers"].append({
                 "method": a["method"], "status": a.get("status"), "error": a.get("error") or "",
                 "choice": a.get("choice") or "", "score": a.get("score"), "correct": a.get("is_correct"),
+                "outcome": outcome(a, is_open), "likert": a.get("likert"),
                 "raw": a.get("answer_text") or "", "tokens_out": a.get("tokens_out"), "context_ref": ref,
                 "context_tokens": None if ctx is None else ctx["tokens"],
                 "context_chars": None if ctx is None else ctx["chars"]})
         (data / "items" / f"{name}.js").write_text(_js("FG_ITEM", doc), encoding="utf-8")
     sub_tasks = [s for s in SUB_TASKS if any(r[2] == s for r in rows)]
+    sub_tasks += sorted({r[2] for r in rows if r[2] and r[2] not in sub_tasks})
     (data / "items_index.js").write_text(_js("FG_ITEMS", {"methods": methods, "rows": rows, "sub_tasks": sub_tasks}),
                                          encoding="utf-8")
-    return {"n_items": len(rows), "n_rows": results.height,
-            "note": "" if contexts else "This run recorded no contexts (results/contexts/ is written by evaluate "
-                                        "from this version on): item pages show answers without context text."}
+    notes = []
+    if not contexts:
+        notes.append("This run recorded no contexts (results/contexts/ is written by evaluate from this version on): "
+                     "item pages show answers without context text.")
+    if skipped:
+        notes.append(f"{skipped} rows of results/results.parquet have no question id or method and are not shown.")
+    return {"n_items": len(rows), "n_rows": results.height, "note": " ".join(notes)}
 
 
 # ------------------------------------------------------------------------------------------------- trajectories
@@ -221,13 +289,44 @@ def _trajectory_ids(run: RunDir) -> list[str]:
     return sorted(out)
 
 
-def _event_path(e: dict[str, Any]) -> str:
-    if e.get("source_path") or e.get("dest_path"):
-        return f"{e.get('source_path', '')} → {e.get('dest_path', '')}"
-    for k in ("file_path", "dir_path", "path", "query"):
+#: per event type, the fields naming what it touched, as (from, to) (filegram_ray/schema/events.py)
+_PATH_PAIRS = {"file_rename": ("old_path", "new_path"), "file_move": ("old_path", "new_path"),
+               "file_copy": ("source_path", "dest_path"), "context_switch": ("from_file", "to_file"),
+               "cross_file_reference": ("source_file", "target_file")}
+#: the single field naming what an event touched, first present wins (file events, file_browse's
+#: directory_path, dir_create's dir_path, file_search's query, session_start's target_directory, the OS watcher's
+#: ``path``; tool calls and errors name their tool)
+_PATH_FIELDS = ("file_path", "directory_path", "dir_path", "query", "target_directory", "path", "tool_name")
+
+
+def event_path(e: dict[str, Any]) -> str:
+    """What an event touched, for the timeline: ``from → to`` for renames, moves, copies, context switches and
+    cross-file references (``→ to`` when there is no ``from``), else the first of :data:`_PATH_FIELDS`; an
+    ``fs_snapshot`` says how many files it saw. ``""`` for events that touch nothing (iterations, replies)."""
+    pair = _PATH_PAIRS.get(str(e.get("event_type")))
+    if pair is None and (e.get("source_path") or e.get("dest_path")):
+        pair = ("source_path", "dest_path")
+    if pair is not None and (e.get(pair[0]) or e.get(pair[1])):
+        a, b = (str(e.get(k) or "") for k in pair)
+        return f"{a} → {b}" if a else f"→ {b}"
+    for k in _PATH_FIELDS:
         if e.get(k):
             return str(e[k])
+    if e.get("event_type") == "fs_snapshot" and e.get("total_files") is not None:
+        return f"{e.get('total_files')} files, depth {e.get('max_depth', '?')}"
     return ""
+
+
+def local_file_ok(run: RunDir, rel: str) -> bool:
+    """True unless ``rel`` is, in a local run, a symbolic link or a path whose real location is outside the run
+    (a link in one of its folders): its bytes are never copied into the site. Object-store runs have no links."""
+    if not run.is_local:
+        return True
+    full = run.full(rel)
+    if os.path.islink(full):
+        return False
+    root = os.path.realpath(run.root)
+    return os.path.realpath(full).startswith(root + os.sep)
 
 
 def _media(run: RunDir, base: str, ref: Any) -> str | None:
@@ -235,12 +334,22 @@ def _media(run: RunDir, base: str, ref: Any) -> str | None:
         return None
     rel = f"{base}/media/{ref['path']}"
     try:
+        if not local_file_ok(run, rel):
+            return f"[media file {ref['path']} is a link out of the run: not shown]"
         text = run.read_bytes(rel).decode("utf-8", errors="replace")
     except StorageError:
         return f"[missing media file {ref['path']}]"
     if len(text) > MEDIA_SHOW_CHARS:
         return text[:MEDIA_SHOW_CHARS] + f"\n[… {len(text) - MEDIA_SHOW_CHARS:,} more characters not shown]"
     return text
+
+
+def _millis(value: Any) -> float | None:
+    """An event timestamp in epoch milliseconds, or None when it is not a finite number (a string, a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+            float("inf"), float("-inf")):
+        return None
+    return float(value)
 
 
 def fingerprint_svg(values: list[float], mean: list[float] | None, names: list[str]) -> str:
@@ -318,18 +427,27 @@ def trajectories_section(run: RunDir, data: Path, site: Path) -> dict[str, Any]:
                 doc["error"] = doc["error"] or str(exc)
         pert = meta.get("perturbation") if isinstance(meta, dict) else None
         doc["perturbation"] = pert
-        t0 = next((e.get("timestamp") for e in events if isinstance(e, dict) and e.get("timestamp") is not None), 0)
+        stamps = [_millis(e.get("timestamp")) for e in events if isinstance(e, dict)]
+        t0 = next((t for t in stamps if t is not None), 0.0)
+        bad_stamps = 0
         for e in events:
             if not isinstance(e, dict):
                 continue
-            ts = e.get("timestamp")
+            ts = _millis(e.get("timestamp"))
+            bad_stamps += ts is None and e.get("timestamp") is not None
             doc["events"].append({
-                "type": e.get("event_type", "?"), "path": _event_path(e),
-                "t": None if not isinstance(ts, (int, float)) else (ts - (t0 or 0)) / 1000.0,
+                "type": str(e.get("event_type", "?")), "path": event_path(e),
+                "t": None if ts is None else (ts - t0) / 1000.0,
                 "perturbed": bool(e.get("perturbed") or e.get("is_perturbed")),
-                "snapshot": _media(run, base, e.get("media_ref")), "diff": _media(run, base, e.get("media_ref_diff"))})
+                "snapshot": _media(run, base, e.get("media_ref")),
+                "diff": _media(run, base, e.get("media_ref_diff") or e.get("diff_media"))})
+        if bad_stamps:
+            doc["error"] = doc["error"] or (f"{base}/events.json: {bad_stamps} event(s) with a timestamp that is not "
+                                            "a number (epoch milliseconds): shown without a time")
         video = f"recordings/{tid}.mp4"
-        if run.exists(video):
+        if run.exists(video) and not local_file_ok(run, video):
+            doc["error"] = doc["error"] or f"{video} is a link out of the run: not copied into the site"
+        elif run.exists(video):
             dest = site / "media" / f"{name}.mp4"
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(run.read_bytes(video))
@@ -349,12 +467,18 @@ def run_section(run: RunDir) -> dict[str, Any]:
     (answers, Engrams, trajectories), each with its message."""
     stages = []
     info: dict[str, Any] = {}
+    note = ""
     if run.exists("run.json"):
-        info = run.read_json("run.json")
+        try:
+            info = run.read_json("run.json")
+        except StorageError as exc:
+            info, note = {}, str(exc)
+        if not isinstance(info, dict):
+            info, note = {}, f"{run.url('run.json')}: not a JSON object (a {type(info).__name__}): no stage shown"
     from filegram_ray.stage_list import STAGES
 
     order = {s.name: i for i, s in enumerate(STAGES)}
-    recs = info.get("stages") or {}
+    recs = info.get("stages") if isinstance(info.get("stages"), dict) else {}
     for name, rec in sorted(recs.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):  # pipeline order
         if not isinstance(rec, dict):
             continue
@@ -368,10 +492,12 @@ def run_section(run: RunDir) -> dict[str, Any]:
     results = _table(run, "results/results.parquet")
     if results is not None and "status" in results.columns:
         for r in results.filter(results["status"] != "ok").iter_rows(named=True):
-            errors.append({"where": "evaluate", "unit": f"{r['method']} {r['question_id']}", "error": r.get("error")})
+            errors.append({"where": "evaluate", "unit": f"{r.get('method')} {r.get('question_id')}",
+                           "error": r.get("error")})
     for r in run.error_rows():  # every stage's error rows (errors/<stage>.parquet), as the runner wrote them
-        errors.append({"where": r["stage"], "unit": r["unit"], "error": f"{r['error_type']}: {r['error']}"})
-    return {"stages": stages, "errors": errors, "seed": info.get("seed")}
+        errors.append({"where": r.get("stage"), "unit": r.get("unit"),
+                       "error": f"{r.get('error_type')}: {r.get('error')}"})
+    return {"stages": stages, "errors": errors, "seed": info.get("seed"), "note": note}
 
 
 # --------------------------------------------------------------------------------------------------------- build
@@ -387,21 +513,143 @@ def _render(site: Path, ctx: dict[str, Any]) -> None:
         (site / f"{page}.html").write_text(html, encoding="utf-8")
 
 
+#: the file that marks a folder as a site this command wrote (``--out`` may replace such a folder, nothing else)
+SITE_MARK = ".filegram-view"
+#: what the top level of a viewer folder written before :data:`SITE_MARK` existed holds
+_OLD_SITE = {"index.html", "items.html", "item.html", "trajectories.html", "trajectory.html", "run.html", "static",
+             "data", "img", "media"}
+#: CJK fonts served with the site, in the order a browser tries them (the ``justmytype-intl-cjk`` wheel,
+#: filegram_ray/models.yaml): Simplified Chinese first (the project's Chinese profiles), then Japanese kana and
+#: Korean Hangul
+_SITE_FONTS = ("NotoSansSC", "NotoSansJP", "NotoSansKR")
+
+
+def _site_fonts(site: Path) -> None:
+    """Serve the CJK text of the site in Noto Sans: ``static/fonts.css`` with one ``@font-face`` per font the
+    site's text needs, each font cut (fontTools' subsetter) to the characters the site uses, so a system without a
+    CJK font shows names instead of boxes. A site without CJK text gets an empty ``fonts.css``. Same site text →
+    same bytes."""
+    import io
+
+    text = set()
+    for f in sorted(site.rglob("*")):
+        if f.is_file() and f.suffix in (".js", ".html"):
+            text.update(f.read_text(encoding="utf-8"))
+    wanted = sorted(ch for ch in text if ord(ch) >= 0x2E80)  # CJK radicals, kana, Han, Hangul, full-width forms
+    css = []
+    if wanted:
+        from fontTools import subset
+        from fontTools.ttLib import TTFont
+
+        from rendering.glyphs import font_chain  # the Noto files, checked against filegram_ray/models.yaml
+
+        left = {ord(c) for c in wanted}
+        for font in (f for name in _SITE_FONTS for f in font_chain() if f.name == name):
+            with TTFont(font.path, lazy=True) as f:
+                mine = sorted(left & set(f.getBestCmap()))
+            if not mine:
+                continue
+            left -= set(mine)
+            opts = subset.Options()
+            opts.layout_features, opts.name_IDs, opts.notdef_outline = ["*"], ["*"], True
+            sub = subset.Subsetter(opts)
+            logging.getLogger("fontTools").setLevel(logging.WARNING)  # its per-table notes are not ours to print
+            tt = subset.load_font(font.path, opts)
+            tt.recalcTimestamp = False  # head.modified stays the font's own: same site text, same bytes
+            sub.populate(unicodes=mine)
+            sub.subset(tt)
+            buf = io.BytesIO()
+            tt.save(buf)
+            (site / "static" / f"{font.name}.ttf").write_bytes(buf.getvalue())
+            css.append(f'@font-face {{ font-family: "FG {font.name}"; src: url("{font.name}.ttf") '
+                       'format("truetype"); font-display: swap; }')
+    (site / "static" / "fonts.css").write_text("\n".join(css) + ("\n" if css else ""), encoding="utf-8")
+
+
 def _assemble(run: RunDir, site: Path) -> dict[str, Any]:
     data = site / "data"
     data.mkdir(parents=True)
     static = site / "static"
     shutil.copytree(Path(__file__).with_name("static"), static)
-    plots = []
+    plots, skipped = [], []
     for png in ("subtasks.png", "channels.png", "text_vs_multimodal.png"):
-        if run.exists(f"results/{png}"):
+        rel = f"results/{png}"
+        if run.exists(rel) and not local_file_ok(run, rel):
+            skipped.append(rel)  # a link out of the run: its target is never copied into the site
+        elif run.exists(rel):
             (site / "img").mkdir(exist_ok=True)
-            (site / "img" / png).write_bytes(run.read_bytes(f"results/{png}"))
+            (site / "img" / png).write_bytes(run.read_bytes(rel))
             plots.append(f"img/{png}")
-    ctx = {"run_url": run.uri, "results": results_section(run), "items": items_section(run, data),
+    results = results_section(run)
+    if skipped:
+        results["note"] = (results["note"] + " " if results["note"] else "") + \
+            f"Not shown: {', '.join(skipped)} (a link out of the run)."
+    ctx = {"run_url": run.uri, "results": results, "items": items_section(run, data),
            "trajectories": trajectories_section(run, data, site), "run": run_section(run), "plots": plots}
     _render(site, ctx)
+    _site_fonts(site)
+    (site / SITE_MARK).write_text("a static run viewer written by `filegram view`; `filegram view --out` replaces "
+                                  "this folder\n", encoding="utf-8")
     return ctx
+
+
+def _is_site(path: Path) -> bool:
+    """``path`` is a folder this command wrote (it holds :data:`SITE_MARK`, or, written before the mark existed,
+    an index.html and static/view.js and nothing but viewer files at its top level)."""
+    if (path / SITE_MARK).is_file():
+        return True
+    names = {p.name for p in path.iterdir()}
+    return (path / "index.html").is_file() and (path / "static" / "view.js").is_file() and names <= _OLD_SITE
+
+
+def _check_target(run: RunDir, target: Path) -> None:
+    """Refuse a site folder that is not new, empty or an earlier site, that is the run or holds it, or that is a
+    link: ``--out`` replaces the folder whole, and nothing else may be lost.
+
+    Raises:
+        UserError: one line naming the folder and why.
+    """
+    from filegram_ray.errors import UserError
+
+    if target.is_symlink():
+        raise UserError(f"filegram view --out {target}: a symbolic link; give a folder path (nothing was changed)")
+    if run.is_local:
+        root = Path(os.path.realpath(run.root))
+        real = Path(os.path.realpath(target))
+        if real == root or root.is_relative_to(real):
+            raise UserError(f"filegram view --out {target}: this folder holds the run {run.root}; the site replaces "
+                            "its folder whole (nothing was changed)")
+        if real.is_relative_to(root) and real != root / "view":
+            raise UserError(f"filegram view --out {target}: inside the run {run.root}, where only RUN/view is the "
+                            "viewer's; give a folder outside the run (nothing was changed)")
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise UserError(f"filegram view --out {target}: not a folder (a file is there; nothing was changed)")
+    if any(target.iterdir()) and not _is_site(target):
+        raise UserError(f"filegram view --out {target}: a folder holding other files, not an earlier site of "
+                        "`filegram view` (the site replaces its folder whole; give a new or empty folder)")
+
+
+def _sweep(parent: Path, name: str) -> None:
+    """Remove the temporary folders of earlier builds of ``parent/name`` that were killed: ``.<name>.tmp-<pid>-…``
+    whose process is gone on this machine (a temporary folder of an older version, without a pid, when it is
+    more than an hour old)."""
+    for p in parent.glob(f".{name}.tmp-*"):
+        pid = p.name[len(f".{name}.tmp-"):].split("-", 1)[0]
+        try:
+            if pid.isdigit():
+                os.kill(int(pid), 0)
+                continue  # a build running now
+            if time.time() - p.lstat().st_mtime < 3600:
+                continue
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OSError):
+            continue  # alive under another user, or not ours to judge
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+            log.info("view: removed %s, left by a build that did not finish", p)
 
 
 def build_view(run: RunDir | str, out: str | os.PathLike | None = None) -> str:
@@ -410,14 +658,19 @@ def build_view(run: RunDir | str, out: str | os.PathLike | None = None) -> str:
     Args:
         run: the run directory (local or object store, :class:`~filegram_ray.storage.RunDir`).
         out: local folder for the site; None: ``RUN/view/`` (built in a local temporary folder, then copied in,
-            each file atomically, for an object-store run).
+            each file atomically, for an object-store run). It must be new, empty or an earlier site of this
+            command (one holding :data:`SITE_MARK`): the site replaces it whole.
 
-    The site is built in a temporary sibling folder and moved into place whole: a failed build leaves the previous
-    site as it was. Same run → same bytes (sorted keys and rows, no timestamps).
+    The site is built in a temporary sibling folder (``.<name>.tmp-<pid>-…``) and moved into place whole: a failed
+    build leaves the previous site as it was, and the temporary folder of a build that was killed is removed by the
+    next one. Same run → same bytes (sorted keys and rows, no timestamps). Nothing a link in the run points to is
+    copied into the site (:func:`local_file_ok`).
 
     Raises:
         StorageError: ``run`` is a local path that does not exist (nothing is created), has no ``run.json``,
             ``results/`` or ``trajectories/`` (nothing to show), or a table is unreadable (names the file).
+        UserError: ``out`` is a file, a link, a folder of other files, the run or a folder holding it
+            (:func:`_check_target`; nothing is changed).
     """
     if not isinstance(run, RunDir):
         refuse_missing_local_run(run, "filegram view")  # RunDir would create it: a typo must not
@@ -433,8 +686,10 @@ def build_view(run: RunDir | str, out: str | os.PathLike | None = None) -> str:
         return run.url("view/index.html")
     target = Path(out) if out is not None else Path(run.full("view"))
     target = target.absolute()
+    _check_target(run, target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    _sweep(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     try:
         site = tmp / "site"
         _assemble(run, site)

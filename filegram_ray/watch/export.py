@@ -25,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from filegram_ray.engine.filter import filter_events
+from filegram_ray.limits import load_json
 from filegram_ray.schema.events import EventParseError, dumps_events, parse_event
 from filegram_ray.watch.recorder import BEHAVIOURAL
 from filegram_ray.watch.store import WatchStore
@@ -106,7 +107,7 @@ def session_trajectory(store: WatchStore, rec: dict[str, Any]) -> dict[str, byte
     files["media/manifest.json"] = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8")
     summary = store.path / "sessions" / sid / "summary.json"
     by_type = Counter(e["event_type"] for e in raw)
-    summ = json.loads(summary.read_text("utf-8")) if summary.exists() else {
+    summ = load_json(summary.read_bytes(), str(summary)) if summary.exists() else {
         "session_id": sid, "task_id": rec["task_id"], "start_time": rec["started_ms"], "end_time": None,
         "total_events": len(raw), "events_by_type": dict(sorted(by_type.items()))}
     if rep.torn_bytes:

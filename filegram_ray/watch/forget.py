@@ -37,6 +37,7 @@ import numpy as np
 
 from filegram_ray.engine.collector import components, file_type_of
 from filegram_ray.engine.media import MediaStore
+from filegram_ray.limits import load_json
 from filegram_ray.storage import atomic_write_local
 from filegram_ray.watch.export import MEDIA_FIELDS
 from filegram_ray.watch.journal import dumps_line, read_log
@@ -292,7 +293,7 @@ def forget_memory(store: WatchStore, task_ids: list[str]) -> bool:
         pid = pdir.name
         state_p = pdir / "incremental.json"
         try:
-            state = json.loads(state_p.read_text("utf-8"))
+            state = load_json(state_p.read_bytes(), str(state_p))
         except (OSError, ValueError):
             state = None
         if state is None:
@@ -317,7 +318,8 @@ def forget_memory(store: WatchStore, task_ids: list[str]) -> bool:
 
 def _read_listing(store: WatchStore, ev: dict[str, Any]) -> list[str] | None:
     try:
-        listing = json.loads((store.media_dir / ev["media_ref"]["path"]).read_text("utf-8"))
+        path = store.media_dir / ev["media_ref"]["path"]
+        listing = load_json(path.read_bytes(), str(path))
     except (OSError, ValueError):
         return None
     return [p for p in listing if isinstance(p, str)] if isinstance(listing, list) else None

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filegram_ray.limits import load_json
+
 __all__ = ["LogReport", "SessionLog", "dumps_line", "read_log"]
 
 
@@ -65,7 +67,7 @@ def _split(data: bytes, path: str) -> tuple[list[dict[str, Any]], LogReport, int
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = load_json(raw, f"journal line {lineno}", duplicates=True)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
         except (UnicodeDecodeError, ValueError):

@@ -256,8 +256,8 @@ class Redactor:
     def _redact_keys(text: str, counts: Counter, mark) -> str:
         # 1. our token formats and secret-named assignments (quoted or not), by position
         low = text.lower()
-        spans = [m.span() for _, kws, rx in _RULES if not kws or any(k in low for k in kws)
-                 for m in rx.finditer(text)]
+        spans = [m.span("v" if "v" in rx.groupindex else 0) for _, kws, rx in _RULES
+                 if not kws or any(k in low for k in kws) for m in rx.finditer(text)]
         if _ASSIGN_HINT.search(text):
             for m in ASSIGNMENT.finditer(text):
                 v = m.group("v")

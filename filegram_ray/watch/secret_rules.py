@@ -15,7 +15,15 @@ its source; the corpus test ``tests/test_watch_redaction_corpus.py`` generates a
 fails if one survives a watcher run, and lists the kinds caught. Compare with the newest gitleaks.toml when
 ``detect-secrets`` or gitleaks release (ids below match gitleaks' so the diff is mechanical).
 
-Each rule is ``(kind, regex, source)``; the regex's whole match is the secret.
+Each rule is ``(kind, regex, source)``; the regex's whole match is the secret, or its group ``v`` when it has one
+(a credential-bearing URL parameter: ``sig=`` is kept, its value replaced).
+
+Two kinds of rows: vendor-prefixed tokens (the prefix names the vendor: ``key-`` Mailgun, ``ATATT3`` Atlassian,
+``sbp_`` Supabase …) and credential-bearing URL parameters — a signed or authenticated URL carries its credential
+in a query parameter whose *name* is the clue, whatever the value looks like (Azure SAS ``sig=``, AWS SigV4
+``X-Amz-Signature=`` / ``X-Amz-Credential=`` / ``X-Amz-Security-Token=``, Google ``X-Goog-Signature=``, OAuth 2.0
+``access_token=`` / ``code=``, ``?key=`` / ``?token=`` API keys); the signature names are caught anywhere (also
+in a file name that holds a pasted URL), the generic ones after ``?``, ``&`` or ``;``.
 """
 
 from __future__ import annotations
@@ -86,6 +94,24 @@ RULES: list[tuple[str, str, str]] = [
     ("microsoft-teams-webhook", r"\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/-]{40,}", _GL + "microsoft-teams-webhook"),
     ("jwt", r"\bey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*", _GL + "jwt; RFC 7519 (all three segments)"),
     ("url-credentials", r"(?<=://)[^/\s:@]{1,64}:[^/\s@]{3,}(?=@)", "RFC 3986 §3.2.1 userinfo (user:password@host)"),
+    ("mailgun-private-api-token", r"\bkey-[a-f0-9]{32}\b",
+     _GL + "mailgun-private-api-token; documentation.mailgun.com API keys (private keys key-…)"),
+    ("mailgun-pub-key", r"\bpubkey-[a-f0-9]{32}\b", _GL + "mailgun-pub-key"),
+    ("atlassian-api-token", r"\bATATT3[A-Za-z0-9_=-]{60,}",
+     _GL + "atlassian-api-token; support.atlassian.com API tokens (ATATT3… since 2023)"),
+    ("atlassian-context-token", r"\bATCTT3[A-Za-z0-9_=-]{60,}", "Atlassian scoped/Connect tokens (ATCTT3…)"),
+    ("supabase-token", r"\b(?:sbp_(?:v0_)?[a-f0-9]{40}|sb_secret_[A-Za-z0-9_-]{20,})\b",
+     "supabase.com/docs: personal access tokens sbp_…, secret API keys sb_secret_… (2025)"),
+    ("url-signature-parameter",
+     r"(?i)(?<![A-Za-z0-9_-])(?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token"
+     r"|x-goog-signature|x-goog-credential)=(?P<v>[^&#\s\"'<>|]{4,})",
+     "signed-URL parameters: Azure SAS sig= (learn.microsoft.com: create a service SAS, 'sig'), AWS SigV4 presigned "
+     "URLs X-Amz-Signature/Credential/Security-Token (docs.aws.amazon.com), Google signed URLs X-Goog-Signature"),
+    ("url-credential-parameter",
+     r"(?i)[?&;](?:token|access_token|id_token|refresh_token|auth|auth_token|api_key|apikey|api-key|key|secret"
+     r"|client_secret|password|passwd|pwd|code)=(?P<v>[^&#\s\"'<>|]{4,})",
+     "credential-bearing query parameters: OAuth 2.0 access_token / code (RFC 6749 §4.1.2, §4.2.2), API keys "
+     "?key= (Google APIs), ?token= / ?api_key= (many providers)"),
 ]
 
 #: names of settings whose value is a secret (an assignment ``NAME = value`` / ``NAME: value`` to a name *ending*
@@ -124,6 +150,9 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "heroku-api-key-v2": ("hrku-",), "rubygems-api-token": ("rubygems_",), "telegram-bot-api-token": (":aa",),
     "azure-ad-client-secret": ("q~",), "azure-storage-key": ("accountkey=",),
     "microsoft-teams-webhook": ("webhook.office.com",), "jwt": ("ey",), "url-credentials": ("://",),
+    "mailgun-private-api-token": ("key-",), "mailgun-pub-key": ("pubkey-",), "atlassian-api-token": ("atatt3",),
+    "atlassian-context-token": ("atctt3",), "supabase-token": ("sbp_", "sb_secret_"),
+    "url-signature-parameter": ("sig=", "signature=", "x-amz-", "x-goog-"), "url-credential-parameter": ("=",),
 }
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 from filegram_ray.storage import atomic_write_local
 from filegram_ray.watch.config import WatchConfig
 from filegram_ray.watch.journal import LogReport, read_log
@@ -53,7 +54,7 @@ def is_watch_store(path: str | os.PathLike) -> bool:
     """True if ``path`` holds a watcher store (``store.json`` with the format marker)."""
     p = Path(path) / "store.json"
     try:
-        return json.loads(p.read_text("utf-8")).get("format") == STORE_FORMAT
+        return load_json(p.read_bytes(), str(p)).get("format") == STORE_FORMAT
     except (OSError, ValueError):
         return False
 
@@ -177,7 +178,7 @@ class WatchStore:
         return os.path.join(os.path.dirname(real), base)
 
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / "store.json").read_text("utf-8"))
+        return load_json((self.path / "store.json").read_bytes(), str(self.path / "store.json"))
 
     @property
     def config(self) -> WatchConfig:
@@ -275,7 +276,7 @@ class WatchStore:
         p = self.path / "sessions" / "index.json"
         if not p.exists():
             return []
-        return json.loads(p.read_text("utf-8"))
+        return load_json(p.read_bytes(), str(p))
 
     def save_sessions(self, records: list[dict[str, Any]]) -> None:
         _write_json(self.path / "sessions" / "index.json", records)
@@ -337,7 +338,7 @@ class WatchStore:
         p = self.path / "state" / "checkpoint.json"
         if not p.exists():
             return {"index": {}, "logs": {}, "baseline_roots": []}
-        return json.loads(p.read_text("utf-8"))
+        return load_json(p.read_bytes(), str(p))
 
     def save_checkpoint(self, ckpt: dict[str, Any]) -> None:
         atomic_write_local(self.path / "state" / "checkpoint.json",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from filegram_ray.errors import UserError
+from filegram_ray.limits import load_json
 from filegram_ray.names import escape_name, free_name, name_problem, printable
 from filegram_ray.workspace import writers as W
 from filegram_ray.workspace.extract import (
@@ -302,7 +303,7 @@ def load_bundle(dir: Path | str) -> Bundle:
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path}: bundle.json not found")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = load_json(meta_path.read_bytes(), str(meta_path))
         files = [BundleFile(f["path"], f["kind"], int(f["bytes"]), f["sha256"], f.get("annotation"))
                  for f in meta["files"]]
     except (KeyError, TypeError, json.JSONDecodeError) as exc:
@@ -484,8 +485,8 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
                 errors.append({"path": rel, "error": exc.reason.replace(str(dest), rel)})
                 extra[rel] = {**extra.get(rel, {}), "text_chars": None}
                 continue
-            _write_view(ext_dir, rel, text)
-            extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+            view = _write_view(ext_dir, rel, text)
+            extra[rel] = {**extra.get(rel, {}), "text_chars": len(text), **_view_field(rel, view)}
             if kind == "eml":  # the normalised date beside the view, never in it (R2-eml-date-year-0001-rewritten)
                 date = eml_headers(dest.read_bytes()).get("Date")
                 if date is not None:
@@ -501,8 +502,8 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
     for rel, d in sorted(descs.items()):
         annotations[rel] = d.annotation()
         text = annotations[rel]["content"]
-        _write_view(ext_dir, rel, text)
-        extra[rel] = {**extra.get(rel, {}), "text_chars": len(text)}
+        view = _write_view(ext_dir, rel, text)
+        extra[rel] = {**extra.get(rel, {}), "text_chars": len(text), **_view_field(rel, view)}
         if d.skipped:
             extra[rel]["description_skipped"] = [list(x) for x in d.skipped]
         described.append({"path": rel, "modality": d.modality, "described_by": list(d.methods),
@@ -518,12 +519,43 @@ def import_bundle(src_dir: Path | str, task_id: str, out_dir: Path | str, *,
     return info
 
 
-def _write_view(ext_dir: Path, rel: str, text: str) -> None:
-    out = ext_dir / (rel + ".txt")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+#: longest file name (bytes) of the view folder's file system (Linux NAME_MAX; asked of the folder when it can be)
+_NAME_MAX = 255
+
+
+def view_name(name: str, name_max: int = _NAME_MAX) -> str:
+    """The file name of the text view of a file named ``name``: ``<name>.txt``, or, when that is longer than
+    ``name_max`` bytes (a legal 255-byte name plus ``.txt``: ENAMETOOLONG), the longest UTF-8 prefix of ``name``
+    that fits with ``~<8 hex of the name's sha256>.txt`` — distinct names keep distinct views."""
+    full = name + ".txt"
+    if len(full.encode("utf-8", "surrogateescape")) <= name_max:
+        return full
+    tag = "~" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8] + ".txt"
+    room = name_max - len(tag)
+    head = name.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    return head + tag
+
+
+def _write_view(ext_dir: Path, rel: str, text: str) -> str:
+    """Write the text view of ``rel`` under ``ext_dir`` (temp name, then rename); returns its path relative to
+    ``ext_dir`` (``<rel>.txt``, or the shortened name of :func:`view_name` for a name near the length limit)."""
+    head, _, base = rel.rpartition("/")
+    folder = ext_dir / head if head else ext_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = _NAME_MAX
+    out = folder / view_name(base, name_max)
+    tmp = folder / f".view-{os.getpid()}.tmp"
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)
+    return out.relative_to(ext_dir).as_posix()
+
+
+def _view_field(rel: str, view: str) -> dict[str, str]:
+    """``{"view": "extracted/<view>"}`` in a file's bundle.json row when its view is not at ``extracted/<rel>.txt``."""
+    return {} if view == rel + ".txt" else {"view": f"extracted/{view}"}
 
 
 def check_bundle_meta(data: bytes, source: str) -> dict[str, Any]:

@@ -48,12 +48,15 @@ def _list(args) -> int:
 def vlm_spec(value: str | None) -> dict | None:
     """The VLM backbone of ``--vlm``: a YAML/JSON mapping (``{kind: openai, base_url: ..., model: ...}``), or a
     pipeline config file whose ``evaluate.backbone`` is a language-model spec. ValueError names what is wrong."""
-    import yaml
+    from filegram_ray.limits import load_yaml, load_yaml_file
 
     if not value:
         return None
-    p = Path(value)
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else yaml.safe_load(value)
+    try:
+        is_file = "\n" not in value and Path(value).is_file()
+    except OSError:  # a spec longer than a file name may be (ENAMETOOLONG) is text, not a path
+        is_file = False
+    data = load_yaml_file(value) if is_file else load_yaml(value, "--vlm")
     if isinstance(data, dict) and isinstance(data.get("evaluate"), dict):
         data = data["evaluate"].get("backbone")
     if not isinstance(data, dict):

@@ -51,8 +51,8 @@ from filegram_ray.workspace.extract import media_class
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DescribeOptions", "MediaDescribeError", "MediaDescriber", "MediaDescription", "describe_media",
-           "probe_media"]
+__all__ = ["HIGH_DEPTH_MODES", "DescribeOptions", "MediaDescribeError", "MediaDescriber", "MediaDescription",
+           "describe_media", "probe_media", "to_rgb8"]
 
 #: keyframes per video sent to the VLM (our own bound: a few pictures per request)
 VLM_KEYFRAMES = 4
@@ -289,6 +289,10 @@ class MediaDescriber:
         if eng is None:
             d.skipped.append(("ocr", self._ocr_error or "unavailable"))
             return
+        if images and all(img.size and int(img.max()) == int(img.min()) for _, img in images):
+            # one colour: nothing OCR could read, so no reading is claimed (case BR2-09)
+            d.skipped.append(("ocr", f"the {what.split(' (')[0]} is a single colour: no text to read"))
+            return
         lines: list[str] = []
         found = 0
         prev: list[str] | None = None
@@ -342,7 +346,7 @@ class MediaDescriber:
             with Image.open(p) as im:
                 fmt, mode, (w, h) = im.format or kind.upper(), im.mode, im.size
                 frames = int(getattr(im, "n_frames", 1) or 1)
-                rgb = ImageOps.exif_transpose(im).convert("RGB")
+                rgb = to_rgb8(ImageOps.exif_transpose(im))
         except Exception as exc:  # noqa: BLE001 - Pillow's errors vary by format
             raise MediaDescribeError(f"{p.name}: unreadable image: {exc}") from None
         props = {"format": fmt, "width": w, "height": h, "mode": mode, "bytes": p.stat().st_size}
@@ -410,6 +414,38 @@ class MediaDescriber:
         if a is not None:
             self._speech_section(d, "Sound track transcript")
         return d
+
+
+#: Pillow modes with more than 8 bits per sample (16-bit grayscale PNG/TIFF, 32-bit integer, 32-bit float)
+HIGH_DEPTH_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
+
+
+def to_rgb8(im):
+    """An image as 8-bit RGB as a person sees it, for OCR and VLMs (case BR2-09).
+
+    * More than 8 bits per sample (:data:`HIGH_DEPTH_MODES`: 16-bit grayscale PNG/TIFF, 32-bit integer or float
+      TIFF): stretched from its own darkest to its brightest value onto 0–255 (``Image.convert("RGB")`` clips
+      16-bit values at 255 — a white page — and truncates floats in 0–1 to black). 16-bit colour PNG/TIFF Pillow
+      already reads as 8-bit RGB(A).
+    * Transparency (RGBA, LA, PA, a palette or grayscale image with a transparent colour): composited over white,
+      as a viewer shows it (dropping the alpha turns black text on a transparent background into a black image).
+    * Everything else (1-bit, L, P, CMYK, YCbCr): Pillow's own conversion.
+    """
+    import numpy as np
+    from PIL import Image
+
+    if im.mode in HIGH_DEPTH_MODES:
+        a = np.asarray(im, dtype=np.float64)
+        finite = a[np.isfinite(a)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+        scaled = np.zeros(a.shape, np.uint8) if hi <= lo else \
+            np.clip(np.nan_to_num((a - lo) * (255.0 / (hi - lo)), nan=0.0), 0, 255).round().astype(np.uint8)
+        return Image.fromarray(scaled, "L").convert("RGB")
+    if im.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (im.mode in ("P", "L", "RGB") and "transparency" in im.info):
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return im.convert("RGB")
 
 
 def describe_media(path: Path | str, kind: str, opts: DescribeOptions | None = None,

@@ -397,10 +397,28 @@ def _fmt_cell(value) -> str:
 XLSX_MAX_CELLS = 2_000_000
 
 
+def _formula_text(value) -> str | None:
+    """The formula of a cell read with ``data_only=False`` (``=B2+C2``; an array formula's text), else None."""
+    text = getattr(value, "text", value)  # openpyxl's ArrayFormula / DataTableFormula carry it in .text
+    if isinstance(text, str) and text.startswith("="):
+        return text
+    return None
+
+
 def _xlsx(path: Path) -> str:
+    """The text of a workbook: per sheet, each row's cells tab-separated as the spreadsheet program last showed
+    them (the value it saved with the file), the cell comments, chart titles; a closing ``[not extracted: …]``
+    line. A formula cell saved without a value — a workbook written by a library (openpyxl, xlsxwriter) and
+    never opened in a spreadsheet program, which is what computes and stores the values — is shown as its
+    formula (``=SUM(B2:C2)``) and counted in a note line, never as an empty cell (case BR2-03). A workbook that
+    asks to be recalculated when opened (``<calcPr fullCalcOnLoad="1">``: XlsxWriter saves every formula with
+    the value 0 and this flag) shows every formula cell as its formula: its saved values are not what a
+    spreadsheet program would show."""
     import openpyxl
 
+    stale = _recalculated_on_load(path)
     wb = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    formulas_wb = openpyxl.load_workbook(str(path), read_only=True, data_only=False)
     chars = _TextBudget(path)  # characters of text taken (MAX_EXTRACTED_CHARS)
     try:
         out: list[str] = []
@@ -410,21 +428,36 @@ def _xlsx(path: Path) -> str:
             unread: list[str] = []
         except Exception:  # noqa: BLE001 - malformed comment parts do not cost the cells
             comments, unread = {}, ["unreadable cell comments"]
-        for ws in wb.worksheets:
+        unsaved = 0  # formula cells without a saved value, shown as their formula
+        for ws, fws in zip(wb.worksheets, formulas_wb.worksheets):
             out.append(f"# sheet: {ws.title}" + (" (hidden)" if ws.sheet_state != "visible" else ""))
             # The declared dimension (or one formatted cell at XFD1048576) would pad every row to 16,384 columns
             # and emit every empty row up to it (BR-28): iterate the cells actually stored instead.
             ws.reset_dimensions()
-            for row in ws.iter_rows(values_only=True):
+            fws.reset_dimensions()
+            sheet_unsaved = 0
+            for row, frow in zip(ws.iter_rows(values_only=True), fws.iter_rows(values_only=True)):
                 cells_left -= len(row)
                 if cells_left < 0:
                     out.append(f"[cut: more than {XLSX_MAX_CELLS} cells]")
                     break
                 cells = [_fmt_cell(v) for v in row]
+                for i, f in enumerate(frow):
+                    formula = _formula_text(f) if stale or i >= len(row) or row[i] is None else None
+                    if formula is not None:
+                        cells += [""] * (i + 1 - len(cells))
+                        cells[i] = formula
+                        sheet_unsaved += 1
                 while cells and cells[-1] == "":
                     cells.pop()
                 if cells:
                     out.append(chars.take("\t".join(cells)))
+            if sheet_unsaved:
+                why = ("the file asks to be recalculated when opened (written by a library, not saved by a "
+                       "spreadsheet program): saved values, if any, are placeholders" if stale
+                       else "no saved value (the file was not last saved by a spreadsheet program)")
+                out.append(f"[{sheet_unsaved} formula cell(s) of this sheet: {why}: shown as their formula]")
+                unsaved += sheet_unsaved
             for ref, author, text in comments.get(ws.title, []):
                 out.append(chars.take(f"[comment {ref}{', ' + author if author else ''}] {text}"))
             out.append("")
@@ -436,9 +469,24 @@ def _xlsx(path: Path) -> str:
             notes.append("unreadable charts")
         out += [chars.take(f"[chart] {t}") for t in titles]
         notes += ["chart data"] * len(titles) + ["picture (no text)"] * pictures
+        notes += ["formula value (not saved in the file)"] * unsaved
         return _not_extracted("\n".join(out), notes)
     finally:
         wb.close()
+        formulas_wb.close()
+
+
+def _recalculated_on_load(path: Path) -> bool:
+    """Whether a workbook's ``xl/workbook.xml`` asks the program opening it to recalculate every formula
+    (``calcPr fullCalcOnLoad``, ECMA-376 Part 1 §18.2.2): its saved formula values are then placeholders."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            calc = _safe_xml(zf.read("xl/workbook.xml")).find("s:calcPr", _NS)
+    except Exception:  # noqa: BLE001 - openpyxl reports an unreadable workbook itself
+        return False
+    return calc is not None and calc.get("fullCalcOnLoad", "").lower() in ("1", "true")
 
 
 def _xlsx_drawings(path: Path) -> tuple[list[str], int]:

@@ -332,7 +332,10 @@ def bundle_annotations(bundle_dir: Path | None) -> dict[str, dict[str, str]]:
     """Media annotations of a task bundle (``bundle.json`` ``files[].annotation``), as the simulator reads them."""
     if bundle_dir is None or not (Path(bundle_dir) / "bundle.json").exists():
         return {}
-    meta = json.loads((Path(bundle_dir) / "bundle.json").read_text(encoding="utf-8"))
+    from filegram_ray.limits import load_json
+
+    path = Path(bundle_dir) / "bundle.json"
+    meta = load_json(path.read_bytes(), str(path))
     return {f["path"]: dict(f["annotation"]) for f in meta.get("files", []) if f.get("annotation")}
 
 

@@ -52,6 +52,12 @@ var FG = (function () {
     return { draw: function (reset) { if (reset) page = 0; draw(); } };
   }
 
+  /* an answer's outcome (view/build.py: outcome): "1" right, "0" wrong, "p" partial (open-ended), "e" error */
+  var OUTCOME_CLASS = { "1": "ok", "0": "bad", "p": "part", "e": "bad" };
+  function mark(v, isOpen) {
+    var sign = { "1": "✓", "0": "✗", "p": "◐", "e": "⚠" }[v[0]];
+    return isOpen && v[1] !== null && v[1] !== undefined ? sign + " " + fmt(v[1], 0) : sign;
+  }
   function itemsPage() {
     var D = window.FG_ITEMS, rows = D.rows, shown = rows;
     var fs = document.getElementById("f-sub"), fm = document.getElementById("f-method"),
@@ -67,8 +73,7 @@ var FG = (function () {
         var ans = el("td"), m = fm.value;
         Object.keys(r[5]).sort().forEach(function (k) {
           if (m && k !== m) return;
-          var v = r[5][k];
-          ans.appendChild(el("span", k + (v === null ? " ⚠ " : v ? " ✓ " : " ✗ "), v ? "ok" : "bad"));
+          ans.appendChild(el("span", k + " " + mark(r[5][k], r[6]) + " ", OUTCOME_CLASS[r[5][k][0]]));
         });
         tr.appendChild(ans); body.appendChild(tr);
       });
@@ -80,7 +85,7 @@ var FG = (function () {
         var ms = m ? [m] : Object.keys(r[5]);
         if (m && !(m in r[5])) return false;
         if (!c) return true;
-        return ms.some(function (k) { var v = r[5][k]; return c === "e" ? v === null : v === Number(c); });
+        return ms.some(function (k) { return r[5][k][0] === c; });
       });
       document.getElementById("count").textContent = shown.length + " of " + rows.length + " items";
       p.draw(true);
@@ -93,7 +98,7 @@ var FG = (function () {
     var d = el("div", null, "answer");
     d.appendChild(el("h3", a.method));
     d.appendChild(el("p", "answer: " + (a.choice || "–") + " · score " + fmt(a.score) +
-      (a.status !== "ok" ? " · " + a.status + ": " + a.error : ""), a.correct ? "ok" : "bad"));
+      (a.status !== "ok" ? " · " + a.status + ": " + a.error : ""), OUTCOME_CLASS[a.outcome]));
     d.appendChild(el("p", "context returned: " + (a.context_ref === null ? "not recorded" :
       (a.context_tokens + " tokens, " + a.context_chars + " characters")), "small"));
     var pre = el("pre", a.context_ref === null ? "(this run recorded no context for this method)" : "loading…",
@@ -117,12 +122,15 @@ var FG = (function () {
       document.getElementById("question").textContent = I.question;
       var ol = document.getElementById("choices");
       I.choices.forEach(function (c) { ol.appendChild(el("li", c)); });
-      document.getElementById("key").textContent = I.key + (I.key_text ? " — " + I.key_text : "");
+      document.getElementById("key").textContent = I.is_open ? (I.key_text || I.key) :
+        I.key + (I.key_text ? " — " + I.key_text : "");
       var body = document.querySelector("#answers tbody");
       I.answers.forEach(function (a) {
-        var tr = el("tr");
-        tr.appendChild(el("td", a.method)); tr.appendChild(el("td", a.choice || (a.status !== "ok" ? a.status : "–"),
-          a.correct ? "ok" : "bad"));
+        var tr = el("tr"), said = I.is_open ? (a.raw || "–") : (a.choice || "–");
+        tr.dataset.method = a.method; tr.dataset.outcome = a.outcome;
+        tr.appendChild(el("td", a.method));
+        tr.appendChild(el("td", a.status !== "ok" ? "error: " + a.error : mark([a.outcome, a.score], I.is_open) +
+          " " + said, OUTCOME_CLASS[a.outcome]));
         tr.appendChild(el("td", fmt(a.score))); tr.appendChild(el("td", a.context_tokens === null ? "–" : a.context_tokens));
         body.appendChild(tr);
       });
