@@ -317,7 +317,7 @@ def _index_error(row: Row) -> str:
     keeps its reading error as it was (``UnicodeDecodeError: …``)."""
     if row.get("error_type") == UnreadableOutput.__name__:
         return str(row.get("error"))[:2000]
-    return f"{row.get('error_type')}: {row.get('error')}"[:2000]
+    return Row(row).error_line
 
 
 class RenderStage(Stage):

@@ -136,7 +136,7 @@ def test_item_level_failure_does_not_sink_unit(tmp_path, monkeypatch):
         return orig(self, item, context)
 
     monkeypatch.setattr(backbones.LexicalBackbone, "answer", flaky)
-    run_evaluate(_cfg(tmp_path, methods=["no_context"], validity=False))
+    run_evaluate(_cfg(tmp_path, methods=["no_context"], validity=False, backbone="lexical"))  # the reader patched
     res = run.read_table("results/results.parquet")
     bad = res.filter(pl.col("status") == "error")
     assert bad["question_id"].to_list() == ["AttrRec-00001"] and "backbone exploded" in bad["error"][0]

@@ -278,7 +278,7 @@ class GenerateStage(Stage):
             ok = r.get("status") == "ok"
             index.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, "status": "ok" if ok else "error",
                           "n_events_raw": int(r.get("n_events_raw", 0) or 0), "n_events": int(r.get("n_events", 0) or 0),
-                          "perturbed": uid in pert_ids, "error": None if ok else str(r.get("error", ""))[:500]})
+                          "perturbed": uid in pert_ids, "error": None if ok else Row(r).error_line[:500]})
             for o in (r.get("outputs") or []) if ok else []:
                 outs.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, **o})
         index_df = pl.DataFrame(index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,

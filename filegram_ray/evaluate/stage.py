@@ -334,7 +334,8 @@ class EvaluateStage(Stage):
                     ids = [it["question_id"] for it in u["items"]]
                     frames.append(run.read_table(u["out_path"]).filter(pl.col("question_id").is_in(ids)))
                 else:
-                    why = failed.get(u["unit_id"], {}).get("error", "unit did not finish")
+                    r = failed.get(u["unit_id"])  # "<type>: <message>": the report's causes read the type
+                    why = r.error_line if r is not None else "unit did not finish"
                     frames.append(pl.DataFrame([{
                         "method": m, "question_id": it["question_id"], "cache_key": u["cache_key"], "backbone": "",
                         "status": "error", "error": f"ingest/unit failed: {why}"[:1000], "choice": "",

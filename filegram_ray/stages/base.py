@@ -62,6 +62,13 @@ class Row(dict):
     def ok(self) -> bool:
         return self.get("status") == "ok"
 
+    @property
+    def error_line(self) -> str:
+        """``"<exception type>: <message>"`` of an error row (≤ 2,000 characters): how a stage's own tables and
+        reports show the error (its cause read from the type)."""
+        kind = self.get("error_type")
+        return (f"{kind}: {self.get('error')}" if kind else str(self.get("error") or ""))[:ERROR_CHARS]
+
     @classmethod
     def of(cls, unit_id: str, fields: dict[str, Any] | None) -> Row:
         """A worker's result as a row: its fields, then ``unit`` and ``status: ok`` (a worker reports a failure by
