@@ -117,7 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--stage", nargs="+", choices=list(OUTPUTS), help="compare only these stages' outputs")
+    ap.add_argument("--out", default=None, help="also write what is printed to this file (a dated page under "
+                    "docs/measurements/), after --title and --note lines")
+    ap.add_argument("--title", default="Outputs before and after", help="the page's heading (with --out)")
+    ap.add_argument("--note", action="append", default=[], help="a paragraph above the figures (with --out; "
+                    "repeatable): what was run, on which commits")
     args = ap.parse_args(argv)
+    lines: list[str] = []
+    out = lines.append
     tops = sorted({t for s in args.stage for t in OUTPUTS[s]}) if args.stage else None
     a, b = manifest(args.before, tops), manifest(args.after, tops)
     only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
@@ -132,17 +139,24 @@ def main(argv: list[str] | None = None) -> int:
             if new in only_b:
                 only_b.remove(new)
     for p, why in sorted(content_equal.items()):
-        print(f"equal by content: {p}  ({why})")
+        out(f"equal by content: {p}  ({why})")
     for p in only_a:
-        print(f"only in before: {p}")
+        out(f"only in before: {p}")
     for p in only_b:
-        print(f"only in after:  {p}")
+        out(f"only in after:  {p}")
     for p in differ:
-        print(f"differs:        {p}")
+        out(f"differs:        {p}")
     same = len(set(a) & set(b)) - len(differ) - len(content_equal)
-    print(f"{same} identical, {len(content_equal)} equal by content, {len(differ)} differ, {len(only_a)} only "
+    out(f"{same} identical, {len(content_equal)} equal by content, {len(differ)} differ, {len(only_a)} only "
           f"before, {len(only_b)} only after "
           f"({'IDENTICAL' if not (differ or only_a or only_b) else 'DIFFERENT'})")
+    print("\n".join(lines))
+    if args.out:
+        page = [f"# {args.title}", "", *[para + "\n" for para in args.note],
+                f"`python tests/benchmarks/compare_runs.py BEFORE AFTER{' --stage ' + ' '.join(args.stage) if args.stage else ''}`"
+                " (this page written by it):", "", "```", *lines, "```", ""]
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write("\n".join(page))
     return 0 if not (differ or only_a or only_b) else 1
 
 
