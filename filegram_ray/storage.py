@@ -35,7 +35,7 @@ from typing import Any
 
 import fsspec
 
-from filegram_ray.errors import UserError
+from filegram_ray.errors import StorageError, UserError
 from filegram_ray.limits import load_json
 
 __all__ = ["ERROR_COLUMNS", "ERRORS_DIR", "RunDir", "RunDirLockedError", "StorageError", "atomic_write_local",
@@ -43,10 +43,6 @@ __all__ = ["ERROR_COLUMNS", "ERRORS_DIR", "RunDir", "RunDirLockedError", "Storag
 
 # Object stores without a cheap rename: write the final key directly (a single PUT is atomic there).
 _PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
-
-
-class StorageError(UserError, RuntimeError):
-    """Raised when a run-directory operation fails; the message names the URI and the relative path."""
 
 
 class RunDirLockedError(StorageError):
