@@ -163,12 +163,12 @@ def test_caption_stage_vlm_path_writes_tables_records_and_resumes(tmp_path, stub
     idx = {r["recording_id"]: r for r in run.read_table("captions/index.parquet").to_dicts()}
     ok, bad = idx[rid], idx[recording_id_of(str(broken))]
     assert ok["status"] == "ok" and ok["captioner"] == "vlm" and ok["path"] == f"captions/vlm/{rid}.parquet"
-    assert bad["status"] == "error" and "ValueError" in bad["error"]
+    assert bad["status"] == "error" and "UserError" in bad["error"]  # an unreadable input file: the user's
     caps = run.read_table(ok["path"])
     assert caps.height == ok["keyframes"] == len(_StubVlm.seen) and set(caps["captioner"]) == {"vlm"}
     assert run.read_json(f"_done/caption/vlm__{rid.replace('/', '__')}.json")["keyframes"] == caps.height
     (err,) = run.error_rows("caption")
-    assert err["unit"] == f"vlm/{recording_id_of(str(broken))}" and err["error_type"] == "ValueError"
+    assert err["unit"] == f"vlm/{recording_id_of(str(broken))}" and err["error_type"] == "UserError"
     events = run.read_json(f"realworld/{rid}/events.json")
     assert [e["event_type"] for e in events] == ["file_write"] and events[0]["file_path"] == "budget.xlsx"
     again = run_caption(cfg)
