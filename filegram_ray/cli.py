@@ -19,6 +19,8 @@ import logging
 import sys
 
 from filegram_ray import __version__
+from filegram_ray.stages.cli import register as register_stage_doors
+from filegram_ray.stages.cli import top_level
 
 #: top-level command → (module providing ``register(subparsers)``, one-line help), in ``--help`` order. The help
 #: must equal the one the module registers (checked by tests/test_cli_startup.py).
@@ -27,20 +29,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("filegram_ray.tasks.cli", "inspect the task set"),
     "workspace": ("filegram_ray.workspace.cli", "build, list or import task input bundles"),
     "engine": ("filegram_ray.engine.cli", "trajectory engine utilities"),
-    "memory": ("filegram_ray.memory.cli",
-               "FileGramOS memory: encode a run, update a watcher store, show a profile's context"),
+    "memory": ("filegram_ray.memory.cli", "FileGramOS memory: encode a run, show a profile's context"),
     "watch": ("filegram_ray.watch.cli", "record your own file activity (Linux inotify) into a local store"),
     "mcp": ("filegram_ray.mcp.cli", "serve your FileGramOS memory to your AI assistants (Model Context Protocol; "
             "local, read-only)"),
     "bench": ("filegram_ray.bench.cli", "build FileGramBench items (bench stage) and show their counts"),
     "methods": ("filegram_ray.methods.cli", "list the registered memory methods"),
-    "evaluate": ("filegram_ray.methods.cli", "answer FileGramBench items with memory methods; write results/"),
     "llm": ("filegram_ray.llm.cli", "packaged GGUF models and a local OpenAI-compatible server (CPU)"),
     "render": ("rendering.cli", "render agent outputs into multimodal derivatives"),
     "video": ("video.cli", "guidance videos, screen-recording captions, events from recordings"),
     "pipeline": ("filegram_ray.pipeline",
                  "run seed → generate → encode → render → record → caption → bench → evaluate"),
     "run": ("filegram_ray.pipeline", "run one stage (filegram run <stage> --help for its options)"),
+    # every stage's own door, generated from STAGES (bench and render: `bench build`, `render run`)
+    **{name: ("filegram_ray.stages.cli", help_text) for name, help_text in top_level().items()},  # STAGE_DOORS
     "models": ("filegram_ray.weights",
                "the models manifest: list the packaged models, verify installed weights"),
     "validity": ("filegram_ray.validity.cli", "does the behaviour carry the profile, like a person? (tier "
@@ -53,6 +55,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("filegram_ray.view.cli", "write a static viewer of a run (results, items with contexts, trajectories, "
              "run) → RUN/view/index.html"),
 }
+
+#: the module of the stages' own doors (``filegram <stage>``): given a command line, only the named stage is loaded
+STAGE_DOORS = "filegram_ray.stages.cli"
 
 #: modules providing ``register(subparsers)``, in the order their commands appear in ``--help``.
 COMMAND_MODULES = list(dict.fromkeys(mod for mod, _ in COMMANDS.values()))
@@ -108,6 +113,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     done: set[str] = set()
     for name, (module, help_text) in COMMANDS.items():
         if module in done:
+            continue
+        if module == STAGE_DOORS and argv is not None:  # a stage's door loads that stage's module alone
+            if name == wanted:
+                register_stage_doors(sub, [name])
+            else:
+                sub.add_parser(name, help=help_text, add_help=False)
             continue
         if module in load:
             done.add(module)

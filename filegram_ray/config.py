@@ -62,46 +62,21 @@ def match_ids(wanted: list[str] | None, available: list[str], field: str, where:
     return [a for a in available if a in hits]
 
 
-def check_sets(config: PipelineConfig, keys: tuple[str, ...] = ("profiles", "tasks")) -> None:
-    """Refuse unknown ids in ``config.profiles`` / ``config.tasks`` before any work starts or any record is written.
-
-    The ids are matched against the config's profile set (``profiles_dir``, default ``conf/profiles``) and task set
-    (``tasks_dir``, default ``conf/tasks``) by :func:`match_ids` (short form ``p1`` included). Called where those
-    sets are the ones in use: a new run directory (its config snapshot must not record an id the run can never
-    have) and a pipeline that runs seed or generate.
-
-    Raises:
-        ValueError: ``config field profiles: unknown id 'p99' (<profile dir> has: …)``.
-        FileNotFoundError / ProfileError / TaskError: the set directory is missing or malformed (names the file).
-    """
-    if "profiles" in keys and config.profiles:
-        from filegram_ray.paths import profiles_dir
-        from filegram_ray.profiles import load_profiles
-
-        where = str(config.profiles_dir or profiles_dir())
-        match_ids(config.profiles, [p.profile_id for p in load_profiles(config.profiles_dir)], "profiles", where)
-    if "tasks" in keys and config.tasks:
-        from filegram_ray.paths import tasks_dir
-        from filegram_ray.tasks import load_tasks
-
-        where = str(config.tasks_dir or tasks_dir())
-        match_ids(config.tasks, [t.task_id for t in load_tasks(config.tasks_dir)], "tasks", where)
-
-
 def stage_sections() -> tuple[str, ...]:
     """The stage sections of a pipeline config (top-level keys besides :class:`PipelineConfig`'s fields), from
-    :data:`filegram_ray.pipeline.STAGES`; each is validated against its stage's model (:func:`section_models`)."""
-    from filegram_ray.stages.registry import STAGES
+    :data:`filegram_ray.stage_list.STAGES`; each present one is validated against its stage's model
+    (:func:`section_models`)."""
+    from filegram_ray.stage_list import STAGES
 
     return tuple(s.section for s in STAGES)
 
 
-def section_models() -> dict[str, type[BaseModel]]:
-    """``{section: the stage's Config model}`` of every stage (each stage module imported on first use, not at
-    import of this module, so ``filegram --help`` stays fast)."""
-    from filegram_ray.stages.registry import STAGES
+def section_models(sections: list[str] | tuple[str, ...] | None = None) -> dict[str, type[BaseModel]]:
+    """``{section: the stage's Config model}`` of the stages whose sections are named (default: every stage): only
+    their modules are imported, on first use (not at import of this module, so ``filegram --help`` stays fast)."""
+    from filegram_ray.stage_list import STAGES
 
-    return {s.section: s.load().Config for s in STAGES}
+    return {s.section: s.load().Config for s in STAGES if sections is None or s.section in sections}
 
 
 class PipelineConfig(BaseModel):
@@ -189,13 +164,16 @@ def parse_override(item: str) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: list[str] | dict[str, Any] | None = None
-                ) -> PipelineConfig:
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | dict[str, Any] | None = None,
+                sections: list[str] | tuple[str, ...] | None = None) -> PipelineConfig:
     """Load a pipeline config.
 
     Args:
         path: YAML file; ``None`` = ``conf/default.yaml``.
         overrides: ``["key.sub=value", …]`` or a nested dict applied on top.
+        sections: the stage sections to validate against their stage's model (those of the stages a job runs; only
+            their modules are imported); ``None`` = every section. A section left out is still checked to be a
+            mapping, and is validated by the runner when its stage runs.
 
     Raises:
         FileNotFoundError: the YAML file does not exist.
@@ -224,7 +202,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | di
             data = _deep_update(data, upd)
             blame.append((key, f"--set {_one_line(item)}"))
     check_config(data, lambda loc: next((label for path, label in reversed(blame)
-                                         if loc[:len(path)] == path or path[:len(loc)] == loc), str(p)))
+                                         if loc[:len(path)] == path or path[:len(loc)] == loc), str(p)), sections)
     return PipelineConfig.model_validate(data)
 
 
@@ -237,7 +215,7 @@ def _check_override_shape(data: dict[str, Any], key: tuple[str, ...], upd: dict[
                           blame: list[tuple[tuple[str, ...], str]]) -> None:
     """Refuse an override that gives a stage section a value that is not a mapping (``--set generate=5``,
     ``--set generate=null``), or that reaches into a key an earlier override made a scalar (``--set generate=5``
-    then ``--set generate.serial=true`` — the job's own ``--serial``): the later one would silently replace the
+    then ``--set generate.executor=serial`` — the job's own ``--serial``): the later one would silently replace the
     scalar and the stage would run with its defaults (case REL2-CONFIG-set-section-scalar-accepted).
 
     Raises:
@@ -268,9 +246,11 @@ def _leaf_paths(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[s
     return out
 
 
-def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
-    """Validate a pipeline config mapping: the shared fields, no unknown top-level key, and every stage section
-    against its stage's model (:func:`section_models`).
+def check_config(data: dict[str, Any], source=lambda loc: "config",
+                 sections: list[str] | tuple[str, ...] | None = None) -> None:
+    """Validate a pipeline config mapping: the shared fields, no unknown top-level key, every stage section is a
+    mapping, and the stage sections named by ``sections`` (default: all) against their stage's model
+    (:func:`section_models`: only those stages' modules are imported).
 
     Args:
         data: the merged config mapping (file + overrides).
@@ -299,9 +279,9 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
                     msg = "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
                 add(loc, msg.replace("\n", " "))
 
-    from filegram_ray.stages.registry import STAGES
+    from filegram_ray.stage_list import STAGES
 
-    sections = stage_sections()
+    all_sections = stage_sections()
     stage_section = {s.name: s.section for s in STAGES if s.name != s.section}  # seed → workspace
     shared = {k: v for k, v in data.items() if k in PipelineConfig.model_fields}
     for key, sec in stage_section.items():
@@ -311,16 +291,17 @@ def check_config(data: dict[str, Any], source=lambda loc: "config") -> None:
             shared.pop(key)
     collect(PipelineConfig, shared, ())
     for key in data:
-        if key not in PipelineConfig.model_fields and key not in sections:
-            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *sections]) + ")")
-    present = [k for k in sections if k in data]
-    if present:
-        models = section_models()
-        for key in present:
-            value = data[key] if data[key] is not None else {}
-            if not isinstance(value, dict):
-                add((key,), f"must be a mapping of {key} options (allowed: {', '.join(models[key].model_fields)})")
-                continue
+        if key not in PipelineConfig.model_fields and key not in all_sections:
+            add((str(key),), "unknown key (allowed: " + ", ".join([*PipelineConfig.model_fields, *all_sections])
+                + ")")
+    present = [k for k in all_sections if k in data]
+    models = section_models([k for k in present if sections is None or k in sections])
+    for key in present:
+        value = data[key] if data[key] is not None else {}
+        if not isinstance(value, dict):
+            allowed = f" (allowed: {', '.join(models[key].model_fields)})" if key in models else ""
+            add((key,), f"must be a mapping of {key} options{allowed}")
+        elif key in models:
             collect(models[key], value, (key,))
     if problems:
         raise UserError("; ".join(problems))

@@ -1,4 +1,5 @@
-"""The one exception class that means "the user's mistake": a bad option, id, config value or input file.
+"""The exception class that means "the user's mistake" (a bad option, id, config value or input file), and its
+run-directory kind, :class:`StorageError` (here so that every floor may raise it).
 
 A job or ``filegram`` command that fails with a :class:`UserError` (or a pydantic ``ValidationError`` of the
 configuration, or a missing / unreadable path the user named) prints one line and exits 2
@@ -9,9 +10,14 @@ that catch ``ValueError`` keep working.
 
 from __future__ import annotations
 
-__all__ = ["UserError"]
+__all__ = ["StorageError", "UserError"]
 
 
 class UserError(ValueError):
     """A mistake in what the user asked for or gave (option, id, configuration, input file); the message says
     which and what would be accepted."""
+
+
+class StorageError(UserError, RuntimeError):
+    """Raised when a run-directory operation fails (:class:`~filegram_ray.storage.RunDir`, which re-exports it);
+    the message names the URI and the relative path."""

@@ -56,7 +56,7 @@ EXTRAS: dict[str, Extra] = {
                     "(workspace.tts: auto) and the render stage's WAV derivatives"),
     "methods": Extra(_METHODS, "the Mem0 comparison method (mem0ai) and Zep's graphiti-core engine on embedded "
                      "Kuzu (zep with a language-model backbone)"),
-    "watch": Extra(_WATCH, "`filegram watch` and `filegram memory update`: the folder observer and the "
+    "watch": Extra(_WATCH, "`filegram watch` (and its --update-memory): the folder observer and the "
                    "redaction of personal data and keys"),
     "mcp": Extra(_MCP, "`filegram mcp`: the Model Context Protocol SDK serving a watcher store's memory to AI "
                  "assistants"),

@@ -2,7 +2,8 @@
 
 Every job takes the same core options so it runs unchanged on a laptop (``python jobs/X.py``) and on a cluster
 (``ray job submit --working-dir . -- python jobs/X.py``): ``--config``, ``--run-dir``, ``--seed``,
-``--address``, ``--serial`` and repeated ``--set key.sub=value`` overrides.
+``--address``, ``--serial`` (``executor: serial`` for the stages it runs) and repeated ``--set key.sub=value``
+overrides.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def add_common_options(p: argparse.ArgumentParser, *, serial: bool = True) -> ar
                    help="Ray address (default: RAY_ADDRESS, set by `ray job submit`, else a local Ray)")
     if serial:
         p.add_argument("--serial", action="store_true",
-                       help="run the stage in this process without Ray (debugging; what local_mode was for)")
+                       help="run the stage in this process without Ray, the same as --set <section>.executor=serial "
+                       "(debugging; what local_mode was for)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set generate.num_actors=4 (repeatable)")
     return p
@@ -49,16 +51,19 @@ def common_parser(description: str, *, serial: bool = True) -> argparse.Argument
     return add_common_options(argparse.ArgumentParser(description=description), serial=serial)
 
 
-def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None, section: str | None = None
-                     ) -> PipelineConfig:
-    """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address``, ``--set`` and, for a
-    stage job, ``--serial`` as ``<section>.serial=true`` (every stage reads ``serial`` from its config section)."""
-    from filegram_ray.config import PipelineConfig, load_config
+def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None,
+                     sections: list[str] | tuple[str, ...] | None = None) -> PipelineConfig:
+    """Load the config named by ``args`` and apply ``--run-dir``, ``--seed``, ``--address``, ``--set`` and
+    ``--serial`` as ``<section>.executor=serial`` for each of ``sections`` (the sections of the stages the job runs;
+    default: every stage's) — the one executor setting every stage reads from its config section. Only ``sections``
+    are validated against their stage's model (:func:`~filegram_ray.config.load_config`): a job imports no module
+    of a stage it does not run."""
+    from filegram_ray.config import PipelineConfig, load_config, stage_sections
 
     overrides = list(args.overrides or [])
-    if section and getattr(args, "serial", False):
-        overrides.append(f"{section}.serial=true")
-    cfg = load_config(args.config, overrides)
+    if getattr(args, "serial", False):
+        overrides += [f"{sec}.executor=serial" for sec in (sections if sections is not None else stage_sections())]
+    cfg = load_config(args.config, overrides, sections)
     upd: dict[str, Any] = {}
     if args.run_dir:
         upd["run_dir"] = args.run_dir

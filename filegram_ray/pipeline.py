@@ -12,70 +12,37 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
-from filegram_ray.stages import registry
-from filegram_ray.stages.registry import STAGES, StageRef, sections, stage_names, stage_ref  # noqa: F401 - re-exported
+from filegram_ray.stage_list import STAGES, stage_names, stage_ref
 
 if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
     from filegram_ray.config import PipelineConfig
 
-def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[str] | None = None,
-                 serial: bool = False) -> dict[str, Any]:
-    """Run the selected stages in order; returns ``{stage: {"seconds": float, "result": …}}``.
+__all__ = ["format_stage_table", "pipeline_main", "register", "run_pipeline"]
 
-    Args:
-        serial: every selected stage in this process without Ray (the serial executor).
+
+def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[str] | None = None,
+                 executor: str | None = None) -> dict[str, Any]:
+    """Run the selected stages in order (:func:`~filegram_ray.stages.runner.run_stages`: one hold of the run
+    directory, one Ray connection) and print the per-stage table; returns ``{stage: {"seconds": float, "result":
+    record}}``. Where each stage's items run is its section's ``executor``; ``executor`` given lays it over every
+    selected stage's (``--serial``: ``serial``).
 
     Raises:
         UserError: an unknown stage name in ``only``/``skip``; an unknown profile or task id when seed or generate
-            is selected (:func:`~filegram_ray.config.check_sets`), before any stage runs.
+            is selected (:func:`~filegram_ray.stages.runner.check_sets`), before any stage runs.
     """
-    names = stage_names()
+    from filegram_ray.stages.runner import check_sets, run_stages, with_section_overrides
+
     for s in (only or []) + (skip or []):
         stage_ref(s)  # an unknown name is refused with the list
-    selected = [n for n in names if (not only or n in only) and n not in (skip or [])]
-    from filegram_ray.config import check_sets
-    from filegram_ray.runtime import init_ray
-    from filegram_ray.stages.rundir import (
-        forget_failed_start,
-        missing_local_dir,
-        missing_lock_file,
-        refuse_missing_run,
-    )
-    from filegram_ray.stages.runner import run_stage
-    from filegram_ray.storage import RunDirLockedError
-
+    selected = [n for n in stage_names() if (not only or n in only) and n not in (skip or [])]
+    if executor is not None:
+        cfg = with_section_overrides(cfg, {n: {"executor": executor} for n in selected})
     if "seed" in selected or "generate" in selected:  # unknown ids are refused before the first stage starts
         check_sets(cfg, ("profiles", "tasks"))  # seed records the run's sets too (its run.json snapshot)
-    classes = {n: stage_ref(n).load() for n in selected}
-    if selected:  # before the pipeline's lock creates the directory
-        refuse_missing_run(cfg, selected[0], classes[selected[0]].may_start_run(cfg))
-    executor = None
-    if serial:
-        from filegram_ray.stages.executors import SerialExecutor
-
-        executor = SerialExecutor()
-    timings: dict[str, Any] = {}
-    created, created_lock = missing_local_dir(cfg), missing_lock_file(cfg)
-    run = cfg.run()
-    try:
-        with run.lock("pipeline"):  # no other job slips in between two stages
-            if not serial:  # one Ray connection for every stage (a cluster's RAY_ADDRESS or a local Ray), started
-                init_ray(cfg.ray.address, cfg.ray.num_cpus)  # once the run directory is ours (a busy one fails at once)
-            for name in selected:
-                print(f"\n=== stage {name} ===", flush=True)
-                t0 = time.perf_counter()
-                result = run_stage(classes[name], cfg, executor)
-                timings[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
-                print(f"=== stage {name} done in {timings[name]['seconds']:.1f} s ===", flush=True)
-    except RunDirLockedError:  # another job holds the run: what is there (run.json, the lock file) is that job's
-        raise
-    except BaseException:
-        if created or created_lock:  # a new directory (or lock file) where nothing got done is removed again
-            forget_failed_start(run, created, created_lock)  # (forget_failed_start checks that nothing got done)
-        raise
+    timings = run_stages(cfg, selected)
     print("\nPipeline summary", file=sys.stdout)
     print(format_stage_table(timings))
     return timings
@@ -103,33 +70,7 @@ def format_stage_table(timings: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- the command lines: `filegram run <stage>`, `jobs/<stage>.py`, `filegram pipeline`, `jobs/pipeline.py` --------
-
-def stage_parser(name: str, prog: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser of one stage's job (common options + the stage's own)."""
-    from filegram_ray.jobargs import add_common_options
-
-    ref = stage_ref(name)
-    p = argparse.ArgumentParser(prog=prog, description=f"{ref.name} stage: {ref.description}")
-    add_common_options(p)
-    ref.load().add_arguments(p)
-    return p
-
-
-def stage_main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
-    """Run one stage from a command line; returns the exit code (:meth:`~filegram_ray.stages.base.Stage.exit_code`:
-    1 when a unit failed)."""
-    from filegram_ray.jobargs import config_from_args
-    from filegram_ray.stages.runner import run_stage
-
-    cls = stage_ref(name).load()
-    args = stage_parser(name, prog).parse_args(argv)
-    shared, overrides = cls.from_arguments(args)
-    cfg = config_from_args(args, shared, section=cls.section_name())
-    record = run_stage(cls, cfg, overrides=overrides or None)
-    cls.after_run(record, cfg)
-    return cls.exit_code(record)
-
+# -- the command lines: `filegram pipeline`, `jobs/pipeline.py`, `filegram run <stage>`, `filegram evaluate` --------
 
 def pipeline_parser(prog: str | None = None, p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """The pipeline's parser: common options, ``--only`` / ``--skip``."""
@@ -147,8 +88,9 @@ def pipeline_parser(prog: str | None = None, p: argparse.ArgumentParser | None =
 def _pipeline(args: argparse.Namespace) -> int:
     from filegram_ray.jobargs import config_from_args
 
-    cfg = config_from_args(args)
-    timings = run_pipeline(cfg, only=args.only, skip=args.skip, serial=args.serial)
+    names = [n for n in stage_names() if (not args.only or n in args.only) and n not in (args.skip or [])]
+    cfg = config_from_args(args, sections=[stage_ref(n).section for n in names])
+    timings = run_pipeline(cfg, only=args.only, skip=args.skip)
     if "evaluate" in timings:  # only a pipeline that evaluated has a report of this run to point at
         print(f"\nReport: {cfg.run().url('results/report.md')}")
         from filegram_ray.view.build import view_after_pipeline
@@ -163,15 +105,21 @@ def pipeline_main(argv: list[str] | None = None, prog: str | None = None) -> int
 
 
 def register(sub: Any) -> None:
-    """``filegram pipeline`` and ``filegram run <stage>`` (the stage's options are parsed by its own parser, so
+    """``filegram pipeline``, ``filegram run <stage>`` (the stage's options are parsed by its own parser, so
     ``filegram run --help`` imports no stage)."""
     p = sub.add_parser("pipeline", help="run " + " → ".join(stage_names()))
     pipeline_parser(p=p)
     p.set_defaults(func=_pipeline)
     r = sub.add_parser("run", help="run one stage (filegram run <stage> --help for its options)",
                        description="Run one stage. Stages:\n" + "\n".join(f"  {s.name:<9} {s.description}"
-                                                                         for s in registry.STAGES),
+                                                                         for s in STAGES),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("stage", choices=stage_names(), metavar="STAGE", help="the stage to run")
     r.add_argument("options", nargs=argparse.REMAINDER, help="the stage's options")
-    r.set_defaults(func=lambda a: stage_main(a.stage, a.options, prog=f"filegram run {a.stage}"))
+
+    def _run(a: argparse.Namespace) -> int:
+        from filegram_ray.stages.cli import stage_main
+
+        return stage_main(a.stage, a.options, prog=f"filegram run {a.stage}")
+
+    r.set_defaults(func=_run)

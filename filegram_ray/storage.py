@@ -5,7 +5,8 @@ A run directory is a local path (``runs/default``), a ``file://`` URI, or any fs
 
 * a unit of work is written atomically: bytes go to a temporary name beside the target, then are renamed
   (on object stores, where a single ``put`` is already atomic, the object is written under its final key once);
-* a finished unit leaves a completion record ``_done/<stage>/<unit>.json`` so reruns skip it;
+* a finished item leaves a completion record ``_done/<stage>/<unit>.json`` so reruns skip it; an item that
+  failed leaves a row in ``errors/<stage>.parquet`` (:meth:`RunDir.write_errors`);
 * index tables are Parquet files written with polars;
 * one process at a time runs a stage on a run directory (:meth:`RunDir.lock`): two jobs on one run directory
   raced on the same temp files and index tables (REL-concurrent-generate-index-corruption). On a local directory
@@ -36,20 +37,17 @@ from typing import Any
 
 import fsspec
 
-from filegram_ray.errors import UserError
+from filegram_ray.errors import StorageError, UserError
 from filegram_ray.limits import load_json
 
-__all__ = ["RunDir", "RunDirLockedError", "StorageError", "atomic_write_local", "safe_unit_name"]
+__all__ = ["ERROR_COLUMNS", "ERRORS_DIR", "RunDir", "RunDirLockedError", "StorageError", "atomic_write_local",
+           "safe_unit_name"]
 
 # Object stores without a cheap rename: write the final key directly (a single PUT is atomic there).
 _PUT_IS_ATOMIC = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}
 # Object stores whose fsspec driver creates a key only if it does not exist, atomically on the server:
 # s3fs ``pipe_file(..., mode="create")`` sends ``If-None-Match: *`` (AWS S3 since 2024-08; MinIO, moto).
 _CONDITIONAL_CREATE = {"s3", "s3a"}
-
-
-class StorageError(UserError, RuntimeError):
-    """Raised when a run-directory operation fails; the message names the URI and the relative path."""
 
 
 class RunDirLockedError(StorageError):
@@ -64,6 +62,11 @@ LOCK_RECORD = "_lock.json"
 LOCK_TAKEOVER = "_lock.takeover-{token}.json"
 LOCK_HEARTBEAT_S = 30.0
 LOCK_STALE_S = 180.0
+
+#: the folder of the error tables, one per stage (:meth:`RunDir.write_errors`)
+ERRORS_DIR = "errors"
+#: the columns of an error table: :meth:`filegram_ray.stages.base.Row.error`'s fields
+ERROR_COLUMNS = ("unit", "stage", "error_type", "error", "traceback")
 
 # locks held by this process: run root → [depth, handle]; a stage inside the pipeline re-enters the pipeline's lock
 _HELD: dict[str, list[Any]] = {}
@@ -345,6 +348,109 @@ class RunDir:
             out.append(dest)
         return out
 
+    # ------------------------------------------------------------------ one job's hold on the run directory
+    @classmethod
+    @contextlib.contextmanager
+    def open_for(cls, uri: str | os.PathLike, stage: str, *, storage_options: dict[str, Any] | None = None,
+                 may_start: bool = False, seed: int | None = None, snapshot: dict[str, Any] | None = None,
+                 check_new: Any = None) -> Iterator[RunDir]:
+        """Every question a job asks of its run directory before and after its work, in one place: the run
+        directory of ``stage`` (a stage's name, or ``pipeline``), held while the block runs.
+
+        Before: a file named as the run directory is refused; a local run directory that does not exist is refused
+        unless ``may_start`` (a stage that reads a run's outputs must not create an empty one) — both before
+        anything (this object, its lock, ``run.json``) creates it; the lock is taken (:meth:`lock`); the seed is
+        checked — a run made with another master seed is refused (a run directory holds one plan: a stage run with
+        another seed would add items of a second plan beside the first,
+        REL-render-rerun-without-seed-mixes-derivatives), and a new run gets ``check_new()`` (the config's ids
+        checked against its sets) and then ``run.json`` with ``snapshot`` and ``seed``; temporary files of writes
+        that never finished are removed (:meth:`sweep_temp`). ``run.new`` tells whether this job started the run.
+
+        After a failure of a job that started the run and finished nothing (no completion record, no stage
+        record): its ``run.json`` is removed (the seed and set it recorded must not pin the directory: a corrected
+        command starts it afresh), its lock file when it created it, and the directory when it created it and it is
+        empty. Object-store URIs are not checked for existence.
+
+        Raises:
+            NotADirectoryError: ``uri`` names a file. FileNotFoundError: a missing local run directory and not
+                ``may_start`` (names it and the stage). RunDirLockedError: another process holds it.
+            UserError: another seed than the run's (names both and the directory).
+        """
+        path = local_run_path(uri)
+        if path is not None and os.path.exists(path) and not os.path.isdir(path):
+            raise NotADirectoryError(f"--run-dir {path} is a file, not a run directory")
+        if path is not None and not may_start and not os.path.isdir(path):
+            raise FileNotFoundError(f"run directory {path} does not exist: the {stage} stage reads a run's outputs "
+                                    "— run the pipeline (or jobs/generate.py) on it first, or pass the --run-dir of "
+                                    "an existing run")
+        created = path is not None and not os.path.isdir(path)
+        created_lock = path is not None and not os.path.exists(os.path.join(path, LOCK_FILE))
+        run = cls(uri, storage_options)
+        run.new = not run.exists("run.json")
+        try:
+            with run.lock(stage):
+                if seed is not None:
+                    run._check_seed(int(seed), snapshot, check_new)
+                swept = run.sweep_temp()
+                if swept:
+                    import logging
+
+                    logging.getLogger(__name__).info(
+                        "%s: removed %d temporary file(s) of unfinished writes: %s", stage, len(swept),
+                        ", ".join(swept[:5]) + (" …" if len(swept) > 5 else ""))
+                yield run
+        except RunDirLockedError:  # never held: what is there (run.json, the lock file) belongs to the holder
+            raise
+        except BaseException:
+            if run.new:
+                run._forget_start(created, created_lock)
+            raise
+
+    def recorded_seed(self) -> int | None:
+        """The master seed this run directory was made with (``run.json`` → ``config.seed``), or None for a new
+        run."""
+        if not self.exists("run.json"):
+            return None
+        from filegram_ray.schema.meta import read_manifest
+
+        cfg = read_manifest(self).get("config") or {}
+        return int(cfg["seed"]) if isinstance(cfg, dict) and cfg.get("seed") is not None else None
+
+    def _check_seed(self, seed: int, snapshot: dict[str, Any] | None, check_new: Any) -> None:
+        recorded = self.recorded_seed()
+        if recorded is None:
+            from filegram_ray.schema.meta import RunManifest, read_manifest
+
+            if check_new is not None:  # e.g. an unknown profile/task id is refused before it is recorded
+                check_new()
+            man = RunManifest.model_validate(read_manifest(self))
+            man.config, man.seed = dict(snapshot or {}), seed
+            self.write_json("run.json", man.model_dump(mode="json"))
+        elif recorded != seed:
+            raise UserError(f"{self.uri} was made with seed {recorded} (run.json) but this run asks for seed {seed}: "
+                            f"a run directory holds one plan — rerun with --seed {recorded}, or use a new --run-dir")
+
+    def _forget_start(self, created_dir: bool, created_lock: bool) -> None:
+        """:meth:`open_for`'s clean-up of a failed start (never raises: it never hides the job's own error)."""
+        try:
+            if self.listdir("_done"):
+                return
+            if self.exists("run.json"):
+                data = self.read_json("run.json")
+                if isinstance(data, dict) and data.get("stages"):
+                    return
+                self.remove("run.json", recursive=False)
+            if (created_dir or created_lock) and self.is_local:
+                lock = os.path.join(self.root, LOCK_FILE)
+                if os.path.exists(lock):
+                    os.remove(lock)
+            if created_dir and self.is_local:
+                os.rmdir(self.root)  # only when empty: anything else written stays
+        except Exception as exc:  # noqa: BLE001 - clean-up never hides the job's own error
+            import logging
+
+            logging.getLogger(__name__).debug("could not forget the failed start of %s: %s", self.uri, exc)
+
     # ------------------------------------------------------------------ the run-directory lock
     @contextlib.contextmanager
     def lock(self, stage: str):
@@ -580,8 +686,37 @@ class RunDir:
                 recs.append(self.read_json(f"_done/{stage}/{name}"))
         return sorted(recs, key=lambda r: str(r.get("unit")))
 
-    def clear_done(self, stage: str) -> None:
-        self.remove(f"_done/{stage}")
+    # ------------------------------------------------------------------ error rows
+    def write_errors(self, stage: str, rows: list[dict[str, Any]], planned: Iterable[str] = ()) -> None:
+        """``errors/<stage>.parquet``: the stage's items that ended as error rows (:data:`ERROR_COLUMNS`, one row
+        each, by unit): this run's ``rows`` over an earlier run's rows of items it did not plan (``planned``: the
+        ids of this run's items). Written only when it holds a row (an empty table is removed)."""
+        import polars as pl
+
+        rel = f"{ERRORS_DIR}/{stage}.parquet"
+        keep = {}
+        if self.exists(rel):
+            done = set(planned)
+            keep = {r["unit"]: r for r in self.read_table(rel).to_dicts() if r.get("unit") not in done}
+        for r in rows:
+            keep[str(r.get("unit"))] = {c: (None if r.get(c) is None else str(r.get(c))) for c in ERROR_COLUMNS}
+            keep[str(r.get("unit"))]["stage"] = stage
+        if not keep:
+            self.remove(rel)
+            return
+        data = [keep[k] for k in sorted(keep)]
+        self.write_table(rel, pl.DataFrame(data, schema={c: pl.Utf8 for c in ERROR_COLUMNS}))
+
+    def error_rows(self, stage: str | None = None) -> list[dict[str, Any]]:
+        """The error rows of one stage (``errors/<stage>.parquet``), or of every stage (by stage name, then unit):
+        dicts of :data:`ERROR_COLUMNS`. What the viewer and the commands show."""
+        names = [f"{stage}.parquet"] if stage else sorted(self.listdir(ERRORS_DIR))
+        out: list[dict[str, Any]] = []
+        for name in names:
+            rel = f"{ERRORS_DIR}/{name}"
+            if name.endswith(".parquet") and self.exists(rel):
+                out += self.read_table(rel).to_dicts()
+        return out
 
     # ------------------------------------------------------------------ tables
     def write_table(self, rel: str, df) -> str:
@@ -608,27 +743,6 @@ class RunDir:
         except Exception as exc:  # noqa: BLE001 - polars/pyarrow raise several types for a corrupt file
             raise StorageError(f"{self.uri}: {rel}: not a readable Parquet table ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-
-    def pyarrow_filesystem(self):
-        """A ``pyarrow.fs.FileSystem`` view of this run directory's filesystem (for Ray Data I/O)."""
-        import pyarrow.fs as pafs
-
-        if self.is_local:
-            return pafs.LocalFileSystem()
-        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
-
-
-def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Yield consecutive lists of at most ``size`` items."""
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
 
 def _json_default(obj: Any):
     if hasattr(obj, "model_dump"):

@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a bare checkout / Ray working_dir
 
 from filegram_ray.jobargs import run_job
-from filegram_ray.pipeline import stage_main
+from filegram_ray.stages.cli import stage_main
 
 
 def main(argv=None) -> int:

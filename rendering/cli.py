@@ -55,14 +55,6 @@ def _file(args) -> int:
     return 0 if n_ok and not failed else 1
 
 
-def _run(args) -> int:
-    from filegram_ray.jobargs import config_from_args
-    from rendering.stage import run_render
-
-    rec = run_render(config_from_args(args, section="render"))
-    return 0 if not any(c.get("error") for c in rec["counts"].values()) else 1
-
-
 def _recover(args) -> int:
     from rendering.recover import recover_text
 
@@ -85,11 +77,9 @@ def register(subparsers) -> None:
     f.add_argument("--seed", type=int, default=7, help="policy seed")
     f.set_defaults(func=_file)
 
-    from filegram_ray.jobargs import common_parser
+    from filegram_ray.stages.cli import add_stage_door
 
-    r = sub.add_parser("run", help="run the render stage on a run directory (like jobs/render.py)",
-                       parents=[common_parser("render stage")], add_help=False, conflict_handler="resolve")
-    r.set_defaults(func=_run)
+    add_stage_door(sub, "run", "render", help="run the render stage on a run directory (like jobs/render.py)")
 
     c = sub.add_parser("recover", help="print the text a derivative carries (pdf docx pptx xlsx png wav md)")
     c.add_argument("path")

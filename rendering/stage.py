@@ -1,6 +1,6 @@
-"""The render stage: agent text outputs → multimodal derivatives (FILEGRAM_REFERENCE §10), on the Stage contract
-(:mod:`filegram_ray.stages`): :class:`RenderStage` plans, :class:`rendering.worker.RenderWorker` renders, any
-executor runs it.
+"""The render stage: agent text outputs → multimodal derivatives (FILEGRAM_REFERENCE §10), on the stage contract
+(:mod:`filegram_ray.stages`): :class:`RenderStage` lists the derivatives, :class:`rendering.worker.RenderWorker`
+renders them in batches, any executor runs it.
 
 Input: ``trajectories/outputs.parquet`` (trajectory_id, profile_id, task_id, path, file_type, bytes, sha256; ``path``
 relative to ``trajectories/<profile_id>/<task_id>/outputs/``). Only text outputs (``.md``, ``.markdown``, ``.txt``
@@ -9,38 +9,36 @@ by default) are rendered; other rows are counted as ``ignored_non_text``, text o
 
 Steps (``run_render = stage_function(RenderStage)``):
 
-1. check — the ``render:`` options and the outputs table (missing table or columns are refused before any unit).
-2. plan — in the driver, per text output: read the file, decompose it (:mod:`rendering.sections`), choose formats
-   (:mod:`rendering.policy`) → one *derivative unit* per (section, format) (:func:`plan_output`). A file that cannot
-   be read or decoded becomes one ``error`` row (``format`` = ``""``) naming the file. Derivative units already
-   recorded as ``ok``/``skipped`` under this plan (completion records ``_done/render/*.json`` and an existing
-   ``derivatives/index.parquet``) are left out: the stage is resumable and idempotent. The rest are cut into batch
-   units of ≤ ``render.batch_size`` derivatives of one renderer group (``render.pools``: documents, images, tts)
-   (:func:`make_batches`); the tts group's batches go first (narration is the stage's largest cost, see
+1. check — the ``render:`` options and the outputs table (missing table or columns are refused before any item).
+2. items — in the driver, per text output: read the file, decompose it (:mod:`rendering.sections`), choose formats
+   (:mod:`rendering.policy`) → one item per derivative, a (section, format) pair (:func:`plan_output`), keyed by the
+   plan (below); a file that cannot be read or decoded becomes one item whose worker raises the reading error
+   (``format`` = ``""``), so it is an error row naming the file. The rows, files and completion records of another
+   plan are removed first. The runner skips every derivative finished under this plan; the others are cut into
+   batches (tasks) of ≤ ``render.batch_size`` derivatives of one renderer group (``render.pools``: documents,
+   images, tts) (:func:`make_batches`); the tts group's batches go first (narration is the stage's largest cost, see
    :data:`FIRST_GROUP_FORMAT`).
 3. render — the executor runs :class:`~rendering.worker.RenderWorker` over the batches (actor pool by default:
    Σ per group of min(pool size, the group's batches) actors of ``num_cpus_per_actor`` ≤ 0.5 CPUs, ENVIRONMENT_FACTS
-   §1); each worker loads the piper voice on its first audio unit only. Derivatives are written atomically to
-   ``derivatives/<profile_id>/<task_id>/<output-stem>/s<NN>.<suffix>``; the runner then writes the batch's completion
-   record ``_done/render/batch-<key>.json`` holding its ``ok``/``skipped`` rows.
-4. finish — a batch whose worker died ``render.max_attempts`` times has its derivatives retried one per unit
-   (a second round on the same executor, :meth:`~filegram_ray.stages.base.Stage.map`); a derivative that still
-   kills its worker becomes an ``error`` row naming it (BR-23). ``derivatives/index.parquet``
-   (:data:`INDEX_COLUMNS`) merges earlier rows with this run's, one row per derivative unit; render times go to
-   ``derivatives/timings.parquet`` (so the index is byte-identical across same-seed runs); a summary table (counts
-   per format, bytes, files/s) is printed and returned for the stage record.
+   §1); each worker loads the piper voice on its first audio item only. Derivatives are written atomically to
+   ``derivatives/<profile_id>/<task_id>/<output-stem>/s<NN>.<suffix>``; the runner then writes each finished
+   derivative's completion record ``_done/render/<derivative>.json`` (its index row). A batch whose worker dies
+   ``render.max_attempts`` times is split into one task per derivative; a derivative that still kills its worker is
+   an error row naming it (BR-23; :mod:`filegram_ray.stages.executors`).
+4. finish — ``derivatives/index.parquet`` (:data:`INDEX_COLUMNS`) merges earlier rows with this run's, one row per
+   derivative; render times go to ``derivatives/timings.parquet`` (so the index is byte-identical across same-seed
+   runs); a summary table (counts per format, bytes, files/s) is printed and returned for the stage record.
 
 Integrity (issue 13): one plan per run directory — every row carries the ``plan`` key (a digest of the seed and every
 setting that decides which derivatives exist and what they hold); a rerun with other settings re-renders under the
 new plan and removes the old plan's rows and files, so the index never mixes two plans
 (REL-render-rerun-without-seed-mixes-derivatives).
 
-``render.serial: true`` (or ``--serial``) runs every batch in this process without Ray (the serial executor).
+``render.executor: serial`` (or ``--serial``) runs every batch in this process without Ray (the serial executor).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -54,13 +52,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.errors import UserError
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 from filegram_ray.storage import RunDir
 from rendering.policy import PolicyParams, choose_formats
 from rendering.renderers import EXTENSIONS, FORMATS, NARRATION_MAX_WORDS
 from rendering.sections import SectionParams, load_document
-from rendering.worker import INDEX_COLUMNS, RenderWorker, index_row
+from rendering.worker import INDEX_COLUMNS, RenderWorker, UnreadableOutput, index_row
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +92,9 @@ def _default_pools() -> dict[str, PoolConfig]:
             "tts": PoolConfig(formats=["wav"], size=2)}
 
 
-class RenderConfig(BaseModel):
+class RenderConfig(StageOptions):
     """The ``render:`` section of the pipeline config (all keys optional)."""
 
-    model_config = ConfigDict(extra="forbid")
     formats: list[str] = Field(default_factory=lambda: list(FORMATS), description="formats the policy may pick")
     text_extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt"],
                                        description="outputs with these endings are rendered (case-insensitive)")
@@ -111,11 +108,10 @@ class RenderConfig(BaseModel):
     pools: dict[str, PoolConfig] = Field(default_factory=_default_pools,
                                          description="renderer groups: formats batched together, actors per group")
     num_cpus_per_actor: float = Field(0.5, gt=0, le=0.5, description="Ray CPUs per actor (≤0.5, ENV §1)")
-    batch_size: int = Field(8, ge=1, description="derivative units per batch unit / completion record")
+    batch_size: int = Field(8, ge=1, description="derivatives per batch (one worker call)")
     limit: int | None = Field(None, ge=0, description="render only the first N text outputs (smoke runs)")
-    serial: bool = Field(False, description="render in this process without Ray (same worker code)")
-    max_attempts: int = Field(2, ge=1, le=10, description="tries of a batch whose worker dies before its units are "
-                                                          "retried one by one (bounded; BR-23)")
+    max_attempts: int = Field(2, ge=1, le=10, description="tries of a batch whose worker dies before its "
+                                                          "derivatives are tried one by one, each as often (BR-23)")
     crash_on_text: str | None = Field(None, description="TEST ONLY: a worker os._exit()s on a section with this text")
 
     @model_validator(mode="before")
@@ -223,7 +219,8 @@ def _previous_rows(run: RunDir, plan: str) -> tuple[dict[str, dict[str, Any]], i
         if not name.endswith(".json") or name.startswith("."):
             continue
         rec = run.read_json(f"_done/{STAGE}/{name}")
-        if not [take(r) for r in rec.get("rows", [])].count(True):
+        rows = [rec["row"]] if isinstance(rec.get("row"), dict) else rec.get("rows", [])  # an older batch record
+        if not [take(r) for r in rows].count(True):
             run.remove(f"_done/{STAGE}/{name}")  # a completion record of another plan only
     stale = {u: r for u, r in stale.items() if u not in current}
     for r in stale.values():
@@ -300,148 +297,100 @@ def _previous_timings(run: RunDir, rows: dict[str, dict[str, Any]]) -> dict[str,
 
 
 
-def _batch_unit(group: str, units: list[dict[str, Any]]) -> dict[str, Any]:
-    """A batch unit of derivative ``units``: ``unit_id`` ``batch-<key>`` (the first 20 hex digits of the sha256 of
-    its sorted derivative unit ids, the completion record's name since before the Stage contract)."""
-    key = hashlib.sha256("\n".join(sorted(u["unit_id"] for u in units)).encode()).hexdigest()[:20]
-    return {"unit_id": f"batch-{key}", "group": group, "units": units}
-
-
-def make_batches(units: list[dict[str, Any]], cfg: RenderConfig) -> list[dict[str, Any]]:
-    """Batch units (≤ ``cfg.batch_size`` derivative units of one ``render.pools`` group each) in the order they are
+def make_batches(units: list[dict[str, Any]], cfg: RenderConfig) -> list[list[dict[str, Any]]]:
+    """Batches (tasks of ≤ ``cfg.batch_size`` derivatives of one ``render.pools`` group each) in the order they are
     submitted: the group holding :data:`FIRST_GROUP_FORMAT` first, then the others by name; within a group by the
-    pool's format order, then plan order (a batch's derivatives share renderers and fonts)."""
+    pool's format order, then plan order (a batch's derivatives share renderers and fonts). An item of an output that
+    could not be read (``format`` ``""``) is a batch of its own, last."""
     group_of = cfg.group_of()
     names = sorted(cfg.pools, key=lambda n: (FIRST_GROUP_FORMAT not in cfg.pools[n].formats, n))
     batches = []
     for name in names:
         rank = {f: i for i, f in enumerate(cfg.pools[name].formats)}
         mine = sorted((u for u in units if group_of.get(u["format"]) == name), key=lambda u: rank[u["format"]])
-        batches += [_batch_unit(name, mine[i:i + cfg.batch_size]) for i in range(0, len(mine), cfg.batch_size)]
-    return batches
+        batches += [mine[i:i + cfg.batch_size] for i in range(0, len(mine), cfg.batch_size)]
+    return batches + [[u] for u in units if not u["format"]]
 
 
-def _died_row(unit: dict[str, Any], batch_row: Row, plan: str) -> dict[str, Any]:
-    """The index row of derivative ``unit`` whose worker never returned (the executor's error row of its batch of
-    one, e.g. "the worker process died N times while processing …")."""
-    msg = f"{batch_row.get('error_type')}: {batch_row.get('error')}"
-    return {**index_row(unit, status="error", error=msg[:2000]), "plan": plan}
+def _index_error(row: Row) -> str:
+    """The ``error`` column of a derivative's error row: ``"<type>: <message>"``; an output that could not be read
+    keeps its reading error as it was (``UnicodeDecodeError: …``)."""
+    if row.get("error_type") == UnreadableOutput.__name__:
+        return str(row.get("error"))[:2000]
+    return Row(row).error_line
 
 
 class RenderStage(Stage):
-    """Render: derivative units planned in the driver, rendered in batch units by :class:`RenderWorker` (see the
-    module docstring); ``finish`` retries the derivatives of batches whose worker died, writes the index and the
-    timings tables and prints the summary table."""
+    """Render: one item per derivative, rendered in batches by :class:`RenderWorker` (see the module docstring);
+    ``finish`` writes the index and the timings tables and prints the summary table."""
 
     name = STAGE
     Config = RenderConfig
-    extras = ()
+    steps = ("derivatives",)
 
     def check(self) -> None:
         """Refuses a bad ``render:`` section (:meth:`RenderConfig.check`, UserError) and a missing or malformed
-        ``trajectories/outputs.parquet`` (FileNotFoundError / UserError naming it) before any unit."""
+        ``trajectories/outputs.parquet`` (FileNotFoundError / UserError naming it) before any item."""
         self.t0 = time.perf_counter()
         self.opts.check()
         self.outputs, self.ignored, self.over_limit = _text_outputs(self.run, self.opts)
 
-    def plan(self) -> list[dict[str, Any]]:
-        """Batch units of every derivative unit not yet ``ok``/``skipped`` under this plan; removes the rows,
-        files and completion records of another plan first (module docstring, "Integrity")."""
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """Every derivative of this plan, keyed by the plan; removes the rows, files and completion records of
+        another plan first (module docstring, "Integrity")."""
         cfg, run = self.opts, self.run
         self.plan_key = cfg.plan_key(self.config.seed)
         self.previous, self.dropped = _previous_rows(run, self.plan_key)
         if self.dropped:
             log.warning("render: the render settings or seed changed since the last render: %d derivatives of the "
                         "earlier plan removed, rendering under plan %s", self.dropped, self.plan_key)
-        self.done = {u for u, r in self.previous.items() if r.get("status") in ("ok", "skipped")}
-        units = [u for out in self.outputs for u in plan_output(out, run, cfg, self.config.seed)
-                 if u["unit_id"] not in self.done]
-        self.n_planned = len(units)
-        # plan errors (format "") need no renderer: they are index rows already
-        self.plan_errors = [{**index_row(u, status="error"), "plan": self.plan_key} for u in units if not u["format"]]
-        self.batches = make_batches([u for u in units if u["format"]], cfg)
+        units = [u for out in self.outputs for u in plan_output(out, run, cfg, self.config.seed)]
+        for u in units:
+            u["key"] = self.plan_key
+        return units
+
+    def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        self.batches = make_batches(items, self.opts)
         return self.batches
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:  # noqa: ARG002 - plan() already left finished work out
-        """Never: :meth:`plan` already left out every derivative an earlier run finished under this plan, so every
-        planned batch is to be rendered."""
-        return None
-
-    def worker(self) -> WorkerSpec:
+    def worker(self, step: str) -> WorkerSpec:
         """:class:`RenderWorker` on Σ per group of min(pool size, the group's batches) actors (every actor renders
-        any group; a unit whose worker dies is run ``max_attempts`` times in all). Each actor asks
-        ``num_cpus_per_actor`` CPUs, scaled down so that the actors together fit the connected Ray cluster's CPUs
-        (the default 5 actors × 0.5 on a 2-CPU laptop ask 0.4 each instead of losing an actor)."""
-        per_group = Counter(b["group"] for b in self.batches)
-        actors = max(1, sum(min(self.opts.pools[g].size, n) for g, n in per_group.items()))
+        any group; a batch whose worker dies is run ``max_attempts`` times in all, then its derivatives one by one).
+        Each actor asks ``num_cpus_per_actor`` CPUs, scaled down so that the actors together fit the connected Ray
+        cluster's CPUs (the default 5 actors × 0.5 on a 2-CPU laptop ask 0.4 each instead of losing an actor)."""
+        group_of = self.opts.group_of()
+        per_group = Counter(group_of.get(b[0]["format"], "") for b in self.batches)
+        actors = max(1, sum(min(self.opts.pools[g].size if g else 1, n) for g, n in per_group.items()))
         return WorkerSpec(RenderWorker, {"run_uri": self.run.uri, "storage_options": self.run.storage_options,
                                          "narration_max_words": self.opts.narration_max_words,
                                          "plan": self.plan_key, "crash_on_text": self.opts.crash_on_text},
                           num_actors=actors, num_cpus=self._cpus_per_actor(actors),
-                          max_restarts=self.opts.max_attempts - 1, unit_noun="batches of derivatives")
+                          max_restarts=self.opts.max_attempts - 1)
 
     def _cpus_per_actor(self, actors: int) -> float:
         """``render.num_cpus_per_actor``, lowered to cluster CPUs / ``actors`` when Ray is up (rounded down to 3
         decimals, so that the actors still fit)."""
         cpus = self.opts.num_cpus_per_actor
-        if self.executor.uses_ray:
+        if self.uses_ray:
             import ray
 
             if ray.is_initialized():
                 cpus = min(cpus, float(ray.cluster_resources().get("CPU", cpus * actors)) / actors)
         return math.floor(cpus * 1000) / 1000
 
-    def done_record(self, row: Row) -> dict[str, Any] | None:
-        """``{"rows": [the batch's ok / skipped index rows]}``; none when every derivative of it failed."""
-        done = [r for r in row.get("rows") or [] if r.get("status") in ("ok", "skipped")]
-        return {"rows": done} if done else None
-
-    def _retry_spec(self, n_units: int) -> WorkerSpec:
-        """The worker of the second round: one actor per unit as far as the cluster holds actors of
-        ``num_cpus_per_actor`` CPUs (at least the first round's), so that a derivative that kills its worker takes
-        no other unit's attempts with it (an actor that dies hands the unit queued behind it a failed attempt)."""
-        spec = self.worker()
-        if not self.executor.uses_ray:
-            return spec
-        from filegram_ray.runtime import pool_capacity
-
-        n = max(spec.num_actors, min(n_units, pool_capacity(self.opts.num_cpus_per_actor)))
-        return dataclasses.replace(spec, num_actors=n, num_cpus=self._cpus_per_actor(n))
-
-    def _retry_one_by_one(self, failed: list[Row]) -> list[Row]:
-        """Second round (BR-23): the derivatives of batches whose worker never returned, one per batch unit, on the
-        same executor; returns one row per derivative (batch rows, or error rows of the executor)."""
-        by_id = {b["unit_id"]: b for b in self.batches}
-        singles = [_batch_unit(by_id[r.unit]["group"], [u]) for r in failed for u in by_id[r.unit]["units"]]
-        log.warning("render: %d derivative units were in batches whose worker died or failed (%d attempts); "
-                    "retrying them one by one", len(singles), self.opts.max_attempts)
-
-        def on_row(row: Row) -> None:
-            rec = self.done_record(row) if row.ok else None
-            if rec is not None:
-                self.run.mark_done(self.name, row.unit, rec)
-
-        spec = self._retry_spec(len(singles))
-        rows = {r.unit: r for r in self.map(spec, singles, on_row=on_row, label=f"{self.name} retry")}
-        out = []
-        for s in singles:
-            row = rows[s["unit_id"]]
-            out.append(row if row.ok else Row.of(s["unit_id"], {"rows": [_died_row(s["units"][0], row,
-                                                                                   self.plan_key)]}))
-        return out
-
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         run, cfg = self.run, self.opts
-        failed = [r for r in rows if not r.ok]
-        batch_rows = [r for r in rows if r.ok] + (self._retry_one_by_one(failed) if failed else [])
-        new_rows = list(self.plan_errors)
+        by_id = {u["unit_id"]: u for b in getattr(self, "batches", []) for u in b}
+        new = [r for r in rows if not r.get("skipped")]
+        new_rows = [r["row"] if r.ok else {**index_row(by_id.get(r.unit, {"unit_id": r.unit}), status="error",
+                                                       error=_index_error(r)), "plan": self.plan_key}
+                    for r in new]
         speech: Counter = Counter()
-        for r in batch_rows:
-            new_rows += r["rows"]
+        for r in new:
             speech.update(r.get("speech") or {})
         wall = time.perf_counter() - self.t0
         merged = dict(self.previous)
-        for r in new_rows:
+        for r in [r["row"] for r in rows if r.get("skipped") and isinstance(r.get("row"), dict)] + new_rows:
             merged[r["unit_id"]] = r
         _write_index(run, merged)
         timings = _previous_timings(run, merged)
@@ -450,23 +399,18 @@ class RenderStage(Stage):
         table, stats = _summary(new_rows, wall)
         stats["speech"] = {"sentences": speech["sentences"], "synthesised": speech["synthesised"],
                            "reused": speech["sentences"] - speech["synthesised"]}
-        n_done = len(self.done)
+        n_done = len(rows) - len(new)
         limited = f"{self.over_limit} over render.limit={cfg.limit}, " if self.over_limit else ""
         print(f"render: {len(self.outputs)} text outputs ({limited}{self.ignored} non-text ignored), "
-              f"{self.n_planned} derivatives planned in {len(self.batches)} batches, {n_done} already done\n{table}",
-              file=sys.stderr)
-        # units are derivative units (the runner's are batches): planned now + finished earlier
+              f"{len(new)} derivatives planned in {len(getattr(self, 'batches', []))} batches, {n_done} already done"
+              f"\n{table}", file=sys.stderr)
         return {**stats, "outputs": len(self.outputs), "ignored_non_text": self.ignored,
-                "over_limit": self.over_limit, "units_planned": self.n_planned, "units_already_done": n_done,
-                "index_rows": len(merged), "plan": self.plan_key, "rows_of_other_plans_removed": self.dropped,
-                "options": cfg.model_dump(mode="json"),
-                "units": {"planned": self.n_planned + n_done, "skipped": n_done,
-                          "done": sum(1 for r in new_rows if r.get("status") in ("ok", "skipped")),
-                          "failed": sum(1 for r in new_rows if r.get("status") == "error")}}
+                "over_limit": self.over_limit, "index_rows": len(merged), "plan": self.plan_key,
+                "rows_of_other_plans_removed": self.dropped, "options": cfg.model_dump(mode="json")}
 
 
-#: ``run_render(config, executor=None, **overrides)``: the render stage on ``config``'s run directory (overrides
-#: are laid over the ``render:`` section, e.g. ``serial=True``); returns the stage record (counts per format and
-#: status, bytes, wall time, files/s, planned / already-done units). Raises FileNotFoundError (no
+#: ``run_render(config, **overrides)``: the render stage on ``config``'s run directory (overrides are laid over the
+#: ``render:`` section, e.g. ``executor="serial"``); returns the stage record (counts per format and status, bytes,
+#: wall time, files/s; ``units``: derivatives planned, done, already done, failed). Raises FileNotFoundError (no
 #: ``trajectories/outputs.parquet``) and UserError (a bad ``render:`` section or outputs table).
 run_render = stage_function(RenderStage)

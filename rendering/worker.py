@@ -1,11 +1,11 @@
-"""The render stage's worker: one batch of derivative units → derivatives written to the run directory, one index
-row per unit (:class:`RenderWorker`, run by any executor of :mod:`filegram_ray.stages.executors`).
+"""The render stage's worker: one batch of derivatives → the derivatives written to the run directory, one index
+row each (:class:`RenderWorker`, run by any executor of :mod:`filegram_ray.stages.executors`).
 
-A batch unit (:func:`rendering.stage.make_batches`) is ``{"unit_id": "batch-<key>", "group": <pool name>, "units":
-[derivative units]}``; a derivative unit is one (section, format) pair planned by :func:`rendering.stage.plan_output`
-(its ``unit_json`` holds the section, the section count and the derivative's path). Renderers are created lazily:
-the piper voice is loaded on the first audio unit a worker gets, so a worker that only renders documents never
-pays for it.
+A batch (:func:`rendering.stage.make_batches`) is a task of derivative items; a derivative is one (section, format)
+pair planned by :func:`rendering.stage.plan_output` (its ``unit_json`` holds the section, the section count and the
+derivative's path). Renderers are created lazily: the piper voice is loaded on the first audio item a worker gets,
+so a worker that only renders documents never pays for it. A derivative that fails raises (its error row); one
+whose format does not fit its section is a ``skipped`` index row.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from rendering.sections import Section, is_cjk
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INDEX_COLUMNS", "RenderWorker", "index_row"]
+__all__ = ["INDEX_COLUMNS", "RenderWorker", "UnreadableOutput", "index_row"]
 
 #: columns of derivatives/index.parquet and their polars types
 INDEX_COLUMNS: dict[str, str] = {
@@ -39,6 +39,11 @@ INDEX_COLUMNS: dict[str, str] = {
     "category": "str", "path": "str", "bytes": "int", "sha256": "str", "status": "str", "error": "str",
     "caption": "str", "transcript": "str", "text_chars": "int", "notes": "str", "plan": "str",
 }
+
+class UnreadableOutput(Exception):
+    """An output that could not be read or decomposed when the stage listed its derivatives; the message is that
+    error (``"UnicodeDecodeError: …"``), kept as the derivative's error row."""
+
 
 #: a narration shorter than this many characters is not spoken ahead (the renderer reports it as skipped)
 MIN_SPOKEN_CHARS = 20
@@ -81,16 +86,24 @@ class RenderWorker:
             self.tts = TtsEngine(cache_dir=self._speech_cache)
         return self.tts
 
-    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
-        """A batch unit → ``{"rows": [index row per derivative unit], "speech": {"sentences", "synthesised"}}``
-        (``speech``: narration sentences of the batch's WAVs, and how many of them piper spoke now; the rest came
-        from the run's sentence cache). Each derivative is written before the batch returns; one that fails is an
-        ``error`` row, one whose format does not fit its section a ``skipped`` row."""
+    def process_task(self, units: list[dict[str, Any]]):
+        """A batch → ``(unit_id, {"row": index row, "speech": {...}} or the exception)`` per derivative. The batch's
+        narration sentences are spoken once up front (``speech``, on the batch's first derivative reported: narration
+        sentences of its WAVs, and how many of them piper spoke now; the rest came from the run's sentence cache).
+        Each derivative is written before it is reported."""
         spoken0 = self.tts.spoken if self.tts is not None else 0
-        sentences = self._prefetch_speech(unit["units"])
-        rows = [self.render_unit(u) for u in unit["units"]]
+        sentences = self._prefetch_speech(units)
         synthesised = self.tts.spoken - spoken0 if self.tts is not None else 0
-        return {"rows": rows, "speech": {"sentences": sentences, "synthesised": synthesised}}
+        speech = {"sentences": sentences, "synthesised": synthesised}
+        for u in units:
+            try:
+                out = {"row": self.render_unit(u)}
+            except Exception as exc:  # noqa: BLE001 - the derivative's error row; the batch goes on
+                yield u["unit_id"], exc
+                continue
+            if speech:
+                out["speech"], speech = speech, {}
+            yield u["unit_id"], out
 
     def _prefetch_speech(self, units: list[dict[str, Any]]) -> int:
         """Speak each distinct sentence of the batch's narrations once, shortest first (then every WAV of the batch
@@ -117,33 +130,33 @@ class RenderWorker:
             return 0
 
     def render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
-        """One derivative unit → its index row (plus ``render_s``, wall seconds), the file written atomically."""
+        """One derivative → its index row (plus ``render_s``, wall seconds), the file written atomically.
+
+        Raises:
+            UnreadableOutput: the output could not be read when the derivatives were listed. Any renderer error.
+        """
         row = self._render_unit(unit)
         row["plan"] = self.plan
         return row
 
     def _render_unit(self, unit: dict[str, Any]) -> dict[str, Any]:
         if unit.get("status") == "error":
-            return index_row(unit, status="error")
+            raise UnreadableOutput(unit.get("error") or "the output could not be read")
         t0 = time.perf_counter()
+        payload = json.loads(unit["unit_json"])
+        sec = Section.from_dict(payload["section"])
+        if self.crash_on_text and self.crash_on_text in json.dumps(payload["section"], ensure_ascii=False):
+            os._exit(1)  # test hook: a renderer that dies hard (native crash / OOM kill)
+        fmt = unit["format"]
+        opts: dict[str, Any] = {"max_words": self.max_words, "tts": self._voice()} if fmt == "wav" else {}
+        base = {"section_index": sec.index, "n_sections": payload["n_sections"], "section_title": sec.title,
+                "language": sec.language}
         try:
-            payload = json.loads(unit["unit_json"])
-            sec = Section.from_dict(payload["section"])
-            if self.crash_on_text and self.crash_on_text in json.dumps(payload["section"], ensure_ascii=False):
-                os._exit(1)  # test hook: a renderer that dies hard (native crash / OOM kill)
-            fmt = unit["format"]
-            opts: dict[str, Any] = {"max_words": self.max_words, "tts": self._voice()} if fmt == "wav" else {}
-            base = {"section_index": sec.index, "n_sections": payload["n_sections"], "section_title": sec.title,
-                    "language": sec.language}
-            try:
-                r = build(fmt, sec, **opts)
-            except NotApplicable as exc:
-                return index_row(unit, **base, status="skipped", error=str(exc), render_s=time.perf_counter() - t0)
-            self.run.write_bytes(payload["path"], r.data)
-            return index_row(unit, **base, path=payload["path"], bytes=r.meta["bytes"], sha256=r.meta["sha256"],
-                             status="ok", error="", caption=r.meta.get("caption"), transcript=r.meta.get("transcript"),
-                             text_chars=len(r.meta.get("text") or ""), render_s=round(time.perf_counter() - t0, 4),
-                             notes=text_notes(r.meta))  # removed control characters, missing glyphs, cut cells
-        except Exception as exc:  # noqa: BLE001 - one bad unit never sinks the batch
-            return index_row(unit, status="error", error=f"{type(exc).__name__}: {exc}"[:2000],
-                             render_s=time.perf_counter() - t0)
+            r = build(fmt, sec, **opts)
+        except NotApplicable as exc:
+            return index_row(unit, **base, status="skipped", error=str(exc), render_s=time.perf_counter() - t0)
+        self.run.write_bytes(payload["path"], r.data)
+        return index_row(unit, **base, path=payload["path"], bytes=r.meta["bytes"], sha256=r.meta["sha256"],
+                         status="ok", error="", caption=r.meta.get("caption"), transcript=r.meta.get("transcript"),
+                         text_chars=len(r.meta.get("text") or ""), render_s=round(time.perf_counter() - t0, 4),
+                         notes=text_notes(r.meta))  # removed control characters, missing glyphs, cut cells

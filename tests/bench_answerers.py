@@ -10,8 +10,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from filegram_ray.bench.common import rng
 from filegram_ray.bench.schema import AnswerKey, Item
+from filegram_ray.seeded import rng
 
 
 class OracleAnswerer:

@@ -37,14 +37,15 @@ def test_bad_config_names_the_file(tmp_path):
     ("workspace.tts=foo", "--set workspace.tts=foo: workspace.tts: Input should be 'auto' or 'tone'"),
     ("workspce.tts=tone", "--set workspce.tts=tone: workspce: unknown key (allowed: run_dir, "),
     ("sed=3", "--set sed=3: sed: unknown key (allowed: run_dir, "),
-    ("generate.num_actor=3", "--set generate.num_actor=3: generate.num_actor: unknown key (allowed: num_actors, "),
+    ("generate.num_actor=3", "--set generate.num_actor=3: generate.num_actor: unknown key (allowed: executor, num_actors, "),
     ("seed=seven", "--set seed=seven: seed: Input should be a valid integer"),
     ("render.pools.documents.sizee=3",
      "--set render.pools.documents.sizee=3: render.pools.documents.sizee: unknown key (allowed: formats, size)"),
     ("generate=5", "--set generate=5: generate: must be a mapping of generate options"),
 ])
 def test_set_mistakes_are_one_line_errors_naming_the_override(override, expected):
-    """A --set mistake in any section (whichever stage runs) is refused at load in one line naming the override, the
+    """A --set mistake in any section (every section is validated when no stage is named) is refused at load in one
+    line naming the override, the
     key and the allowed keys or values, and reaches the user as exit 2 through run_job."""
     with pytest.raises(ValueError) as exc:
         load_config(overrides=[override])
@@ -74,3 +75,25 @@ def test_shipped_configs_load():
 
     for f in sorted(conf_dir().glob("*.yaml")):
         load_config(f)
+
+
+def test_a_job_validates_only_the_sections_of_its_stages(tmp_path):
+    """Loading the config of the generate door imports the seed and generate stage modules only (the default config
+    has every section); a bad key of another stage's section is that stage's refusal, not generate's."""
+    import os
+    import subprocess
+    import sys
+
+    from filegram_ray.errors import UserError
+
+    code = ("import sys; from filegram_ray.config import load_config; "
+            "load_config(None, ['evaluate.nosuch=1'], sections=['workspace', 'generate']); "
+            "from filegram_ray.stage_list import STAGES; "
+            "print(sorted(s.name for s in STAGES if s.target.partition(':')[0] in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.split("\n")[0] == "['generate', 'seed']"
+    with pytest.raises(UserError, match=r"evaluate\.nosuch: unknown key"):
+        load_config(None, ["evaluate.nosuch=1"], sections=["evaluate"])
+    with pytest.raises(UserError, match="generate: must be a mapping of generate options"):
+        load_config(None, ["generate=5"], sections=["workspace"])

@@ -1,5 +1,6 @@
 """User mistakes are refused before any work starts and leave nothing behind: unknown ids never become a run's
-recorded set, unknown names in any config section are refused when the config loads (whichever stage runs), and a
+recorded set, unknown names in a config section are refused when the config loads (every section when no stage is
+named, else the sections of the stages the job runs), and a
 stage that reads a run refuses a run directory that does not exist instead of creating it."""
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_pipeline_refuses_unknown_ids_before_the_first_stage(tmp_path):
     run = tmp_path / "run"
     cfg = load_config(None, [f"run_dir={run}", "profiles=[p1, p99]"])
     with pytest.raises(ValueError, match="profiles: unknown id 'p99'"):
-        run_pipeline(cfg, serial=True)
+        run_pipeline(cfg, executor="serial")
     assert not run.exists()  # seed did not start (nothing written, not even the directory)
 
 

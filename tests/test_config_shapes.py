@@ -30,7 +30,7 @@ def _generate_job():
     (["generate=null"], "generate"),
     (["encode=[1, 2]"], "encode"),
     (["evaluate=text"], "evaluate"),
-    (["generate=5", "generate.serial=true"], "generate"),  # a job's own --serial comes after the user's --set
+    (["generate=5", "generate.executor=serial"], "generate"),  # a job's own --serial comes after the user's --set
     (["ray=3", "ray.address=x"], "ray"),
     (["profiles=[]"], "profiles"),
     (["tasks=[]"], "tasks"),
@@ -66,7 +66,7 @@ def test_rel2_config_set_section_scalar_accepted_jobs_exit_2_before_work(tmp_pat
 
 
 def test_right_shapes_still_load():
-    cfg = load_config(None, ["generate.num_actors=2", "generate.serial=true", "profiles=[p1, p2_x.y-z]",
+    cfg = load_config(None, ["generate.num_actors=2", "generate.executor=serial", "profiles=[p1, p2_x.y-z]",
                              "tasks=null", "ray.num_cpus=2"])
     assert cfg.section("generate")["num_actors"] == 2 and cfg.profiles == ["p1", "p2_x.y-z"] and cfg.tasks is None
 

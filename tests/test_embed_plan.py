@@ -178,7 +178,7 @@ def test_evaluate_plans_the_vectors_and_answers_as_without_a_plan(tmp_path, monk
     def evaluate(root):
         make_run(root)
         cfg = load_config(overrides={"run_dir": str(root), "evaluate": {
-            "methods": ["naive_rag", "mma", "visrag"], "serial": True, "plots": False, "validity": False,
+            "methods": ["naive_rag", "mma", "visrag"], "executor": "serial", "plots": False, "validity": False,
             "sample_per_sub_task": None, "embedder": "minilm"}})
         info = run_evaluate(cfg)
         import polars as pl

@@ -68,7 +68,7 @@ def mm_run(tmp_path_factory):
     run = make_run(root)
     _plant(run)
     rec = run_render(load_config(overrides={"run_dir": str(root), "render": {"formats": RENDER_FORMATS}}),
-                     serial=True)
+                     executor="serial")
     assert rec["counts"] and run.exists(INDEX_PATH)
     return run
 
@@ -142,7 +142,7 @@ def test_multimodal_content_is_exactly_the_recovered_derivatives(mm_run):
 def test_evaluate_stage_multimodal_caches_hold_no_marker(mm_run):
     """The stage path (FileGrd item, ``multimodal-derivatives`` caches) for every method, FileGramOS included."""
     run_evaluate(load_config(overrides={"run_dir": str(mm_run.root), "evaluate": {"sample_per_sub_task": None,
-        "methods": METHODS, "serial": True, "plots": False, "validity": False,
+        "methods": METHODS, "executor": "serial", "plots": False, "validity": False,
         "sub_tracks": ["AttrRec", "FileGrd"]}}))
     caches = mm_run.walk_files("results/cache")
     mm = [c for c in caches if "/multimodal-derivatives__" in c]
@@ -208,7 +208,7 @@ def test_report_has_multimodal_column_and_twin_table(tmp_path):
     run.write_table("bench/items.parquet", pl.DataFrame(items))
     run.write_table("bench/answers_key.parquet", pl.DataFrame(key))
     run_evaluate(load_config(overrides={"run_dir": str(tmp_path), "evaluate": {"sample_per_sub_task": None,
-        "methods": ["no_context", "full_context"], "serial": True, "multimodal_content": "strip"}}))
+        "methods": ["no_context", "full_context"], "executor": "serial", "multimodal_content": "strip"}}))
     res = run.read_table("results/results.parquet")
     assert res.filter(pl.col("question_id") == "FileGrd-00002")["text_twin"].unique().to_list() == ["AttrRec-00001"]
     md = run.read_text("results/report.md")

@@ -19,7 +19,7 @@ def test_evaluate_on_ray_actors_matches_serial(tmp_path, ray_local):
     section = {"methods": ["no_context", "full_context"], "num_actors": 2, "num_cpus_per_actor": 0.5,
                "plots": False, "sample_per_sub_task": None}
     info = run_evaluate(load_config(overrides={"run_dir": str(ray_root), "evaluate": section}))
-    run_evaluate(load_config(overrides={"run_dir": str(serial_root), "evaluate": {**section, "serial": True}}))
+    run_evaluate(load_config(overrides={"run_dir": str(serial_root), "evaluate": {**section, "executor": "serial"}}))
     assert info["n_failed_units"] == 0
     cols = ["method", "question_id", "choice", "score", "status"]
     a = pl.read_parquet(ray_root / "results/results.parquet").select(cols).sort(["method", "question_id"])

@@ -14,7 +14,7 @@ FAST_METHODS = ["no_context", "full_context", "eager_summarization"]
 
 
 def _cfg(root, **section):
-    base = {"methods": FAST_METHODS, "serial": True, "plots": True, "sample_per_sub_task": None,
+    base = {"methods": FAST_METHODS, "executor": "serial", "plots": True, "sample_per_sub_task": None,
             "backbone": "lexical"}  # whole bank; the plumbing reader (the encoder: test_encoder_reader.py)
     base.update(section)
     return load_config(overrides={"run_dir": str(root), "evaluate": base})
@@ -137,7 +137,7 @@ def test_item_level_failure_does_not_sink_unit(tmp_path, monkeypatch):
         return orig(self, item, context)
 
     monkeypatch.setattr(backbones.LexicalBackbone, "answer", flaky)
-    run_evaluate(_cfg(tmp_path, methods=["no_context"], validity=False))
+    run_evaluate(_cfg(tmp_path, methods=["no_context"], validity=False, backbone="lexical"))  # the reader patched
     res = run.read_table("results/results.parquet")
     bad = res.filter(pl.col("status") == "error")
     assert bad["question_id"].to_list() == ["AttrRec-00001"] and "backbone exploded" in bad["error"][0]
@@ -386,25 +386,24 @@ def test_wrong_user_row_falls_to_no_context(evaluated):
 
 def test_job_progress_counts_contexts_and_the_summary_counts_method_units(tmp_path, capsys):
     """Fresh-eyes finding: the progress line said "[evaluate] 13/13 units" while the record said 39 planned. The
-    executor's unit is a context holding every method's unit for it: the progress line says so, and the closing
-    line gives the method units (method × context) the record counts."""
+    progress line counts the stage's items, method × context units, whatever the tasks (a context holding every
+    method's unit for it), and so do the closing line and the record."""
     import json
     import re
 
     from filegram_ray.jobargs import run_job
-    from filegram_ray.pipeline import stage_main
+    from filegram_ray.stages.cli import stage_main
 
     make_run(tmp_path)
     argv = ["--run-dir", str(tmp_path), "--serial", "--set", "evaluate.methods=[no_context,full_context]",
             "--set", "evaluate.plots=false"]
     assert run_job(lambda a: stage_main("evaluate", a), argv) == 0
     out = capsys.readouterr()
-    contexts = re.findall(r"\[evaluate\] (\d+)/(\d+) contexts \(all methods of each\)", out.err)
+    progress = re.findall(r"\[evaluate\] (\d+)/(\d+) method × context units", out.err)
     units = re.search(r"× 2 methods, (\d+) units \(method × context; 0 done earlier\)", out.out)
-    assert contexts and units, (out.err[-1500:], out.out[-1500:])
-    n_ctx = int(contexts[-1][1])
+    assert progress and units, (out.err[-1500:], out.out[-1500:])
     planned = json.loads((tmp_path / "run.json").read_text())["stages"]["evaluate"]["units"]["planned"]
-    assert contexts[-1][0] == str(n_ctx) and int(units.group(1)) == planned == 2 * n_ctx
+    assert progress[-1] == (str(planned), str(planned)) and int(units.group(1)) == planned and planned % 2 == 0
 
 
 def test_findings_and_the_viewer_say_when_the_bank_changed_after_evaluate(tmp_path, capsys):

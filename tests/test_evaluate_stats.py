@@ -9,7 +9,7 @@ import pytest
 
 from filegram_ray.evaluate.findings import decide_findings, findings_lines
 from filegram_ray.evaluate.items import item_profile
-from filegram_ray.evaluate.stats import (
+from filegram_ray.stats import (
     bootstrap_ci,
     cell_intervals,
     holm,
@@ -123,7 +123,7 @@ def test_paired_test_is_mcnemar_on_the_same_items():
 def test_cell_intervals_cover_each_column():
     qs = [f"q{i:03d}" for i in range(40)]
     res = _results({"a": {q: (100.0 if i % 2 else 0.0) for i, q in enumerate(qs)}})
-    iv = cell_intervals(res, n_boot=500)
+    iv = cell_intervals(res, sub_tasks=["AttrRec"], channels=["procedural", "semantic", "episodic"], n_boot=500)
     cells = set(iv["cell"].to_list())
     assert {"AttrRec", "procedural", "avg"} <= cells
     avg = iv.filter(pl.col("cell") == "avg").to_dicts()[0]

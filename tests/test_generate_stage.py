@@ -27,7 +27,7 @@ def cfg_for(run_dir: Path, **gen):
 
 
 def test_serial_generate_resume_and_determinism(tmp_path):
-    cfg = cfg_for(tmp_path / "run1", serial=True)
+    cfg = cfg_for(tmp_path / "run1", executor="serial")
     rec = run_generate(cfg)
     assert rec["ok"] == 4 and rec["error"] == 0
     run = RunDir(str(tmp_path / "run1"))
@@ -50,7 +50,7 @@ def test_serial_generate_resume_and_determinism(tmp_path):
     rec2 = run_generate(cfg)
     assert rec2["skipped"] == 4 and rec2["ok"] == 4
     # same seed, another run dir → identical bytes
-    run_generate(cfg_for(tmp_path / "run2", serial=True))
+    run_generate(cfg_for(tmp_path / "run2", executor="serial"))
     for p in (tmp_path / "run1" / "trajectories").rglob("*"):
         if p.is_file() and p.suffix != ".parquet":
             q = tmp_path / "run2" / p.relative_to(tmp_path / "run1")
@@ -58,10 +58,10 @@ def test_serial_generate_resume_and_determinism(tmp_path):
 
 
 def test_bad_unit_becomes_error_row(tmp_path):
-    cfg = cfg_for(tmp_path / "run", serial=True)
+    cfg = cfg_for(tmp_path / "run", executor="serial")
     units = plan_units(cfg, __import__("filegram_ray.engine.generate", fromlist=["x"]).GenerateConfig())[:2]
     bad = dict(units[0], unit_id="pX_bad/T-03", profile={**units[0]["profile"], "tiers": {"A": "Q"}})
-    rows = map_units(GenerateWorker, [bad, *units], init_kwargs={"run_uri": str(tmp_path / "run")}, serial=True,
+    rows = map_units(GenerateWorker, [bad, *units], init_kwargs={"run_uri": str(tmp_path / "run")}, executor="serial",
                      stage="generate", progress=False)
     st = {r["unit"]: r["status"] for r in rows}
     assert st["pX_bad/T-03"] == "error" and sum(v == "ok" for v in st.values()) == 2
@@ -70,7 +70,7 @@ def test_bad_unit_becomes_error_row(tmp_path):
 
 
 def test_unknown_profile_id_is_a_clear_error(tmp_path):
-    cfg = cfg_for(tmp_path / "run", serial=True)
+    cfg = cfg_for(tmp_path / "run", executor="serial")
     data = cfg.model_dump()
     data["profiles"] = ["p999"]
     with pytest.raises(ValueError, match="p999"):
@@ -97,7 +97,7 @@ def test_actor_killed_mid_run_every_trajectory_once(tmp_path, ray_local):
 
 
 def test_rerun_with_other_settings_regenerates(tmp_path):
-    cfg = cfg_for(tmp_path / "run", serial=True)
+    cfg = cfg_for(tmp_path / "run", executor="serial")
     first = run_generate(cfg)
     assert first["ok"] == 4 and first["skipped"] == 0
     again = run_generate(cfg)
@@ -109,21 +109,21 @@ def test_rerun_with_other_settings_regenerates(tmp_path):
 
 
 def test_generate_writes_missing_bundles_as_the_seed_stage_would(tmp_path, capsys):
-    """Generate without a seed stage: the bundles it needs land in RUN/workspaces/<task>/ (README layout; the video
-    record default), byte-identical to what jobs/seed.py writes, and a later generate of another task keeps the
-    first task's rows of workspaces/index.parquet."""
+    """Generate without a seed stage: its door runs the seed stage first (``needs``), so the bundles it needs land in
+    RUN/workspaces/<task>/ (README layout; the video record default), byte-identical to what jobs/seed.py writes,
+    and a later generate of another task keeps the first task's rows of workspaces/index.parquet."""
     from filegram_ray.workspace.stage import run_seed
 
     def cfg(run_dir, tasks, **extra):
         c = load_config(None, [f"run_dir={run_dir}", "seed=7", "workspace.tts=tone"])
         data = c.model_dump()
-        data.update(profiles=["p3"], tasks=tasks, generate={"serial": True}, **extra)
+        data.update(profiles=["p3"], tasks=tasks, generate={"executor": "serial"}, **extra)
         return type(c).model_validate(data)
 
     rec = run_generate(cfg(tmp_path / "gen", ["T-11"]))
     assert rec["ok"] == 1
-    assert "running the seed stage for them first (T-11)" in capsys.readouterr().out
-    run_seed(cfg(tmp_path / "seeded", ["T-11"], workspace={"tts": "tone", "serial": True}))
+    assert "generate needs the seed stage: running it first" in capsys.readouterr().out
+    run_seed(cfg(tmp_path / "seeded", ["T-11"], workspace={"tts": "tone", "executor": "serial"}))
     gen_ws, seed_ws = tmp_path / "gen" / "workspaces", tmp_path / "seeded" / "workspaces"
     files = sorted(p.relative_to(seed_ws) for p in seed_ws.rglob("*") if p.is_file())
     assert any(str(f).startswith("T-11/files/") for f in files)

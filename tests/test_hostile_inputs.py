@@ -18,7 +18,8 @@ from test_memory_stage import complete, make_run
 from filegram_ray.cli import main
 from filegram_ray.config import load_config, match_ids
 from filegram_ray.limits import InputLimitError, check_zip, load_json, load_yaml
-from filegram_ray.memory.stage import build_store_from_trajectory_dirs, run_encode
+from filegram_ray.memory.api import build_store_from_trajectory_dirs
+from filegram_ray.memory.stage import run_encode
 from filegram_ray.storage import RunDir
 from filegram_ray.workspace.bundle import import_bundle, load_bundle
 from filegram_ray.workspace.extract import ExtractionError, extract_text
@@ -237,8 +238,8 @@ def test_deep_nesting_one_line_error(tmp_path, capsys, monkeypatch):
     # the encode stage names the file in its error row (it named only the trajectory id before)
     root = make_run(tmp_path / "run", bad=None)
     (root / "trajectories" / "pa_reader" / "T-01" / "events.json").write_text("[" * 200_000 + "]" * 200_000)
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
-    err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
+    err = RunDir(root).error_rows("encode")
     assert s["error_ids"] == ["pa_reader/T-01"]
     assert "trajectories/pa_reader/T-01/events.json: invalid JSON: nesting too deep" in err[0]["error"]
 
@@ -430,7 +431,7 @@ def test_encode_huge_event_bounded_not_amplified(tmp_path, capsys):
     ev[i]["file_path"] += "X" * 5_000_000
     n = len(ev[i]["file_path"])
     f.write_text(json.dumps(ev), encoding="utf-8")
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["errors"] == 0 and s["events_skipped"] == 1
     assert s["skipped_event_examples"] == [
         f"{f}: event[{i}] (file_read): field 'file_path': too large: {n:,} characters (limit 4,096)"]
@@ -455,13 +456,13 @@ def test_encode_validates_like_engine_filter(tmp_path):
     f.write_text(json.dumps(ev), encoding="utf-8")
     g = root / "trajectories" / "pb_writer" / "T-01" / "events.json"
     g.write_text("[1, 2, 3]", encoding="utf-8")
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["events_skipped"] == 4 and s["error_ids"] == ["pb_writer/T-01"]
     msgs = "\n".join(s["skipped_event_examples"])
     for needle in ("event[0] (file_search): field 'timestamp'", "event[1] (file_search): field 'timestamp'",
                    "event[2] (file_read): field 'timestamp'", "event[3]: field 'event_type': unknown event type"):
         assert f"{f}: {needle}" in msgs
-    err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()[0]["error"]
+    err = RunDir(root).error_rows("encode")[0]["error"]
     assert f"{g}: no valid event: all 3 events fail validation (first: event[0]: expected a JSON object" in err
     eng = json.loads((root / "engrams" / "pa_reader" / "T-02.json").read_text(encoding="utf-8"))
     assert eng["event_count"] == len(ev) - 4
@@ -498,7 +499,7 @@ def test_fid_missing_event_type_skipped_and_counted(tmp_path, caplog):
     ev = json.loads(f.read_text(encoding="utf-8"))
     del ev[3]["event_type"]
     f.write_text(json.dumps(ev), encoding="utf-8")
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["errors"] == 0 and s["events_skipped"] == 1
     assert s["skipped_event_examples"] == [f"{f}: event[3]: missing field 'event_type'"]
 
@@ -511,12 +512,12 @@ def test_short_profile_ids_resolve_in_encode_and_bench(tmp_path, monkeypatch):
     def cfg(*sets):
         return load_config(None, [f"run_dir={root}", "encode.embedder=hashing", *sets])
 
-    s = run_encode(cfg("profiles=[pa]", "tasks=[T-01,T-02]"), serial=True)
+    s = run_encode(cfg("profiles=[pa]", "tasks=[T-01,T-02]"), executor="serial")
     assert s["trajectories"] == 2 and s["encoded_now"] == 2
     assert sorted(p.name for p in (root / "engrams" / "pa_reader").iterdir()) == ["T-01.json", "T-02.json"]
     with pytest.raises(ValueError, match=r"config field profiles: unknown id 'p9' \(trajectories/index.parquet "
                                          r"has: pa_reader, pb_writer\)"):
-        run_encode(cfg("profiles=[p9]"), serial=True)
+        run_encode(cfg("profiles=[p9]"), executor="serial")
     assert match_ids(["s6"], ["s1_x", "s6_opposite"], "profiles") == ["s6_opposite"]
     assert match_ids(None, ["a", "b"], "profiles") == ["a", "b"]
 
@@ -539,18 +540,18 @@ def test_zero_of_n_units_fails_loudly(tmp_path, monkeypatch):
     for p in (root / "trajectories").glob("*/*/events.json"):
         p.write_text("{}", encoding="utf-8")
     cfg = load_config(None, [f"run_dir={root}", "encode.embedder=hashing"])
-    with pytest.raises(ValueError, match=r"encode: 0 of 8 trajectories encoded \(see engrams/errors.parquet\); "
+    with pytest.raises(ValueError, match=r"encode: 0 of 8 trajectories encoded \(see errors/encode.parquet\); "
                                          r"first error: .*expected a JSON array"):
-        run_encode(cfg, serial=True)
-    errs = RunDir(root).read_table("engrams/errors.parquet")  # the table the message points at, written first
-    assert errs.height == 8 and all("expected a JSON array" in e for e in errs["error"].to_list())
+        run_encode(cfg, executor="serial")
+    errs = RunDir(root).error_rows("encode")  # the table the message points at, written first
+    assert len(errs) == 8 and all("expected a JSON array" in e["error"] for e in errs)
     import polars as pl
 
     idx = RunDir(root).read_table("trajectories/index.parquet").with_columns(pl.lit("error").alias("status"))
     RunDir(root).write_table("trajectories/index.parquet", idx)
     with pytest.raises(ValueError, match="encode: no trajectory to encode: .* has 8 trajectories .* none with "
                                          "status ok"):
-        run_encode(cfg, serial=True)
+        run_encode(cfg, executor="serial")
 
     import bench_synth as bs
 

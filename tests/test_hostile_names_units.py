@@ -199,9 +199,9 @@ def test_BR_27_readers_refuse_lone_surrogate_escapes_naming_file_and_field(tmp_p
     ev = json.loads(f.read_text(encoding="utf-8"))
     ev[1]["file_path"] = "inputs/caf\udce9.md"
     f.write_text(json.dumps(ev), encoding="utf-8")  # ensure_ascii: written as the escape "\udce9"
-    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["error_ids"] == ["pa_reader/T-02"] and s["trajectories"] == 8
-    err = RunDir(root).read_table("engrams/errors.parquet").to_dicts()[0]["error"]
+    err = RunDir(root).error_rows("encode")[0]["error"]
     assert f"{f}: field '[1].file_path': a lone surrogate escape" in err
     for p in (root / "engrams").rglob("*.json"):
         p.read_bytes().decode("utf-8")
@@ -221,11 +221,11 @@ def test_BR_27_generate_records_renames_in_meta_json(tmp_path):
     with open(os.path.join(os.fsencode(ws / "files"), LATIN1), "wb") as fh:
         fh.write(b"a file named in latin-1\n")
     cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03,T-04]"])
-    gcfg = GenerateConfig(perturb=False, serial=True)
+    gcfg = GenerateConfig(perturb=False, executor="serial")
     units = plan_units(cfg, gcfg)
     worker = GenerateWorker(str(root))
     for u in units:
-        assert worker.process(u)["status"] == "ok"
+        assert worker.process(u)["trajectory_id"] == u["unit_id"]  # a failure raises
     pid = units[0]["profile"]["profile_id"]
     meta = json.loads((root / "trajectories" / pid / "T-03" / "meta.json").read_text(encoding="utf-8"))
     assert meta["sandbox"] == {"renamed": [{"path": "caf%E9_latin1.txt", "renamed_from": "caf\\xe9_latin1.txt"}],
@@ -307,7 +307,7 @@ def test_generate_garbled_bundle_json_is_an_error_row_naming_the_file(tmp_path):
     (root / "workspaces" / "T-03" / "bundle.json").write_text("{", encoding="utf-8")
     cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03,T-04]"])
     units = plan_units(cfg, GenerateConfig(perturb=False))
-    rows = map_units(GenerateWorker, units, init_kwargs={"run_uri": str(root)}, serial=True, stage="generate")
+    rows = map_units(GenerateWorker, units, init_kwargs={"run_uri": str(root)}, executor="serial", stage="generate")
     by = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
     bad, ok = (by[u["unit_id"]] for u in units)
     assert bad["status"] == "error" and f"{root}/workspaces/T-03/bundle.json: invalid JSON at line 1" in bad["error"]
@@ -331,10 +331,10 @@ def test_encode_index_without_a_column_is_a_named_error(tmp_path):
     cfg = load_config(None, [f"run_dir={root}", "encode.embedder=hashing"])
     run.write_table("trajectories/index.parquet", run.read_table("trajectories/index.parquet").drop("task_id"))
     with pytest.raises(ValueError, match=r"trajectories/index\.parquet: column\(s\) task_id missing"):
-        run_encode(cfg, serial=True)
+        run_encode(cfg, executor="serial")
     run.write_bytes("trajectories/index.parquet", b"PAR1 truncated")
     with pytest.raises(StorageError, match=r"trajectories/index\.parquet: not a readable Parquet table"):
-        run_encode(cfg, serial=True)
+        run_encode(cfg, executor="serial")
 
 
 def test_evaluate_zero_answers_ok_fails_loudly(tmp_path):
@@ -351,7 +351,7 @@ def test_evaluate_zero_answers_ok_fails_loudly(tmp_path):
 
     def cfg(**kw):
         return load_config(overrides={"run_dir": str(tmp_path), "evaluate": {
-            "methods": ["full_context"], "serial": True, "plots": False, "sample_per_sub_task": None, **kw}})
+            "methods": ["full_context"], "executor": "serial", "plots": False, "sample_per_sub_task": None, **kw}})
 
     with pytest.raises(ValueError, match=r"evaluate: 0 of \d+ answers ok for methods \['full_context'\] .* first "
                                          r"error: .*events\.json"):
@@ -375,13 +375,14 @@ def test_garbled_engram_store_and_media_are_named(tmp_path, caplog, capsys):
 
     from filegram_ray.cli import main
     from filegram_ray.config import load_config
-    from filegram_ray.memory.stage import load_engram, load_store, run_encode
+    from filegram_ray.memory.api import load_engram, load_store
+    from filegram_ray.memory.stage import run_encode
 
     root = make_run(tmp_path / "run", bad=None)
     blob = next((root / "trajectories" / "pa_reader" / "T-01" / "media" / "blobs").glob("*.blob"))
     blob.write_bytes(b"\xff\xfe not utf-8")
     with caplog.at_level("WARNING"):
-        s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+        s = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     assert s["errors"] == 0 and f"{blob}: media file unreadable (not UTF-8 at byte 0)" in caplog.text
     (root / "engrams" / "pa_reader" / "T-02.json").write_text('{"trajectory_id": 3}', encoding="utf-8")
     with pytest.raises(ValueError, match=r"engrams/pa_reader/T-02\.json: not a valid Engram: field 'trajectory_id'"):
@@ -426,7 +427,7 @@ def test_generate_refuses_a_malformed_earlier_index_before_running_units(tmp_pat
     root = tmp_path / "run"
     run = RunDir(root)
     run.write_table("trajectories/index.parquet", pl.DataFrame({"trajectory_id": ["x/T-01"], "profile_id": ["x"]}))
-    cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+    cfg = load_config(None, [f"run_dir={root}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.executor=serial",
                              "generate.perturb=false"])
     with pytest.raises(ValueError, match=r"trajectories/index\.parquet: column\(s\) task_id, status, n_events_raw"):
         run_generate(cfg)
@@ -450,7 +451,7 @@ def test_validity_leaves_out_a_trajectory_with_a_malformed_meta_json(tmp_path):
     units = plan_units(cfg, GenerateConfig(perturb=False))
     worker = GenerateWorker(str(root))
     rows = [{"trajectory_id": u["unit_id"], "profile_id": u["unit_id"].split("/")[0],
-             "task_id": u["unit_id"].split("/")[1], "status": worker.process(u)["status"]} for u in units]
+             "task_id": u["unit_id"].split("/")[1], "status": worker.process(u) and "ok"} for u in units]
     run = RunDir(root)
     run.write_table("trajectories/index.parquet", pl.DataFrame(rows))
     a, b = (r["trajectory_id"] for r in rows)

@@ -202,7 +202,7 @@ def test_one_trajectory_on_the_imported_folder(imported):
     run_dir = out.parent.parent
     cfg = load_config(None, [f"run_dir={run_dir}", "seed=7"])
     data = cfg.model_dump()
-    data.update(profiles=["p1"], tasks=["T-07"], generate={"serial": True, "perturb": False})
+    data.update(profiles=["p1"], tasks=["T-07"], generate={"executor": "serial", "perturb": False})
     rec = run_generate(type(cfg).model_validate(data))
     assert rec["ok"] == 1 and rec["error"] == 0
     tdir = next((run_dir / "trajectories").glob("p1_*/T-07"))

@@ -121,7 +121,7 @@ def test_R2_generate_stale_trajectory_after_reimport(tmp_path):
     run_dir = tmp_path / "run"
     cfg = load_config(None, [f"run_dir={run_dir}", "seed=7"])
     data = cfg.model_dump()
-    data.update(profiles=["p3"], tasks=["T-07"], generate={"serial": True, "perturb": False})
+    data.update(profiles=["p3"], tasks=["T-07"], generate={"executor": "serial", "perturb": False})
     cfg = type(cfg).model_validate(data)
     ws = run_dir / "workspaces" / "T-07"
     first = folder_of(tmp_path, ["007.eml", "033.eml", "037.eml", "050.eml"], "first")

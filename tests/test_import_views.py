@@ -86,7 +86,7 @@ def test_workspace_run_imports_into_the_run_and_generates(tmp_path):
     assert done["source"] == "imported" and done["bundle_sha256"]
     assert (run_dir / "trajectories" / "p3_efficient_executor" / "T-07" / "events.json").exists()
     # the seed stage does not replace an imported workspace
-    cfg = load_config(None, [f"run_dir={run_dir}", "seed=7", "tasks=[T-07]", "workspace.serial=true"])
+    cfg = load_config(None, [f"run_dir={run_dir}", "seed=7", "tasks=[T-07]", "workspace.executor=serial"])
     assert run_seed(cfg)["built"] == 0
     assert json.loads((ws / "bundle.json").read_text())["source"] == "imported"
     # a rerun on the same folder: same bundle content, the trajectory is kept

@@ -284,7 +284,7 @@ def test_dead_server_fails_fast_with_its_url(tmp_path):
         probe_endpoint(url, timeout_s=1.0)
     from filegram_ray.engine.generate import run_generate
 
-    cfg = load_config(None, [f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+    cfg = load_config(None, [f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03]", "generate.executor=serial",
                              "generate.agent=llm", f"generate.llm.base_url={url}", "generate.llm.probe_timeout_s=1"])
     with pytest.raises(ConnectionError, match="not reachable"):
         run_generate(cfg)
@@ -363,7 +363,7 @@ def test_generate_stage_llm_agent(tmp_path):
 
     with ScriptedChatServer(script) as srv:
         over = [f"run_dir={tmp_path / 'run'}", "seed=7", "profiles=[p3]", f"tasks=[{','.join(tasks)}]",
-                "generate.serial=true", "generate.agent=llm", f"generate.llm.base_url={srv.base_url}",
+                "generate.executor=serial", "generate.agent=llm", f"generate.llm.base_url={srv.base_url}",
                 "generate.llm.sessions_per_actor=3", "workspace.tts=tone"]
         rec = run_generate(load_config(None, over))
         assert rec["ok"] == 3 and rec["error"] == 0 and conc.peak >= 2  # sessions overlap on one worker
@@ -396,7 +396,7 @@ def test_stage_server_dies_mid_run_error_rows_name_url(tmp_path):
     from filegram_ray.engine.generate import run_generate
 
     with ScriptedChatServer(lambda b, n: (503, {"error": {"message": "overloaded"}})) as srv:
-        over = [f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03,T-04]", "generate.serial=true",
+        over = [f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03,T-04]", "generate.executor=serial",
                 "generate.agent=llm", f"generate.llm.base_url={srv.base_url}", "generate.llm.retries=2",
                 "generate.llm.backoff_s=0.01", "generate.llm.sessions_per_actor=1"]
         rec = run_generate(load_config(None, over))
@@ -478,7 +478,7 @@ def test_cluster_readme_llm_agent_commands_parse(tmp_path):
     for argv in cmds:
         argv = [a.replace("conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
         args = common_parser("generate").parse_args([*argv, "--run-dir", str(tmp_path / "run")])
-        g = GenerateConfig.model_validate(config_from_args(args, section="generate").section("generate"))
+        g = GenerateConfig.model_validate(config_from_args(args, sections=["generate"]).section("generate"))
         assert g.agent == "llm" and g.llm.sessions_per_actor == 32 and g.num_actors == 8
         if g.llm.serve is not None:
             assert g.llm.serve.kind == "vllm" and g.llm.serve.model.startswith("/models/") and g.llm.serve.num_gpus

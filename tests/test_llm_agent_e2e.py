@@ -60,7 +60,7 @@ def test_llm_agent_one_task_end_to_end(server, tmp_path):
 
     run_dir = tmp_path / "run"
     cfg = load_config(None, [
-        f"run_dir={run_dir}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+        f"run_dir={run_dir}", "seed=7", "profiles=[p3]", "tasks=[T-03]", "generate.executor=serial",
         "generate.agent=llm", f"generate.llm.base_url={server.base_url}", "generate.llm.temperature=0",
         "generate.llm.max_iterations=3", "generate.llm.max_tokens=200", "generate.llm.context_tokens=4096",
         "generate.llm.max_nudges=1", "generate.llm.request_timeout_s=1800", "generate.llm.retries=0",
@@ -111,7 +111,7 @@ def test_stage_starts_and_stops_its_own_server(tmp_path):
     from filegram_ray.engine.generate import run_generate
 
     cfg = load_config(None, [
-        f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03]", "generate.serial=true",
+        f"run_dir={tmp_path / 'run'}", "profiles=[p3]", "tasks=[T-03]", "generate.executor=serial",
         "generate.agent=llm", "generate.llm.serve={kind: llama_cpp, model: smollm2-135m, chat_format: chatml, "
         "n_ctx: 4096, served_model_name: tiny}", "generate.llm.max_iterations=1", "generate.llm.max_tokens=16",
         "generate.llm.temperature=0", "generate.llm.request_timeout_s=900"])

@@ -123,14 +123,14 @@ def test_gpu_rayjob_entrypoint_is_a_valid_vllm_engine_backbone(tmp_path):
     import yaml
 
     from filegram_ray.evaluate.stage import EvaluateConfig
-    from filegram_ray.jobargs import common_parser, config_from_args
-    from filegram_ray.methods.cli import add_evaluate_options
+    from filegram_ray.jobargs import config_from_args
+    from filegram_ray.stages.cli import stage_parser
 
     repo = Path(__file__).resolve().parent.parent
     job = yaml.safe_load((repo / "cluster" / "kuberay-rayjob-evaluate-vllm.yaml").read_text())
     argv = shlex.split(job["spec"]["entrypoint"])
     assert argv[:2] == ["python", "/home/ray/filegram/jobs/evaluate.py"]  # the image's copy (cluster/Dockerfile)
-    args = add_evaluate_options(common_parser("evaluate")).parse_args(
+    args = stage_parser("evaluate").parse_args(
         [a.replace("/home/ray/filegram/conf/cluster.yaml", str(repo / "conf" / "cluster.yaml")) for a in argv[2:]]
         + ["--run-dir", str(tmp_path / "run")])
     cfg = config_from_args(args)

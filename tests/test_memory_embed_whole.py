@@ -166,7 +166,7 @@ def test_encode_stage_records_the_embed_dtype_in_run_json(tmp_path, monkeypatch)
     monkeypatch.setenv(DTYPE_ENV, "fp32")
     root = make_run(tmp_path / "run", bad=None)
     run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=minilm", "profiles=[pa_reader]",
-                                  "tasks=[T-01]"]), serial=True)
+                                  "tasks=[T-01]"]), executor="serial")
     run = RunDir(root)
     rec = run.read_json("run.json")["stages"]["encode"]["embed_dtype"]
     assert rec["dtype"] == "fp32" and rec["source"] == DTYPE_ENV and set(rec["cpu"]) >= {"amx_bf16", "avx512_bf16"}

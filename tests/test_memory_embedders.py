@@ -92,7 +92,7 @@ def test_encode_auto_records_each_profiles_embedder_and_refuses_the_other(tmp_pa
         (folder / "events.json").write_text(json.dumps(complete(ev, "pb_writer"), ensure_ascii=False),
                                             encoding="utf-8")
     cfg = load_config(None, [f"run_dir={root}", "encode.embedder=auto", "profiles=[pa_reader,pb_writer]"])
-    s = run_encode(cfg, serial=True)
+    s = run_encode(cfg, executor="serial")
     assert s["embedder_by_profile"] == {"e5-small": 1, "minilm": 1}
     run = RunDir(root)
     assert run.read_json("indices/pb_writer/embedder.json")["kind"] == "e5-small"
@@ -100,9 +100,9 @@ def test_encode_auto_records_each_profiles_embedder_and_refuses_the_other(tmp_pa
     load_indices(run, "pb_writer", make_embedder("e5-small"))
     with pytest.raises(EmbedderMismatchError):
         load_indices(run, "pb_writer", make_embedder("minilm"))
-    again = run_encode(cfg, serial=True)
+    again = run_encode(cfg, executor="serial")
     assert again["profiles_consolidated_now"] == 0
     redo = run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing",
-                                          "profiles=[pa_reader,pb_writer]"]), serial=True)
+                                          "profiles=[pa_reader,pb_writer]"]), executor="serial")
     assert redo["profiles_consolidated_now"] == 2
     shutil.rmtree(root)

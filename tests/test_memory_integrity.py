@@ -93,7 +93,7 @@ def test_br11_cli_memory_show_with_other_embedder_is_one_line_error(tmp_path, ca
     from filegram_ray.cli import main
 
     root = make_run(tmp_path / "run", bad=None)
-    run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), serial=True)
+    run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=hashing"]), executor="serial")
     rc = main(["memory", "show", str(root), "pa_reader", "--query", "budget", "--embedder", "minilm"])
     err = capsys.readouterr().err
     assert rc == 2
@@ -170,7 +170,7 @@ def test_rel_faiss_episodes_index_nondeterministic_batch_invariant(tmp_path):
     for bs in (64, 3):
         root = make_run(tmp_path / f"run{bs}", bad=None)
         run_encode(load_config(None, [f"run_dir={root}", "encode.embedder=minilm", "profiles=[pa_reader]",
-                                      "tasks=[T-01,T-02]", f"encode.embed_batch_size={bs}"]), serial=True)
+                                      "tasks=[T-01,T-02]", f"encode.embed_batch_size={bs}"]), executor="serial")
         roots.append(root)
     a, b = (_sha(r, "indices") for r in roots)
     assert len(a) == 5 and a == b  # {chunks,episodes}.{faiss,json} + embedder.json
@@ -190,14 +190,14 @@ def test_br11_encode_rerun_with_other_settings_redoes_profiles(tmp_path):
 
     root = make_run(tmp_path / "run", bad=None)
     base = [f"run_dir={root}", "encode.embedder=hashing"]
-    s1 = run_encode(load_config(None, base), serial=True)
+    s1 = run_encode(load_config(None, base), executor="serial")
     assert s1["encoded_now"] == 8 and s1["profiles_consolidated_now"] == 2
-    again = run_encode(load_config(None, base), serial=True)
+    again = run_encode(load_config(None, base), executor="serial")
     assert again["encoded_now"] == 0 and again["profiles_consolidated_now"] == 0
-    s2 = run_encode(load_config(None, [*base, "encode.upstream_quirks=true"]), serial=True)
+    s2 = run_encode(load_config(None, [*base, "encode.upstream_quirks=true"]), executor="serial")
     assert s2["encoded_now"] == 8 and s2["profiles_consolidated_now"] == 2
     assert load_store(RunDir(root), "pa_reader").upstream_quirks is True
-    rec = RunDir(root).read_json("_done/encode.profile/pa_reader.json")
+    rec = RunDir(root).read_json("_done/encode.profiles/pa_reader.json")
     assert rec["embedder"]["model"] == "hashing" and rec["consolidate"]["upstream_quirks"] is True
 
 

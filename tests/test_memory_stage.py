@@ -98,11 +98,11 @@ def _cfg(root: Path):
 
 def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
     root = make_run(tmp_path / "run")
-    s = run_encode(_cfg(root), serial=True)
+    s = run_encode(_cfg(root), executor="serial")
     run = RunDir(root)
     assert s["errors"] == 1 and s["error_ids"] == ["pa_reader/T-03"]
-    err = run.read_table("engrams/errors.parquet").to_dicts()
-    assert err[0]["trajectory_id"] == "pa_reader/T-03" and err[0]["error_type"] == "UserError"  # a malformed input file: the user's data
+    err = run.error_rows("encode")  # the runner's one error table of the stage
+    assert err[0]["unit"] == "pa_reader/T-03" and err[0]["error_type"] == "UserError"  # a malformed input file: the user's data
     assert "trajectories/pa_reader/T-03/events.json" in err[0]["error"]
     assert sorted(run.listdir("engrams/pa_reader")) == ["T-01.json", "T-02.json", "T-04.json"]
     store = load_store(run, "pb_writer")
@@ -115,28 +115,28 @@ def test_encode_serial_writes_engrams_stores_indices_and_error_row(tmp_path):
     ctx = retrieve(store, "river project budget", indices=idx, embedder=HashingEmbedder())
     assert "Relevant content:" in ctx.text and "pb_writer" not in ctx.text
     # resumable: a rerun encodes nothing again and consolidates nothing again
-    s2 = run_encode(_cfg(root), serial=True)
+    s2 = run_encode(_cfg(root), executor="serial")
     assert s2["encoded_now"] == 0 and s2["skipped_done"] == 7 and s2["profiles_consolidated_now"] == 0
     # fixing the bad trajectory: only it is encoded, and only its profile is consolidated again
     write_trajectory(root / "trajectories" / "pa_reader" / "T-03", "pa_reader", 2)
-    s3 = run_encode(_cfg(root), serial=True)
+    s3 = run_encode(_cfg(root), executor="serial")
     assert s3["encoded_now"] == 1 and s3["errors"] == 0 and s3["profiles_consolidated_now"] == 1
     assert load_store(run, "pa_reader").n_sessions == 4
 
 
-def test_encode_resumes_records_of_a_run_made_before_the_stage_contract(tmp_path):
-    """A run encoded before issue #29 keeps its per-trajectory records in _done/encode.engram/: a rerun skips
-    those Engrams and their profiles; force redoes everything and clears them."""
+def test_encode_counts_both_steps_and_force_redoes_them(tmp_path):
+    """The record counts every item of both steps (``steps``: per step); ``force`` redoes everything."""
     root = make_run(tmp_path / "run", bad=None)
-    run_encode(_cfg(root), serial=True)
-    (root / "_done" / "encode").rename(root / "_done" / "encode.engram")
-    s = run_encode(_cfg(root), serial=True)
+    run_encode(_cfg(root), executor="serial")
+    s = run_encode(_cfg(root), executor="serial")
     assert (s["encoded_now"], s["skipped_done"], s["profiles_consolidated_now"]) == (0, 8, 0)
-    assert s["units"] == {"planned": 8, "done": 0, "skipped": 8, "failed": 0}
-    f = run_encode(_cfg(root), serial=True, force=True)
+    assert s["steps"] == {"trajectories": {"planned": 8, "done": 0, "skipped": 8, "failed": 0},
+                          "profiles": {"planned": 2, "done": 0, "skipped": 2, "failed": 0}}
+    assert s["units"] == {"planned": 10, "done": 0, "skipped": 10, "failed": 0}
+    f = run_encode(_cfg(root), executor="serial", force=True)
     assert (f["encoded_now"], f["skipped_done"], f["profiles_consolidated_now"]) == (8, 0, 2)
-    assert not (root / "_done" / "encode.engram").exists()
     assert len(list((root / "_done" / "encode").glob("*.json"))) == 8
+    assert len(list((root / "_done" / "encode.profiles").glob("*.json"))) == 2
 
 
 def test_build_store_from_trajectory_dirs_never_reads_meta(tmp_path):
@@ -166,20 +166,19 @@ def _outputs(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("executor", ["actor-pool", "ray-data"])
 def test_encode_on_ray_matches_serial(tmp_path, ray_local, executor):
     """The stage's units on Ray (the actor-pool executor, the default, and the Ray Data executor) write the same
-    bytes as the serial executor: every Engram, errors and index table, store, FAISS index and its metadata."""
-    from filegram_ray.stages.executors import EXECUTORS
-
+    bytes as the serial executor: every Engram, index table, store, FAISS index and its metadata, and the same
+    error rows."""
     a = make_run(tmp_path / "a")
     b = make_run(tmp_path / "b")
-    run_encode(_cfg(a), serial=True)
+    run_encode(_cfg(a), executor="serial")
     # on the session's Ray (tests/conftest.py), left running for others
-    s = run_encode(_cfg(b), EXECUTORS[executor]() if executor != "actor-pool" else None)
+    s = run_encode(_cfg(b), executor=executor)
     assert s["executor"] == executor and s["errors"] == 1 and s["profiles"] == 2
-    assert s["profiles_consolidated_now"] == 2 and s["units"] == {"planned": 8, "done": 7, "skipped": 0, "failed": 1}
+    assert s["profiles_consolidated_now"] == 2 and s["units"] == {"planned": 10, "done": 9, "skipped": 0, "failed": 1}
     got, want = _outputs(b), _outputs(a)
-    assert sorted(got) == sorted(want) and len(want) == 2 + 7 + 2 + 2 * 5  # tables, Engrams, stores, indices
+    assert sorted(got) == sorted(want) and len(want) == 1 + 7 + 2 + 2 * 5  # index, Engrams, stores, indices
     for rel in want:
-        if rel != "engrams/errors.parquet":  # its error names the run directory's events.json
-            assert got[rel] == want[rel], rel
-    err = [RunDir(r).read_table("engrams/errors.parquet").to_dicts() for r in (a, b)]
-    assert err[1] == [{**e, "error": e["error"].replace(str(a), str(b))} for e in err[0]] and len(err[0]) == 1
+        assert got[rel] == want[rel], rel
+    err = [RunDir(r).error_rows("encode") for r in (a, b)]  # the error names the run directory's events.json
+    assert [(e["unit"], e["error_type"], e["error"].replace(str(a), str(b))) for e in err[0]] == \
+        [(e["unit"], e["error_type"], e["error"]) for e in err[1]] and len(err[0]) == 1

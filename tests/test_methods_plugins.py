@@ -38,7 +38,7 @@ def test_installed_plugin_is_evaluated_by_name(installed_plugin, tmp_path):
     root = tmp_path / "run"
     make_run(root)
     cfg = load_config(overrides={"run_dir": str(root), "evaluate": {
-        "methods": ["recent_events"], "serial": True, "plots": False, "sample_per_sub_task": None,
+        "methods": ["recent_events"], "executor": "serial", "plots": False, "sample_per_sub_task": None,
         "validity": False}})
     info = run_evaluate(cfg)
     assert info["methods"] == ["recent_events"] and info["n_error_rows"] == 0

@@ -32,7 +32,7 @@ def tiny_run(tmp_path_factory):
         "evaluate": {"methods": ["no_context", "full_context", "filegramos"], "sample_per_sub_task": 2,
                      "method_options": {"filegramos": {}}},
     })
-    timings = run_pipeline(cfg, serial=True)
+    timings = run_pipeline(cfg, executor="serial")
     return cfg.run(), timings
 
 

@@ -32,7 +32,7 @@ def _cfg(uri: str, extra: list[str] | None = None):
 def test_serial_stage_index_resume_and_errors(tmp_path):
     uri = str(tmp_path / "run")
     run = _make_run(uri)
-    rec = run_render(_cfg(uri, CHEAP), serial=True)
+    rec = run_render(_cfg(uri, CHEAP), executor="serial")
     assert rec["outputs"] == 8 and rec["ignored_non_text"] == 1
     idx = run.read_table(INDEX_PATH)
     assert list(idx.columns) == list(INDEX_COLUMNS)
@@ -52,42 +52,44 @@ def test_serial_stage_index_resume_and_errors(tmp_path):
         if row["format"] == "png_page":
             assert row["caption"] and recover_bytes(data, "png") == row["caption"]
     # rerun: nothing left to render but the two broken inputs; index unchanged for ok rows
-    rec2 = run_render(_cfg(uri, CHEAP), serial=True)
-    assert rec2["units_planned"] == 2 and rec2["units_already_done"] == ok.height
+    rec2 = run_render(_cfg(uri, CHEAP), executor="serial")
+    u = rec2["units"]
+    assert u["planned"] - u["skipped"] == 2 and u["skipped"] == ok.height and u["failed"] == 2
+    assert {e["error_type"] for e in RunDir(uri).error_rows("render")} == {"UnreadableOutput"}
     idx2 = run.read_table(INDEX_PATH)
     assert idx2.filter(pl.col("status") == "ok").sort("unit_id").equals(ok.sort("unit_id"))
     # same seed → same bytes in a fresh run directory
     uri3 = str(tmp_path / "run3")
     _make_run(uri3)
-    run_render(_cfg(uri3, CHEAP), serial=True)
+    run_render(_cfg(uri3, CHEAP), executor="serial")
     idx3 = RunDir(uri3).read_table(INDEX_PATH).filter(pl.col("status") == "ok")
     assert idx3.select("unit_id", "sha256").sort("unit_id").equals(ok.select("unit_id", "sha256").sort("unit_id"))
 
 
 def test_bad_render_section_rejected():
     with pytest.raises(ValueError, match="unknown format"):
-        run_render(_cfg("memory://render-bad", ["render.formats=[pdf,gif]"]), serial=True)
+        run_render(_cfg("memory://render-bad", ["render.formats=[pdf,gif]"]), executor="serial")
     with pytest.raises(ValueError, match=r"\['pdf'\] are in more than one pool"):
-        run_render(_cfg("memory://render-bad", ["render.pools.images.formats=[png_page,png_chart,pdf]"]), serial=True)
+        run_render(_cfg("memory://render-bad", ["render.pools.images.formats=[png_page,png_chart,pdf]"]), executor="serial")
     with pytest.raises(FileNotFoundError, match="outputs.parquet"):
-        run_render(_cfg("memory://render-empty"), serial=True)
+        run_render(_cfg("memory://render-empty"), executor="serial")
 
 
 def test_batches_keep_renderer_groups_apart_tts_first():
-    """Batch units hold ≤ batch_size derivative units of one ``render.pools`` group; the tts group goes first
-    (narration is the stage's largest cost), the others by name, each group in its pool's format order."""
+    """Batches hold ≤ batch_size derivatives of one ``render.pools`` group; the tts group goes first (narration is
+    the stage's largest cost), the others by name, each group in its pool's format order; an unreadable output's
+    item is a batch of its own, last."""
     cfg = RenderConfig(batch_size=3)
-    fmts = ["pdf", "wav", "png_page", "md", "wav", "docx", "pdf", "wav", "wav"]
+    fmts = ["pdf", "wav", "png_page", "md", "wav", "docx", "pdf", "wav", "wav", ""]
     units = [{"unit_id": f"p/T-01/o.md#{i:02d}.{f}", "format": f} for i, f in enumerate(fmts)]
     batches = make_batches(units, cfg)
-    assert [b["group"] for b in batches] == ["tts", "tts", "documents", "documents", "images"]
-    assert sorted(u["unit_id"] for b in batches for u in b["units"]) == sorted(u["unit_id"] for u in units)
     groups = cfg.group_of()
+    assert [groups.get(b[0]["format"], "") for b in batches] == ["tts", "tts", "documents", "documents", "images",
+                                                                 ""]
+    assert sorted(u["unit_id"] for b in batches for u in b) == sorted(u["unit_id"] for u in units)
     for b in batches:
-        assert 1 <= len(b["units"]) <= 3 and {groups[u["format"]] for u in b["units"]} == {b["group"]}
-    assert [u["format"] for b in batches[2:4] for u in b["units"]] == ["pdf", "pdf", "docx", "md"]
-    assert len({b["unit_id"] for b in batches}) == len(batches) and all(b["unit_id"].startswith("batch-")
-                                                                        for b in batches)
+        assert 1 <= len(b) <= 3 and len({groups.get(u["format"], "") for u in b}) == 1
+    assert [u["format"] for b in batches[2:4] for u in b] == ["pdf", "pdf", "docx", "md"]
 
 
 def test_ray_stage_matches_serial(ray_local, tmp_path):
@@ -96,7 +98,7 @@ def test_ray_stage_matches_serial(ray_local, tmp_path):
     _make_run(a, n=3)
     _make_run(b, n=3)
     rec = run_render(_cfg(a, opts))
-    run_render(_cfg(b, opts), serial=True)
+    run_render(_cfg(b, opts), executor="serial")
     assert rec["executor"] == "actor-pool"
     ia = RunDir(a).read_table(INDEX_PATH).select("unit_id", "status", "sha256").sort("unit_id")
     ib = RunDir(b).read_table(INDEX_PATH).select("unit_id", "status", "sha256").sort("unit_id")
@@ -117,7 +119,7 @@ def test_br15_stage_control_characters_are_notes_not_errors(tmp_path):
     extra = {"trajectory_id": "p1_en/T-09", "profile_id": "p1_en", "task_id": "T-09", "path": "ctl.md",
              "file_type": "md", "bytes": len(md), "sha256": "0"}
     run.write_table("trajectories/outputs.parquet", rows + [extra])
-    run_render(_cfg(uri, ["render.formats=[docx,pptx,xlsx,pdf]"]), serial=True)
+    run_render(_cfg(uri, ["render.formats=[docx,pptx,xlsx,pdf]"]), executor="serial")
     idx = run.read_table(INDEX_PATH).filter(pl.col("source") == "ctl.md")
     assert set(idx["status"].to_list()) == {"ok"} and idx["section_index"].null_count() == 0
     assert set(idx["format"].to_list()) == {"docx", "pptx", "xlsx", "pdf"}  # min_per_output 4 of these 4
@@ -134,7 +136,7 @@ def test_render_record_counts_narration_sentences_synthesised_and_reused(tmp_pat
 
     uri = str(tmp_path / "run")
     run = _make_run(uri, n=3)
-    rec = run_render(_cfg(uri, ["render.formats=[wav,md]"]), serial=True)
+    rec = run_render(_cfg(uri, ["render.formats=[wav,md]"]), executor="serial")
     wav = run.read_table(INDEX_PATH).filter((pl.col("format") == "wav") & (pl.col("status") == "ok"))
     assert wav.height > 0
     eng = SpeechEngine()
@@ -150,23 +152,22 @@ def test_limit_is_not_counted_as_non_text(tmp_path, capsys):
     """render.limit=2 on 8 text + 1 non-text outputs: 2 rendered, 6 over the limit, 1 non-text ignored."""
     uri = str(tmp_path / "run")
     _make_run(uri)
-    rec = run_render(_cfg(uri, ["render.formats=[md]", "render.limit=2"]), serial=True)
+    rec = run_render(_cfg(uri, ["render.formats=[md]", "render.limit=2"]), executor="serial")
     assert (rec["outputs"], rec["over_limit"], rec["ignored_non_text"]) == (2, 6, 1)
     assert "2 text outputs (6 over render.limit=2, 1 non-text ignored)" in capsys.readouterr().err
 
 
-def test_progress_counts_batches_and_the_summary_says_so(tmp_path, capsys):
-    """The progress line counts the runner's units, batches of derivatives, and the summary gives both numbers (a
-    fresh-eyes finding: "[render] 19/19 units" beside "139 units planned" read as a contradiction)."""
+def test_progress_counts_derivatives_and_the_summary_says_so(tmp_path, capsys):
+    """The progress line counts the stage's items, derivatives, whatever the batches (a fresh-eyes finding:
+    "[render] 19/19 units" beside "139 units planned" read as a contradiction)."""
     import re
 
     uri = str(tmp_path / "run")
     _make_run(uri)
-    rec = run_render(_cfg(uri, ["render.formats=[md,docx]"]), serial=True)
+    rec = run_render(_cfg(uri, ["render.formats=[md,docx]"]), executor="serial")
     err = capsys.readouterr().err
-    done = re.findall(r"\[render\] (\d+)/(\d+) batches of derivatives", err)
+    done = re.findall(r"\[render\] (\d+)/(\d+) derivatives", err)
     summary = re.search(r"(\d+) derivatives planned in (\d+) batches", err)
     assert done and summary, err[-2000:]
-    n_batches = int(summary.group(2))
-    assert done[-1] == (str(n_batches), str(n_batches)) and 1 < n_batches < rec["units_planned"]
-    assert int(summary.group(1)) == rec["units_planned"] == rec["units"]["planned"]
+    n = int(summary.group(1))
+    assert done[-1] == (str(n), str(n)) and 1 < int(summary.group(2)) < n == rec["units"]["planned"]

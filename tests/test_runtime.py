@@ -31,7 +31,7 @@ def _units():
 
 
 def test_serial_error_row_does_not_sink_batch():
-    rows = map_units(Squarer, _units(), serial=True, stage="t", progress=False)
+    rows = map_units(Squarer, _units(), executor="serial", stage="t", progress=False)
     ok = {r["unit"]: r["value"] for r in rows if r["status"] == "ok"}
     assert ok == {f"u{i}": i * i for i in range(6)}
     (err,) = [r for r in rows if r["status"] == "error"]

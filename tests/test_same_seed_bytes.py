@@ -43,7 +43,7 @@ def test_rel_report_timing_bytes_differ_pipeline_twice_same_bytes(ray_local, tmp
             "render": {"formats": ["pdf", "docx", "md", "xlsx", "png_page"]},
             "record": {"sample": 1},
             "evaluate": {"methods": ["no_context", "full_context"], "sample_per_sub_task": 3}})
-        run_pipeline(cfg, skip=["caption"], serial=serial)
+        run_pipeline(cfg, skip=["caption"], executor="serial" if serial else None)
         trees.append(_tree(root))
     a, b = trees
     allowed = re.compile("|".join(f"(?:{p})" for p in ALLOWED))

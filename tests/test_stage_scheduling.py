@@ -47,14 +47,14 @@ def test_caption_recordings_longest_first_ties_by_id():
 
 
 def test_caption_units_are_one_recording_each_longest_first(tmp_path):
-    """The caption stage hands its executor one recording per unit, longest first, and asks for
-    ``caption.num_actors`` workers; the executors keep one unit in flight per actor, so an idle actor takes the
+    """The caption stage hands its executor one recording per task, longest first, and asks for
+    ``caption.num_actors`` workers; the executors keep one task in flight per actor, so an idle actor takes the
     next recording instead of the first actor queueing most of them (issue #31 item 3). The record stage's error
-    rows are not captioned and an MP4 named twice is one unit."""
+    rows are not captioned and an MP4 named twice is one item."""
     import polars as pl
 
     from filegram_ray.config import load_config
-    from filegram_ray.stages.executors import SerialExecutor
+    from filegram_ray.stages.runner import stage_options
     from video.caption_stage import CaptionStage, OcrCaptionWorker, recording_id_of
 
     run_dir = tmp_path / "run"
@@ -65,8 +65,10 @@ def test_caption_units_are_one_recording_each_longest_first(tmp_path):
                   "sha256": ["a", "b", None]}).write_parquet(run_dir / "recordings" / "index.parquet")
     clip = str(tmp_path / "clip.mp4")
     cfg = load_config(overrides={"run_dir": str(run_dir), "caption": {"num_actors": 3, "inputs": [clip, clip]}})
-    stage = CaptionStage(cfg, CaptionStage.options(cfg), cfg.run(), SerialExecutor(False))
+    stage = CaptionStage(cfg, stage_options(CaptionStage, cfg), cfg.run())
     stage.check()
-    assert [u["unit_id"] for u in stage.plan()] == ["ocr/p2/T-02", "ocr/p1/T-01", f"ocr/{recording_id_of(clip)}"]
-    spec = stage.worker()
+    items = stage.items("recordings")
+    assert [u["unit_id"] for u in items] == ["ocr/p2/T-02", "ocr/p1/T-01", f"ocr/{recording_id_of(clip)}"]
+    assert [len(t) for t in stage.tasks("recordings", items)] == [1, 1, 1]
+    spec = stage.worker("recordings")
     assert spec.cls is OcrCaptionWorker and spec.num_actors == 3

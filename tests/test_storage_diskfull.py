@@ -104,11 +104,8 @@ def test_rel2_fault_diskfull_orphan_tmp_files_failed_write_removes_its_temp(tmp_
 def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_path):
     """REL2-FAULT-diskfull-orphan-tmp-files: what a killed job left (temporary files of the storage's own pattern) is removed when the next stage starts;
     files that only look alike (a bundle's ``autosave_x.tmp``, ``.x.tmp-notahex``) stay."""
-    from pydantic import BaseModel
-
     from filegram_ray.config import load_config
-    from filegram_ray.stages.base import Stage
-    from filegram_ray.stages.executors import SerialExecutor
+    from filegram_ray.stages.base import Stage, StageOptions
     from filegram_ray.stages.runner import run_stage
 
     root = tmp_path / "run"
@@ -121,7 +118,7 @@ def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_pat
         (root / rel).write_bytes(b"partial")
     seen = {}
 
-    class ProbeConfig(BaseModel):
+    class ProbeConfig(StageOptions):
         pass
 
     class Probe(Stage):  # a stage that only looks at the run directory when it starts
@@ -132,7 +129,7 @@ def test_rel2_fault_diskfull_orphan_tmp_files_stage_start_sweeps_orphans(tmp_pat
         def check(self) -> None:
             seen["temps"] = _temps(root)
 
-    run_stage(Probe, load_config(None, [f"run_dir={root}"]), SerialExecutor())
+    run_stage(Probe, load_config(None, [f"run_dir={root}"]), overrides={"executor": "serial"})
     assert seen["temps"] == ["workspaces/T-21/files/.x.tmp-notahex"]
     assert all((root / k).exists() for k in keep) and not any((root / o).exists() for o in orphans)
     assert all(TEMP_RE.fullmatch(Path(o).name) for o in orphans)

@@ -24,7 +24,7 @@ TASKS = ["T-01", "T-03", "T-12"]
 def _cfg(run_dir: Path, seed: int = 7, profiles: list[str] = PROFILES, **gen):
     cfg = load_config(None, [f"run_dir={run_dir}", f"seed={seed}"])
     data = cfg.model_dump()
-    data.update(profiles=profiles, tasks=TASKS, generate={"serial": True, **gen})
+    data.update(profiles=profiles, tasks=TASKS, generate={"executor": "serial", **gen})
     return type(cfg).model_validate(data)
 
 
@@ -93,7 +93,7 @@ def test_noop_perturbation_is_replaced_or_dropped(tmp_path):
     meta = RunDir(str(tmp_path / "run")).read_json(f"trajectories/{unit['unit_id']}/meta.json")
     assert r1["perturbed"] and r1["perturbation_status"] == "replaced"
     assert meta["perturbation"] == alt and [t["real"] for t in meta["perturbation_check"]["tried"]] == [False, True]
-    worker2 = GenerateWorker(str(tmp_path / "run2"), force=True)
+    worker2 = GenerateWorker(str(tmp_path / "run2"))
     r2 = worker2.process({**unit, "perturbation": noop, "alternatives": [], "verify": True})
     meta2 = RunDir(str(tmp_path / "run2")).read_json(f"trajectories/{unit['unit_id']}/meta.json")
     assert not r2["perturbed"] and r2["perturbation_status"] == "dropped"

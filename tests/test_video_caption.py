@@ -145,7 +145,7 @@ def test_broken_mp4_is_an_error_row_not_a_crash(tmp_path):
     cfg = load_config(overrides={"run_dir": str(tmp_path / "run"), "caption": {
         "recordings": False, "inputs": [str(truncated), str(not_video), str(good), str(tmp_path / "missing.mp4"),
                                         str(cut)]}})
-    rec = run_caption(cfg, serial=True)
+    rec = run_caption(cfg, executor="serial")
     assert rec["captioned"] == 1 and rec["errors"] == 4
     idx = cfg.run().read_table("captions/index.parquet").to_dicts()
     by = {r["source"]: r for r in idx}
@@ -154,7 +154,7 @@ def test_broken_mp4_is_an_error_row_not_a_crash(tmp_path):
         assert by[str(bad)]["status"] == "error" and by[str(bad)]["error"], by[str(bad)]
     assert "truncated or damaged" in by[str(cut)]["error"]
     # a rerun skips what is done and retries only the broken ones
-    again = run_caption(cfg, serial=True)
+    again = run_caption(cfg, executor="serial")
     assert again["already_done"] == 1 and again["errors"] == 4
 
 

@@ -53,7 +53,7 @@ def test_record_stage_resumes(captioned_run):
     cfg, _, _ = captioned_run
     from video.record_stage import run_record
 
-    again = run_record(cfg, serial=True)
+    again = run_record(cfg, executor="serial")
     assert again["already_done"] == 1 and again["recorded"] == 0 and again["errors"] == 1
 
 
@@ -94,7 +94,7 @@ def test_visgrd_items_are_built_counted_and_evaluated_in_the_real_world_setting(
 
     data = cfg.model_dump()
     data["bench"] = {"sub_tasks": ["VisGrd"]}
-    data["evaluate"] = {"methods": ["no_context", "full_context"], "settings": ["real_world"], "serial": True,
+    data["evaluate"] = {"methods": ["no_context", "full_context"], "settings": ["real_world"], "executor": "serial",
                         "sample_per_sub_task": None}
     c2 = type(cfg).model_validate(data)
     out = run_bench(c2)
@@ -156,7 +156,7 @@ def test_record_selection_takes_short_profile_ids_REL_short_profile_ids_empty_en
     (run_dir / "trajectories").mkdir(parents=True)
     pl.DataFrame({"trajectory_id": ["p1_methodical/T-03", "p2_pragmatic/T-03"], "status": ["ok", "ok"]}).write_parquet(
         run_dir / "trajectories" / "index.parquet")
-    cfg = load_config(None, [f"run_dir={run_dir}", "profiles=[p1]", "tasks=[T-03]", "record.serial=true"])
+    cfg = load_config(None, [f"run_dir={run_dir}", "profiles=[p1]", "tasks=[T-03]", "record.executor=serial"])
     rec = run_record(cfg)
     assert rec["chosen"] == ["p1_methodical/T-03"]
     assert rec["units"]["planned"] == 1 and rec["units"]["failed"] == 1  # no events.json here: one error row

@@ -143,9 +143,10 @@ def test_http_vlm_path_end_to_end_through_ray_data(tmp_path, stub_endpoint, ray_
 
 
 def test_caption_stage_vlm_path_writes_tables_records_and_resumes(tmp_path, stub_endpoint, ray_local):
-    """The caption stage with ``captioner: vlm`` (its Ray Data pipeline inside the stage: keyframe tasks → the
-    ``ray.data.llm`` HTTP processor → one table per recording): caption table, index row, the completion record
-    written after the table, events read back; a rerun skips the recording, and a broken file is an error row."""
+    """The caption stage with ``captioner: vlm`` (model calls on the model-call executor: keyframes prepared as
+    items' requests → the ``ray.data.llm`` HTTP processor → one table per recording): caption table, index row, the
+    completion record written after the table, events read back; a rerun skips the recording, and a broken file is
+    an error row (``errors/caption.parquet``) like the OCR path's."""
     from filegram_ray.config import load_config
     from video.caption_stage import recording_id_of, run_caption
 
@@ -165,7 +166,9 @@ def test_caption_stage_vlm_path_writes_tables_records_and_resumes(tmp_path, stub
     assert bad["status"] == "error" and "not a readable video" in bad["error"] and str(broken) in bad["error"]
     caps = run.read_table(ok["path"])
     assert caps.height == ok["keyframes"] == len(_StubVlm.seen) and set(caps["captioner"]) == {"vlm"}
-    assert run.read_json(f"_done/caption/vlm__{rid.replace('/', '__')}.json")["row"]["keyframes"] == caps.height
+    assert run.read_json(f"_done/caption/vlm__{rid.replace('/', '__')}.json")["keyframes"] == caps.height
+    (err,) = run.error_rows("caption")
+    assert err["unit"] == f"vlm/{recording_id_of(str(broken))}" and err["error_type"] == "UserError"
     events = run.read_json(f"realworld/{rid}/events.json")
     assert [e["event_type"] for e in events] == ["file_write"] and events[0]["file_path"] == "budget.xlsx"
     again = run_caption(cfg)

@@ -41,7 +41,8 @@ def _evaluated_run(root: Path) -> RunDir:
     meta["perturbation"] = {"dimension": "C", "tier": "M"}
     run.write_json(f"trajectories/{PERTURBED}/meta.json", meta)
     run_evaluate(load_config(overrides={"run_dir": str(root), "evaluate": {
-        "methods": METHODS, "serial": True, "plots": True, "sample_per_sub_task": None, "backbone": "lexical"}}))
+        "methods": METHODS, "executor": "serial", "plots": True, "sample_per_sub_task": None,
+        "backbone": "lexical"}}))
     return run
 
 
@@ -422,7 +423,7 @@ def generated(tmp_path_factory):
     root = tmp_path_factory.mktemp("view_generated")
     cfg = load_config(None, [f"run_dir={root}", "seed=7"])
     data = cfg.model_dump()
-    data.update(profiles=["p1"], tasks=["T-01", "T-02"], generate={"serial": True})
+    data.update(profiles=["p1"], tasks=["T-01", "T-02"], generate={"executor": "serial"})
     run_generate(type(cfg).model_validate(data))
     run = RunDir(str(root))
     return run, Path(build_view(run)).parent

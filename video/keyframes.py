@@ -23,11 +23,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from filegram_ray.errors import UserError
+
+if TYPE_CHECKING:  # numpy is imported where frames are handled (a stage's --help loads none)
+    import numpy as np
 
 __all__ = ["Keyframe", "KeyframeParams", "extract_keyframes"]
 

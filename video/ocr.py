@@ -28,9 +28,12 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # numpy is imported where images are read (a stage's --help loads none)
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +142,7 @@ class OcrCaptioner:
         self._texts: dict[bytes, tuple[str, float]] = {}
 
     def _read(self, img: np.ndarray, x0: int = 0, y0: int = 0) -> list[OcrLine]:
+        import numpy as np
         from rapidocr.utils.process_img import get_rotate_crop_image  # the crop RapidOCR's own pipeline makes
 
         h, w = img.shape[:2]
@@ -177,6 +181,7 @@ class OcrCaptioner:
 
     def _changed_rects(self, prev: np.ndarray, img: np.ndarray) -> list[tuple[int, int, int, int]]:
         import cv2
+        import numpy as np
 
         h, w = img.shape[:2]
         f = 2 if w >= 640 else 1

@@ -28,8 +28,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from filegram_ray.errors import UserError
 from filegram_ray.limits import load_json
 from filegram_ray.storage import RunDir
-from video.encode import EncodeParams, Mp4Writer, probe
-from video.frames import FrameRenderer, layout
 from video.timeline import Timeline, TimingParams, build_timeline, timeline_json
 
 log = logging.getLogger(__name__)
@@ -206,6 +204,9 @@ def record(source: TrajectorySource, opts: RecordOptions | None = None) -> Recor
     Raises:
         ValueError: bad options or unreadable events. RuntimeError: ffmpeg failed.
     """
+    from video.encode import EncodeParams, Mp4Writer
+    from video.frames import FrameRenderer, layout
+
     opts = opts or RecordOptions()
     if opts.min_gesture_s > opts.max_gesture_s:
         raise UserError(f"record: min_gesture_s {opts.min_gesture_s} > max_gesture_s {opts.max_gesture_s}")
@@ -233,6 +234,7 @@ def record_to_file(folder: str | os.PathLike, out: str | os.PathLike, opts: Reco
         A summary: path, frames, duration_s, bytes, sha256, gestures, seconds.
     """
     from filegram_ray.storage import atomic_write_local
+    from video.encode import probe
 
     res = record(TrajectorySource.from_folder(folder, workspace), opts)
     out = Path(out)

@@ -3,12 +3,12 @@
 Config section ``record:`` → :class:`RecordConfig`. Input: ``trajectories/index.parquet``. A seeded sample of
 trajectories (``sample``, at most one per profile while the sample is smaller than the number of profiles;
 ``sample: null`` = all; ``trajectories: [...]`` names them; the run's ``profiles`` / ``tasks`` select first) is
-one unit per trajectory: :class:`RecordWorker` renders ``recordings/<profile_id>/<task_id>.mp4`` and its
-``.timeline.json`` (the GUI operation sequence). The executor (actor pool by default, ``serial: true`` in this
-process) runs the workers; a trajectory that fails is an error row and the others go on. Resumable: a recording
-whose earlier row (index table or completion record) carries the same options key and whose MP4 exists is
-skipped. ``finish`` writes ``recordings/index.parquet`` (:data:`~video.tables.RECORD_COLUMNS`: this run's rows
-over the earlier ones) and prints the summary.
+one item per trajectory, keyed by the options key: :class:`RecordWorker` renders
+``recordings/<profile_id>/<task_id>.mp4`` and its ``.timeline.json`` (the GUI operation sequence). The executor
+(actor pool by default, ``executor: serial`` in this process) runs the workers; a trajectory that fails is an error
+row and the others go on. Resumable: a recording whose completion record holds the same options key and whose MP4
+exists is skipped. ``finish`` writes ``recordings/index.parquet`` (:data:`~video.tables.RECORD_COLUMNS`: this run's
+rows over the earlier ones) and prints the summary.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic import Field
 
 from filegram_ray.config import names_id
 from filegram_ray.errors import UserError
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 from filegram_ray.storage import RunDir
 from video.record import RecordOptions, TrajectorySource, record
@@ -39,7 +39,7 @@ STAGE = "record"
 TRAJECTORY_INDEX = "trajectories/index.parquet"
 
 
-class RecordConfig(RecordOptions):
+class RecordConfig(RecordOptions, StageOptions):
     """The ``record:`` section: :class:`~video.record.RecordOptions` plus what to record and how to run."""
 
     sample: int | None = Field(6, ge=1, description="seeded sample of trajectories (None = all)")
@@ -47,7 +47,6 @@ class RecordConfig(RecordOptions):
     num_actors: int = Field(2, ge=1, description="recorder actors")
     num_cpus_per_actor: float = Field(0.5, gt=0, le=1, description="Ray CPUs per actor (≤ 0.5 on 2 CPUs, ENV §1)")
     force: bool = Field(False, description="record again even when a recording with these options exists")
-    serial: bool = Field(False, description="record in this process without Ray (same worker code)")
 
     def options(self) -> RecordOptions:
         """The rendering keys alone (what :meth:`RecordOptions.key` digests)."""
@@ -61,7 +60,7 @@ def sample_trajectories(ids: list[str], n: int | None, seed: int) -> list[str]:
     ids = sorted(set(ids))
     if n is None or n >= len(ids):
         return ids
-    from filegram_ray.bench.common import rng
+    from filegram_ray.seeded import rng
 
     r = rng(seed, "record-sample")
     by: dict[str, list[str]] = defaultdict(list)
@@ -121,26 +120,26 @@ class RecordWorker:
 
 
 def previous_rows(run: RunDir, index: str, stage: str, key: str) -> dict[str, dict[str, Any]]:
-    """``{row[key]: row}`` of a stage's earlier index rows: the index table's, then the ``row`` of each completion
-    record (newer: a unit finished after the table was last written)."""
+    """``{row[key]: row}`` of a stage's earlier index rows: the index table's, then each completion record's (newer:
+    an item finished after the table was last written; a record of an older version holds its row under ``row``)."""
     rows: dict[str, dict[str, Any]] = {}
     if run.exists(index):
         for r in run.read_table(index).to_dicts():
             rows[r[key]] = r
     for rec in run.done_records(stage):
-        r = rec.get("row")
-        if isinstance(r, dict) and r.get(key):
+        r = rec["row"] if isinstance(rec.get("row"), dict) else rec
+        if r.get(key):
             rows[r[key]] = r
     return rows
 
 
 class RecordStage(Stage):
-    """Record: one unit per chosen trajectory (:class:`RecordWorker`); ``finish`` writes
+    """Record: one item per chosen trajectory (:class:`RecordWorker`); ``finish`` writes
     ``recordings/index.parquet`` and returns the summary (see the module docstring)."""
 
     name = STAGE
     Config = RecordConfig
-    extras = ()
+    steps = ("recordings",)
 
     def check(self) -> None:
         """Choose the trajectories (:func:`sample_trajectories` of the usable ones, or ``trajectories``).
@@ -171,25 +170,14 @@ class RecordStage(Stage):
         self.key = cfg.options().key()
         self.previous = previous_rows(run, RECORD_INDEX, STAGE, "trajectory_id")
 
-    def plan(self) -> list[dict[str, Any]]:
-        return [{"unit_id": t} for t in self.chosen]
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """One item per chosen trajectory, keyed by the options key; finished when its MP4 exists too."""
+        return [{"unit_id": t, "key": self.key, "outputs": [f"recordings/{t}.mp4"]} for t in self.chosen]
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:
-        """A recording is finished when an earlier ok row has this run's options key and its MP4 exists."""
-        r = self.previous.get(unit["unit_id"])
-        if (self.opts.force or not r or r.get("status") != "ok" or r.get("options_key") != self.key
-                or not self.run.exists(str(r.get("path") or ""))):
-            return None
-        return Row({**r, "unit": unit["unit_id"], "status": "ok", "skipped": True})
-
-    def worker(self) -> WorkerSpec:
+    def worker(self, step: str) -> WorkerSpec:
         return WorkerSpec(RecordWorker, {"run_uri": self.run.uri, "storage_options": self.run.storage_options,
                                          "options": self.opts.options().model_dump()},
                           num_actors=self.opts.num_actors, num_cpus=self.opts.num_cpus_per_actor)
-
-    def done_record(self, row: Row) -> dict[str, Any]:
-        """``{"row": <index row>}``: what :func:`previous_rows` reads back on the next run."""
-        return {"row": {c: row.get(c) for c in RECORD_COLUMNS}}
 
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         new = [r for r in rows if not r.get("skipped")]
@@ -204,16 +192,16 @@ class RecordStage(Stage):
                                   "options_key": self.key, "status": "error", "error": error_text(r)}
         self.run.write_table(RECORD_INDEX, table([merged[k] for k in sorted(merged)], RECORD_COLUMNS))
         ok = [r for r in new if r.ok]
-        skipped = len(rows) - len(new)
+        skipped, counts = self.counts["recordings"].skipped, self.counts["recordings"]
         video_s = sum(float(r.get("duration_s") or 0) for r in ok)
         cpu = sum(float(r.get("cpu_s") or 0) for r in ok)
-        summary = {"chosen": self.chosen, "recorded": len(ok), "errors": len(new) - len(ok),
+        summary = {"chosen": self.chosen, "recorded": counts.done, "errors": counts.failed,
                    "already_done": skipped, "video_s": round(video_s, 2), "wall_s": round(wall, 2),
                    "worker_cpu_s": round(cpu, 2),
                    "video_s_per_wall_s": round(video_s / wall, 2) if wall and ok else None,
                    "video_s_per_cpu_s": round(video_s / cpu, 2) if cpu and ok else None,
-                   "serial": not self.executor.uses_ray, "options": self.opts.model_dump(mode="json")}
-        print(f"record: {len(self.chosen)} trajectories ({skipped} already recorded): {len(ok)} recorded, "
+                   "serial": not self.uses_ray, "options": self.opts.model_dump(mode="json")}
+        print(f"record: {len(self.chosen)} trajectories ({skipped} already recorded): {counts.done} recorded, "
               f"{summary['errors']} errors, {video_s:.0f} s of video in {wall:.1f} s wall / {cpu:.1f} CPU-s "
               f"({summary['video_s_per_cpu_s'] or 0:.1f} s of video per CPU-second)", file=sys.stderr)
         return summary

@@ -65,8 +65,9 @@ def table(rows: list[dict[str, Any]], columns: dict[str, str]):
 def error_text(row: dict[str, Any]) -> str:
     """The ``error`` column of an index table for an error :class:`~filegram_ray.stages.base.Row`:
     ``"<exception type>: <message>"`` (at most 2,000 characters, the row's own bound)."""
-    kind = row.get("error_type")
-    return (f"{kind}: {row.get('error')}" if kind else str(row.get("error") or ""))[:2000]
+    from filegram_ray.stages.base import Row
+
+    return Row(row).error_line
 
 
 def cpu_seconds() -> float:

@@ -23,15 +23,17 @@ from __future__ import annotations
 import base64
 import json
 import os
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from filegram_ray.errors import UserError
 
-__all__ = ["PROMPT", "VlmConfig", "build_vlm_processor", "encode_keyframe", "vlm_messages", "vlm_postprocess",
-           "vlm_preprocess", "vlm_processor_config"]
+if TYPE_CHECKING:  # numpy is imported where frames are handled (a stage's --help loads none)
+    import numpy as np
+
+__all__ = ["PROMPT", "VlmConfig", "build_vlm_processor", "encode_keyframe", "run_vlm", "vlm_messages",
+           "vlm_postprocess", "vlm_preprocess", "vlm_processor_config"]
 
 #: The instruction sent with every keyframe.
 PROMPT = (
@@ -203,3 +205,15 @@ def build_vlm_processor(cfg: VlmConfig):
         return vlm_preprocess(row, cfg)
 
     return build_processor(vlm_processor_config(cfg), preprocess=pre, postprocess=vlm_postprocess)
+
+
+def run_vlm(rows: list[dict[str, Any]], cfg: VlmConfig):
+    """Keyframe rows (``jpeg`` bytes + ids, each with its ``req_key``) through the processor of ``cfg``
+    (:func:`build_vlm_processor`); yields the caption rows (:func:`vlm_postprocess`) as Ray Data streams them, any
+    order. A reply the model could not give is a row with its ``error``, not an exception."""
+    import ray.data
+
+    if not rows:
+        return
+    for r in build_vlm_processor(cfg)(ray.data.from_items(rows)).iter_rows():
+        yield dict(r)

@@ -1,16 +1,8 @@
-"""``filegram bench build`` and ``filegram bench counts``."""
+"""``filegram bench build`` (the bench stage's door, :mod:`filegram_ray.stages.cli`) and ``filegram bench counts``."""
 
 from __future__ import annotations
 
 import argparse
-
-
-def _build(args: argparse.Namespace) -> int:
-    from filegram_ray.bench.stage import run_bench
-    from filegram_ray.jobargs import config_from_args
-
-    run_bench(config_from_args(args))
-    return 0
 
 
 def _counts(args: argparse.Namespace) -> int:
@@ -42,9 +34,9 @@ def register(subparsers) -> None:
     """Add the ``bench`` command group."""
     p = subparsers.add_parser("bench", help="build FileGramBench items (bench stage) and show their counts")
     sub = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
-    b = sub.add_parser("build", help="build bench/items.parquet and bench/answers_key.parquet for a run")
-    _add_common(b)
-    b.set_defaults(func=_build)
+    from filegram_ray.stages.cli import add_stage_door
+
+    add_stage_door(sub, "build", "bench", help="build bench/items.parquet and bench/answers_key.parquet for a run")
     c = sub.add_parser("counts", help="print item counts per track, sub-task and channel of a built bank")
     c.add_argument("run", nargs="?", default=None, metavar="RUN", help="the run directory (same as --run-dir)")
     _add_common(c)

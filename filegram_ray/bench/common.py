@@ -1,13 +1,13 @@
 """Shared helpers of the item builders: seeding, quotas, distractor profiles, MCQ assembly.
 
-Determinism (house rule "same seed, same bytes"): every random choice goes through :func:`rng`, a
-``random.Random`` seeded from a SHA-256 of the master seed and a tuple of stable parts; Python's ``hash()`` is
-never used. Choice order is shuffled by the same means, so a seed fixes the bank byte for byte.
+Determinism (house rule "same seed, same bytes"): every random choice goes through
+:func:`filegram_ray.seeded.rng`, a ``random.Random`` seeded from a SHA-256 of the master seed and a tuple of stable
+parts; Python's ``hash()`` is never used. Choice order is shuffled by the same means, so a seed fixes the bank byte
+for byte.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -17,6 +17,7 @@ from typing import Any
 from filegram_ray.bench.inputs import ProfileRec
 from filegram_ray.bench.schema import LETTERS, SUBTASK_TRACK, AnswerKey, ContextSpec, Item
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_BEHAVIOUR
+from filegram_ray.seeded import rng
 
 #: Minimum number of shared dimensions between a target profile and a distractor profile (reference §9.2
 #: appendix rule).
@@ -33,17 +34,6 @@ PAPER_PROFILES = 20
 PAPER_TASKS = 32
 
 
-def sub_seed(seed: int, *parts: Any) -> int:
-    """A 64-bit seed from the master seed and stable parts (SHA-256 of their ``repr``-free string form)."""
-    text = "|".join([str(seed), *(str(p) for p in parts)])
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:16], 16)
-
-
-def rng(seed: int, *parts: Any) -> random.Random:
-    """A ``random.Random`` for one decision point."""
-    return random.Random(sub_seed(seed, *parts))
-
-
 def quotas(total: int, keys: Sequence[str]) -> dict[str, int]:
     """Split ``total`` items over ``keys`` as evenly as possible (earlier keys get the remainder)."""
     if not keys:
@@ -55,15 +45,6 @@ def quotas(total: int, keys: Sequence[str]) -> dict[str, int]:
 def hamming(a: ProfileRec, b: ProfileRec) -> int:
     """Number of dimensions A–F on which two profiles' tiers differ (reference §5.3)."""
     return sum(a.tiers[d] != b.tiers[d] for d in DIMENSIONS)
-
-
-def similar_profiles(target: ProfileRec, profiles: Sequence[ProfileRec],
-                     min_shared: int = MIN_SHARED_DIMS) -> list[ProfileRec]:
-    """Profiles that differ from ``target`` in ≥ 1 dimension and share ≥ ``min_shared`` (reference §9.2),
-    nearest first (fine-grained pairs, distance ≤ 2, lead), ties by profile id."""
-    out = [p for p in profiles if p.profile_id != target.profile_id
-           and 1 <= hamming(target, p) <= len(DIMENSIONS) - min_shared]
-    return sorted(out, key=lambda p: (hamming(target, p), p.profile_id))
 
 
 def pick_similar(target: ProfileRec, pool: Sequence[ProfileRec], k: int, r: random.Random,

@@ -111,10 +111,6 @@ class Item(BaseModel):
     def is_open(self) -> bool:
         return not self.choices
 
-    def lettered(self) -> list[str]:
-        """Choices as ``"A. text"`` lines."""
-        return [f"{LETTERS[i]}. {c}" for i, c in enumerate(self.choices)]
-
     def public_view(self) -> dict[str, Any]:
         """Everything the answering method/backbone may see (no profile ids, no trajectory ids, no answer)."""
         return {

@@ -12,7 +12,8 @@ Writes, each atomically:
 * a ``bench`` record in ``run.json`` (written by the stage runner).
 
 The bank is a pure function of (inputs, seed, options): a rerun rewrites identical bytes. Building is light
-(≈ 5 s for 640 trajectories on one core), so it runs in-process; there is no Ray work unit.
+(≈ 5 s for 640 trajectories on one core), so it runs in-process: the stage's one item is the bank, built again on
+every run (not resumable: nothing to gain from skipping it, and its inputs are many tables).
 
 Config section ``bench:`` (:class:`BenchConfig`).
 """
@@ -21,31 +22,32 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from filegram_ray.bench.bank import DEFAULT_SUBTASKS, Bank, build_bank
 from filegram_ray.bench.inputs import load_bench_inputs
 from filegram_ray.errors import UserError
-from filegram_ray.stages.base import Row, Stage
+from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
+
+if TYPE_CHECKING:  # imported where used: `filegram bench --help` loads no heavy library
+    import polars as pl
+
+    from filegram_ray.bench.bank import Bank
 
 log = logging.getLogger(__name__)
 STAGE = "bench"
 
 
-class BenchConfig(BaseModel):
-    """Options of the bench stage (``bench:`` section)."""
+class BenchConfig(StageOptions):
+    """Options of the bench stage (``bench:`` section; it always builds in this process, whatever the executor)."""
 
-    model_config = ConfigDict(extra="forbid")
-    sub_tasks: list[str] = Field(default_factory=lambda: list(DEFAULT_SUBTASKS), min_length=1,
+    sub_tasks: list[str] = Field(default_factory=lambda: list(_default_subtasks()), min_length=1,
                                  description="sub-tasks to build (reference §9.1 abbreviations)")
     counts: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict,
                                    description="per-sub-task item targets; default = paper count scaled to the set")
     seed: int | None = Field(None, description="bank seed; None = the pipeline seed")
-    serial: bool = Field(True, description="accepted for pipeline uniformity; the stage always runs in-process")
 
     @field_validator("sub_tasks", "counts")
     @classmethod
@@ -56,7 +58,15 @@ class BenchConfig(BaseModel):
         return v
 
 
+def _default_subtasks() -> tuple[str, ...]:
+    from filegram_ray.bench.bank import DEFAULT_SUBTASKS
+
+    return DEFAULT_SUBTASKS
+
+
 def _items_table(bank: Bank) -> pl.DataFrame:
+    import polars as pl
+
     rows = [it.to_row() for it in bank.items]
     schema = {"question_id": pl.Utf8, "track": pl.Utf8, "sub_track": pl.Utf8, "sub_class": pl.Utf8,
               "channel": pl.Utf8, "setting": pl.Utf8, "profile_id": pl.Utf8, "input_trajectories": pl.Utf8,
@@ -66,6 +76,8 @@ def _items_table(bank: Bank) -> pl.DataFrame:
 
 
 def _keys_table(bank: Bank) -> pl.DataFrame:
+    import polars as pl
+
     schema = {"question_id": pl.Utf8, "correct": pl.Utf8, "correct_text": pl.Utf8, "facts": pl.Utf8,
               "distractor_profiles": pl.Utf8}
     return pl.DataFrame([k.to_row() for k in bank.keys], schema=schema)
@@ -90,33 +102,68 @@ def counts_table(items: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+class BankWorker:
+    """The bench stage's one item, in this process: build the bank from ``inputs`` (:func:`build_bank`), check it
+    (:func:`check_bank`: a bank with a leak or a broken key is not written) and write the tables.
+
+    Raises (the item's error row; the stage then fails naming it):
+        UserError: no item built (0 of N fails loudly). BankValidityError: the built bank fails its check.
+    """
+
+    def __init__(self, run, inputs, seed: int, sub_tasks: list[str], counts: dict[str, int]):
+        self.run, self.inputs, self.seed, self.sub_tasks, self.counts = run, inputs, seed, sub_tasks, counts
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        from filegram_ray.bench.bank import build_bank
+
+        inputs, run = self.inputs, self.run
+        bank = build_bank(inputs, self.seed, sub_tasks=self.sub_tasks, counts=self.counts)
+        if not bank.items:
+            notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
+            raise UserError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
+        check_bank(bank, inputs)
+        items = _items_table(bank)
+        run.write_table("bench/answers_key.parquet", _keys_table(bank))
+        run.write_table("bench/items.parquet", items)
+        counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
+        stats = {"seed": self.seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": inputs.n_profiles,
+                 "n_tasks": inputs.n_tasks, "n_trajectories": len(inputs.trajectories)}
+        if inputs.skipped:  # only then, so a clean run's stats.json keeps its bytes
+            stats["skipped_trajectories"] = inputs.skipped
+        run.write_json("bench/stats.json", stats)
+        return {"n_items": len(bank.items), "sub_tasks": bank.stats, "counts": counts,
+                "counts_table": counts_table(items)}
+
+
 class BenchStage(Stage):
-    """Bench: no work units (the bank is a pure function of the run's trajectories, ≈ 5 s for 640 on one core, so
-    it is built in the driver): :meth:`finish` loads the inputs, builds the bank, checks it with
-    :func:`~filegram_ray.bench.validate.validate_items` (a bank with a leak or a broken key is not written) and
-    writes the tables.
+    """Bench: one item, the bank (built in the driver: a pure function of the run's trajectories, ≈ 5 s for 640 on
+    one core). :meth:`check` loads the inputs; :class:`BankWorker` builds, checks and writes the bank; :meth:`finish`
+    prints the summary.
 
     A trajectory whose ``meta.json`` or Engram is malformed is left out (one bad trajectory never stops the
     stage): it is listed with the error naming the file and field in ``bench/stats.json``
     (``skipped_trajectories``), in the ``run.json`` record and on stdout.
 
-    The record: ``{"n_items", "seed", "sub_tasks", "counts", "skipped_trajectories", "units"}`` (units = the
-    trajectories the bank is built from; a malformed one counts as failed).
+    The record: ``{"n_items", "seed", "sub_tasks", "counts", "skipped_trajectories"}`` and the runner's fields.
 
-    Raises (from :meth:`finish`):
+    Raises:
         UserError: an unknown profile/task id in the config (short ids such as ``p1`` resolve as in generate), no
-            usable trajectory, or no item built (0 of N fails loudly).
+            usable trajectory (:meth:`check`), or a bank that could not be built (:meth:`finish`, naming the
+            error row: no item built; a bank that fails its validity check, a builder bug, keeps its traceback in
+            ``errors/bench.parquet``).
         StorageError: ``trajectories/index.parquet`` is missing (run the generate stage first).
-        BankValidityError: the built bank fails :func:`~filegram_ray.bench.validate.validate_items` (a builder bug).
     """
 
     name = STAGE
     Config = BenchConfig
     in_process = True
+    resumable = False
+    steps = ("banks",)
 
-    def finish(self, rows: list[Row]) -> dict[str, Any]:
+    def check(self) -> None:
+        """Load the bank's inputs: the run's trajectories (of the configured profiles and tasks) and the sets."""
         config, opts, run = self.config, self.opts, self.run
-        seed = opts.seed if opts.seed is not None else config.seed
+        self.seed = opts.seed if opts.seed is not None else config.seed
         profiles_dir, tasks_dir = config.profiles_dir, config.tasks_dir
         held_p: list[str] = []
         held_t: list[str] = []
@@ -157,35 +204,34 @@ class BenchStage(Stage):
             raise UserError(f"bench: no usable trajectory for {len(inputs.profiles)} profiles x {len(inputs.tasks)} "
                             f"tasks in {run.url('trajectories/index.parquet')} (none generated with status ok, or "
                             f"the configured profiles/tasks select none{bad})")
-        bank = build_bank(inputs, seed, sub_tasks=opts.sub_tasks, counts=opts.counts)
-        if not bank.items:
-            notes = "; ".join(f"{name}: {st.get('note')}" for name, st in bank.stats.items())
-            raise UserError(f"bench: 0 items built from {len(inputs.trajectories)} usable trajectories ({notes})")
-        check_bank(bank, inputs)
-        items = _items_table(bank)
-        run.write_table("bench/answers_key.parquet", _keys_table(bank))
-        run.write_table("bench/items.parquet", items)
-        counts = {k: dict(sorted(v.items())) for k, v in bank.counts().items()}
-        stats = {"seed": seed, "sub_tasks": bank.stats, "counts": counts, "n_profiles": inputs.n_profiles,
-                 "n_tasks": inputs.n_tasks, "n_trajectories": len(inputs.trajectories)}
-        if skipped:  # only then, so a clean run's stats.json keeps its bytes
-            stats["skipped_trajectories"] = skipped
-        run.write_json("bench/stats.json", stats)
-        print(f"bench: {len(bank.items)} items from {inputs.n_profiles} profiles × {inputs.n_tasks} tasks "
-              f"({len(inputs.trajectories)} usable trajectories), seed {seed}; targets scaled to that set "
+        self.inputs = inputs
+
+    def items(self, step: str) -> list[dict[str, Any]]:
+        return [{"unit_id": "bank"}]
+
+    def worker(self, step: str) -> WorkerSpec:
+        return WorkerSpec(BankWorker, {"run": self.run, "inputs": self.inputs, "seed": self.seed,
+                                       "sub_tasks": self.opts.sub_tasks, "counts": self.opts.counts})
+
+    def finish(self, rows: list[Row]) -> dict[str, Any]:
+        (row,) = rows
+        if not row.ok:
+            raise UserError(f"bench: the bank could not be built: {row.get('error_type')}: {row.get('error')} "
+                            f"(traceback in {self.run.url('errors/bench.parquet')})")
+        inputs, skipped = self.inputs, self.inputs.skipped
+        print(f"bench: {row['n_items']} items from {inputs.n_profiles} profiles × {inputs.n_tasks} tasks "
+              f"({len(inputs.trajectories)} usable trajectories), seed {self.seed}; targets scaled to that set "
               "(VisGrd's is the paper's 100, bounded by the recordings)"
               + (f", distractor profiles drawn from all {len(inputs.profiles)}"
                  if inputs.n_profiles < len(inputs.profiles) else ""))
         for sk in skipped:
             print(f"bench: left out {sk['trajectory_id']}: {sk['error']}")
         print(f"{'sub-task':<10} {'target':>7} {'built':>7}  note")
-        for name, st in bank.stats.items():
+        for name, st in row["sub_tasks"].items():
             print(f"{name:<10} {st['target']:>7} {st['built']:>7}  {st['note']}")
-        print(counts_table(items))
-        return {"seed": seed, "n_items": len(bank.items), "sub_tasks": bank.stats, "counts": counts,
-                "skipped_trajectories": skipped,
-                "units": {"planned": len(inputs.trajectories) + len(skipped), "done": len(inputs.trajectories),
-                          "skipped": 0, "failed": len(skipped)}}
+        print(row["counts_table"])
+        return {"seed": self.seed, "n_items": row["n_items"], "sub_tasks": row["sub_tasks"], "counts": row["counts"],
+                "skipped_trajectories": skipped}
 
 
 class BankValidityError(RuntimeError):

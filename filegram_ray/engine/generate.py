@@ -9,12 +9,11 @@ Outputs (COMMON.md run layout)::
     _done/generate/<unit>.json     completion record per trajectory (written last: a rerun skips finished units)
     run.json                       stage record (options, counts, wall time)
 
-Missing bundles: when the seed stage has not produced ``workspaces/<task_id>/`` for a planned task, the stage runs
-the seed stage for those tasks first (:func:`filegram_ray.workspace.stage.run_seed` on the same executor, in
-:meth:`GenerateStage.check`, before any unit starts, so no two actors race on a bundle): the run then holds the same bytes a seed stage would
-have written (``workspaces/<task_id>/files/…``, ``bundle.json``, ``workspaces/index.parquet``), next to the
-trajectories made from them. Should that fail for a task, the worker still builds the bundle on the fly with
-``build_bundle(task, seed)`` into its own temp dir (deterministic: the same bytes) and the unit goes on.
+Bundles: the stage reads the seed stage's ``workspaces/<task_id>/`` bundles; its door (``jobs/generate.py``,
+``filegram run generate``, :func:`run_generate`) runs the seed stage first for the run's tasks (``needs`` in
+:data:`~filegram_ray.stage_list.STAGES`; a finished bundle is skipped), so the run holds the bundles its
+trajectories were made from. Should a bundle still be missing, the worker builds it on the fly with
+``build_bundle(task, seed)`` into its own temp dir (deterministic: the same bytes) and the item goes on.
 
 Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
 ``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
@@ -25,15 +24,17 @@ unperturbed. ``meta.json`` ``perturbation_check`` records the status (real | rep
 was tried, both fingerprints and the shift; the index's ``perturbed`` column and the stage record follow what was
 applied. Cost: one extra simulation per perturbed unit (≈ 16 % more work for 5 of 32).
 
-LLM agent (``generate.agent: llm``, issue #15): the same units, run by :mod:`filegram_ray.engine.agents` against an
-OpenAI-compatible server (``generate.llm``); same files plus ``transcript.json``. Its perturbations are applied as
-planned through the prompt (no counterfactual run: the model's sampling is not reproducible).
+LLM agent (``generate.agent: llm``): the same items, grouped into shards of concurrent sessions and run by
+:mod:`filegram_ray.engine.agents` against an OpenAI-compatible server (``generate.llm``); same files plus
+``transcript.json``. Its perturbations are applied as planned through the prompt (no counterfactual run: the
+model's sampling is not reproducible).
 
-Fault tolerance: the stage runs on the Stage contract (:mod:`filegram_ray.stages`): a failing unit becomes an error
-row, an actor that dies is restarted and its unit resubmitted (the executors); the runner skips a trajectory whose
-completion record has the unit's fingerprint (:meth:`GenerateStage.finished`); a unit is written with atomic files
-and its completion record last (by :class:`~filegram_ray.engine.worker.GenerateWorker`), so a resubmitted or rerun
-unit rewrites identical bytes and is never counted twice.
+Fault tolerance: the stage runs on the stage contract (:mod:`filegram_ray.stages`): an item is one trajectory,
+keyed by its fingerprint (everything that decides its bytes, the bundle's content included); a failing item becomes
+an error row, an actor that dies is restarted and its task resubmitted (the executors); the runner skips a
+trajectory whose completion record holds the item's fingerprint and whose ``events.json`` exists; a trajectory is
+written with atomic files and the runner writes its completion record after them, so a resubmitted or rerun item
+rewrites identical bytes and is never counted twice.
 """
 
 from __future__ import annotations
@@ -45,19 +46,18 @@ import time
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from filegram_ray.config import PipelineConfig, match_ids, names_id
 from filegram_ray.engine.agents.llm_agent import LLMAgentConfig
 from filegram_ray.engine.worker import (  # noqa: F401 - the worker's names are the stage module's public face too
     GenerateWorker,
-    _safe,
     perturbation_shift,
     trajectory_fingerprint,
 )
 from filegram_ray.errors import UserError
 from filegram_ray.jobargs import at_least_one
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 
 log = logging.getLogger(__name__)
@@ -68,13 +68,11 @@ KEPT_TYPES = ("file_read", "cross_file_reference", "context_switch", "file_write
               "dir_create", "file_search", "file_rename", "file_move", "file_delete", "file_copy")
 
 
-class GenerateConfig(BaseModel):
+class GenerateConfig(StageOptions):
     """The ``generate:`` section of the pipeline config."""
 
-    model_config = ConfigDict(extra="forbid")
     num_actors: int = Field(2, ge=1, description="actor pool size")
     num_cpus_per_actor: float = Field(0.5, gt=0, description="≤ 0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
-    serial: bool = Field(False, description="run in this process without Ray")
     perturb: bool = Field(True, description="apply the ref §5.7 perturbation plan (5 trajectories per profile)")
     verify_perturbations: bool = Field(True, description="run each perturbed unit again without its perturbation "
                                        "and keep the shift only if the dimension's features change (issue #16)")
@@ -112,17 +110,26 @@ def _select(items: list[Any], wanted: list[str] | None, attr: str, what: str, wh
     return out
 
 
-def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]]:
-    """Work units ``{unit_id, profile, task, seed, perturbation}`` for the configured profile × task set
-    (profile-major order). Profiles and tasks travel inside the unit so actors on other nodes need no conf/."""
+def select_sets(cfg: PipelineConfig) -> tuple[list[Any], list[Any], list[Any]]:
+    """``(every profile of the set, the selected profiles, the selected tasks)`` of the config.
+
+    Raises:
+        UserError: an unknown profile or task id (naming the ids the set has)."""
+    from filegram_ray.paths import profiles_dir, tasks_dir
     from filegram_ray.profiles import load_profiles
     from filegram_ray.tasks import load_tasks
 
     all_profiles = load_profiles(cfg.profiles_dir)
-    from filegram_ray.paths import profiles_dir, tasks_dir
-
     profiles = _select(all_profiles, cfg.profiles, "profile_id", "profiles", str(cfg.profiles_dir or profiles_dir()))
     tasks = _select(load_tasks(cfg.tasks_dir), cfg.tasks, "task_id", "tasks", str(cfg.tasks_dir or tasks_dir()))
+    return all_profiles, profiles, tasks
+
+
+def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]]:
+    """The stage's items ``{unit_id, profile, task, seed, perturbation, alternatives, verify}`` for the configured
+    profile × task set (profile-major order). Profiles and tasks travel inside the item so actors on other nodes
+    need no conf/."""
+    all_profiles, profiles, tasks = select_sets(cfg)
     from filegram_ray.profiles.perturbation import alternatives, plan_perturbations
 
     plan: dict[tuple[str, str], Any] = dict(plan_perturbations(all_profiles, cfg.seed)) if gcfg.perturb else {}
@@ -141,58 +148,44 @@ def plan_units(cfg: PipelineConfig, gcfg: GenerateConfig) -> list[dict[str, Any]
     return units
 
 
-def seed_missing_bundles(config: PipelineConfig, units: list[dict[str, Any]], executor=None) -> list[str]:
-    """Run the seed stage for the planned tasks whose ``workspaces/<task_id>/bundle.json`` the run lacks, so the
-    input bundles a trajectory was made from are kept in the run (README output layout; ``filegram video record
-    --workspace`` defaults to them). Returns the task ids seeded (empty when every bundle was there)."""
-    run = config.run()
-    missing = sorted(t for t in {str(u["task"]["task_id"]) for u in units}
-                     if not run.exists(f"workspaces/{t}/bundle.json"))
-    if not missing:
-        return []
-    from filegram_ray.workspace.stage import run_seed
-
-    print(f"generate: {len(missing)} task(s) have no input bundle in {run.url('workspaces')}: running the seed "
-          f"stage for them first ({', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})")
-    data = config.model_dump()
-    data.update(tasks=missing)
-    run_seed(type(config).model_validate(data), executor)
-    return missing
-
-
 def _pert_dict(pert: Any) -> dict[str, str]:
     frm = getattr(pert, "from_", None) or getattr(pert, "from", None)
     return {"dimension": pert.dimension, "from": frm, "to": pert.to}
 
 
-def simulator_fingerprint(run, unit: dict[str, Any], opts: GenerateConfig) -> tuple[str, str | None]:
-    """``(fingerprint, bundle sha256)`` of a simulator unit: what :meth:`GenerateWorker.process` writes into the
-    completion record and :meth:`GenerateStage.finished` compares (the bundle's content included)."""
-    from filegram_ray.engine.simulator import AGENT_VERSION
+def bundle_sha(run, task_id: str) -> str | None:
+    """:func:`~filegram_ray.workspace.bundle.bundle_content_hash` of ``workspaces/<task_id>/bundle.json`` in the
+    run (None when the run has none: the worker then builds it from (task, seed), already in the fingerprint).
+
+    Raises:
+        UserError: a malformed ``bundle.json`` (names the file and field)."""
     from filegram_ray.workspace.bundle import bundle_content_hash, check_bundle_meta
 
-    rel = f"workspaces/{unit['task']['task_id']}/bundle.json"
-    sha = (bundle_content_hash(check_bundle_meta(run.read_bytes(rel), run.url(rel))) if run.exists(rel) else None)
-    fp = GenerateWorker.unit_fingerprint(
+    rel = f"workspaces/{task_id}/bundle.json"
+    return bundle_content_hash(check_bundle_meta(run.read_bytes(rel), run.url(rel))) if run.exists(rel) else None
+
+
+def simulator_fingerprint(unit: dict[str, Any], opts: GenerateConfig, sha: str | None) -> str:
+    """The key of a simulator item: everything that decides the trajectory's bytes, the bundle's content (``sha``)
+    included — a re-imported folder regenerates (case R2-generate-stale-trajectory-after-reimport)."""
+    from filegram_ray.engine.simulator import AGENT_VERSION
+
+    return GenerateWorker.unit_fingerprint(
         [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
          unit.get("verify"), opts.upstream_quirks, opts.chart_format, AGENT_VERSION], sha)
-    return fp, sha
 
 
 class GenerateStage(Stage):
-    """Generate: one unit per (profile, task) — a :class:`GenerateWorker` simulates and writes the trajectory and
-    its completion record — or, with ``agent: llm``, one unit per shard of trajectories
+    """Generate: one item per (profile, task) — a :class:`GenerateWorker` simulates and writes the trajectory — or,
+    with ``agent: llm``, the same items in shards of concurrent sessions
     (:func:`~filegram_ray.engine.agents.stage.llm_worker`; servers started in :meth:`check`, stopped in
     :meth:`close`). :meth:`finish` writes ``trajectories/index.parquet`` and ``outputs.parquet`` (merged with an
-    earlier run's rows of other trajectories) and prints the summary.
-
-    The worker writes a trajectory's completion record itself, right after its folder (:meth:`done_record` is
-    None): an LLM shard finishes many trajectories, each resumable on its own.
-    """
+    earlier run's rows of other trajectories) and prints the summary."""
 
     name = STAGE
     Config = GenerateConfig
     starts_run = True
+    steps = ("trajectories",)
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -210,12 +203,12 @@ class GenerateStage(Stage):
                 {"num_actors": args.num_actors} if args.num_actors is not None else {})
 
     def check(self) -> None:
-        """Plan the units (unknown ids refused), refuse a malformed table of an earlier run, seed missing bundles
-        and, for the LLM agent, start or probe its servers."""
+        """Refuse unknown profile or task ids and a malformed table of an earlier run; for the LLM agent, start or
+        probe its servers."""
         self.t0 = time.perf_counter()
-        self.units = plan_units(self.config, self.opts)
+        select_sets(self.config)  # unknown ids are refused before anything runs
         run = self.run
-        # the tables of earlier runs are merged into at the end: refuse a malformed one now, not after every unit
+        # the tables of earlier runs are merged into at the end: refuse a malformed one now, not after every item
         for rel, cols in (("trajectories/index.parquet", ("trajectory_id", "profile_id", "task_id", "status",
                                                           "n_events_raw", "n_events", "perturbed", "error")),
                           ("trajectories/outputs.parquet", ("trajectory_id", "profile_id", "task_id", "path",
@@ -224,48 +217,41 @@ class GenerateStage(Stage):
                 missing = [c for c in cols if c not in run.read_table(rel).columns]  # StorageError names a corrupt one
                 if missing:
                     raise UserError(f"{run.url(rel)}: column(s) {', '.join(missing)} missing (move the file away to "
-                                    "rebuild it from this run's units)")
-        seed_missing_bundles(self.config, self.units, self.executor)
+                                    "rebuild it from this run's items)")
         self.llm = None
         if self.opts.agent == "llm":
             from filegram_ray.engine.agents.stage import LLMAgentRun
 
-            self.llm = LLMAgentRun(self.opts, self.executor)
+            self.llm = LLMAgentRun(self.opts, self.uses_ray)
 
-    def plan(self) -> list[dict[str, Any]]:
-        return self.llm.shards(self.units) if self.llm is not None else self.units
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """One item per trajectory (:func:`plan_units`), keyed by its fingerprint; finished when its ``events.json``
+        exists too."""
+        self.units = plan_units(self.config, self.opts)
+        shas: dict[str, str | None] = {}
+        for u in self.units:
+            tid = str(u["task"]["task_id"])
+            if tid not in shas:
+                shas[tid] = bundle_sha(self.run, tid)
+            u["bundle_sha256"] = shas[tid]  # which bundle the trajectory is made from: its completion record says
+            u["key"] = (self.llm.fingerprint(u, shas[tid]) if self.llm is not None
+                        else simulator_fingerprint(u, self.opts, shas[tid]))
+            u["outputs"] = [f"trajectories/{u['unit_id']}/events.json"]
+        return self.units
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:
-        """A simulator trajectory is finished when its completion record has this unit's fingerprint and its
-        ``events.json`` exists; an LLM shard is never skipped whole (its worker skips finished trajectories)."""
-        if self.llm is not None or self.opts.force:
-            return None
-        uid = unit["unit_id"]
-        if not self.run.is_done(STAGE, uid):
-            return None
-        rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
-        fp, sha = simulator_fingerprint(self.run, unit, self.opts)
-        if rec.get("fingerprint") == fp and self.run.exists(f"trajectories/{uid}/events.json"):
-            return Row({**rec, "unit": uid, "status": "ok", "skipped": True})
-        if rec.get("bundle_sha256", sha) != sha:
-            log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); regenerating",
-                        uid, unit["task"]["task_id"])
-        else:
-            log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
-        return None
+    def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """One trajectory per task; the LLM agent's shards of concurrent sessions."""
+        return self.llm.shards(items) if self.llm is not None else super().tasks(step, items)
 
-    def worker(self) -> WorkerSpec:
+    def worker(self, step: str) -> WorkerSpec:
         opts = self.opts
         kwargs = {"run_uri": self.config.run_dir, "storage_options": self.config.storage_options,
-                  "chart_format": opts.chart_format, "upstream_quirks": opts.upstream_quirks, "force": opts.force,
+                  "chart_format": opts.chart_format, "upstream_quirks": opts.upstream_quirks,
                   "crash_on_unit": opts.crash_on_unit, "crash_marker": opts.crash_marker,
                   "tts": str(self.config.section("workspace").get("tts", "auto"))}
         if self.llm is not None:
             return self.llm.worker(kwargs)
         return WorkerSpec(GenerateWorker, kwargs, num_actors=opts.num_actors, num_cpus=opts.num_cpus_per_actor)
-
-    def done_record(self, row: Row) -> None:
-        return None
 
     def close(self) -> None:
         if getattr(self, "llm", None) is not None:
@@ -276,7 +262,7 @@ class GenerateStage(Stage):
 
         config, run, units = self.config, self.run, self.units
         if self.llm is not None:
-            rows = self.llm.trajectory_rows(rows)
+            self.llm.report(rows)
         wall = time.perf_counter() - self.t0
         by_unit = {r.get("unit") or r.get("trajectory_id"): r for r in rows}
         # what was applied (the counterfactual check can replace or drop a planned shift), else what was planned
@@ -292,7 +278,7 @@ class GenerateStage(Stage):
             ok = r.get("status") == "ok"
             index.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, "status": "ok" if ok else "error",
                           "n_events_raw": int(r.get("n_events_raw", 0) or 0), "n_events": int(r.get("n_events", 0) or 0),
-                          "perturbed": uid in pert_ids, "error": None if ok else str(r.get("error", ""))[:500]})
+                          "perturbed": uid in pert_ids, "error": None if ok else Row(r).error_line[:500]})
             for o in (r.get("outputs") or []) if ok else []:
                 outs.append({"trajectory_id": uid, "profile_id": pid, "task_id": tid, **o})
         index_df = pl.DataFrame(index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8,
@@ -319,12 +305,10 @@ class GenerateStage(Stage):
             if r.get("status") == "ok":
                 mix.update(r.get("kept_counts") or {})
         ok_rows = [r for r in rows if r.get("status") == "ok"]
-        n_skipped = sum(1 for r in ok_rows if r.get("skipped"))
+        counts = self.counts["trajectories"]
         record = {
-            "units": {"planned": len(units), "done": len(ok_rows) - n_skipped, "skipped": n_skipped,
-                      "failed": len(rows) - len(ok_rows)},
-            "ok": len(ok_rows), "error": len(rows) - len(ok_rows),
-            "skipped": n_skipped, "perturbed": len(pert_ids),
+            "ok": counts.done + counts.skipped, "error": counts.failed,
+            "skipped": counts.skipped, "perturbed": len(pert_ids),
             "perturbation_check": {k: pstatus.get(k, 0) for k in ("real", "replaced", "dropped")},
             "events_raw": sum(int(r.get("n_events_raw", 0)) for r in ok_rows),
             "events_kept": sum(int(r.get("n_events", 0)) for r in ok_rows),

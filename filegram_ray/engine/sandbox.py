@@ -641,9 +641,6 @@ class Sandbox:
         """Bytes of every regular file in the sandbox, however deep."""
         return self.usage(".").bytes
 
-    def check_tree_size(self, extra: int = 0) -> None:
-        self.budget().take(0, extra)
-
     def begin_call(self, deadline: float | None) -> None:
         """Set the ``time.monotonic()`` deadline of the tool call about to run (``None``: no deadline)."""
         self._deadline = deadline

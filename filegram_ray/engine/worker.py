@@ -2,8 +2,8 @@
 directory (:class:`GenerateWorker`; the LLM agent's worker extends it), reading a workspace's ``bundle.json``
 through :func:`~filegram_ray.workspace.bundle.check_bundle_meta`.
 
-A unit is written with atomic files and its completion record last, so a resubmitted or rerun unit rewrites
-identical bytes and is never counted twice.
+A trajectory is written with atomic files; the stage runner writes its completion record after them, so a
+resubmitted or rerun item rewrites identical bytes and is never counted twice.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: the stage whose completion records the worker writes (``_done/generate/``)
+#: the stage this worker serves (its label in error rows)
 STAGE = "generate"
 
 __all__ = ["GenerateWorker", "trajectory_fingerprint", "perturbation_shift", "STAGE"]
@@ -44,39 +44,29 @@ def perturbation_shift(dim: str, base: list[float], pert: list[float]) -> dict[s
 
 
 class GenerateWorker:
-    """Actor body: ``process(unit)`` simulates one trajectory and writes it into the run directory.
+    """Actor body: ``process(item)`` simulates one trajectory and writes it into the run directory.
 
     Args:
         run_uri / storage_options: the run directory.
         chart_format, upstream_quirks: simulator/engine options.
         crash_on_unit / crash_marker: test hook — when both are set and the marker file does not exist yet,
-            the worker creates the marker and ``os._exit(1)``s while processing that unit (a dying actor).
+            the worker creates the marker and ``os._exit(1)``s while processing that item (a dying actor).
     """
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None = None, chart_format: str = "svg",
-                 upstream_quirks: bool = False, force: bool = False, crash_on_unit: str | None = None,
-                 crash_marker: str | None = None, tts: str = "auto"):
+                 upstream_quirks: bool = False, crash_on_unit: str | None = None, crash_marker: str | None = None,
+                 tts: str = "auto"):
         from filegram_ray.storage import RunDir
 
         self.tts = tts  # speech of bundles built on the fly (the seed stage's workspace.tts)
         self.run = RunDir(run_uri, storage_options or {})
-        self.chart_format, self.upstream_quirks, self.force = chart_format, upstream_quirks, force
+        self.chart_format, self.upstream_quirks = chart_format, upstream_quirks
         self.crash_on_unit, self.crash_marker = crash_on_unit, crash_marker
         self.tmp = Path(tempfile.mkdtemp(prefix="fg-generate-"))
         self.bundles: dict[str, Path | None] = {}
 
     def __del__(self):  # best effort: the sandbox root of this actor
         shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
-
-    def bundle_hash(self, task_id: str) -> str | None:
-        """:func:`~filegram_ray.workspace.bundle.bundle_content_hash` of ``workspaces/<task_id>/bundle.json`` in the
-        run (None when the run has no bundle for the task: it is then built from (task, seed))."""
-        rel = f"workspaces/{task_id}/bundle.json"
-        if not self.run.exists(rel):
-            return None
-        from filegram_ray.workspace.bundle import bundle_content_hash, check_bundle_meta
-
-        return bundle_content_hash(check_bundle_meta(self.run.read_bytes(rel), self.run.url(rel)))  # names file+field
 
     def bundle_dir(self, task: Any, seed: int) -> Path | None:
         tid = task.task_id
@@ -102,10 +92,6 @@ class GenerateWorker:
         from filegram_ray.schema.task import Task
 
         uid = unit["unit_id"]
-        bundle_sha = self.bundle_hash(str(unit["task"]["task_id"]))
-        fingerprint = self.unit_fingerprint(
-            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), unit.get("alternatives"),
-             unit.get("verify"), self.upstream_quirks, self.chart_format, AGENT_VERSION], bundle_sha)
         if self.crash_on_unit == uid and self.crash_marker and not os.path.exists(self.crash_marker):
             Path(self.crash_marker).write_text("crashed once\n")
             os._exit(1)
@@ -135,41 +121,27 @@ class GenerateWorker:
         check = None
         if pert is not None and unit.get("verify", True):
             res, pert, check = self.verify(simulate, dest, res, pert, list(unit.get("alternatives") or []))
-        return self.write_unit(uid, profile, task, seed, pert, dest, res, t0, fingerprint, bundle_sha,
-                               agent_kind="persona-simulator", agent_version=AGENT_VERSION, check=check)
+        return self.write_unit(uid, profile, task, seed, pert, dest, res, t0, agent_kind="persona-simulator",
+                               agent_version=AGENT_VERSION, check=check,
+                               record_extra={"bundle_sha256": unit.get("bundle_sha256")})
 
     @staticmethod
     def unit_fingerprint(settings: list[Any], bundle_sha: str | None) -> str:
-        """Hash of everything that decides the trajectory's bytes (``settings``): a finished unit is reused only if
-        it matches — the bundle's content included, so a re-imported folder regenerates (case R2-generate-stale-
-        trajectory-after-reimport). A bundle built on the fly is a function of (task, seed), already in the list."""
+        """Hash of everything that decides the trajectory's bytes (``settings``), the item's key: a finished item
+        is reused only if it matches — the bundle's content included, so a re-imported folder regenerates (case
+        R2-generate-stale-trajectory-after-reimport). A bundle built on the fly is a function of (task, seed),
+        already in the list."""
         settings = list(settings)
         if bundle_sha is not None:
             settings.append({"bundle_sha256": bundle_sha})
         return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-    def finished_row(self, unit: dict[str, Any], fingerprint: str, bundle_sha: str | None) -> dict[str, Any] | None:
-        """The completion record of a unit already generated with the same ``fingerprint`` (a skip), else None."""
-        uid = unit["unit_id"]
-        if not self.force and self.run.is_done(STAGE, uid):
-            rec = self.run.read_json(f"_done/{STAGE}/{_safe(uid)}.json")
-            if rec.get("fingerprint") == fingerprint and self.run.exists(
-                    f"trajectories/{uid}/events.json"):
-                return {**rec, "status": "ok", "skipped": True}
-            if rec.get("bundle_sha256", bundle_sha) != bundle_sha:
-                log.warning("generate: %s was made on another version of workspaces/%s (bundle changed); "
-                            "regenerating", uid, unit["task"]["task_id"])
-            else:
-                log.info("generate: %s was made with other settings (or is incomplete); regenerating", uid)
-        return None
-
     def write_unit(self, uid: str, profile: Any, task: Any, seed: int, pert: dict[str, str] | None, dest: Path,
-                   res: dict[str, Any], t0: float, fingerprint: str, bundle_sha: str | None, *, agent_kind: str,
-                   agent_version: str, check: dict[str, Any] | None = None,
-                   record_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                   res: dict[str, Any], t0: float, *, agent_kind: str, agent_version: str,
+                   check: dict[str, Any] | None = None, record_extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish a trajectory folder written at ``dest`` (``res``: ``info``, ``started``, ``duration``,
-        ``outputs``, ``sandbox``, optional ``completed`` and ``acting_tiers``): meta.json, upload to ``trajectories/<profile>/<task>/``,
-        then the completion record. Returns the result row."""
+        ``outputs``, ``sandbox``, optional ``completed`` and ``acting_tiers``): meta.json, then the upload to
+        ``trajectories/<profile>/<task>/``. Returns the item's fields (the runner's completion record)."""
         from filegram_ray.schema.meta import Perturbation, TrajectoryMeta, package_versions
 
         info, started, duration, outputs = res["info"], res["started"], res["duration"], res["outputs"]
@@ -198,15 +170,12 @@ class GenerateWorker:
             out_rows.append({"path": o, "file_type": (Path(o).suffix.lstrip(".").lower() or "unknown"),
                              "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         shutil.rmtree(dest, ignore_errors=True)
-        record = {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
-                  "fingerprint": fingerprint, "bundle_sha256": bundle_sha,
+        return {"trajectory_id": uid, "profile_id": profile.profile_id, "task_id": task.task_id,
                   "n_events_raw": info["n_events_raw"], "n_events": info["n_events"],
                   "perturbed": pert is not None, "kept_counts": dict(sorted(kept_counts.items())),
                   "perturbation_status": (check or {}).get("status"),
                   "outputs": out_rows, **(record_extra or {}),
                   "wall_s": round(time.perf_counter() - t0, 3), "pid": os.getpid(), "peak_rss_mb": _peak_rss_mb()}
-        self.run.mark_done(STAGE, uid, record)
-        return {**record, "status": "ok"}
 
 
     def verify(self, simulate, dest: Path, res: dict[str, Any], planned: dict[str, str],
@@ -244,12 +213,6 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
     import json
 
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _safe(uid: str) -> str:
-    from filegram_ray.storage import safe_unit_name
-
-    return safe_unit_name(uid)
 
 
 def _peak_rss_mb() -> float:

@@ -1,17 +1,19 @@
-"""The evaluate stage's language-model path: prompts built in Ray Data CPU stages, answered by a ``ray.data.llm``
-processor (an OpenAI-compatible endpoint or vLLM engines, :mod:`filegram_ray.llm.processors`).
+"""The evaluate stage's language-model path: model calls (a :class:`~filegram_ray.stages.base.ModelCallSpec` run by
+the model-call executor), answered by a ``ray.data.llm`` processor (an OpenAI-compatible endpoint or vLLM engines,
+:mod:`filegram_ray.llm.processors`).
 
-Per wave of work units (a unit = one method × setting × context spec, as on the CPU path):
+Per item (one method × setting × context spec, as on the CPU path), in waves of ``evaluate.wave_units`` items:
 
-1. **Prompts** — ``ray.data.from_items(units).flat_map(PromptBuilder)`` on an actor pool (0.5 CPU each by
-   default, ENVIRONMENT_FACTS §1): each actor ingests the unit's trajectories with the method (or loads the cached
-   state, ``results/cache/…``), retrieves the context of every item and writes the chat messages,
-   context first (system prompt + method context, then the item's public view: :func:`context_first`,
-   :func:`filegram_ray.llm.backbones.mcq_prompt` / ``open_prompt``).
-   A failing ingest gives error rows for the unit's items; a failing retrieve an error row for that item.
-2. **Answers** — the prompts go through the processor as one Ray Dataset (:func:`~filegram_ray.llm.processors
-   .run_chat`); replies stream back to the driver, which writes a unit's answer table and its completion record as
-   soon as the unit's last reply is in (resumable per unit, as on the CPU path).
+1. **Prompts** — :class:`PromptBuilder` on the stage's executor (0.5 CPU per actor by default, ENVIRONMENT_FACTS
+   §1): it ingests the item's trajectories with the method (or loads the cached state, ``results/cache/…``),
+   retrieves the context of every bench item and writes the chat messages, context first (system prompt + method
+   context, then the item's public view: :func:`context_first`, :func:`filegram_ray.llm.backbones.mcq_prompt` /
+   ``open_prompt``). A failing ingest fails the item (its error row; a rerun retries it); a failing retrieve is an
+   error row of that question in the item's answer table.
+2. **Answers** — the prompts go through the processor (:func:`answer_requests`, ordered by context so a server
+   reuses its KV prefix); replies stream back to the driver, which writes an item's answer table as soon as its
+   last reply is in (:class:`AnswerCollect`); the runner then writes its completion record (resumable per item, as
+   on the CPU path).
 
 Multiple choice is answered by one letter held by a constraint when the backbone honours one (``constrain``:
 llama.cpp grammar, a JSON-schema enum, vLLM guided choice; :mod:`filegram_ray.llm.replies`): such a reply is read
@@ -30,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,7 +41,7 @@ from filegram_ray.storage import RunDir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PromptBuilder", "answer_units", "context_first", "order_by_context", "request_key"]
+__all__ = ["AnswerCollect", "PromptBuilder", "answer_requests", "context_first", "order_by_context", "request_key"]
 
 
 def request_key(*parts: Any) -> str:
@@ -49,7 +50,9 @@ def request_key(*parts: Any) -> str:
 
 
 class PromptBuilder:
-    """Ray Data ``flat_map`` callable: a unit row (``unit_json``) in, one prompt row per item out.
+    """The ``prepare`` worker of the language-model path: an item (one method × context spec) →
+    ``{"requests": [one prompt row per question that could be retrieved], "state": {"failed": [the other questions'
+    prompt rows]}}`` (:meth:`process`).
 
     Args:
         run_uri / storage_options: the run directory.
@@ -83,20 +86,31 @@ class PromptBuilder:
                                                **self.kw)
         return self._workers[method]
 
-    def __call__(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        """The item's prompts: requests (with ``req_key``, ``messages``, ``max_tokens``, ``temperature`` and, for a
+        multiple-choice question, ``letters``) and, in ``state``, the questions whose context failed.
+
+        Raises:
+            Exception: the method's ingest failed (the item's error row)."""
+        from filegram_ray.llm.parsing import LETTERS
+
+        rows = self.prompts(unit)
+        ok = [{**p, "letters": list(LETTERS[:len(json.loads(p["choices_json"]))])} for p in rows
+              if p["status"] == "ok"]
+        return {"requests": ok, "state": {"failed": [p for p in rows if p["status"] != "ok"]}}
+
+    def prompts(self, unit: dict[str, Any]) -> list[dict[str, Any]]:
+        """One prompt row per question of the item (``status`` error for one whose context failed).
+
+        Raises:
+            Exception: the method's ingest failed."""
         from filegram_ray.evaluate.items import public_view, retrieval_query
         from filegram_ray.evaluate.worker import error_text
         from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
 
-        unit = json.loads(row["unit_json"])
         base = {"unit_id": unit["unit_id"], "method": unit["method"], "cache_key": unit["cache_key"]}
-        try:
-            worker = self._worker(unit["method"])
-            state, ingest_s, cached = worker._state(unit)
-        except Exception as exc:  # noqa: BLE001 - a failing ingest fails its unit's items, not the wave
-            log.warning("evaluate: ingest of %s failed: %s", unit["unit_id"], exc)
-            return [_prompt_row(base, it, status="error", error=f"ingest failed: {error_text(exc)}")
-                    for it in unit["items"]]
+        worker = self._worker(unit["method"])
+        state, ingest_s, cached = worker._state(unit)
         out = []
         for it in unit["items"]:
             try:
@@ -209,91 +223,47 @@ def _answer_row(prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, back
     return row
 
 
-def answer_units(run: RunDir, units: list[dict[str, Any]], *, spec, stage: str, unit_schema: dict[str, Any],
-                 method_options: dict[str, Any], ingest_backbone: Any, seed: int, multimodal_content: str,
-                 multimodal_formats: list[str] | None, num_actors: int, num_cpus_per_actor: float,
-                 wave_units: int = 64, max_context_chars: int | None = None, embedder: str = "minilm"
-                 ) -> dict[str, Any]:
-    """Answer the items of ``units`` (not yet done) through the processor of ``spec``; write one answer table and
-    one completion record per unit. Returns ``{n_units, n_requests, n_errors, n_context_cut, prompt_s, answer_s,
-    context_budget_chars, context_budget_tokens}`` (the budget: ``max_context_chars`` and its ``// 4`` tokens).
-
-    ``spec``: the backbone with ``constrain`` resolved (:func:`~filegram_ray.llm.processors.probe_endpoint`). A
-    server that fails or goes away gives error rows, not an exception (:func:`~filegram_ray.llm.processors
-    .run_chat`).
-    """
-    import ray.data
-
-    from filegram_ray.evaluate.worker import CONTEXT_KEEP_CHARS, CONTEXT_SCHEMA, context_path
-    from filegram_ray.llm.parsing import LETTERS
+def answer_requests(requests: list[dict[str, Any]], spec) -> Any:
+    """The ``call`` of the language-model path: prompt rows through the processor of ``spec``
+    (:func:`~filegram_ray.llm.processors.run_chat`), items of one context back to back (:func:`order_by_context`);
+    yields reply rows (``req_key``, ``reply``, token counts, ``error``, ``raw``). A server that fails or goes away
+    gives replies with their ``error``, not an exception."""
     from filegram_ray.llm.processors import run_chat
 
-    stats = {"n_units": 0, "n_requests": 0, "n_errors": 0, "n_context_cut": 0, "prompt_s": 0.0, "answer_s": 0.0,
-             # the one context budget every method is cut to (tokens by the len // 4 rule, reference §8.1)
-             "context_budget_chars": max_context_chars,
-             "context_budget_tokens": max_context_chars // 4 if max_context_chars else None}
-    name = spec.display()
-    constrain = "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
-    for w in range(0, len(units), max(1, wave_units)):
-        wave = units[w:w + wave_units]
-        t0 = time.perf_counter()
-        ds = ray.data.from_items([{"unit_json": json.dumps(u, default=str, ensure_ascii=False)} for u in wave])
-        prompts = ds.flat_map(
-            PromptBuilder, fn_constructor_kwargs={
-                "run_uri": run.uri, "storage_options": run.storage_options, "method_options": method_options,
-                "ingest_backbone": ingest_backbone, "seed": seed, "multimodal_content": multimodal_content,
-                "multimodal_formats": multimodal_formats, "temperature": spec.temperature,
-                "max_tokens": spec.max_tokens, "max_tokens_open": spec.max_tokens_open,
-                "max_context_chars": max_context_chars, "letter_only": constrain not in ("none", "auto"),
-                "embedder": embedder},
-            compute=ray.data.ActorPoolStrategy(size=max(1, min(num_actors, len(wave)))),
-            num_cpus=num_cpus_per_actor).take_all()
-        t1 = time.perf_counter()
-        stats["prompt_s"] += t1 - t0
-        stats["n_context_cut"] += sum(bool(p.get("context_cut")) for p in prompts)
-        by_unit: dict[str, list[dict[str, Any]]] = {}
-        for p in prompts:
-            by_unit.setdefault(p["unit_id"], []).append(p)
-        pending = {uid: len(rows) for uid, rows in by_unit.items()}
-        replies: dict[str, dict[str, Any]] = {}
-        meta = {u["unit_id"]: u for u in wave}
+    keep = ("req_key", "messages", "max_tokens", "temperature", "letters")
+    return run_chat(order_by_context([{k: r[k] for k in keep} for r in requests]), spec)
 
-        def finish(uid: str) -> None:
-            rows = [_answer_row(p, replies.get(p["req_key"]), name, constrain) for p in by_unit[uid]]
-            u = meta[uid]
-            contexts = [{"question_id": p["question_id"], "context_text": p["context_text"][:CONTEXT_KEEP_CHARS],
-                         "context_chars": len(p["context_text"]), "context_tokens": int(p["tokens_out"])}
-                        for p in by_unit[uid] if p["status"] == "ok"]
-            if contexts:  # what the model was shown (after any cut), for `filegram view`
-                run.write_table(context_path(u["out_path"]), pl.DataFrame(contexts, schema=CONTEXT_SCHEMA))
-            run.write_table(u["out_path"], pl.DataFrame(rows, schema=unit_schema))
-            n_err = sum(r["status"] != "ok" for r in rows)
-            first = by_unit[uid][0]
-            run.mark_done(stage, uid, {"n_items": len(rows), "n_errors": n_err, "backbone": name,
-                                       "ingest_s": round(float(first.get("ingest_s") or 0.0), 3),
-                                       "cached_state": bool(first.get("cached_state"))})
-            stats["n_units"] += 1
-            stats["n_errors"] += n_err
 
-        requests = []
-        for uid, rows in by_unit.items():
-            ok = [p for p in rows if p["status"] == "ok"]
-            pending[uid] = len(ok)
-            requests += [{**{k: p[k] for k in ("req_key", "messages", "max_tokens", "temperature")},
-                          "letters": list(LETTERS[:len(json.loads(p["choices_json"]))])} for p in ok]
-            if not ok:
-                finish(uid)
-        requests = order_by_context(requests)  # one context's items back to back: its KV prefix is reused
-        owner = {p["req_key"]: p["unit_id"] for p in prompts}
-        stats["n_requests"] += len(requests)
-        if requests:
-            log.info("evaluate: answering %d prompts of %d units with %s", len(requests), len(wave), name)
-            for reply in run_chat(requests, spec):
-                key = reply["req_key"]
-                replies[key] = reply
-                uid = owner[key]
-                pending[uid] -= 1
-                if pending[uid] == 0:
-                    finish(uid)
-        stats["answer_s"] += time.perf_counter() - t1
-    return stats
+class AnswerCollect:
+    """The ``collect`` of the language-model path: an item's prompts and replies → its answer table (and the
+    contexts the model was shown), written atomically; returns the item's fields (``n_items``, ``n_errors``,
+    ``n_requests``, ``n_context_cut``, ``backbone``, ``ingest_s``, ``cached_state``).
+
+    Args:
+        run: the run directory. spec: the backbone with ``constrain`` resolved
+            (:func:`~filegram_ray.llm.processors.probe_endpoint`). unit_schema: the answer table's schema.
+    """
+
+    def __init__(self, run: RunDir, spec, unit_schema: dict[str, Any]):
+        self.run, self.schema, self.name = run, unit_schema, spec.display()
+        self.constrain = "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
+
+    def __call__(self, unit: dict[str, Any], state: dict[str, Any], requests: list[dict[str, Any]],
+                 replies: list[dict[str, Any]]) -> dict[str, Any]:
+        from filegram_ray.evaluate.worker import CONTEXT_KEEP_CHARS, CONTEXT_SCHEMA, context_path
+
+        by_q = {p["question_id"]: p for p in [*requests, *(state.get("failed") or [])]}
+        got = {r["req_key"]: r for r in replies}
+        prompts = [by_q[it["question_id"]] for it in unit["items"] if it["question_id"] in by_q]
+        rows = [_answer_row(p, got.get(p["req_key"]), self.name, self.constrain) for p in prompts]
+        contexts = [{"question_id": p["question_id"], "context_text": p["context_text"][:CONTEXT_KEEP_CHARS],
+                     "context_chars": len(p["context_text"]), "context_tokens": int(p["tokens_out"])}
+                    for p in prompts if p["status"] == "ok"]
+        if contexts:  # what the model was shown (after any cut), for `filegram view`
+            self.run.write_table(context_path(unit["out_path"]), pl.DataFrame(contexts, schema=CONTEXT_SCHEMA))
+        self.run.write_table(unit["out_path"], pl.DataFrame(rows, schema=self.schema))
+        first = prompts[0] if prompts else {}
+        return {"n_items": len(rows), "n_errors": sum(r["status"] != "ok" for r in rows), "backbone": self.name,
+                "n_requests": len(requests), "n_context_cut": sum(bool(p.get("context_cut")) for p in requests),
+                "ingest_s": round(float(first.get("ingest_s") or 0.0), 3),
+                "cached_state": bool(first.get("cached_state"))}

@@ -16,9 +16,10 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from filegram_ray.errors import UserError
+from filegram_ray.stages.base import StageOptions
 
 __all__ = ["DEFAULT_METHODS", "JUDGES", "SETTINGS", "STAGE", "EvaluateConfig", "backbone_tag", "chat_of", "make_reader",
            "validate_backbone"]
@@ -113,13 +114,12 @@ def make_reader(backbone: Any, seed: int):
     return OpenAIBackbone(**cs.backbone_kwargs())
 
 
-class EvaluateConfig(BaseModel):
+class EvaluateConfig(StageOptions):
     """The ``evaluate:`` section of the pipeline config (defaults: the field defaults; ``conf/default.yaml``
     samples ``sample_per_sub_task`` on a laptop). Unknown keys, methods, method options, backbones, judges,
     settings and sub-tasks are refused when the config loads (whichever stage runs), not hours later when
     evaluate starts."""
 
-    model_config = ConfigDict(extra="forbid")
     methods: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS), min_length=1,
                                description="registered method names to evaluate (`filegram methods` lists them)")
     method_options: dict[str, dict[str, Any]] = Field(
@@ -177,8 +177,6 @@ class EvaluateConfig(BaseModel):
                             "language-model path)")
     num_cpus_per_actor: float = Field(0.5, gt=0, description="CPUs per actor: ≤ 0.5 on a 2-CPU laptop (whole-CPU "
                                       "actors deadlock it, ENVIRONMENT_FACTS §1)")
-    serial: bool = Field(False, description="answer in this process without Ray (the serial executor; a "
-                         "language-model backbone's processor still runs on Ray)")
     plots: bool = Field(True, description="write the PNG plots")
 
     @field_validator("methods")

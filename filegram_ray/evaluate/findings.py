@@ -1,7 +1,7 @@
 """The paper's qualitative findings (reference §8.4, last paragraph; issue #30 item 4) decided on a run's results.
 
 Each finding is a set of *claims*; each claim is decided from the paired tests or the profile-bootstrap intervals of
-:mod:`filegram_ray.evaluate.stats` at the 5 % level:
+:mod:`filegram_ray.stats` at the 5 % level:
 
 * **F1** FileGramOS's Avg > EverMemOS's > each of Mem0, Zep, MemOS, SimpleMem (multiple-choice items; exact McNemar
   per pair, Holm across the finding's pairs).
@@ -25,7 +25,7 @@ undecided and says which are missing. Two things leave a finding **not tested**,
 no verdict: a reader that does not pass its validity gate
 (:func:`~filegram_ray.evaluate.reader_validity.reader_gate`: "the reader cannot rank"), and a method the finding
 needs that has no result (most of its items failed, :mod:`filegram_ray.evaluate.failures`). A claim's ``items`` = the items it would need to be decided, either way, at
-the observed effect, and ``toward`` the way it leans (:func:`~filegram_ray.evaluate.stats.items_for_paired` for
+the observed effect, and ``toward`` the way it leans (:func:`~filegram_ray.stats.items_for_paired` for
 paired claims, the normal-approximation n times the design effect of resampling profiles for threshold claims, the
 interval's half-width scaled as 1/√n for F3 and F5); None when the observed effect is 0. An undecided finding
 would fail once its cheapest claim leaning against it is decided, and hold once all its claims are decided for it
@@ -40,7 +40,7 @@ from typing import Any
 
 import polars as pl
 
-from filegram_ray.evaluate.stats import (
+from filegram_ray.stats import (
     ALPHA,
     N_BOOT,
     bootstrap_ci,

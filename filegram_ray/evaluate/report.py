@@ -5,7 +5,7 @@ one column per sub-task present, the Proc/Sem/Epi channel columns, Avg and Multi
 setting's items, i.e. FileGrd); the validity rows (oracle, random and the reader checks of
 :mod:`filegram_ray.evaluate.reader_validity`) sit below a separator. How sure each number is —
 profile-bootstrap intervals, paired tests against No Context and FileGramOS, power, the paper's findings — comes
-from :mod:`filegram_ray.evaluate.stats` (:func:`report_statistics`); ``docs/results.md`` explains how to read it.
+from :mod:`filegram_ray.stats` (:func:`report_statistics`); ``docs/results.md`` explains how to read it.
 A second table, "Text vs Multimodal" (+ ``text_vs_multimodal.png``), compares each method on the same questions in
 both settings (:func:`text_vs_multimodal`). Every number is computed from ``results/results.parquet`` by
 :func:`filegram_ray.evaluate.scoring.summarise`; nothing is typed in.
@@ -183,7 +183,7 @@ def _recovery_section(run: RunDir) -> list[str]:
 def _bar_png(summary: pl.DataFrame, cols: list[str], title: str, ylabel: str,
              row_names: dict[str, str] | None = None, intervals: pl.DataFrame | None = None) -> bytes:
     """Grouped bars, one group per column, one bar per row of ``summary``; with ``intervals``
-    (:func:`~filegram_ray.evaluate.stats.cell_intervals`) each bar gets its 95 % interval as an error bar."""
+    (:func:`~filegram_ray.stats.cell_intervals`) each bar gets its 95 % interval as an error bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -223,7 +223,7 @@ DISTINCT_MARK = " ◆"
 
 
 def report_statistics(results: pl.DataFrame, seed: int = 0, budget_chars: int | None = None) -> dict[str, Any]:
-    """Everything the report says about how sure it is (:mod:`filegram_ray.evaluate.stats`), from the results table.
+    """Everything the report says about how sure it is (:mod:`filegram_ray.stats`), from the results table.
 
     Returns ``{intervals, paired, power, findings, reader, methods, failures}``: ``intervals`` per (method or
     validity row, cell) with 95 % profile-bootstrap bounds over the scored items; ``paired`` every method with a
@@ -236,15 +236,15 @@ def report_statistics(results: pl.DataFrame, seed: int = 0, budget_chars: int | 
     """
     from filegram_ray.evaluate.failures import failure_summary
     from filegram_ray.evaluate.findings import decide_findings
-    from filegram_ray.evaluate.stats import cell_intervals, paired_table, power_table
+    from filegram_ray.stats import cell_intervals, paired_table, power_table
 
     failures = failure_summary(results, budget_chars)
     failed = set(failures["failed"])
     methods = [m for m in dict.fromkeys(results["method"].to_list()) if m not in VALIDITY_METHODS
                and m not in failed] if results.height else []
-    intervals = cell_intervals(results, seed=seed)
+    intervals = cell_intervals(results, sub_tasks=SUB_TASK_ORDER, channels=CHANNELS, seed=seed)
     paired = paired_table(results, methods, ["no_context", "filegramos"], seed=seed)
-    power = power_table(results, methods)
+    power = power_table(results, methods, sub_tasks=SUB_TASK_ORDER)
     reader = reader_summary(results, intervals, paired, methods)
     paired = paired.with_columns(mark=pl.col("distinguishable") & pl.lit(bool(reader["can_rank"])))
     findings = decide_findings(results, methods, seed=seed, failed=sorted(failed),
@@ -307,7 +307,7 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
         out["headroom"] = ceil["mean"] - floor["mean"]
     wu = _ci(intervals, "wrong_user")
     if wu is not None and floor is not None:
-        from filegram_ray.evaluate.stats import paired_test
+        from filegram_ray.stats import paired_test
 
         t = paired_test(results, "wrong_user", floor_id, ~pl.col("is_open"))
         overlap = wu["lo"] <= floor["hi"] and floor["lo"] <= wu["hi"]
@@ -325,7 +325,7 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
                                          "headroom": g["mean"] - f["mean"]})
     mk = _ci(intervals, "masked")
     if mk is not None and mm is not None:
-        from filegram_ray.evaluate.stats import paired_test
+        from filegram_ray.stats import paired_test
 
         own = paired_test(results, "masked", mm, ~pl.col("is_open"))
         low = paired_test(results, "masked", floor_id, ~pl.col("is_open")) if floor is not None else None

@@ -16,24 +16,24 @@ with another ``--methods`` list adds rows to the report instead of replacing the
 
 How it runs (:class:`EvaluateStage` on the :mod:`stage contract <filegram_ray.stages.base>`):
 
-* :meth:`~EvaluateStage.check` selects the items, reads the key, validates nothing twice (the backbone is the
-  :class:`~filegram_ray.evaluate.config.EvaluateConfig`'s validated value) and probes an HTTP backbone before any
-  unit (a dead URL fails at once, naming it);
-* :meth:`~EvaluateStage.plan` — work unit = (method, setting, context spec) (:mod:`filegram_ray.evaluate.plan`).
-  On the CPU path the unfinished units of one (setting, context spec) travel together to a
-  :class:`~filegram_ray.evaluate.worker.SpecWorker` on the run's executor (actor pool by default, 0.5 CPU each: a
-  2-CPU node deadlocks with whole-CPU actors, ENVIRONMENT_FACTS §1; ``serial: true`` in this process), which builds
-  the spec's views once for every method; each method unit keeps its own completion record
-  (:meth:`~EvaluateStage.done_record`). A finished unit is skipped on rerun; a failing item becomes an error row; a
-  failing ingest fails its unit (retried on rerun) and its items are reported as error rows.
-* A **language-model** backbone is answered through a ``ray.data.llm`` processor (an OpenAI-compatible endpoint or
-  vLLM engines), which the executors do not cover: :meth:`~EvaluateStage.plan` then gives the executor no unit and
-  :meth:`~EvaluateStage.finish` answers the unfinished units in waves with
-  :func:`filegram_ray.evaluate.answer.answer_units` (its own Ray Dataset of prompt builders, then the processor;
-  Ray is started for it whatever the executor).
-* :meth:`~EvaluateStage.finish` gathers every unit's answers, adds the validity rows, judges the open-ended answers,
-  writes ``results.parquet``, ``summary.parquet`` and the report, and returns the summary (the runner writes it into
-  ``run.json`` once).
+* :meth:`~EvaluateStage.check` selects the bench items, reads the key, settles the multimodal content mode and the
+  backbone (an HTTP backbone is probed before any item: a dead URL fails at once, naming it);
+* :meth:`~EvaluateStage.items` — an item is one method × (setting, context spec) with that spec's bench items
+  (:mod:`filegram_ray.evaluate.plan`), keyed by its questions; a finished one is skipped on rerun.
+* On the CPU path the unfinished items of one (setting, context spec) are one task
+  (:meth:`~EvaluateStage.tasks`) for a :class:`~filegram_ray.evaluate.worker.SpecWorker` on the run's executor
+  (actor pool by default, 0.5 CPU each: a 2-CPU node deadlocks with whole-CPU actors, ENVIRONMENT_FACTS §1;
+  ``executor: serial`` in this process), which builds the spec's views once for every method. A failing question
+  is an error row of the item's answer table; a failing ingest fails its item (an error row of
+  ``errors/evaluate.parquet``, retried on rerun) and its questions are reported as error rows of the results.
+* A **language-model** backbone answers through a ``ray.data.llm`` processor (an OpenAI-compatible endpoint or
+  vLLM engines): the items are model calls (:class:`~filegram_ray.stages.base.ModelCallSpec`,
+  :mod:`filegram_ray.evaluate.answer`) — prompts built on the run's executor, answered in waves through the
+  processor (on Ray whatever the executor), each item's answer table written as its last reply comes in. A
+  request the server could not answer is an error row of that question, with its cause.
+* :meth:`~EvaluateStage.finish` gathers every item's answers, adds the validity rows, judges the open-ended
+  answers, writes ``results.parquet``, ``summary.parquet`` and the report, and returns the summary (the runner
+  writes it into ``run.json`` once).
 
 Leakage guard: the worker gives the method only :class:`~filegram_ray.methods.trajectory.TrajectoryView` objects
 (events.json + media/, opaque labels) and the backbone only the item's public view (no profile id, no trajectory
@@ -45,9 +45,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from filegram_ray.errors import UserError
 from filegram_ray.evaluate.config import DEFAULT_METHODS, STAGE, EvaluateConfig, chat_of, make_reader
@@ -59,9 +57,11 @@ from filegram_ray.evaluate.items import (
     sample_items,
 )
 from filegram_ray.evaluate.plan import earlier_methods, plan_units, spec_units, unit_complete
-from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker, build_unit_views
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import ModelCallSpec, Row, Stage, WorkerSpec
 from filegram_ray.stages.runner import stage_function
+
+if TYPE_CHECKING:  # polars is imported where used: `filegram evaluate --help` loads no heavy library
+    import polars as pl
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,6 @@ __all__ = [
     "STAGE",
     "EvaluateConfig",
     "EvaluateStage",
-    "build_unit_views",
     "format_time_by_method",
     "load_answer_key",
     "load_items",
@@ -150,21 +149,29 @@ def stale_results_note(run) -> str:
 class EvaluateStage(Stage):
     """Evaluate: methods × items through one backbone → ``results/`` (see the module docstring for the flow).
 
-    Attributes set by :meth:`check` (read by :meth:`plan` and :meth:`finish`): ``items`` (the selected items),
-    ``n_bank``, ``key`` (the answer key), ``mm_mode`` / ``mm_tag`` (the multimodal content mode and its cache tag),
-    ``chat`` (the language model's processor spec with ``constrain`` resolved; None on the CPU path), ``bb_info``,
-    ``ingest_backbone``, ``llm_ingest`` and ``by_method`` (``{method: units}``).
+    Attributes set by :meth:`check` (read by :meth:`items` and :meth:`finish`): ``bench_items`` (the selected
+    items), ``n_bank``, ``key`` (the answer key), ``mm_mode`` / ``mm_tag`` (the multimodal content mode and its cache
+    tag), ``chat`` (the language model's processor spec with ``constrain`` resolved; None on the CPU path),
+    ``bb_info``, ``ingest_backbone`` and ``llm_ingest``; by :meth:`items`: ``by_method`` (``{method: items}``).
     """
 
     name = STAGE
     Config = EvaluateConfig
-    extras = ()
+    steps = ("method × context units",)
+    #: error rows are part of the results (the report counts them); a run with no answer at all raises
+    exit_on = "never"
 
     @classmethod
-    def add_arguments(cls, parser) -> None:
-        from filegram_ray.methods.cli import add_evaluate_options
-
-        add_evaluate_options(parser)
+    def add_arguments(cls, p) -> None:
+        """``--methods``, ``--backbone``, ``--backbone-url`` and ``--backbone-model``."""
+        p.add_argument("--methods", nargs="+", default=None, help="method names (default: evaluate.methods); "
+                       "`filegram methods` lists them")
+        p.add_argument("--backbone", default=None, choices=("lexical", "random"),
+                       help="a non-LLM backbone (default: evaluate.backbone); a language model: --backbone-url, or "
+                       "evaluate.backbone in the config ({kind: openai, base_url, model} or {kind: vllm_engine, …})")
+        p.add_argument("--backbone-url", default=None, help="OpenAI-compatible base URL, e.g. a vLLM or llama.cpp "
+                       "server (an OpenAI-compatible backbone: kind openai)")
+        p.add_argument("--backbone-model", default=None, help="model name served at --backbone-url")
 
     @classmethod
     def from_arguments(cls, args) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -174,43 +181,11 @@ class EvaluateStage(Stage):
             backbone = {"kind": "openai", "base_url": args.backbone_url, "model": args.backbone_model or "local"}
         return {}, {k: v for k, v in (("methods", args.methods), ("backbone", backbone)) if v is not None}
 
-    @classmethod
-    def exit_code(cls, record: dict[str, Any]) -> int:
-        """0: error rows are part of the results (the report counts them); a run with no answer at all raises."""
-        return 0
-
-    @classmethod
-    def after_run(cls, record: dict[str, Any], config) -> None:
-        u = record.get("units") or {}
-        units = (f", {u['planned']} units (method × context; {u.get('skipped', 0)} done earlier)"
-                 if isinstance(u, dict) and "planned" in u else "")
-        print(f"evaluate: {record['n_items']} items × {len(record['methods'])} methods{units}, "
-              f"{record['n_error_rows']} error rows, {record['seconds']} s")
-        if record.get("failed_methods"):
-            print(f"evaluate: NO RESULT for {', '.join(record['failed_methods'])}: most of their items failed "
-                  "(causes and the setting that fixes them: the report's section Failed items)")
-        print(f"Report: {config.run().url('results/report.md')}")
-
-    @classmethod
-    def options(cls, config, overrides=None) -> EvaluateConfig:
-        """The ``evaluate:`` section plus the call's own choices (``jobs/evaluate.py --methods / --backbone``),
-        through the same checks as the config's.
-
-        Raises:
-            UserError: one line naming each bad key (``evaluate.<key>: <problem>``)."""
-        from pydantic import ValidationError
-
-        try:
-            return super().options(config, overrides)
-        except ValidationError as exc:
-            raise UserError("; ".join(f"evaluate.{'.'.join(map(str, e['loc']))}: "
-                                      f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())) from exc
-
     # -- check ------------------------------------------------------------------------------------------------
     def check(self) -> None:
-        """Select the items (settings, sub-tasks, sample, ``max_items``), read the answer key, settle the
+        """Select the bench items (settings, sub-tasks, sample, ``max_items``), read the answer key, settle the
         multimodal content mode and the backbone (an HTTP backbone is probed: it must answer, and the probe settles
-        the answer constraint it honours) and plan the units.
+        the answer constraint it honours).
 
         Raises:
             UserError: ``judge: llm`` without a language model; no item selected (before anything is written: the
@@ -236,7 +211,7 @@ class EvaluateStage(Stage):
             raise UserError(f"evaluate: no item selected: {run.url('bench/items.parquet')} holds {len(bank)} items, "
                             f"{self.n_bank} of them in settings {o.settings} and sub-tasks {o.sub_tracks or 'all'}"
                             + (f", max_items {o.max_items}" if o.max_items is not None else ""))
-        self.items = items
+        self.bench_items = items
         self.key = load_answer_key(run)
         from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
 
@@ -266,25 +241,36 @@ class EvaluateStage(Stage):
         from filegram_ray.evaluate.embedding import resolve_embedder
 
         self.embedder = resolve_embedder(o.embedder)
-        self.by_method = plan_units(items, o.methods, self.mm_tag, o.tag, llm_ingest=self.llm_ingest,
-                                    method_options=o.method_options, embedder=self.embedder)
 
-    # -- plan / worker ------------------------------------------------------------------------------------------
-    def plan(self) -> list[dict[str, Any]]:
-        """The executor's units: on the CPU path one per (setting, context spec) holding that spec's unfinished
-        method units (:func:`~filegram_ray.evaluate.plan.spec_units`: largest specs first); on the language-model
-        path none (:meth:`finish` answers the unfinished units through the processor)."""
-        self.todo = [u for units in self.by_method.values() for u in units if not unit_complete(self.run, u)]
-        todo_ids = {u["unit_id"] for u in self.todo}
-        for m, units in self.by_method.items():
-            log.info("evaluate: %s: %d units (%d already done)", m, len(units),
-                     sum(1 for u in units if u["unit_id"] not in todo_ids))
-        self.spec_units = [] if self.chat is not None else spec_units(self.by_method, todo_ids)
-        self.embed_plan = self._embed_plan(todo_ids)
-        return self.spec_units
+    # -- items / tasks / worker ---------------------------------------------------------------------------------
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """Every method × (setting, context spec) item (:func:`~filegram_ray.evaluate.plan.plan_units`), keyed by
+        its questions (an item answered for another sample is answered again) and finished when its answer table
+        exists too."""
+        o = self.opts
+        self.by_method = plan_units(self.bench_items, o.methods, self.mm_tag, o.tag, llm_ingest=self.llm_ingest,
+                                    method_options=o.method_options, embedder=self.embedder)
+        self.t_items = time.perf_counter()
+        out = []
+        for units in self.by_method.values():
+            for u in units:
+                ids = "\n".join(sorted(it["question_id"] for it in u["items"]))
+                out.append({**u, "key": hashlib.sha256(ids.encode()).hexdigest()[:16], "outputs": [u["out_path"]]})
+        return out
+
+    def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """On the CPU path the items of one (setting, context spec), largest specs first
+        (:func:`~filegram_ray.evaluate.plan.spec_units`); on the language-model path one item per task. First
+        the run's embedding plan (:meth:`_embed_plan`) for the unfinished items."""
+        todo = {u["unit_id"] for u in items}
+        self.embed_plan = self._embed_plan(todo)
+        if self.chat is not None:
+            return super().tasks(step, items)
+        by_id = {u["unit_id"]: u for u in items}
+        return [[by_id[u["unit_id"]] for u in su["units"]] for su in spec_units(self.by_method, todo)]
 
     def _embed_plan(self, todo_ids: set[str]) -> dict[str, Any]:
-        """Every text the unfinished units' methods will embed, embedded once before any of them ingests
+        """Every text the unfinished items' methods will embed, embedded once before any of them ingests
         (:func:`~filegram_ray.evaluate.embedding.prepare_vectors`); the workers read the vectors."""
         from filegram_ray.evaluate.embedding import prepare_vectors
 
@@ -292,32 +278,37 @@ class EvaluateStage(Stage):
         return prepare_vectors(
             self.run, spec_units(self.by_method, todo_ids), kind=self.embedder, method_options=o.method_options,
             llm_ingest=self.llm_ingest, multimodal_content=self.mm_mode, multimodal_formats=o.multimodal_formats,
-            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor, use_ray=self.executor.uses_ray)
+            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor, use_ray=self.uses_ray)
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:
-        """None: a spec unit holds only unfinished method units (:meth:`plan`; completion is per method unit)."""
-        return None
+    def worker(self, step: str) -> WorkerSpec | ModelCallSpec:
+        """:class:`~filegram_ray.evaluate.worker.SpecWorker`, or the language-model path's model calls
+        (:mod:`filegram_ray.evaluate.answer`)."""
+        from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker
 
-    def worker(self) -> WorkerSpec:
         o = self.opts
-        return WorkerSpec(SpecWorker, {
-            "run_uri": self.run.uri, "storage_options": self.run.storage_options, "methods": o.methods,
-            "method_options": o.method_options, "backbone": o.backbone, "seed": self.config.seed,
-            "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats,
-            "embedder": self.embedder},
-            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor,
-            # a spec unit holds one context's unfinished method units; the record counts method units
-            unit_noun="contexts (all methods of each)")
+        if self.chat is None:
+            return WorkerSpec(SpecWorker, {
+                "run_uri": self.run.uri, "storage_options": self.run.storage_options, "methods": o.methods,
+                "method_options": o.method_options, "backbone": o.backbone, "seed": self.config.seed,
+                "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats,
+                "embedder": self.embedder},
+                num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
+        from functools import partial
 
-    def done_records(self, row: Row) -> dict[str, dict[str, Any]]:
-        """Completion records are per method unit: a spec unit's row carries one row per method unit, and each
-        finished one gets its record ``_done/evaluate/<method unit>.json`` (the runner writes them as soon as the
-        spec unit's row arrives, after the worker wrote that unit's answer table). The spec unit itself gets none
-        (the next run regroups whatever is unfinished)."""
-        return {r["unit"]: {"n_items": r["n_items"], "n_errors": r["n_errors"],
-                            **{k: r[k] for k in ("ingest_s", "state_load_s", "retrieve_s", "answer_s", "views_s")},
-                            "cached_state": r["cached_state"]}
-                for r in row.get("rows") or [] if r.get("status") == "ok"}
+        from filegram_ray.evaluate.answer import AnswerCollect, PromptBuilder, answer_requests
+
+        chat = self.chat
+        constrain = "choice" if chat.constrain == "auto" and chat.kind == "vllm_engine" else chat.constrain
+        prepare = WorkerSpec(PromptBuilder, {
+            "run_uri": self.run.uri, "storage_options": self.run.storage_options,
+            "method_options": o.method_options, "ingest_backbone": self.ingest_backbone, "seed": self.config.seed,
+            "multimodal_content": self.mm_mode, "multimodal_formats": o.multimodal_formats,
+            "temperature": chat.temperature, "max_tokens": chat.max_tokens, "max_tokens_open": chat.max_tokens_open,
+            "max_context_chars": o.max_context_chars, "letter_only": constrain not in ("none", "auto"),
+            "embedder": self.embedder},
+            num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
+        return ModelCallSpec(prepare=prepare, call=partial(answer_requests, spec=chat),
+                             collect=AnswerCollect(self.run, chat, UNIT_SCHEMA), wave=o.wave_units)
 
     # -- finish -----------------------------------------------------------------------------------------------
     def _ray(self) -> None:
@@ -327,43 +318,30 @@ class EvaluateStage(Stage):
 
         init_ray(self.config.ray.address, self.config.ray.num_cpus)
 
-    def _answer_with_processor(self) -> dict[str, Any]:
-        """The language-model path: the unfinished units answered through the processor
-        (:func:`~filegram_ray.evaluate.answer.answer_units`, which writes each unit's tables and completion record
-        as its last reply comes in); returns its counts and seconds."""
-        from filegram_ray.evaluate.answer import answer_units
-
+    def _answering(self, rows: list[Row]) -> dict[str, Any]:
+        """The language-model path's figures for the report, from this run's item rows: items answered, requests
+        sent, failed answers, contexts cut, seconds (``prompt_s``: the items' ingest; ``answer_s``: the step)."""
+        if self.chat is None:
+            return {}
+        now = [r for r in rows if r.ok and not r.get("skipped")]
         o = self.opts
-        log.info("evaluate: %d units to answer with %s (%d already done)", len(self.todo), self.chat.display(),
-                 sum(len(u) for u in self.by_method.values()) - len(self.todo))
-        self._ray()
-        return answer_units(
-            self.run, self.todo, spec=self.chat, stage=self.name, unit_schema=UNIT_SCHEMA,
-            method_options=o.method_options, ingest_backbone=self.ingest_backbone, seed=self.config.seed,
-            multimodal_content=self.mm_mode, multimodal_formats=o.multimodal_formats, num_actors=o.num_actors,
-            num_cpus_per_actor=o.num_cpus_per_actor, wave_units=o.wave_units, max_context_chars=o.max_context_chars,
-            embedder=self.embedder)
-
-    def _unit_rows(self, rows: list[Row]) -> tuple[list[dict[str, Any]], float]:
-        """``(one row per method unit answered now, views seconds)`` from the spec units' rows; a spec unit whose
-        worker failed (its actor died past its restarts) fails every method unit it held."""
-        by_id = {su["unit_id"]: su for su in self.spec_units}
-        out: list[dict[str, Any]] = []
-        views_s = 0.0
-        for r in rows:
-            if r.ok:
-                out.extend(r.get("rows") or [])
-                views_s += float(r.get("views_s") or 0.0)
-            else:
-                out.extend({"unit": u["unit_id"], "status": "error", "error": r.get("error", "")}
-                           for u in by_id.get(r.unit, {}).get("units", []))
-        return out, views_s
+        return {"n_units": len(now), "n_requests": sum(int(r.get("n_requests") or 0) for r in now),
+                "n_errors": sum(int(r.get("n_errors") or 0) for r in now),
+                "n_context_cut": sum(int(r.get("n_context_cut") or 0) for r in now),
+                "prompt_s": sum(float(r.get("ingest_s") or 0.0) for r in now),
+                "answer_s": time.perf_counter() - self.t_items,
+                # the one context budget every method is cut to (tokens by the len // 4 rule, reference §8.1)
+                "context_budget_chars": o.max_context_chars,
+                "context_budget_tokens": o.max_context_chars // 4 if o.max_context_chars else None}
 
     def _answers(self, plan: dict[str, list[dict[str, Any]]], failed: dict[str, dict[str, Any]]) -> pl.DataFrame:
         """Every unit's answers: finished units from their tables (only this run's items of the unit: an earlier
         run may have had more), failed units as an error row per item; methods in the paper's order (added ones
         after, by name); then the validity rows."""
+        import polars as pl
+
         from filegram_ray.evaluate.reader_validity import reader_validity_frame, validity_rows
+        from filegram_ray.evaluate.worker import UNIT_SCHEMA
 
         run, o = self.run, self.opts
         frames = []
@@ -374,15 +352,16 @@ class EvaluateStage(Stage):
                     ids = [it["question_id"] for it in u["items"]]
                     frames.append(run.read_table(u["out_path"]).filter(pl.col("question_id").is_in(ids)))
                 else:
-                    why = failed.get(u["unit_id"], {}).get("error", "unit did not finish")
+                    r = failed.get(u["unit_id"])  # "<type>: <message>": the report's causes read the type
+                    why = r.error_line if r is not None else "unit did not finish"
                     frames.append(pl.DataFrame([{
                         "method": m, "question_id": it["question_id"], "cache_key": u["cache_key"], "backbone": "",
                         "status": "error", "error": f"ingest/unit failed: {why}"[:1000], "choice": "",
                         "answer_text": "", "tokens_in_memory": 0, "tokens_out": 0, "prompt_tokens": 0,
                         "reply_tokens": 0} for it in u["items"]], schema=UNIT_SCHEMA))
         if o.validity:
-            frames.append(pl.DataFrame(validity_rows(self.items, self.key, self.config.seed), schema=UNIT_SCHEMA))
-            frames.append(reader_validity_frame(run, self.items, self.key, self.config.seed, plan, o, self.chat,
+            frames.append(pl.DataFrame(validity_rows(self.bench_items, self.key, self.config.seed), schema=UNIT_SCHEMA))
+            frames.append(reader_validity_frame(run, self.bench_items, self.key, self.config.seed, plan, o, self.chat,
                                                 self.ingest_backbone, self.mm_mode))
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=UNIT_SCHEMA)
 
@@ -406,30 +385,33 @@ class EvaluateStage(Stage):
         t_judge = time.perf_counter()
         if hasattr(judge, "prefetch"):  # one processor pass for the answers' verdicts and the validity rows
             self._ray()
-            judge.prefetch(open_answers(answers, self.items, self.key)
-                           + (validity_requests(self.items, self.key, seed) if o.validity else []))
-        results = score_rows(answers, self.items, self.key, judge)
-        validity = judge_validity(judge, self.items, self.key, seed) if o.validity else None
+            judge.prefetch(open_answers(answers, self.bench_items, self.key)
+                           + (validity_requests(self.bench_items, self.key, seed) if o.validity else []))
+        results = score_rows(answers, self.bench_items, self.key, judge)
+        validity = judge_validity(judge, self.bench_items, self.key, seed) if o.validity else None
         save_judge_cache(run, cache)
         return results, judge, validity, time.perf_counter() - t_judge
 
     def finish(self, rows: list[Row]) -> dict[str, Any]:
-        """Answer the language-model path's units, gather, score and judge every answer, write ``results.parquet``,
-        ``summary.parquet``, ``judge_validity.parquet`` and the report; return the summary.
+        """Gather every item's answers, score and judge them, write ``results.parquet``, ``summary.parquet``,
+        ``judge_validity.parquet`` and the report; print where the report is and return the summary.
 
         Raises:
             UserError: not one answer ok for the configured methods (after the report and the error rows are
                 written: 0 of N fails loudly).
         """
+        import polars as pl
+
         from filegram_ray.evaluate.report import write_report
         from filegram_ray.evaluate.scoring import summarise
 
         run, o, chat = self.run, self.opts, self.chat
-        unit_status, views_s = self._unit_rows(rows)
-        answering = self._answer_with_processor() if chat is not None else {}
+        answering = self._answering(rows)
+        unit_status = [r for r in rows if not r.get("skipped")]
+        views_s = sum(float(r.get("views_s") or 0.0) for r in unit_status if r.ok)
         # methods an earlier evaluate of this run answered on these same items with this backbone: their finished
         # unit tables join the results, so a second evaluate with another --methods list adds rows
-        earlier, left_out = earlier_methods(run, self.items, o.methods, self.mm_tag, o.tag, self.llm_ingest,
+        earlier, left_out = earlier_methods(run, self.bench_items, o.methods, self.mm_tag, o.tag, self.llm_ingest,
                                             o.method_options, embedder=self.embedder)
         if earlier:
             print(f"evaluate: report also covers {', '.join(earlier)} (answered by an earlier evaluate of this run on "
@@ -442,7 +424,7 @@ class EvaluateStage(Stage):
             print(format_time_by_method(times), flush=True)
         if views_s:
             print(f"evaluate: context views built once per spec for all methods: {views_s:.1f} s", flush=True)
-        failed = {r["unit"]: r for r in unit_status if r.get("status") == "error"}
+        failed = {r.unit: r for r in unit_status if not r.ok}
         answers = self._answers({**self.by_method, **earlier}, failed)
         results, judge, validity, judge_s = self._score(answers)
         if validity is not None and validity.height:
@@ -458,8 +440,8 @@ class EvaluateStage(Stage):
         summary = summarise(results) if results.height else pl.DataFrame()
         if summary.height:
             run.write_table("results/summary.parquet", summary)
-        info = self._summary(results, unit_status, failed, answering, earlier, left_out, judge, validity,
-                             judge_s, times, views_s)
+        info = self._summary(results, failed, answering, earlier, left_out, judge, validity, judge_s, times,
+                             views_s)
         write_report(run, results, summary, info, plots=o.plots)
         answered = results.filter(pl.col("method").is_in(o.methods)) if results.height else results
         if answered.height and not answered.filter(pl.col("status") == "ok").height:
@@ -467,23 +449,32 @@ class EvaluateStage(Stage):
             raise UserError(f"evaluate: 0 of {answered.height} answers ok for methods {o.methods} "
                             f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
                             f"{run.url('results/')}); first error: {first}")
+        n_skipped = self.counts[self.steps[0]].skipped
+        print(f"evaluate: {info['n_items']} items × {len(o.methods)} methods, {len(rows)} units (method × context; "
+              f"{n_skipped} done earlier), {info['n_error_rows']} error rows, {info['seconds']} s")
+        if info.get("failed_methods"):
+            print(f"evaluate: NO RESULT for {', '.join(info['failed_methods'])}: most of their items failed "
+                  "(causes and the setting that fixes them: the report's section Failed items)")
+        print(f"Report: {run.url('results/report.md')}")
         return info
 
-    def _summary(self, results, unit_status, failed, answering, earlier, left_out, judge, validity, judge_s,
-                 times, views_s) -> dict[str, Any]:
-        """The stage's summary: what the report prints and ``run.json`` keeps (``units`` counts method units)."""
+    def _summary(self, results, failed, answering, earlier, left_out, judge, validity, judge_s, times,
+                 views_s) -> dict[str, Any]:
+        """The stage's summary: what the report prints and ``run.json`` keeps (the runner's ``units`` count the
+        method × context items)."""
+        import polars as pl
+
         from filegram_ray.evaluate.failures import failed_methods
         from filegram_ray.memory.embed import embed_dtype, make_embedder
         from filegram_ray.methods import make_method
 
         o, chat = self.opts, self.chat
         n_units = sum(len(u) for u in self.by_method.values())
-        n_answered = int(answering.get("n_units") or 0)
-        # one instance per method with the run's options and embedder (not loaded) names its row and its mode
+        # one instance per method with the run's options names its row and its mode (what ran, for the report)
         emb = make_embedder(self.embedder)
         shown = {m: make_method(m, embedder=emb, **o.method_options.get(m, {})) for m in [*o.methods, *earlier]}
         return {
-            "n_items": len(self.items), "n_bank": self.n_bank, "sample_per_sub_task": o.sample_per_sub_task,
+            "n_items": len(self.bench_items), "n_bank": self.n_bank, "sample_per_sub_task": o.sample_per_sub_task,
             "bank_sha256": bank_digest(self.run),  # which item bank these results answer (stale_results_note)
             "methods": o.methods, "earlier_methods": list(earlier), "earlier_left_out": left_out,
             "backbone": self.bb_info, "judge": judge.name,
@@ -491,14 +482,11 @@ class EvaluateStage(Stage):
             "method_rows": {m: str(getattr(shown[m], "row_name", lambda: "")() or getattr(shown[m], "display", m))
                             for m in shown},
             "multimodal_content": self.mm_mode,
-            "embed_dtype": embed_dtype(),  # the torch MiniLM's dtype on this machine and why
+            "embed_dtype": embed_dtype(),  # the methods' embedder dtype on this machine and why (issue 31)
             # the methods' sentence embedder and what the run's embedding plan did
             "embedder": {"kind": self.embedder, "label": emb.label, "requested": o.embedder},
             "embed_plan": getattr(self, "embed_plan", None) or {},
             "n_units": n_units, "n_failed_units": len(failed),
-            "units": {"planned": n_units,
-                      "done": sum(1 for r in unit_status if r.get("status") != "error") + n_answered,
-                      "skipped": n_units - len(unit_status) - n_answered, "failed": len(failed)},
             "n_error_rows": int(results.filter(pl.col("status") != "ok").height) if results.height else 0,
             "failed_methods": failed_methods(results) if results.height else [],  # most items failed: no result
             "answering": {k: round(v, 2) if isinstance(v, float) else v for k, v in answering.items()},

@@ -1,10 +1,10 @@
-"""The evaluate stage's workers: one unit = one (setting, context spec) with every method that still has to answer
-it (:class:`SpecWorker`, on the stage's executor), each method answering through its :class:`EvalWorker`.
+"""The evaluate stage's workers: an item is one method × (setting, context spec); a task is one context spec with
+every method that still has to answer it (:class:`SpecWorker`, on the stage's executor), each method answering
+through its :class:`EvalWorker`.
 
-A worker writes its units' outputs — the ingest cache ``results/cache/…``, the contexts shown
-``results/contexts/…`` and, last, the answer table ``results/units/…`` — and returns one row per method unit; the
-stage's driver writes each finished method unit's completion record (:meth:`EvaluateStage.done_record
-<filegram_ray.evaluate.stage.EvaluateStage.done_record>`). The language-model path's prompt builders
+A worker writes its items' outputs — the ingest cache ``results/cache/…``, the contexts shown
+``results/contexts/…`` and, last, the answer table ``results/units/…`` — and reports one result per method item;
+the stage runner writes each finished item's completion record. The language-model path's prompt builders
 (:class:`~filegram_ray.evaluate.answer.PromptBuilder`) ingest and retrieve through :class:`EvalWorker` too.
 
 Leakage guard: a method sees only :class:`~filegram_ray.methods.trajectory.TrajectoryView` objects (events.json +
@@ -170,14 +170,15 @@ class EvalWorker:
 
 
 class SpecWorker:
-    """The stage's worker (CPU path): one unit = one (setting, context spec) with every method that still has to
-    answer it. The spec's views are built once and handed to each method in turn (building them — events.json,
-    media, the multimodal derivatives' text — cost as much as most methods' ingest, and every method used to
-    rebuild them); methods of one ``state_group`` (FileGramOS and its ablations) share the state ingested first.
+    """The stage's worker (CPU path): one task = one (setting, context spec) with the items of every method that
+    still has to answer it. The spec's views are built once and handed to each method in turn (building them —
+    events.json, media, the multimodal derivatives' text — cost as much as most methods' ingest, and every method
+    used to rebuild them); methods of one ``state_group`` (FileGramOS and its ablations) share the state ingested
+    first.
 
-    Each method keeps its own unit (answer table, cached state, completion record written by the stage from the
-    returned row, error row): a method whose ingest fails fails only its own unit, which a rerun retries. Same
-    views, same states: the answers are those of one :class:`EvalWorker` per method.
+    Each method keeps its own item (answer table, cached state, completion record, error row): a method whose
+    ingest fails fails only its own item, which a rerun retries. Same views, same states: the answers are those of
+    one :class:`EvalWorker` per method.
 
     Args:
         methods: the methods this actor may be asked for (method objects are made on first use).
@@ -204,8 +205,10 @@ class SpecWorker:
                                                **self.kw)
         return self._workers[method]
 
-    def process(self, spec_unit: dict[str, Any]) -> dict[str, Any]:
-        """``{"unit", "views_s", "rows": [one :meth:`EvalWorker.process` row per method, or an error row]}``."""
+    def process_task(self, units: list[dict[str, Any]]):
+        """The method items of one context spec → ``(unit_id, fields or exception)`` each: :meth:`EvalWorker.process`
+        fields (``views_s``: building the spec's views, on the item that built them)."""
+        first = units[0]
         built: dict[str, Any] = {}
 
         def views() -> list[Any]:
@@ -214,12 +217,12 @@ class SpecWorker:
                     raise built["error"]
                 t0 = time.perf_counter()
                 try:
-                    if spec_unit["setting"] == "multimodal" and self._override is None:
+                    if first["setting"] == "multimodal" and self._override is None:
                         from filegram_ray.evaluate.multimodal import make_content_override
 
                         self._override = make_content_override(self.run, self.kw["multimodal_content"],
                                                                self.kw["multimodal_formats"])
-                    built["views"] = build_unit_views(self.run, spec_unit, self._override)
+                    built["views"] = build_unit_views(self.run, first, self._override)
                 except Exception as exc:
                     built["error"] = exc
                     raise
@@ -228,15 +231,12 @@ class SpecWorker:
             return built["views"]
 
         shared: dict[str, Any] = {}
-        rows = []
-        for unit in spec_unit["units"]:
+        for unit in units:
             try:
-                row = self._worker(unit["method"]).process(unit, views=views, shared=shared)
-                rows.append({"unit": unit["unit_id"], "status": "ok", **row})
-            except Exception as exc:  # noqa: BLE001 - one method's failure fails its own unit only
+                yield unit["unit_id"], self._worker(unit["method"]).process(unit, views=views, shared=shared)
+            except Exception as exc:  # noqa: BLE001 - one method's failure fails its own item only
                 log.warning("evaluate: unit %s failed: %s", unit["unit_id"], exc)
-                rows.append({"unit": unit["unit_id"], "status": "error", "error": error_text(exc)})
-        return {"unit": spec_unit["unit_id"], "views_s": round(float(built.get("views_s", 0.0)), 4), "rows": rows}
+                yield unit["unit_id"], exc
 
 
 #: characters of each returned context kept in ``results/contexts/…``: the whole of every default context (the

@@ -401,7 +401,7 @@ class LlamaCppServer:
     The server holds one llama.cpp context (one slot; llama-cpp-python 0.3.36 has no ``id_slot`` or
     ``cache_prompt`` request fields): each request reuses the KV cache of the longest token prefix it shares with
     the previous request (``Llama.generate``), so requests that share a context prefix are cheap only when they
-    arrive back to back (:func:`filegram_ray.evaluate.answer.answer_units` orders them so, and a pool routes one
+    arrive back to back (:func:`filegram_ray.evaluate.answer.answer_requests` orders them so, and a pool routes one
     context to one server, :class:`~filegram_ray.llm.processors.HttpChatSpec` ``base_urls``). ``prompt_cache``
     adds llama-cpp-python's RAM state cache (``--cache``), which also serves a prefix seen earlier.
 

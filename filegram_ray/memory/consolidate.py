@@ -9,7 +9,6 @@ boolean aggregates as ``<key>_true_ratio`` (quirk: numeric ``_mean`` etc. and ra
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -687,8 +686,3 @@ def consolidate(engrams: list[Engram], *, embedder=None, llm_fn: LLMFn | None = 
         cluster_centroids=b_cents,
         llm_deviation_analysis=judge,
     )
-
-
-def stable_id(*parts: str) -> str:
-    """First 12 hex chars of SHA-256 over the parts (deterministic ids)."""
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]

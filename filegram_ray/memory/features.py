@@ -14,8 +14,6 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any
 
-import numpy as np
-
 from filegram_ray.memory.constants import (
     FINGERPRINT_FEATURES,
     IMAGE_TYPES,
@@ -317,11 +315,6 @@ def _num(v: Any) -> float:
 def fingerprint(procedural: dict[str, dict[str, Any]]) -> list[float]:
     """The ordered 17-D fingerprint (§7.3): floats, booleans → 0/1, missing or non-numeric → 0.0."""
     return [_num(procedural.get(attr, {}).get(key)) for _, attr, key in FINGERPRINT_FEATURES]
-
-
-def fingerprint_matrix(procedurals: list[dict[str, dict[str, Any]]]) -> np.ndarray:
-    """Fingerprints of several trajectories as a float64 array of shape (N, 17)."""
-    return np.asarray([fingerprint(p) for p in procedurals], dtype=np.float64).reshape(len(procedurals), 17)
 
 
 def diversity(procedural: dict[str, dict[str, Any]]) -> int:

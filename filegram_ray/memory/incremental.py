@@ -14,7 +14,7 @@ update therefore:
 
 The result equals a from-scratch consolidation of the same Engrams bit for bit (tested): the running statistics
 are exact and order-independent, and everything else is a function of the Engram set. The layout is the encode
-stage's run layout (``engrams/``, ``memory/``, ``indices/``, ``cache/``), so ``filegram memory show`` reads it.
+stage's run layout (``engrams/``, ``memory/``, ``indices/``, ``cache/``), so ``filegram watch --show-memory`` reads it.
 
 State, ``memory/<profile>/incremental.json``: ``{version, profile_id, embedder, config, engram_version,
 encoded: [task ids], fingerprint_stats}``. A change of embedder, consolidation config or Engram version makes
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from filegram_ray.memory.consolidate import ConsolidateConfig, FingerprintStats, MemoryStore, consolidate
+from filegram_ray.memory.consolidate import ConsolidateConfig, FingerprintStats, consolidate
 from filegram_ray.memory.embed import make_embedder, run_cache_dir
 from filegram_ray.memory.engram import ENGRAM_VERSION, Engram, encode_engram
 from filegram_ray.memory.index import (
@@ -146,8 +146,3 @@ def update_memory(run, profile_id: str, units: dict[str, UnitLoader], *, embedde
             "embedder": embedder,
             "seconds": {"encode": round(t_enc, 3), "consolidate": round(t_cons, 3), "index": round(t_emb, 3),
                         "total": round(time.perf_counter() - t0, 3)}}
-
-
-def load_memory_store(run, profile_id: str) -> MemoryStore:
-    """``memory/<profile>/store.json`` of a run or store."""
-    return MemoryStore.from_json(run.read_bytes(f"memory/{profile_id}/store.json"))

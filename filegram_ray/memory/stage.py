@@ -1,56 +1,44 @@
 """The encode stage: trajectories → Engrams → per-profile MemoryStores → embeddings and FAISS indices.
 
 Reads ``trajectories/index.parquet`` (ids and status only), each trajectory's ``events.json`` and ``media/`` —
-never ``meta.json`` (ground truth). Two rounds of units, both on the run's executor
+never ``meta.json`` (ground truth). Two steps of items, both on the run's executor
 (:mod:`filegram_ray.stages.executors`: serial, actor pool or Ray Data — the same worker code everywhere):
 
-1. one unit per trajectory (:class:`~filegram_ray.memory.encode_worker.EngramWorker`, ``encode_actors`` workers of
-   ``encode_num_cpus`` CPUs) → ``engrams/<profile_id>/<task_id>.json``; then ``engrams/errors.parquet`` (one row per
-   trajectory that failed — malformed or truncated events.json … — naming it) and ``engrams/index.parquet``;
-2. in :meth:`EncodeStage.finish`, one unit per profile whose trajectories, Engrams or settings changed
-   (:class:`~filegram_ray.memory.encode_worker.ProfileWorker`, ``embed_actors`` workers of ``embed_num_cpus``
-   CPUs, each loading the embedding model once) → ``memory/<profile_id>/store.json`` and
-   ``indices/<profile_id>/{chunks,episodes}.{faiss,json}``, ``embedder.json``.
+1. ``trajectories`` — one item per trajectory (:class:`~filegram_ray.memory.encode_worker.EngramWorker`,
+   ``encode_actors`` workers of ``encode_num_cpus`` CPUs) → ``engrams/<profile_id>/<task_id>.json``, keyed by
+   ``upstream_quirks``; a trajectory that fails (malformed or truncated events.json …) is an error row of
+   ``errors/encode.parquet`` naming it;
+2. ``profiles`` — one item per profile with an Engram (:class:`~filegram_ray.memory.encode_worker.ProfileWorker`,
+   ``embed_actors`` workers of ``embed_num_cpus`` CPUs, each loading the embedding model once) →
+   ``memory/<profile_id>/store.json`` and ``indices/<profile_id>/{chunks,episodes}.{faiss,json}``,
+   ``embedder.json``, keyed by its trajectory set and the embedder and consolidation settings (a profile is
+   consolidated again when they change).
 
-Resumable: completion records ``_done/encode/<trajectory>`` (written by the runner; records of runs made before the
-stage contract, ``_done/encode.engram/``, are read too) and ``_done/encode.profile/<profile>`` (written here from
-the profile rows; it holds the trajectory set and the settings: a profile is redone when they change).
+Resumable: completion records ``_done/encode/<trajectory>`` and ``_done/encode.profiles/<profile>`` (written by the
+runner). ``finish`` writes ``engrams/index.parquet`` and prints the summary.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from filegram_ray.errors import UserError
-from filegram_ray.memory.api import (  # noqa: F401 - re-exported: callers import them from the stage module
-    FileGramMemory,
-    build_store_from_trajectory_dirs,
-    load_engram,
-    load_memory,
-    load_store,
-)
-from filegram_ray.memory.encode_worker import MAX_REPORTED_SKIPS, EngramWorker, ProfileWorker
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 
-__all__ = ["EncodeConfig", "EncodeStage", "FileGramMemory", "build_store_from_trajectory_dirs", "format_summary",
-           "load_engram", "load_memory", "load_store", "run_encode"]
+__all__ = ["EncodeConfig", "EncodeStage", "format_summary", "run_encode"]
 
 STAGE = "encode"
-#: completion records of the per-profile units (one file per profile: its trajectory set and settings)
-STAGE_PROFILE = "encode.profile"
-#: where runs made before the stage contract (issue #29) keep their per-trajectory completion records
-LEGACY_STAGE_ENGRAM = "encode.engram"
 
 
-class EncodeConfig(BaseModel):
+class EncodeConfig(StageOptions):
     """The ``encode:`` section of the pipeline config (defaults here; the lead owns conf/default.yaml)."""
 
-    model_config = ConfigDict(extra="forbid")
     embedder: str = Field("minilm", description="an embedder kind (filegram_ray.memory.embed.EMBEDDERS: 'minilm', "
                           "'minilm-int8', 'e5-small', 'hashing') or 'auto' (per profile: e5-small for mostly-CJK "
                           "texts, else minilm)")
@@ -69,7 +57,6 @@ class EncodeConfig(BaseModel):
     upstream_quirks: bool = Field(False, description="reproduce upstream quirks (FILEGRAM_REFERENCE §13)")
     consolidate: dict[str, Any] = Field(default_factory=dict, description="ConsolidateConfig overrides")
     force: bool = Field(False, description="ignore completion records and redo everything")
-    serial: bool = Field(False, description="run every unit in this process without Ray (the serial executor)")
 
     @field_validator("embedder")
     @classmethod
@@ -81,28 +68,19 @@ class EncodeConfig(BaseModel):
         return v
 
 
-def _settings(value: Any) -> Any:
-    """``value`` as its completion record stores it (JSON with sorted keys, read back)."""
-    return json.loads(json.dumps(value, sort_keys=True))
-
-
 class EncodeStage(Stage):
-    """Encode: one unit per trajectory (:class:`~filegram_ray.memory.encode_worker.EngramWorker`); ``finish``
-    writes the Engram tables, then runs one unit per changed profile
-    (:class:`~filegram_ray.memory.encode_worker.ProfileWorker`) on the same executor and prints the summary."""
+    """Encode: one item per trajectory (:class:`~filegram_ray.memory.encode_worker.EngramWorker`), then one item per
+    profile with an Engram (:class:`~filegram_ray.memory.encode_worker.ProfileWorker`); ``finish`` writes the Engram
+    index and prints the summary."""
 
     name = STAGE
     Config = EncodeConfig
-    extras = ()
-
-    @classmethod
-    def exit_code(cls, record: dict[str, Any]) -> int:
-        """1 only when no trajectory could be encoded (a malformed trajectory is an error row, not a failed job:
-        the memory of the others is built)."""
-        return 1 if record.get("errors") and record.get("errors") == record.get("trajectories") else 0
+    steps = ("trajectories", "profiles")
+    #: a malformed trajectory is an error row, not a failed job: the memory of the others is built
+    exit_on = "all"
 
     def check(self) -> None:
-        """Read the trajectory index and the selection; refuse what would fail every unit.
+        """Read the trajectory index and the selection; refuse what would fail every item.
 
         Raises:
             StorageError: ``trajectories/index.parquet`` is missing or unreadable.
@@ -132,12 +110,12 @@ class EncodeStage(Stage):
         if "status" in index.columns:
             index = index.filter(index["status"] == "ok")
         self.selected = [r for r in index.select(["profile_id", "task_id"]).sort(["profile_id", "task_id"]).to_dicts()
-                     if r["profile_id"] in keep_p and r["task_id"] in keep_t]
+                         if r["profile_id"] in keep_p and r["task_id"] in keep_t]
         if not self.selected:  # 0 of N: nothing to encode is a failure, not an empty success
             raise UserError(f"encode: no trajectory to encode: {where} has {n_selected} trajectories for the "
                             f"configured profiles {config.profiles or 'all'} x tasks {config.tasks or 'all'}, none "
                             "with status ok")
-        if self.executor.uses_ray:
+        if self.uses_ray:
             import ray
 
             from filegram_ray.runtime import check_cpu_request
@@ -145,50 +123,53 @@ class EncodeStage(Stage):
             if ray.is_initialized():  # fail fast, never wait forever (BR-08)
                 check_cpu_request(cfg.encode_num_cpus, "encode.encode_num_cpus")
                 check_cpu_request(cfg.embed_num_cpus, "encode.embed_num_cpus")
+        self.times: dict[str, float] = {"start": time.perf_counter()}
 
-    def plan(self) -> list[dict[str, Any]]:
-        if self.opts.force:  # a unit that fails now must not pass as finished on the next run
-            for stage in (STAGE, LEGACY_STAGE_ENGRAM, STAGE_PROFILE):
-                self.run.clear_done(stage)
-        self.units = {f"{r['profile_id']}/{r['task_id']}": r for r in self.selected}
-        self._t_units = time.perf_counter()
-        return [{"unit_id": tid, "profile_id": r["profile_id"], "task_id": r["task_id"]}
-                for tid, r in self.units.items()]
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """``trajectories``: one item per selected trajectory, keyed by ``upstream_quirks``; ``profiles``: one item
+        per profile with an Engram now, keyed by its trajectory set and the settings its memory is made with."""
+        self.times[step] = time.perf_counter()
+        if step == "trajectories":
+            key = f"upstream_quirks={self.opts.upstream_quirks}"
+            return [{"unit_id": f"{r['profile_id']}/{r['task_id']}", "profile_id": r["profile_id"],
+                     "task_id": r["task_id"], "key": key,
+                     "outputs": [f"engrams/{r['profile_id']}/{r['task_id']}.json"]} for r in self.selected]
+        by_profile = self._engrams()
+        want = self._settings()
+        return [{"unit_id": pid, "profile_id": pid, "task_ids": tids,
+                 "key": _key({**want, "tasks": tids}), "outputs": [f"memory/{pid}/store.json"]}
+                for pid, tids in sorted(by_profile.items())]
 
-    def _engram_record(self, tid: str) -> dict[str, Any] | None:
-        """The completion record of trajectory ``tid`` (this stage's, else a pre-contract run's), or None."""
-        for stage in (STAGE, LEGACY_STAGE_ENGRAM):
-            rel = f"_done/{stage}/{self._done_name(tid)}.json"
-            if self.run.exists(rel):
-                return self.run.read_json(rel)
-        return None
+    def _engrams(self) -> dict[str, list[str]]:
+        """``{profile: its task ids with an Engram}`` from the trajectory step's rows, sorted."""
+        by_profile: dict[str, list[str]] = {}
+        for r in self.rows.get("trajectories", []):
+            if r.ok:
+                pid, _, task = r.unit.partition("/")
+                by_profile.setdefault(pid, []).append(task)
+        return {p: sorted(ts) for p, ts in by_profile.items()}
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:
-        """An Engram is finished when its completion record was made with this run's ``upstream_quirks`` (a record
-        without it counts as the default) and the Engram exists; else it is redone (never two plans mixed)."""
-        tid = unit["unit_id"]
-        rec = None if self.opts.force else self._engram_record(tid)
-        if rec is None or bool(rec.get("upstream_quirks", False)) != self.opts.upstream_quirks or \
-                not self.run.exists(f"engrams/{unit['profile_id']}/{unit['task_id']}.json"):
-            return None
-        return Row({**rec, "unit": tid, "status": "ok", "skipped": True})
+    def _settings(self) -> dict[str, Any]:
+        """What a profile's memory is made with: the embedder setting (and, for a fixed kind, its identity) and the
+        consolidation config."""
+        from filegram_ray.memory.embed import make_embedder
 
-    def worker(self) -> WorkerSpec:
-        return WorkerSpec(EngramWorker, {"run_uri": self.run.uri, "storage_options": self.config.storage_options,
-                                         "upstream_quirks": self.opts.upstream_quirks},
-                          num_actors=self.opts.encode_actors, num_cpus=self.opts.encode_num_cpus)
+        want: dict[str, Any] = {"embedder_setting": self.opts.embedder, "consolidate": self.ccfg}
+        if self.opts.embedder != "auto":
+            want["embedder"] = make_embedder(self.opts.embedder).identity()
+        return want
 
-    def done_record(self, row: Row) -> dict[str, Any]:
-        return {"events": row.get("events"), "skipped_events": row.get("skipped_events"),
-                "upstream_quirks": bool(row.get("upstream_quirks"))}
-
-    # -- second round: profiles ------------------------------------------------------------------------------
-    def _profile_worker(self) -> WorkerSpec:
+    def worker(self, step: str) -> WorkerSpec:
         from filegram_ray.memory.embed import omp_env, run_cache_dir
+        from filegram_ray.memory.encode_worker import EngramWorker, ProfileWorker
 
         cfg = self.opts
+        if step == "trajectories":
+            return WorkerSpec(EngramWorker, {"run_uri": self.run.uri, "storage_options": self.config.storage_options,
+                                             "upstream_quirks": cfg.upstream_quirks},
+                              num_actors=cfg.encode_actors, num_cpus=cfg.encode_num_cpus)
         actors = 1
-        if self.executor.uses_ray:
+        if self.uses_ray:
             import ray
 
             from filegram_ray.runtime import pool_capacity
@@ -201,95 +182,59 @@ class EncodeStage(Stage):
                                           "threads": cfg.embed_threads, "actors": actors},
                           num_actors=cfg.embed_actors, num_cpus=cfg.embed_num_cpus, env_vars=omp_env())
 
-    def _profile_current(self, pid: str, tids: list[str], redone: set[str], want: dict[str, Any]) -> bool:
-        """Same trajectories, none of their Engrams redone now, same embedder and consolidation settings."""
-        rel = f"_done/{STAGE_PROFILE}/{self._done_name(pid)}.json"  # one file per profile
-        done = self.run.read_json(rel) if self.run.exists(rel) else None
-        return bool(done) and sorted(done.get("tasks", [])) == sorted(tids) and \
-            not redone & {f"{pid}/{t}" for t in tids} and \
-            all(done.get(k, "minilm" if k == "embedder_setting" else None) == v for k, v in want.items())
-
-    def _profile_round(self, by_profile: dict[str, list[str]], redone: set[str]) -> list[Row]:
-        """Run :class:`~filegram_ray.memory.encode_worker.ProfileWorker` over the profiles that are not current;
-        each ok row's completion record is written as it arrives."""
-        from filegram_ray.memory.embed import make_embedder
-
-        cfg = self.opts
-        # what a finished profile must have been made with: the embedder setting (its identity, for a fixed kind)
-        # and the consolidation config, as its completion record stores them
-        want = _settings({"embedder_setting": cfg.embedder, "consolidate": self.ccfg})
-        if cfg.embedder != "auto":
-            want["embedder"] = _settings(make_embedder(cfg.embedder).identity())
-        pending = [{"unit_id": pid, "profile_id": pid, "task_ids": sorted(tids)}
-                   for pid, tids in sorted(by_profile.items()) if not self._profile_current(pid, tids, redone, want)]
-        if not pending:
-            return []
-
-        def record(row: Row) -> None:
-            if row.ok:
-                self.run.mark_done(STAGE_PROFILE, row.unit, {
-                    **_settings({k: row[k] for k in ("embedder", "embedder_setting", "consolidate")}),
-                    "tasks": row["tasks"], "chunks": row["chunks"], "episodes": row["episodes"], "kind": row["kind"]})
-
-        return self.map(self._profile_worker(), pending, on_row=record, label=STAGE_PROFILE)
-
     def finish(self, rows: list[Row]) -> dict[str, Any]:
-        """Write ``engrams/errors.parquet`` and ``engrams/index.parquet``, run the profile round, print the summary.
+        """Write ``engrams/index.parquet`` and print the summary.
 
         Raises:
-            UserError: no trajectory has an Engram after the stage (0 of N; ``engrams/errors.parquet`` is written
-                first and the message names the first error).
+            UserError: no trajectory has an Engram after the stage (0 of N; the message names the first error row
+                of ``errors/encode.parquet``).
         """
         import polars as pl
 
-        t_engram = time.perf_counter() - self._t_units
-        run = self.run
-        new = [r for r in rows if not r.get("skipped")]
-        errors = [r for r in rows if not r.ok]
-        err_schema = {"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8, "error_type": pl.Utf8,
-                      "error": pl.Utf8}
-        err_rows = [{"trajectory_id": e.unit, "profile_id": self.units[e.unit]["profile_id"],
-                     "task_id": self.units[e.unit]["task_id"], "error_type": e.get("error_type"),
-                     "error": f"{e.unit}: {e.get('error')}"[:2000]} for e in errors]
-        run.write_table("engrams/errors.parquet", pl.DataFrame(err_rows, schema=err_schema))
+        from filegram_ray.memory.encode_worker import MAX_REPORTED_SKIPS
 
-        by_profile: dict[str, list[str]] = {}
-        for r in rows:
-            if r.ok:
-                u = self.units[r.unit]
-                by_profile.setdefault(u["profile_id"], []).append(u["task_id"])
+        run = self.run
+        trajs, profiles = self.rows["trajectories"], self.rows["profiles"]
+        new = [r for r in trajs if not r.get("skipped")]
+        errors = [r for r in trajs if not r.ok]
+        by_profile = self._engrams()
         eng_index = [{"trajectory_id": f"{p}/{t}", "profile_id": p, "task_id": t}
-                     for p, ts in sorted(by_profile.items()) for t in sorted(ts)]
+                     for p, ts in sorted(by_profile.items()) for t in ts]
         run.write_table("engrams/index.parquet", pl.DataFrame(
             eng_index, schema={"trajectory_id": pl.Utf8, "profile_id": pl.Utf8, "task_id": pl.Utf8}))
         if not by_profile:  # 0 of N: a stage that leaves no Engram at all must not look like a success
-            first = f"; first error: {err_rows[0]['error']}" if err_rows else ""
-            raise UserError(f"encode: 0 of {len(rows)} trajectories encoded (see engrams/errors.parquet){first}")
-
-        t2 = time.perf_counter()
-        profiles = self._profile_round(by_profile, {r.unit for r in new if r.ok})
-        done = [p for p in profiles if p.ok]
+            first = f"; first error: {errors[0].unit}: {errors[0].get('error')}" if errors else ""
+            raise UserError(f"encode: 0 of {len(trajs)} trajectories encoded (see errors/encode.parquet){first}")
+        done = [p for p in profiles if p.ok and not p.get("skipped")]
         kinds: dict[str, int] = {}
         for p in done:
             kinds[str(p["kind"])] = kinds.get(str(p["kind"]), 0) + 1
         from filegram_ray.memory.embed import embed_dtype
 
+        t = self.times
         summary = {
-            "trajectories": len(rows), "encoded_now": len(new) - len(errors), "skipped_done": len(rows) - len(new),
-            "errors": len(errors), "error_ids": [e.unit for e in errors],
+            "trajectories": self.counts["trajectories"].planned, "encoded_now": self.counts["trajectories"].done,
+            "skipped_done": self.counts["trajectories"].skipped, "errors": self.counts["trajectories"].failed,
+            "error_ids": [e.unit for e in errors],
             "events_skipped": sum(int(r.get("skipped_events") or 0) for r in new),
             "skipped_event_examples": [m for r in new for m in (r.get("skipped_examples") or [])][:MAX_REPORTED_SKIPS],
-            "profiles": len(by_profile), "profiles_consolidated_now": len(done),
+            "profiles": len(by_profile), "profiles_consolidated_now": self.counts["profiles"].done,
             "profile_errors": [f"{p.unit}: {p.get('error')}" for p in profiles if not p.ok],
             "texts_embedded": sum(int(p.get("texts") or 0) for p in done),
             "embedder": self.opts.embedder, "embedder_by_profile": kinds, "upstream_quirks": self.opts.upstream_quirks,
             "embed_dtype": embed_dtype(),  # the torch embedder's dtype on this machine and why (issue 31)
-            "step_seconds": {"engrams": round(t_engram, 3), "profiles": round(time.perf_counter() - t2, 3),
+            "step_seconds": {"engrams": round(t["profiles"] - t["trajectories"], 3),
+                             "profiles": round(time.perf_counter() - t["profiles"], 3),
                              **{k: round(sum(float((p.get("seconds") or {}).get(k) or 0) for p in done), 3)
                                 for k in ("consolidate", "embed_index")}},
         }
-        print(format_summary(summary, self.executor.name), flush=True)
+        print(format_summary(summary, "serial" if not self.uses_ray else self.opts.executor), flush=True)
         return summary
+
+
+def _key(value: Any) -> str:
+    """A 16-hex digest of ``value`` (JSON with sorted keys): a profile item's key."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def format_summary(s: dict[str, Any], executor: str = "") -> str:
@@ -307,6 +252,6 @@ def format_summary(s: dict[str, Any], executor: str = "") -> str:
     return "\n".join(lines)
 
 
-#: ``run_encode(config, executor=None, **overrides)`` — e.g. ``run_encode(cfg, serial=True)``; returns the stage
+#: ``run_encode(config, **overrides)`` — e.g. ``run_encode(cfg, executor="serial")``; returns the stage
 #: record (the summary above plus the runner's measurements and unit counts)
 run_encode = stage_function(EncodeStage)

@@ -1,8 +1,5 @@
-"""``filegram methods`` (list the registered memory methods) and ``filegram evaluate`` (the evaluate stage).
-
-``jobs/evaluate.py`` (``filegram run evaluate``) takes the same options (:func:`add_evaluate_options`, through the
-stage's ``add_arguments``).
-"""
+"""``filegram methods``: list the registered memory methods (``filegram evaluate``, the evaluate stage's door, is
+:mod:`filegram_ray.stages.cli`'s)."""
 
 from __future__ import annotations
 
@@ -41,40 +38,9 @@ def first_sentence(doc: str, limit: int = 120) -> str:
     return text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:–—-(") + "…"
 
 
-def add_evaluate_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The evaluate stage's own options, on top of :func:`filegram_ray.jobargs.common_parser`'s."""
-    p.add_argument("--methods", nargs="+", default=None, help="method names (default: evaluate.methods); "
-                   "`filegram methods` lists them")
-    p.add_argument("--backbone", default=None, choices=("lexical", "random"),
-                   help="a non-LLM backbone (default: evaluate.backbone); a language model: --backbone-url, or "
-                   "evaluate.backbone in the config ({kind: openai, base_url, model} or {kind: vllm_engine, …})")
-    p.add_argument("--backbone-url", default=None, help="OpenAI-compatible base URL, e.g. a vLLM or llama.cpp "
-                   "server (an OpenAI-compatible backbone: kind openai)")
-    p.add_argument("--backbone-model", default=None, help="model name served at --backbone-url")
-    return p
-
-
-def evaluate_from_args(args: argparse.Namespace) -> int:
-    """Run the evaluate stage from parsed options (``filegram evaluate``): the stage's own options
-    (:meth:`~filegram_ray.evaluate.stage.EvaluateStage.from_arguments`), its summary line and the report's path."""
-    from filegram_ray.evaluate.stage import EvaluateStage
-    from filegram_ray.jobargs import config_from_args
-    from filegram_ray.stages.runner import run_stage
-
-    cfg = config_from_args(args, section="evaluate")
-    record = run_stage(EvaluateStage, cfg, overrides=EvaluateStage.from_arguments(args)[1] or None)
-    EvaluateStage.after_run(record, cfg)
-    return EvaluateStage.exit_code(record)
-
-
 def register(sub) -> None:
-    from filegram_ray.jobargs import add_common_options
-
     p = sub.add_parser("methods", help="list the registered memory methods")
     p.add_argument("--config", default=None, help="pipeline YAML whose evaluate.method_options name the rows "
                    "(default: conf/default.yaml)")
     p.add_argument("--full", action="store_true", help="print each description whole (default: cut at 120 chars)")
     p.set_defaults(func=_list)
-    e = sub.add_parser("evaluate", help="answer FileGramBench items with memory methods; write results/")
-    add_evaluate_options(add_common_options(e))
-    e.set_defaults(func=evaluate_from_args)

@@ -16,7 +16,6 @@ content block for writes and a diff block for edits.
 
 from __future__ import annotations
 
-import copy
 import json
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
@@ -325,8 +324,3 @@ def events_to_narrative(events: Iterable[dict[str, Any]], max_content_chars: int
         out.append(f"{n}. {lines[0]}")
         out.extend(lines[1:])
     return "\n".join(out)
-
-
-def copy_views(views: Sequence[TrajectoryView]) -> list[TrajectoryView]:
-    """Deep copies, so a method cannot mutate the caller's views."""
-    return [TrajectoryView(v.label, v.task_id, copy.deepcopy(v.events)) for v in views]

@@ -22,11 +22,6 @@ def hamming(a: Profile, b: Profile) -> int:
     return sum(a.tiers[d] != b.tiers[d] for d in DIMENSIONS)
 
 
-def differing_dimensions(a: Profile, b: Profile) -> list[str]:
-    """The dimensions on which ``a`` and ``b`` differ, in A..F order."""
-    return [d for d in DIMENSIONS if a.tiers[d] != b.tiers[d]]
-
-
 def _pairs(profiles: list[Profile], lo: int, hi: int) -> list[tuple[str, str, int]]:
     out = []
     for a, b in combinations(profiles, 2):

@@ -21,7 +21,7 @@ Default (``scheme=None``): ``"upstream"`` for ids of the bundled pattern ``p<N>_
 Public API: :data:`CANDIDATE_TASKS`, :data:`TASK_ACTIVE_DIMS`, :func:`shift_tier`,
 :func:`plan_perturbations(profiles, seed=0, scheme=None) -> dict[(profile_id, task_id), Perturbation]` (task ids
 ``"T-12"`` form), :func:`alternatives` (fallback shifts when the generator's counterfactual check finds a planned
-shift to be a no-op), :func:`plan_rows` (flat rows for tables/Parquet).
+shift to be a no-op).
 
 Verification: a plan is a proposal. The generate stage runs every perturbed unit a second time without its
 perturbation and keeps a shift only when the perturbed dimension's fingerprint features differ; otherwise it
@@ -143,9 +143,3 @@ def alternatives(profile: Profile, tid: str, planned: Perturbation, seed: int = 
         fr = profile.tiers[dim]
         out.append(Perturbation(dimension=dim, from_=fr, to=shift_tier(fr, r)))
     return out
-
-
-def plan_rows(plan: dict[tuple[str, str], Perturbation]) -> list[dict[str, str]]:
-    """Flat rows ``{profile_id, task_id, dimension, from, to}`` in plan order."""
-    return [{"profile_id": pid, "task_id": tid, "dimension": p.dimension, "from": p.from_, "to": p.to}
-            for (pid, tid), p in plan.items()]

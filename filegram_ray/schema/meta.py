@@ -142,7 +142,7 @@ def read_manifest(run) -> dict[str, Any]:
     """
     from pydantic import ValidationError
 
-    from filegram_ray.storage import StorageError
+    from filegram_ray.errors import StorageError
 
     if not run.exists("run.json"):
         return {}

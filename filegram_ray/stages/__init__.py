@@ -1,12 +1,13 @@
-"""One stage contract, one runner, three executors (issue #29).
+"""One stage contract, one runner, four executors, one door.
 
-* :mod:`filegram_ray.stages.registry` — :data:`~filegram_ray.stages.registry.STAGES`, the one list of the
-  pipeline's stages (also ``filegram_ray.pipeline.STAGES``);
-* :mod:`filegram_ray.stages.base` — :class:`~filegram_ray.stages.base.Stage`, ``Row``, ``StageRecord``,
-  ``WorkerSpec``;
-* :mod:`filegram_ray.stages.runner` — :func:`~filegram_ray.stages.runner.run_stage`, the only place that locks,
-  skips and records;
-* :mod:`filegram_ray.stages.executors` — serial, actor pool, Ray Data.
+* :mod:`filegram_ray.stages.base` — :class:`~filegram_ray.stages.base.Stage` (items, tasks, a worker, eight hooks),
+  ``Row``, ``StageRecord``, ``StageOptions``, ``WorkerSpec``, ``ModelCallSpec``;
+* :mod:`filegram_ray.stages.runner` — :func:`~filegram_ray.stages.runner.run_stage`, the only place that holds the
+  run directory, skips, records and counts;
+* :mod:`filegram_ray.stages.executors` — serial, actor pool, Ray Data, and model calls through a ``ray.data.llm``
+  processor;
+* :mod:`filegram_ray.stages.cli` — the one door of every stage (``filegram run <stage>``, ``jobs/<stage>.py``,
+  ``filegram evaluate``, ``filegram bench build`` …).
 
-Nothing is imported here, so reading the stage list costs no import of pydantic or Ray.
+The list of stages is :data:`filegram_ray.stage_list.STAGES`. Nothing is imported here.
 """

@@ -1,20 +1,25 @@
-"""Where a stage's units run. An executor takes a :class:`~filegram_ray.stages.base.WorkerSpec` and units and
-returns one :class:`~filegram_ray.stages.base.Row` per unit; it never names a stage (the ``label`` it is given is
+"""Where a stage's tasks run. An executor takes a :class:`~filegram_ray.stages.base.WorkerSpec` (or, the
+model-call executor, a :class:`~filegram_ray.stages.base.ModelCallSpec`) and tasks ``{"task_id", "items"}`` and
+returns one :class:`~filegram_ray.stages.base.Row` per item; it never names a stage (the ``label`` it is given is
 for progress lines and error rows only).
 
-* :class:`SerialExecutor` — one worker in this process, no Ray (debugging, tests, ``--serial``);
-* :class:`ActorPoolExecutor` — a pool of ``num_actors`` actors, one unit in flight on each; a unit whose actor
-  dies (its process, or its node) goes at once to another live actor, at most ``max_restarts`` times, then it is an
-  error row — every unit yields exactly one row (BR-08 / BR-23); the dead actor rejoins when Ray has restarted it,
-  or a new actor replaces it;
-* :class:`RayDataExecutor` — ``ray.data.from_items(units).map_batches(...)`` on an actor pool
-  (``ActorPoolStrategy``), one unit per batch; Ray Data retries a failed task, the worker's own exceptions are
-  error rows.
+* :class:`SerialExecutor` — one worker in this process, no Ray (debugging, tests, ``executor: serial``);
+* :class:`ActorPoolExecutor` — a pool of ``num_actors`` actors, one task in flight on each; a task whose actor
+  dies (its process, or its node) goes at once to another live actor, at most ``max_restarts`` times; then a task
+  of several items is split into one task per item, and a single item is an error row — every item yields
+  exactly one row (BR-08 / BR-23); the dead actor rejoins when Ray has restarted it, or a new actor replaces it;
+* :class:`RayDataExecutor` — ``ray.data.from_items(tasks).map_batches(...)`` on an actor pool
+  (``ActorPoolStrategy``), one task per batch; Ray Data retries a failed task, the worker's own exceptions are
+  error rows;
+* :class:`ModelCallExecutor` — items answered by a model through a ``ray.data.llm`` processor: their requests
+  built on one of the three above (``prepare``), sent in waves through the processor (``call``), each item's
+  replies collected in the driver as soon as they are all in (``collect``).
 
-A worker's exception never sinks the batch: it becomes an error row in the process that ran it. The Ray executors
-count the rows by the node that made them (:attr:`_Base.units_by_node`, ``{node id: {"ip", "units"}}``); the runner
-puts the counts into the stage record (``nodes``). The node is never part of a row: rows feed the stages' tables,
-which are the same bytes whichever node ran a unit.
+A worker's exception never sinks the batch: it becomes the item's error row in the process that ran it
+(:func:`run_task`), with its type, message and traceback (:meth:`~filegram_ray.stages.base.Row.error`). The Ray
+executors count the rows by the node that made them (:attr:`_Base.units_by_node`, ``{node id: {"ip", "units"}}``);
+the runner puts the counts into the stage record (``nodes``). The node is never part of a row: rows feed the
+stages' tables, which are the same bytes whichever node ran an item.
 """
 
 from __future__ import annotations
@@ -27,19 +32,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from filegram_ray.stages.base import Executor, Row, WorkerSpec  # noqa: F401 - Executor: the protocol these meet
+from filegram_ray.stages.base import Executor, ModelCallSpec, Row, WorkerSpec  # noqa: F401 - Executor: the protocol
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Executor", "SerialExecutor", "ActorPoolExecutor", "RayDataExecutor", "Progress", "EXECUTORS",
-           "make_worker", "process_safely", "map_units", "this_node"]
+__all__ = ["EXECUTORS", "ActorPoolExecutor", "Executor", "ModelCallExecutor", "Progress", "RayDataExecutor",
+           "SerialExecutor", "make_worker", "map_units", "run_task", "tasks_of", "this_node"]
 
 
 class Progress:
     """A progress line on stderr: tqdm when stderr is a terminal, else ``[label] n/N <noun>, r/s`` every 5 s
-    (``noun``: what one unit is, :attr:`~filegram_ray.stages.base.WorkerSpec.unit_noun`)."""
+    (``noun``: what one item is, the stage's step)."""
 
-    def __init__(self, total: int, desc: str, enabled: bool = True, noun: str = "units"):
+    def __init__(self, total: int, desc: str, enabled: bool = True, noun: str = "items"):
         self.total, self.desc, self.n, self.t0, self.noun = total, desc, 0, time.perf_counter(), noun
         self.enabled = enabled
         self._bar = None
@@ -94,15 +99,47 @@ def this_node() -> tuple[str, str]:
         return "", ""
 
 
-def process_safely(worker: Any, unit: dict[str, Any], label: str) -> Row:
-    """``worker.process(unit)`` as a :class:`Row`; an exception becomes an error row (one bad unit never sinks the
-    batch)."""
-    uid = str(unit.get("unit_id") or unit)
+def _uid(item: dict[str, Any]) -> str:
+    return str(item.get("unit_id") or item)
+
+
+def run_task(worker: Any, task: dict[str, Any], label: str) -> list[Row]:
+    """One row per item of ``task``: ``worker.process_task(items)`` (an iterable of ``(unit_id, fields or
+    exception)``) when the worker has it, else ``worker.process(item)`` per item. An exception is that item's
+    error row (one bad item never sinks the task); one that ends ``process_task`` itself fails the items it had
+    not reported yet."""
+    items = list(task["items"])
+    many = getattr(worker, "process_task", None)
+    if many is None:
+        rows = []
+        for item in items:
+            uid = _uid(item)
+            try:
+                rows.append(Row.of(uid, dict(worker.process(item) or {})))
+            except Exception as exc:  # noqa: BLE001 - the row names it, the task goes on
+                log.warning("%s: %s failed: %s", label, uid, exc)
+                rows.append(Row.error(uid, exc, label))
+        return rows
+    got: dict[str, Row] = {}
     try:
-        return Row.of(uid, dict(worker.process(unit) or {}))
-    except Exception as exc:  # noqa: BLE001 - the row names it, the batch goes on
-        log.warning("%s: unit %s failed: %s", label, uid, exc)
-        return Row.error(uid, exc, label)
+        for uid, res in many(items):
+            uid = str(uid)
+            if isinstance(res, BaseException):
+                log.warning("%s: %s failed: %s", label, uid, res)
+                got[uid] = Row.error(uid, res, label)
+            else:
+                got[uid] = Row.of(uid, dict(res or {}))
+    except Exception as exc:  # noqa: BLE001 - the task's items not reported yet share its error
+        log.warning("%s: task %s failed: %s", label, task.get("task_id"), exc)
+        for item in items:
+            got.setdefault(_uid(item), Row.error(_uid(item), exc, label))
+    missing = RuntimeError("the worker reported no result for this item")
+    return [got.get(_uid(it)) or Row.error(_uid(it), missing, label) for it in items]
+
+
+def tasks_of(groups: Iterable[list[dict[str, Any]]], prefix: str = "task") -> list[dict[str, Any]]:
+    """Tasks ``{"task_id": "<prefix>-00000", "items": group}`` of groups of items."""
+    return [{"task_id": f"{prefix}-{k:05d}", "items": list(g)} for k, g in enumerate(groups)]
 
 
 class _Base:
@@ -114,11 +151,11 @@ class _Base:
         #: rows made on each Ray node by this executor so far: ``{node id: {"ip": str, "units": int}}``
         self.units_by_node: dict[str, dict[str, Any]] = {}
 
-    def map(self, spec: WorkerSpec, units: Iterable[dict[str, Any]], *, label: str,
+    def map(self, spec: WorkerSpec, tasks: Iterable[dict[str, Any]], *, label: str, noun: str = "items",
             on_row: Callable[[Row], None] | None = None) -> list[Row]:
-        units = list(units)
+        tasks = list(tasks)
         rows: list[Row] = []
-        bar = Progress(len(units), label, enabled=self.progress, noun=spec.unit_noun)
+        bar = Progress(sum(len(t["items"]) for t in tasks), label, enabled=self.progress, noun=noun)
 
         def emit(row: Row, node: tuple[str, str] | None = None) -> None:
             if node and node[0]:
@@ -129,30 +166,31 @@ class _Base:
             bar.update(1, row.get("status", ""))
 
         try:
-            if units:
-                self._run(spec, units, label, emit)
+            if tasks:
+                self._run(spec, tasks, label, emit)
         finally:
             bar.close()
         return rows
 
-    def _run(self, spec: WorkerSpec, units: list[dict[str, Any]], label: str, emit: Callable[..., None]) -> None:
+    def _run(self, spec: WorkerSpec, tasks: list[dict[str, Any]], label: str, emit: Callable[..., None]) -> None:
         raise NotImplementedError
 
 
 class SerialExecutor(_Base):
-    """Every unit in this process, one worker, no Ray (the same worker code the actors run)."""
+    """Every task in this process, one worker, no Ray (the same worker code the actors run)."""
 
     name = "serial"
     uses_ray = False
 
-    def _run(self, spec, units, label, emit):
+    def _run(self, spec, tasks, label, emit):
         worker = make_worker(spec)
-        for unit in units:
-            emit(process_safely(worker, unit, label))
+        for task in tasks:
+            for row in run_task(worker, task, label):
+                emit(row)
 
 
 class ActorPoolExecutor(_Base):
-    """Units on a pool of actors (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
+    """Tasks on a pool of actors (``spec.num_actors`` actors of ``spec.num_cpus`` CPUs, capped by what the
     cluster can place); see the module docstring for what happens when an actor dies.
 
     Args:
@@ -165,7 +203,7 @@ class ActorPoolExecutor(_Base):
         super().__init__(progress)
         self.actor_restart_timeout_s = actor_restart_timeout_s
 
-    def _run(self, spec, units, label, emit):
+    def _run(self, spec, tasks, label, emit):
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
@@ -180,15 +218,15 @@ class ActorPoolExecutor(_Base):
                 self.worker = make_worker(spec_)
                 self.node = this_node()
 
-            def process(self, unit):  # (unit_id, row, node): the pool's results come back in completion order
-                return str(unit.get("unit_id")), process_safely(self.worker, unit, label), self.node
+            def process(self, task):  # (task_id, rows, node): the pool's results come back in completion order
+                return str(task["task_id"]), run_task(self.worker, task, label), self.node
 
             def pid(self):
                 return os.getpid()
 
-        n = max(1, min(spec.num_actors, len(units)))
+        n = max(1, min(spec.num_actors, len(tasks)))
         cap = pool_capacity(spec.num_cpus)
-        if n > cap:  # an actor that can never be placed would hold its unit forever
+        if n > cap:  # an actor that can never be placed would hold its task forever
             log.warning("%s: %d actors × %g CPUs do not fit the cluster; using %d actors", label, n, spec.num_cpus,
                         cap)
             n = cap
@@ -198,7 +236,7 @@ class ActorPoolExecutor(_Base):
             opts["runtime_env"] = {"env_vars": dict(spec.env_vars)}
         actors = [_Actor.options(**opts).remote(spec) for _ in range(n)]
         try:
-            _run_pool(ray, actors, units, emit, label, spec.max_restarts, self.actor_restart_timeout_s,
+            _run_pool(ray, actors, tasks, emit, label, spec.max_restarts, self.actor_restart_timeout_s,
                       lambda: _Actor.options(**opts).remote(spec),
                       (RayActorError, ActorDiedError, ActorUnavailableError))
         finally:  # also on Ctrl-C: no actor of this pool outlives the call
@@ -210,33 +248,35 @@ class ActorPoolExecutor(_Base):
 
 
 class _DataCall:
-    """``map_batches`` callable of :class:`RayDataExecutor`: column ``unit`` (JSON) in, column ``row`` (JSON) out."""
+    """``map_batches`` callable of :class:`RayDataExecutor`: column ``task`` (JSON) in, column ``rows`` (JSON list)
+    out."""
 
     def __init__(self, spec: WorkerSpec, label: str):
         self.worker, self.label = make_worker(spec), label
         self.node = json.dumps(this_node())
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        rows = [process_safely(self.worker, json.loads(u), self.label) for u in batch["unit"]]
-        return {"row": [json.dumps(r, ensure_ascii=False, default=str) for r in rows], "node": [self.node] * len(rows)}
+        out = [run_task(self.worker, json.loads(t), self.label) for t in batch["task"]]
+        return {"rows": [json.dumps(rows, ensure_ascii=False, default=str) for rows in out],
+                "node": [self.node] * len(out)}
 
 
 class RayDataExecutor(_Base):
-    """Units as a Ray Dataset through ``map_batches`` on an actor pool (one unit per call); rows stream back in
-    completion order. Units and rows must be JSON-serialisable."""
+    """Tasks as a Ray Dataset through ``map_batches`` on an actor pool (one task per call); rows stream back in
+    completion order. Items and rows must be JSON-serialisable."""
 
     name = "ray-data"
 
-    def _run(self, spec, units, label, emit):
+    def _run(self, spec, tasks, label, emit):
         import ray
 
         from filegram_ray.runtime import check_cpu_request, init_ray, pool_capacity
 
         init_ray()
         check_cpu_request(spec.num_cpus, f"{label}.num_cpus_per_actor")
-        size = max(1, min(spec.num_actors, len(units), pool_capacity(spec.num_cpus)))
-        ds = ray.data.from_items([{"unit": json.dumps(u, ensure_ascii=False)} for u in units],
-                                 override_num_blocks=len(units))
+        size = max(1, min(spec.num_actors, len(tasks), pool_capacity(spec.num_cpus)))
+        ds = ray.data.from_items([{"task": json.dumps(t, ensure_ascii=False)} for t in tasks],
+                                 override_num_blocks=len(tasks))
         kwargs: dict[str, Any] = {"fn_constructor_kwargs": {"spec": spec, "label": label}, "batch_size": 1,
                                   "num_cpus": spec.num_cpus,
                                   "compute": ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=1)}
@@ -245,13 +285,94 @@ class RayDataExecutor(_Base):
         seen: set[str] = set()
         try:
             for rec in ds.map_batches(_DataCall, **kwargs).iter_rows():
-                row = Row(json.loads(rec["row"]))
-                seen.add(row.unit)
-                emit(row, tuple(json.loads(rec["node"])))
-        except Exception as exc:  # noqa: BLE001 - a task Ray Data gave up on: its units become error rows
-            for u in units:
-                if str(u.get("unit_id")) not in seen:
-                    emit(Row.error(str(u.get("unit_id")), exc, label))
+                node = tuple(json.loads(rec["node"]))
+                for r in json.loads(rec["rows"]):
+                    row = Row(r)
+                    seen.add(row.unit)
+                    emit(row, node)
+        except Exception as exc:  # noqa: BLE001 - a task Ray Data gave up on: its items become error rows
+            for t in tasks:
+                for it in t["items"]:
+                    if _uid(it) not in seen:
+                        emit(Row.error(_uid(it), exc, label))
+
+
+class ModelCallExecutor(_Base):
+    """Items answered by a model (:class:`~filegram_ray.stages.base.ModelCallSpec`; the module docstring), in
+    waves of ``spec.wave`` items: their ``prepare`` tasks on ``inner`` (the stage's executor), the requests of the
+    prepared items through ``spec.call`` (a ``ray.data.llm`` processor, on Ray whatever ``inner`` is), and each
+    item's ``collect`` in this process as soon as its last reply is in. An item whose ``prepare`` or ``collect``
+    raises is an error row; a request the model could not answer is a reply with its ``error`` (the stage's
+    ``collect`` keeps it in the item's own table)."""
+
+    uses_ray = True
+
+    def __init__(self, inner: _Base, progress: bool = True):
+        super().__init__(progress)
+        self.inner = inner
+        self.name = f"model-call ({inner.name})"
+
+    def _run(self, spec: ModelCallSpec, tasks, label, emit):
+        from filegram_ray.runtime import init_ray
+
+        init_ray()
+        quiet = type(self.inner)(progress=False)
+        wave: list[dict[str, Any]] = []
+        n = 0
+        for task in tasks:
+            wave.append(task)
+            n += len(task["items"])
+            if n >= spec.wave:
+                self._wave(spec, wave, quiet, label, emit)
+                wave, n = [], 0
+        if wave:
+            self._wave(spec, wave, quiet, label, emit)
+
+    def _wave(self, spec: ModelCallSpec, tasks, inner: _Base, label: str, emit: Callable[[Row], None]) -> None:
+        items = {_uid(it): it for t in tasks for it in t["items"]}
+        prepared: dict[str, dict[str, Any]] = {}
+        for row in inner.map(spec.prepare, tasks, label=label):
+            if row.ok:
+                prepared[row.unit] = row
+            else:
+                emit(row)
+        owner: dict[str, str] = {}
+        requests: dict[str, list[dict[str, Any]]] = {uid: [] for uid in prepared}
+        for uid, row in prepared.items():
+            for req in row.get("requests") or []:
+                owner[str(req["req_key"])] = uid
+                requests[uid].append(req)
+        replies: dict[str, list[dict[str, Any]]] = {uid: [] for uid in prepared}
+
+        def collect(uid: str) -> None:
+            try:
+                emit(Row.of(uid, dict(spec.collect(items[uid], dict(prepared[uid].get("state") or {}),
+                                                   requests[uid], replies[uid]) or {})))
+            except Exception as exc:  # noqa: BLE001 - the item's row names it
+                log.warning("%s: %s failed: %s", label, uid, exc)
+                emit(Row.error(uid, exc, label))
+
+        for uid in [u for u, reqs in requests.items() if not reqs]:
+            collect(uid)
+        pending = {uid: len(reqs) for uid, reqs in requests.items() if reqs}
+        if not pending:
+            return
+        try:
+            for reply in spec.call([r for uid in pending for r in requests[uid]]):
+                uid = owner.get(str(reply.get("req_key")))
+                if uid is None or uid not in pending:
+                    continue
+                replies[uid].append(dict(reply))
+                pending[uid] -= 1
+                if pending[uid] == 0:
+                    del pending[uid]
+                    collect(uid)
+        except Exception as exc:  # noqa: BLE001 - a processor that fails outright: the items still waiting fail
+            for uid in list(pending):
+                emit(Row.error(uid, exc, label))
+            return
+        for uid in list(pending):  # a request the processor never answered: collect with what came back
+            collect(uid)
 
 
 def map_units(
@@ -261,24 +382,24 @@ def map_units(
     init_kwargs: dict[str, Any] | None = None,
     num_actors: int = 2,
     num_cpus_per_actor: float = 1.0,
-    serial: bool = False,
+    executor: str = "actor-pool",
     stage: str = "stage",
     max_restarts: int = 3,
     progress: bool = True,
     on_result: Callable[[dict[str, Any]], None] | None = None,
     actor_restart_timeout_s: float = 120.0,
 ) -> list[dict[str, Any]]:
-    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit on the serial or the actor-pool executor
-    (:mod:`filegram_ray.stages.executors`, which documents the fault tolerance); one row per unit, in completion
-    order. For code outside a stage (benchmarks, the LLM agent's shards); a stage declares a
+    """Run ``worker_cls(**init_kwargs).process(unit)`` for every unit (one task each) on the executor named
+    ``executor`` (:data:`EXECUTORS`; the module docstring documents the fault tolerance); one row per unit, in
+    completion order. For code outside a stage (benchmarks, tests); a stage declares a
     :class:`~filegram_ray.stages.base.WorkerSpec` and lets the runner pick the executor.
 
     Args:
         worker_cls: class with ``__init__(**init_kwargs)`` and ``process(unit: dict) -> dict``.
         units: work units; each must carry a unique ``unit_id`` string.
-        num_actors: size of the actor pool (ignored when ``serial``).
+        num_actors: size of the actor pool (ignored by the serial executor).
         num_cpus_per_actor: Ray CPU request per actor; below 1 lets more actors share a small machine.
-        serial: run in this process without Ray.
+        executor: ``serial`` (this process, no Ray), ``actor-pool`` or ``ray-data``.
         stage: label used in progress lines and error rows.
         max_restarts: times a unit whose actor died is run again before it is an error row.
         on_result: callback per finished row.
@@ -286,15 +407,16 @@ def map_units(
     """
     spec = WorkerSpec(worker_cls, dict(init_kwargs or {}), num_actors=num_actors, num_cpus=num_cpus_per_actor,
                       max_restarts=max_restarts)
-    ex = SerialExecutor(progress) if serial else ActorPoolExecutor(progress, actor_restart_timeout_s)
-    return ex.map(spec, units, label=stage, on_row=on_result)
+    ex = (ActorPoolExecutor(progress, actor_restart_timeout_s) if executor == "actor-pool"
+          else EXECUTORS[executor](progress))
+    return ex.map(spec, tasks_of([u] for u in units), label=stage, noun="units", on_row=on_result)
 
 
-#: executor names accepted by ``--executor`` / a stage section's ``executor`` key
+#: the executors a stage section's ``executor`` names (:data:`~filegram_ray.stages.base.EXECUTOR_NAMES`)
 EXECUTORS: dict[str, type] = {"serial": SerialExecutor, "actor-pool": ActorPoolExecutor, "ray-data": RayDataExecutor}
 
 
-#: how often (seconds) the actor pool looks up the state of the actors that hold units
+#: how often (seconds) the actor pool looks up the state of the actors that hold tasks
 _LOOK_EVERY_S = 5.0
 
 
@@ -312,31 +434,31 @@ def _restarting_actors(ray) -> set[str]:
         return set()
 
 
-def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, max_restarts: int,
+def _run_pool(ray, actors: list, tasks: list[dict[str, Any]], emit, label: str, max_restarts: int,
               actor_restart_timeout_s: float, new_actor: Callable[[], Any], died_errors: tuple) -> None:
-    """The loop of :class:`ActorPoolExecutor`: hand each idle actor the next unit, collect rows in completion
+    """The loop of :class:`ActorPoolExecutor`: hand each idle actor the next task, emit its rows in completion
     order, and never wait on a dead actor while live ones could work.
 
-    A unit whose actor died (its process, or the node under it: :data:`died_errors`) goes back to the front of the
-    queue at once — any live actor takes it — at most ``max_restarts`` times, then it is an error row naming it; so
-    every unit yields exactly one row. The dead actor is probed in the background (Ray restarts it, on another
-    node if its node is gone) and rejoins the idle set when it answers; one that does not answer within
+    A task whose actor died (its process, or the node under it: :data:`died_errors`) goes back to the front of the
+    queue at once — any live actor takes it — at most ``max_restarts`` times; then a task of several items is split
+    into one task per item (each with ``max_restarts`` tries of its own) and a single item is an error row naming
+    it; so every item yields exactly one row. The dead actor is probed in the background (Ray restarts it, on
+    another node if its node is gone) and rejoins the idle set when it answers; one that does not answer within
     ``actor_restart_timeout_s`` (restarts spent, or no node can place it) is killed and replaced by a new actor.
-    A unit sent to an actor whose node is lost before the actor ran it does not fail: Ray keeps it queued for the
+    A task sent to an actor whose node is lost before the actor ran it does not fail: Ray keeps it queued for the
     restarted actor, however long no node can place that (seen on a 3-node cluster that lost a node as a stage
-    began). So every few seconds the actors holding units are looked up (:func:`_restarting_actors`), and one that
-    Ray is restarting is killed: its unit goes back to the queue without counting as an attempt.
-    Each actor runs one unit at a time, so a death costs only the unit in flight on it. ``actors`` is updated in
+    began). So every few seconds the actors holding tasks are looked up (:func:`_restarting_actors`), and one that
+    Ray is restarting is killed: its task goes back to the queue without counting as an attempt.
+    Each actor runs one task at a time, so a death costs only the task in flight on it. ``actors`` is updated in
     place (replacements), for the caller's cleanup. (``ray.util.ActorPool`` hands a returned-but-dead actor the
-    next queued unit and offers no way to wait for a restart without blocking every other actor.)
+    next queued task and offers no way to wait for a restart without blocking every other actor.)
     """
-    import time
     from collections import deque
 
-    queue = deque(units)
+    queue = deque(tasks)
     idle = list(actors)
-    inflight: dict[Any, tuple[str, dict[str, Any], Any]] = {}  # task ref -> (unit id, unit, actor)
-    evicted: set = set()  # task refs whose actor was killed here before it ran them (not an attempt of the unit)
+    inflight: dict[Any, tuple[str, dict[str, Any], Any]] = {}  # task ref -> (task id, task, actor)
+    evicted: set = set()  # task refs whose actor was killed here before it ran them (not an attempt of the task)
     last_look = [time.monotonic()]
     probing: dict[Any, tuple[Any, float]] = {}  # pid() ref of a dead actor -> (actor, since)
     attempts: dict[str, int] = {}
@@ -356,6 +478,21 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
             actors[idx] = fresh
         probing[fresh.pid.remote()] = (fresh, time.monotonic())
 
+    def died(tid: str, task: dict[str, Any], exc: BaseException) -> None:
+        """A task whose worker died past its tries: one task per item, or the single item's error row."""
+        items = task["items"]
+        if len(items) > 1:
+            log.warning("%s: the worker died %d times on a task of %d items; running them one by one", label,
+                        attempts[tid], len(items))
+            for k, it in reversed(list(enumerate(items))):
+                queue.appendleft({"task_id": f"{tid}.{k}", "items": [it]})
+            return
+        uid = _uid(items[0])
+        row = Row.error(uid, exc, label)
+        row["error"] = (f"the worker process died {attempts[tid]} times while processing {uid} (a native crash "
+                        f"or out-of-memory kill?): {row['error']}")[:2000]
+        emit(row)
+
     def finished(ref) -> None:
         if ref in probing:
             actor, _ = probing.pop(ref)
@@ -366,42 +503,41 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
                 log.warning("%s: an actor did not come back; starting a new actor", label)
                 replace(actor)
             return
-        uid, unit, actor = inflight.pop(ref)
+        tid, task, actor = inflight.pop(ref)
         try:
-            _, row, node = ray.get(ref)
+            _, rows, node = ray.get(ref)
         except died_errors as exc:
             if ref in evicted:
                 evicted.discard(ref)
-                queue.appendleft(unit)
+                queue.appendleft(task)
                 probing[actor.pid.remote()] = (actor, time.monotonic())
                 return
-            attempts[uid] = attempts.get(uid, 0) + 1
-            if attempts[uid] <= max_restarts:
-                log.warning("%s: actor died on %s (attempt %d); resubmitting", label, uid, attempts[uid])
-                queue.appendleft(unit)
+            attempts[tid] = attempts.get(tid, 0) + 1
+            if attempts[tid] <= max_restarts:
+                log.warning("%s: actor died on %s (attempt %d); resubmitting", label, tid, attempts[tid])
+                queue.appendleft(task)
             else:
-                row = Row.error(uid, exc, label)
-                row["error"] = (f"the worker process died {attempts[uid]} times while processing {uid} (a "
-                                f"native crash or out-of-memory kill?): {row['error']}")[:2000]
-                emit(row)
+                died(tid, task, exc)
             probing[actor.pid.remote()] = (actor, time.monotonic())
             return
         except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be deserialised
             idle.append(actor)
-            emit(Row.error(uid, exc, label))
+            for it in task["items"]:
+                emit(Row.error(_uid(it), exc, label))
             return
         idle.append(actor)
         stuck[0] = 0
-        emit(row, node)
+        for row in rows:
+            emit(row, node)
 
     def evict_restarting() -> None:
-        """Kill the restarting actors that hold a unit (docstring above); the units come back through
+        """Kill the restarting actors that hold a task (docstring above); the tasks come back through
         ``finished`` as died errors."""
         restarting = _restarting_actors(ray)
-        for ref, (uid, _, actor) in list(inflight.items()):
+        for ref, (tid, _, actor) in list(inflight.items()):
             if ref not in evicted and actor._actor_id.hex() in restarting:
                 log.warning("%s: the actor holding %s is restarting (its node lost?); %s goes to another actor",
-                            label, uid, uid)
+                            label, tid, tid)
                 evicted.add(ref)
                 try:
                     ray.kill(actor, no_restart=True)
@@ -413,11 +549,12 @@ def _run_pool(ray, actors: list, units: list[dict[str, Any]], emit, label: str, 
             err = RuntimeError(f"no actor could be started in {stuck[0]} tries (is any node left that can place "
                                "one?)")
             while queue:
-                emit(Row.error(str(queue.popleft().get("unit_id")), err, label))
+                for it in queue.popleft()["items"]:
+                    emit(Row.error(_uid(it), err, label))
             return
         while queue and idle:
-            actor, unit = idle.pop(0), queue.popleft()
-            inflight[actor.process.remote(unit)] = (str(unit.get("unit_id")), unit, actor)
+            actor, task = idle.pop(0), queue.popleft()
+            inflight[actor.process.remote(task)] = (str(task["task_id"]), task, actor)
         if queue and not inflight and not probing:  # every actor gone: start one
             replace(None)
         waiting = list(inflight) + list(probing)

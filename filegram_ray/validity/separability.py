@@ -346,10 +346,10 @@ def score_rule_answerer(items: Sequence[Any], keys: Mapping[str, str], answerer:
     :class:`~filegram_ray.bench.schema.Item`), with ``keys`` = ``question_id -> correct letter``.
 
     Returns ``{sub_task: {"accuracy", "chance", "n", "margin" (accuracy − chance), "interval" ([lo, hi], the
-    margin's 95 % percentile interval by bootstrap over the items' profiles, evaluate.stats.bootstrap_ci: a
+    margin's 95 % percentile interval by bootstrap over the items' profiles, filegram_ray.stats.bootstrap_ci: a
     profile's items share its sessions; None with fewer than 2 profiles), "n_profiles"}}``."""
     from filegram_ray.bench.schema import LETTERS
-    from filegram_ray.evaluate.stats import bootstrap_ci
+    from filegram_ray.stats import bootstrap_ci
 
     hits: dict[str, list[float]] = {}
     chance: dict[str, list[float]] = {}

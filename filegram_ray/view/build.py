@@ -15,7 +15,7 @@ Reads (all optional except what each page shows; a missing table leaves its sect
   :func:`filegram_ray.evaluate.worker.context_path`);
 * ``trajectories/<profile>/<task>/{events.json,meta.json,media/}``, ``engrams/<profile>/<task>.json`` (17-D
   fingerprint, reference §7.3), ``recordings/<profile>/<task>.mp4`` (guidance video);
-* ``run.json`` (stage records), ``engrams/errors.parquet``, ``trajectories/index.parquet``.
+* ``run.json`` (stage records), ``errors/<stage>.parquet`` (every stage's error rows).
 """
 
 from __future__ import annotations
@@ -475,7 +475,7 @@ def run_section(run: RunDir) -> dict[str, Any]:
             info, note = {}, str(exc)
         if not isinstance(info, dict):
             info, note = {}, f"{run.url('run.json')}: not a JSON object (a {type(info).__name__}): no stage shown"
-    from filegram_ray.stages.registry import STAGES
+    from filegram_ray.stage_list import STAGES
 
     order = {s.name: i for i, s in enumerate(STAGES)}
     recs = info.get("stages") if isinstance(info.get("stages"), dict) else {}
@@ -494,15 +494,9 @@ def run_section(run: RunDir) -> dict[str, Any]:
         for r in results.filter(results["status"] != "ok").iter_rows(named=True):
             errors.append({"where": "evaluate", "unit": f"{r.get('method')} {r.get('question_id')}",
                            "error": r.get("error")})
-    for rel, where in (("engrams/errors.parquet", "encode"), ("trajectories/index.parquet", "generate")):
-        df = _table(run, rel)
-        if df is None or "error" not in df.columns:
-            continue
-        if "status" in df.columns:
-            df = df.filter(df["status"] != "ok")
-        for r in df.iter_rows(named=True):
-            if r.get("error"):
-                errors.append({"where": where, "unit": r.get("trajectory_id", ""), "error": r["error"]})
+    for r in run.error_rows():  # every stage's error rows (errors/<stage>.parquet), as the runner wrote them
+        errors.append({"where": r.get("stage"), "unit": r.get("unit"),
+                       "error": f"{r.get('error_type')}: {r.get('error')}"})
     return {"stages": stages, "errors": errors, "seed": info.get("seed"), "note": note}
 
 

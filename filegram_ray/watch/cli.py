@@ -1,4 +1,6 @@
-"""``filegram watch``: record your own file activity; ``--status``, ``--forget PATH``, ``--import-into RUN``."""
+"""``filegram watch``: record your own file activity; ``--status``, ``--forget PATH``, ``--import-into RUN``, and the
+store's FileGramOS memory: ``--update-memory`` (encode the new sessions, :mod:`filegram_ray.memory.incremental`) and
+``--show-memory`` (print its retrieved context)."""
 
 from __future__ import annotations
 
@@ -48,13 +50,17 @@ def _watch(args: argparse.Namespace) -> int:
                       + (f" and {len(others) - 10} more" if len(others) > 10 else ""))
             if r["memory_cleared"]:
                 print(f"  memory derived from {len(r['sessions_to_reencode'])} session(s) removed; run "
-                      f"`filegram memory update {args.out}` (re-encodes only those sessions)")
+                      f"`filegram watch --out {args.out} --update-memory` (re-encodes only those sessions)")
             if r["still_exists"]:
                 print("note: the path still exists; its future changes will be recorded unless you ignore it "
                       "(--ignore PATTERN) or put a .nofilegram file in its folder")
             return 0
         if args.status:
             return _status(args.out)
+        if args.update_memory:
+            return _update_memory(args)
+        if args.show_memory:
+            return _show_memory(args)
         if args.import_into:
             from filegram_ray.watch.export import import_store
 
@@ -80,6 +86,51 @@ def _watch(args: argparse.Namespace) -> int:
         print(f"filegram watch: {exc}", file=sys.stderr)
         return 2
     print(_summary_text(summary))
+    return 0
+
+
+def _update_memory(args: argparse.Namespace) -> int:
+    """``--update-memory``: encode the store's new sessions and bring its memory up to date incrementally."""
+    from filegram_ray.memory.incremental import update_memory
+    from filegram_ray.storage import RunDir
+    from filegram_ray.watch.export import watch_units
+    from filegram_ray.watch.store import WatchStore
+
+    store = WatchStore.open(args.out)
+    pid = args.profile_id or store.config.profile_id
+    units, notes = watch_units(store)
+    r = update_memory(RunDir(store.path), pid, units, embedder=args.embedder or "minilm", rebuild=args.rebuild)
+    state = "up to date" if r["up_to_date"] else f"{r['encoded_now']} session(s) encoded now"
+    print(f"memory update: {state}, {r['reused']} reused, {r['sessions']} in memory"
+          + (f" (rebuilt: {r['rebuilt']})" if r["rebuilt"] else "") + f"; embedder {r['embedder']}; seconds "
+          + ", ".join(f"{k}={v}" for k, v in r["seconds"].items()))
+    for m in notes + r["errors"]:
+        print(f"  {m}")
+    print(f"next: filegram watch --out {args.out} --show-memory [--query TEXT]")
+    return 0
+
+
+def _show_memory(args: argparse.Namespace) -> int:
+    """``--show-memory``: the store's retrieved context (its profile, the embedder its memory was built with)."""
+    from filegram_ray.memory.cli import print_context
+    from filegram_ray.memory.incremental import load_state
+    from filegram_ray.storage import RunDir
+    from filegram_ray.watch.store import WatchStore
+
+    store = WatchStore.open(args.out)
+    run = RunDir(store.path)
+    pid = args.profile_id or store.config.profile_id
+    update = f"run `filegram watch --out {args.out} --update-memory` first"
+    if load_state(run, pid) is None:
+        raise SystemExit(f"filegram watch: {args.out} has no memory yet; {update}")
+    if not run.exists(f"memory/{pid}/store.json"):  # `watch --forget` deletes the consolidated memory
+        raise SystemExit(f"filegram watch: {args.out} has no consolidated memory (a `filegram watch --forget` "
+                         f"removes it); {update}")
+    # docs/watch.md "What is not recorded": a count of 0 there is not a habit
+    print_context(run, pid, args.query, args.channels, args.embedder,
+                  note="[note: this memory comes from the watcher, which cannot observe searches or folder "
+                       "browsing; what it says of them (\"never uses search\", \"never browsed directories\") "
+                       "reflects that, not your habits]")
     return 0
 
 
@@ -155,6 +206,18 @@ def register(subparsers) -> None:
     g.add_argument("--import-into", metavar="RUN_DIR", help="write the sessions as trajectories of one profile "
                    "into a run directory (Real-World setting)")
     g.add_argument("--include-open", action="store_true", help="with --import-into: also the open session")
+    g.add_argument("--update-memory", action="store_true", help="encode the store's new sessions and update its "
+                   "FileGramOS memory incrementally (old sessions are not re-encoded)")
+    g.add_argument("--show-memory", action="store_true", help="print the retrieved context of the store's memory")
+    g.add_argument("--query", default=None, help="with --show-memory: query text (adds the relevant chunks and "
+                   "episodes)")
+    g.add_argument("--channels", default="procedural,semantic,episodic",
+                   help="with --show-memory: comma-separated enabled channels")
+    g.add_argument("--embedder", default=None, choices=["minilm", "minilm-int8", "hashing"],
+                   help="--update-memory: the episode/chunk embedder (default minilm; minilm-int8: the same model "
+                   "int8 on onnxruntime, no torch); --show-memory: the query "
+                   "embedder (default: the one the memory was built with)")
+    g.add_argument("--rebuild", action="store_true", help="with --update-memory: re-encode every session")
     s = p.add_argument_group("settings (stored in the store; omitted = as stored)")
     s.add_argument("--content", choices=["off", "redacted", "full"], default=None,
                    help="content capture (default redacted)")

@@ -15,9 +15,9 @@ identity and is kept unless it is itself at PATH). What is removed, for every fo
 * the blobs and diffs only those events referred to (a blob whose text also belongs to another file's remaining
   event stays: it is that file's content too — a *copy* is another file, forget it by its own name), and its
   shadow copies;
-* torn-line leftovers (``events.jsonl.torn``) and what ``filegram memory update`` derived from the rewritten
+* torn-line leftovers (``events.jsonl.torn``) and what ``filegram watch --update-memory`` derived from the rewritten
   sessions (:func:`forget_memory`): their Engrams, every profile's consolidated memory and indices, the embedding
-  cache; the next ``memory update`` re-encodes only those sessions.
+  cache; the next ``--update-memory`` re-encodes only those sessions.
 
 Not followed: changes made while no watcher ran (recorded at the restart as deletion + creation, so a file renamed
 then is two identities: forget both names).
@@ -314,14 +314,14 @@ def forget(store_path: str | os.PathLike, target: str) -> dict[str, Any]:
 
 
 def forget_memory(store: WatchStore, task_ids: list[str]) -> bool:
-    """Remove what ``filegram memory update`` derived from the sessions ``task_ids`` (their rewritten logs no
+    """Remove what ``filegram watch --update-memory`` derived from the sessions ``task_ids`` (their rewritten logs no
     longer hold what it was derived from); returns True if anything was removed.
 
     Per profile with an update state (``memory/<profile>/incremental.json``): the sessions' Engrams are deleted
     and dropped from the state's ``encoded`` list, the exact fingerprint statistics are recomputed from the
     Engrams that remain, and the consolidated memory (``store.json``) and the FAISS indices are deleted (they mix
     every session). The embedding cache (``cache/``) is deleted: it holds vectors of the forgotten text. The next
-    ``memory update`` re-encodes only those sessions and re-consolidates. A profile without an update state is
+    ``--update-memory`` re-encodes only those sessions and re-consolidates. A profile without an update state is
     removed whole (its memory is rebuilt from the logs).
     """
     from filegram_ray.memory.consolidate import FingerprintStats

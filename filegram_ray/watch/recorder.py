@@ -56,7 +56,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from filegram_ray.engine.collector import Collector, components
+from filegram_ray.engine.collector import Collector
 from filegram_ray.engine.media import MediaStore, content_hash
 from filegram_ray.watch.config import WatchConfig
 from filegram_ray.watch.journal import SessionLog
@@ -1141,8 +1141,3 @@ def session_summary(rec: dict[str, Any], events: list[dict[str, Any]], cfg: Watc
                         "diffs": sum(1 for t, _ in refs if t == "diff")},
         "content_mode": cfg.content,
     }
-
-
-def components_of(key: str) -> int:
-    """Depth of an index key inside its watched folder (root-level file = 0)."""
-    return components(key) - 1

@@ -12,7 +12,7 @@ Layout::
     shadow/<hh>/<hash>               the captured text of each file's current version (diff base; private)
     state/checkpoint.json            the watcher's file index as of a log position (replayed forward on start)
     state/name.key                   secret key of the keyed hash in redacted names (private, never exported)
-    engrams/ memory/ indices/ cache/ written by ``filegram memory update`` (the encode stage's run layout)
+    engrams/ memory/ indices/ cache/ written by ``filegram watch --update-memory`` (the encode stage's run layout)
 
 Blobs and diffs are produced by :class:`filegram_ray.engine.media.MediaStore` (same hashing, NUL check,
 truncation and diff format as the engine) and written here once, atomically, before the event that refers to
@@ -25,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -346,7 +345,3 @@ class WatchStore:
                            json.dumps(ckpt, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     # ------------------------------------------------------------------ memory artefacts
-    def clear_memory(self) -> None:
-        """Remove everything ``filegram memory update`` wrote (it is rebuilt from the session logs)."""
-        for sub in ("engrams", "memory", "indices", "cache"):
-            shutil.rmtree(self.path / sub, ignore_errors=True)

@@ -48,7 +48,7 @@ def publish_bundle(local_dir: Path | str, run: RunDir, task_id: str, info: Bundl
 
 
 def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, describe: Any = None,
-               stages: tuple[str, ...] | list[str] = BYOF_STAGES, serial: bool = False, progress=None,
+               stages: tuple[str, ...] | list[str] = BYOF_STAGES, progress=None,
                on_import=None, include_hidden: bool = False) -> dict[str, Any]:
     """Import ``src_dir`` as ``task_id``'s workspace of ``cfg``'s run and run ``stages`` on it.
 
@@ -58,8 +58,8 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
         cfg: pipeline config; its ``tasks`` is set to ``[task_id]``; ``profiles`` / ``profiles_dir`` pick the
             profile set.
         describe: :class:`~filegram_ray.workspace.describe.DescribeOptions` (or dict) for the media.
-        stages: pipeline stages to run after the import (default :data:`BYOF_STAGES`; empty = import only).
-        serial: run the stages without Ray.
+        stages: pipeline stages to run after the import (default :data:`BYOF_STAGES`; empty = import only), each
+            on its section's ``executor`` (``--serial``: all ``serial``, without Ray).
         progress / on_import: callbacks (a line per media file described; the :class:`BundleInfo` once imported).
 
     Returns: ``{"import": BundleInfo, "pipeline": run_pipeline's timings}``.
@@ -90,5 +90,5 @@ def run_folder(src_dir: Path | str, task_id: str, cfg: PipelineConfig, *, descri
     info.out_dir = Path(run.url(f"workspaces/{task_id}"))
     if on_import:
         on_import(info)
-    timings = run_pipeline(cfg, only=list(stages), serial=serial) if stages else {}
+    timings = run_pipeline(cfg, only=list(stages)) if stages else {}
     return {"import": info, "pipeline": timings}

@@ -171,7 +171,7 @@ def _run_folder(args) -> int:
     opts = DescribeOptions(ocr=not args.no_ocr, asr=not args.no_asr, vlm=vlm_spec(args.vlm),
                            max_audio_s=args.max_audio_s, max_keyframes=args.max_keyframes, threads=args.threads)
     stages = [] if args.import_only else (args.stages or None)
-    res = run_folder(Path(args.dir), args.task, cfg, describe=opts, serial=args.serial,
+    res = run_folder(Path(args.dir), args.task, cfg, describe=opts,
                      progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
                      on_import=print_import_summary, include_hidden=args.include_hidden,
                      **({"stages": stages} if stages is not None else {}))

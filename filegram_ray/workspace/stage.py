@@ -1,11 +1,13 @@
 """Seed stage: build every task's input bundle into ``<run>/workspaces/<task_id>/`` (one Ray unit per bundle).
 
-Each unit builds its bundle in a local temp dir, copies it into the run directory with ``RunDir.put_tree`` and then
-writes a completion record (stage "seed"), so a rerun skips finished bundles. At the end ``workspaces/index.parquet``
+One item per task bundle, keyed by the seed and the speech option (a bundle built with others is built again): its
+worker builds the bundle in a local temp dir and copies it into the run directory with ``RunDir.put_tree``; the
+runner then writes its completion record, so a rerun skips finished bundles. At the end ``workspaces/index.parquet``
 (task_id, path, kind, bytes, sha256) is written from every finished bundle's ``bundle.json`` and a summary table is
 printed.
 
-Config section ``workspace:`` (the top-level ``seed`` key is the master seed) (defaults in :class:`SeedConfig`): num_actors, num_cpus_per_actor, serial, tts, force.
+Config section ``workspace:`` (the top-level ``seed`` key is the master seed) (defaults in :class:`SeedConfig`):
+num_actors, num_cpus_per_actor, executor, tts, force.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from filegram_ray.stages.base import Row, Stage, WorkerSpec
+from filegram_ray.stages.base import Row, Stage, StageOptions, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 
 __all__ = ["KIND_COST", "SeedConfig", "SeedStage", "SeedWorker", "bundle_cost", "longest_first", "run_seed"]
@@ -27,18 +29,16 @@ __all__ = ["KIND_COST", "SeedConfig", "SeedStage", "SeedWorker", "bundle_cost", 
 STAGE = "seed"
 
 
-class SeedConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SeedConfig(StageOptions):
     num_actors: int = Field(2, ge=1, description="actor pool size")
     num_cpus_per_actor: float = Field(0.5, gt=0, description="<=0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
-    serial: bool = Field(False, description="build in this process without Ray")
     tts: Literal["auto", "tone"] = Field("auto", description="'auto' (piper voice if it loads) or 'tone' (synthetic "
                                                              "signal)")
     force: bool = Field(False, description="rebuild bundles that already have a completion record")
 
 
 class SeedWorker:
-    """Builds one bundle per unit {"unit_id": task_id, "task": task dict}."""
+    """Builds one bundle per item ``{"unit_id": task_id, "task": task dict}``."""
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any], seed: int, tts: str = "auto"):
         from filegram_ray.storage import RunDir
@@ -115,22 +115,26 @@ def longest_first(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(units, key=lambda u: (-bundle_cost(u["task"]), u["unit_id"]))
 
 
-def _bundle_current(run, task_id: str, seed: int, tts: str) -> bool:
-    """A finished bundle built with this seed and speech option (a record without them counts as current)."""
-    if not run.is_done(STAGE, task_id):
+def _imported(run, task_id: str) -> bool:
+    """Whether ``workspaces/<task_id>/`` holds an imported folder (its ``bundle.json`` says ``source: imported``)."""
+    rel = f"workspaces/{task_id}/bundle.json"
+    if not run.exists(rel):
         return False
-    rec = run.read_json(f"_done/{STAGE}/{task_id}.json")
-    return rec.get("seed", seed) == seed and rec.get("tts", tts) == tts
+    try:
+        return run.read_json(rel).get("source") == "imported"
+    except Exception:  # noqa: BLE001 - a malformed bundle.json is rebuilt (generate names a bad one it reads)
+        return False
 
 
 class SeedStage(Stage):
-    """Seed: one unit per task bundle (:class:`SeedWorker`), longest first; ``finish`` writes
-    ``workspaces/index.parquet`` from every finished bundle's ``bundle.json`` and prints the summary table."""
+    """Seed: one item per task bundle (:class:`SeedWorker`), longest first, keyed by the seed and the speech
+    option; ``finish`` writes ``workspaces/index.parquet`` from every finished bundle's ``bundle.json`` and prints
+    the summary table."""
 
     name = STAGE
     Config = SeedConfig
     starts_run = True
-    extras = ()
+    steps = ("bundles",)
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -149,8 +153,8 @@ class SeedStage(Stage):
 
         from filegram_ray.workspace.scenarios import SCENARIO_DOMAIN
 
-        self.tasks = _tasks(self.config)
-        for t in self.tasks:
+        self.task_list = _tasks(self.config)
+        for t in self.task_list:
             ws = t.get("workspace") or {}
             sc = ws.get("scenario") or ""
             if sc and not ws.get("empty") and sc not in SCENARIO_DOMAIN:
@@ -159,16 +163,16 @@ class SeedStage(Stage):
                       + (f" (did you mean {near[0]!r}?)" if near else "")
                       + "; its bundle is built from the generic business domain", file=sys.stderr)
 
-    def plan(self) -> list[dict[str, Any]]:
-        return longest_first([{"unit_id": t["task_id"], "task": t} for t in self.tasks])
+    def items(self, step: str) -> list[dict[str, Any]]:
+        """One item per task bundle, keyed by the seed and the speech option; a task whose workspace was imported
+        (``filegram workspace import`` / ``run``: ``bundle.json`` ``source: imported``) is no item — the stage never
+        builds over a folder of one's own."""
+        key = f"seed={self.config.seed} tts={self.opts.tts}"
+        return longest_first([{"unit_id": t["task_id"], "task": t, "key": key,
+                               "outputs": [f"workspaces/{t['task_id']}/bundle.json"]} for t in self.task_list
+                              if not _imported(self.run, t["task_id"])])
 
-    def finished(self, unit: dict[str, Any]) -> Row | None:
-        """A bundle is finished when its completion record was made with this seed and speech option."""
-        if self.opts.force or not _bundle_current(self.run, unit["unit_id"], self.config.seed, self.opts.tts):
-            return None
-        return super().finished(unit)
-
-    def worker(self) -> WorkerSpec:
+    def worker(self, step: str) -> WorkerSpec:
         return WorkerSpec(SeedWorker, {"run_uri": self.run.uri, "storage_options": self.config.storage_options,
                                        "seed": self.config.seed, "tts": self.opts.tts},
                           num_actors=self.opts.num_actors, num_cpus=self.opts.num_cpus_per_actor)
@@ -176,9 +180,9 @@ class SeedStage(Stage):
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         import polars as pl
 
-        run, tasks = self.run, self.tasks
+        run, tasks = self.run, self.task_list
         new = [r for r in rows if not r.get("skipped")]
-        errors = [r for r in new if not r.ok]
+        counts = self.counts["bundles"]  # the failed bundles' error rows: errors/seed.parquet (the runner's)
         sentences = sum(int((r.get("speech") or {}).get("sentences") or 0) for r in new)
         synthesised = sum(int((r.get("speech") or {}).get("synthesised") or 0) for r in new)
         index = []
@@ -201,11 +205,10 @@ class SeedStage(Stage):
         run.write_table("workspaces/index.parquet", df)
         by_kind = {r["kind"]: r["n"] for r in df.group_by("kind").agg(pl.len().alias("n")).sort("kind").to_dicts()}
         n_bundles = sum(1 for t in tasks if run.exists(f"workspaces/{t['task_id']}/bundle.json"))
-        skipped = len(rows) - len(new)
+        skipped = counts.skipped
         summary = {"bundles": n_bundles, "non_empty": df["task_id"].n_unique() if len(df) else 0,
-                   "built": len(new) - len(errors), "skipped": skipped, "files": len(df),
+                   "built": counts.done, "skipped": skipped, "files": len(df),
                    "bytes": int(df["bytes"].sum() or 0), "by_kind": by_kind,
-                   "errors": [{k: e.get(k) for k in ("unit", "error_type", "error")} for e in errors],
                    "speech": {"sentences": sentences, "synthesised": synthesised,
                               "reused": sentences - synthesised}}
         print(f"\nseed: {summary['bundles']} bundles ({summary['built']} built now, {skipped} already done; "

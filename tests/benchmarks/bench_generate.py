@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     data = cfg.model_dump()
     data.update(profiles=args.profiles, tasks=args.tasks,
                 generate={"num_actors": args.num_actors, "num_cpus_per_actor": args.num_cpus_per_actor,
-                          "serial": args.serial})
+                          "executor": "serial" if args.serial else "actor-pool"})
     cfg = type(cfg).model_validate(data)
     t0 = time.perf_counter()
     rec = run_generate(cfg)

@@ -61,7 +61,7 @@ def run_simulator(run_dir: Path, profiles, tasks, seed: int) -> None:
     from filegram_ray.engine.generate import run_generate
 
     cfg = load_config(None, [f"run_dir={run_dir}", f"seed={seed}", f"profiles=[{','.join(profiles)}]",
-                             f"tasks=[{','.join(tasks)}]", "generate.serial=true", "generate.perturb=false",
+                             f"tasks=[{','.join(tasks)}]", "generate.executor=serial", "generate.perturb=false",
                              "workspace.tts=tone"])
     run_generate(cfg)
 
@@ -71,7 +71,7 @@ def run_llm(run_dir: Path, base_url: str, profiles, tasks, seed: int, args) -> d
     from filegram_ray.engine.generate import run_generate
 
     over = [f"run_dir={run_dir}", f"seed={seed}", f"profiles=[{','.join(profiles)}]", f"tasks=[{','.join(tasks)}]",
-            "generate.serial=true", "generate.perturb=false", "workspace.tts=tone", "generate.agent=llm",
+            "generate.executor=serial", "generate.perturb=false", "workspace.tts=tone", "generate.agent=llm",
             f"generate.llm.base_url={base_url}", f"generate.llm.temperature={args.temperature}",
             f"generate.llm.max_iterations={args.max_iterations}", f"generate.llm.max_tokens={args.max_tokens}",
             f"generate.llm.context_tokens={args.n_ctx}", "generate.llm.sessions_per_actor=1",

@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         cfg = load_config(None, [f"run_dir={run_dir}", "workspace.tts=tone", f"profiles={args.profiles}",
                                  f"tasks={args.tasks}"])
         print(f"bench_methods: generating {len(args.profiles)}×{len(args.tasks)} trajectories into {run_dir}")
-        run_pipeline(cfg, only=["seed", "generate"], serial=True)
+        run_pipeline(cfg, only=["seed", "generate"], executor="serial")
     index = run.read_table("trajectories/index.parquet")
     ok = index.filter(index["status"] == "ok") if "status" in index.columns else index
     tid_col = "trajectory_id" if "trajectory_id" in ok.columns else ok.columns[0]

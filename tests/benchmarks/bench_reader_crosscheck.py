@@ -64,7 +64,7 @@ def sample(items: list[dict], per_sub: int, seed: int) -> list[dict]:
 
 def boot(values: list[float], profiles: list[str], seed: int = 7, b: int = 2000) -> tuple[float, float, float]:
     """Mean and 95 % percentile interval of a bootstrap over profiles (points)."""
-    from filegram_ray.evaluate.stats import bootstrap_ci
+    from filegram_ray.stats import bootstrap_ci
 
     return bootstrap_ci(values, profiles, n_boot=b, seed=seed)
 

@@ -109,7 +109,7 @@ def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
         write_synthetic_run(run, n_outputs, seed=3)
     cfg = load_config(overrides=[f"run_dir={tmp}"])
     t0, c0 = time.perf_counter(), time.process_time()
-    rec = run_render(cfg, serial=not use_ray)
+    rec = run_render(cfg, executor="actor-pool" if use_ray else "serial")
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     idx = run.read_table(INDEX_PATH)
     ok = idx.filter(idx["status"] == "ok")
@@ -132,7 +132,7 @@ def stage(n_outputs: int, use_ray: bool, from_run: str | None = None) -> None:
         print(f"from CPU time: {cpu:.1f} CPU-s for {n_outputs} outputs ({cpu / max(n, 1) * 1000:.0f} CPU-ms per "
               f"derivative) → {t_cpu / 60:.1f} min for {target} outputs on 2 free cores "
               f"({'within' if t_cpu <= GOAL_S else 'OVER'} the 10-min goal)")
-    print(f"stage record: units_planned={rec['units_planned']} files/s={rec['files_per_s']}; run dir {tmp}")
+    print(f"stage record: derivatives={rec['units']['planned']} files/s={rec['files_per_s']}; run dir {tmp}")
 
 
 def plan_extrapolation(run_dir: str, cpu_per_file: dict[str, float], seed: int) -> None:

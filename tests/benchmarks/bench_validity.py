@@ -283,7 +283,7 @@ def llm_side_by_side(out: Path, profiles: list[str], tasks: list[str], seed: int
         with LlamaCppServer(model, n_ctx=8192, chat_format="chatml-function-calling", alias=model, n_threads=2,
                             startup_timeout=900) as srv:
             over = [f"run_dir={llm_dir}", f"seed={seed}", f"profiles=[{','.join(profiles)}]",
-                    f"tasks=[{','.join(tasks)}]", "generate.serial=true", "generate.perturb=false",
+                    f"tasks=[{','.join(tasks)}]", "generate.executor=serial", "generate.perturb=false",
                     "workspace.tts=tone", "generate.agent=llm", f"generate.llm.base_url={srv.base_url}",
                     "generate.llm.temperature=0.2", f"generate.llm.max_iterations={max_iterations}",
                     "generate.llm.max_tokens=384", "generate.llm.context_tokens=8192",

@@ -74,9 +74,8 @@ def run_dir_requests(run_dir: str, n: int, method: str, seed: int, max_tokens: i
                        max(max_tokens, 256))
     reqs = []
     for u in units:
-        for p in pb({"unit_json": json.dumps(u, default=str)}):
-            if p["status"] == "ok":
-                reqs.append({k: p[k] for k in ("req_key", "messages", "max_tokens", "temperature")})
+        for p in pb.process(u)["requests"]:
+            reqs.append({k: p[k] for k in ("req_key", "messages", "max_tokens", "temperature")})
     return reqs
 
 

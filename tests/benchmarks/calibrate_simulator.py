@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     cfg = load_config(None, [f"run_dir={args.run_dir}", f"seed={args.seed}"])
     data = cfg.model_dump()
     data.update(profiles=args.profiles, tasks=args.tasks,
-                generate={"num_actors": args.num_actors, "serial": args.serial})
+                generate={"num_actors": args.num_actors, "executor": "serial" if args.serial else "actor-pool"})
     cfg = type(cfg).model_validate(data)
     run_generate(cfg)
 

@@ -1,7 +1,8 @@
-"""Compare two run directories file by file: what issue #29's port must keep byte-identical.
+"""Compare two run directories file by file: what a port of the stages must keep byte-identical.
 
 Usage:
     python tests/benchmarks/compare_runs.py BEFORE_RUN AFTER_RUN [--stage STAGE ...] [--storage-options JSON]
+        [--out PAGE --title TITLE --note TEXT]
 
 A run is a local path or any run-directory URI (``s3://bucket/run``; ``--storage-options`` are the fsspec options
 of a URI, e.g. ``{"endpoint_url": "http://…"}``), read through :class:`filegram_ray.storage.RunDir`.
@@ -11,8 +12,10 @@ Every file under each run is hashed (sha256) except the bookkeeping that carries
 stage's output folders (see ``OUTPUTS``). Files whose bytes differ are then compared by content where the
 difference is by design — and differs between two runs of the same code (:data:`BY_DESIGN`): the tables' wall- and
 CPU-second columns are dropped, ``results/timings.json`` is skipped, and FileGramOS's pickled method states are
-unpickled and compared as values (a set pickles in hash order). Prints the files that differ, exist only on one
-side, those equal only by content (and why), and a one-line verdict; exits 1 when anything differs.
+unpickled and compared as values (a set pickles in hash order). A table a later version writes elsewhere
+(:data:`MOVED`) is compared by the error units it names. Prints the files that differ, exist only on one side, those
+equal only by content (and why), and a one-line verdict; exits 1 when anything differs. ``--out`` also writes what
+is printed as a page (a dated page under ``docs/measurements/``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import sys
 from filegram_ray.storage import RunDir
 
 #: output folders per stage (README "What it does")
-OUTPUTS = {"seed": ["workspaces"], "generate": ["trajectories"], "encode": ["engrams", "memory", "indices"],
+OUTPUTS = {"seed": ["workspaces"], "generate": ["trajectories"], "encode": ["engrams", "memory", "indices", "errors"],
            "render": ["derivatives"], "record": ["recordings"], "caption": ["captions", "realworld"],
            "bench": ["bench"], "evaluate": ["results"]}
 #: bookkeeping that holds wall times, pids or absolute paths by design
@@ -41,6 +44,11 @@ BY_DESIGN: dict[str, tuple[str, str]] = {
     "results/timings.json": ("the stage's wall seconds", "skip"),
     "recordings/index.parquet": ("the workers' wall and CPU seconds", "columns:render_s,cpu_s"),
     "captions/index.parquet": ("the workers' wall and CPU seconds", "columns:seconds,cpu_s"),
+}
+#: a table of the before run → where the after run keeps what it held (the runner's one error table per stage): equal
+#: when both name the same failed units (an empty table and no table name none)
+MOVED: dict[str, tuple[str, str]] = {
+    "engrams/errors.parquet": ("errors/encode.parquet", "trajectory_id"),
 }
 #: prefix → rule, for whole folders
 BY_DESIGN_PREFIX: dict[str, tuple[str, str]] = {
@@ -93,6 +101,15 @@ def by_design(rel: str, before: str | RunDir, after: str | RunDir) -> str | None
     return why if ta.equals(tb) else None
 
 
+def _error_units(run: RunDir, rel: str, column: str) -> list[str]:
+    """The sorted units an error table names (none when it does not exist)."""
+    if not run.exists(rel):
+        return []
+    import polars as pl
+
+    return sorted(pl.read_parquet(io.BytesIO(run.read_bytes(rel)))[column].to_list())
+
+
 def manifest(root: str | RunDir, tops: list[str] | None) -> dict[str, str]:
     """``{relative path: sha256}`` of every file under ``root`` (a path, URI or RunDir; within ``tops`` when
     given)."""
@@ -113,10 +130,18 @@ def compare(before: str | RunDir, after: str | RunDir, stages: list[str] | None 
     a, b = manifest(before, tops), manifest(after, tops)
     differ = sorted(p for p in set(a) & set(b) if a[p] != b[p])
     content_equal = {p: w for p in differ if (w := by_design(p, before, after))}
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    for old in [p for p in only_a if p in MOVED]:
+        new, col = MOVED[old]
+        if _error_units(_run(before), old, col) == _error_units(_run(after), new, "unit"):
+            content_equal[old] = f"moved to {new}, the same error units"
+            only_a.remove(old)
+            if new in only_b:
+                only_b.remove(new)
     return {"identical": sorted(p for p in set(a) & set(b) if a[p] == b[p]),
             "equal_by_content": [f"{p}  ({w})" for p, w in sorted(content_equal.items())],
             "differ": [p for p in differ if p not in content_equal],
-            "only_before": sorted(set(a) - set(b)), "only_after": sorted(set(b) - set(a))}
+            "only_before": only_a, "only_after": only_b}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,24 +151,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", nargs="+", choices=list(OUTPUTS), help="compare only these stages' outputs")
     ap.add_argument("--storage-options", type=json.loads, default=None,
                     help="fsspec options (JSON) of a run given as a URI, e.g. an S3 endpoint")
+    ap.add_argument("--out", default=None, help="also write what is printed to this file (a dated page under "
+                    "docs/measurements/), after --title and --note lines")
+    ap.add_argument("--title", default="Outputs before and after", help="the page's heading (with --out)")
+    ap.add_argument("--note", action="append", default=[], help="a paragraph above the figures (with --out; "
+                    "repeatable): what was run, on which commits")
     args = ap.parse_args(argv)
+    lines: list[str] = []
+    out = lines.append
     before, after = _run(args.before, args.storage_options), _run(args.after, args.storage_options)
     c = compare(before, after, args.stage)
     only_a, only_b, differ = c["only_before"], c["only_after"], c["differ"]
     content_equal = dict(e.split("  (", 1) for e in c["equal_by_content"])
-    differ = [p for p in differ if p not in content_equal]
     for p, why in sorted(content_equal.items()):
-        print(f"equal by content: {p}  ({why}")
+        out(f"equal by content: {p}  ({why}")
     for p in only_a:
-        print(f"only in before: {p}")
+        out(f"only in before: {p}")
     for p in only_b:
-        print(f"only in after:  {p}")
+        out(f"only in after:  {p}")
     for p in differ:
-        print(f"differs:        {p}")
+        out(f"differs:        {p}")
     same = len(c["identical"])
-    print(f"{same} identical, {len(content_equal)} equal by content, {len(differ)} differ, {len(only_a)} only "
+    out(f"{same} identical, {len(content_equal)} equal by content, {len(differ)} differ, {len(only_a)} only "
           f"before, {len(only_b)} only after "
           f"({'IDENTICAL' if not (differ or only_a or only_b) else 'DIFFERENT'})")
+    print("\n".join(lines))
+    if args.out:
+        stage = " --stage " + " ".join(args.stage) if args.stage else ""
+        page = [f"# {args.title}", "", *[para + "\n" for para in args.note],
+                f"`python tests/benchmarks/compare_runs.py BEFORE AFTER{stage}` (this page written by it):", "", "```",
+                *lines, "```", ""]
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write("\n".join(page))
     return 0 if not (differ or only_a or only_b) else 1
 
 

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
                 f"generate.llm.context_tokens={args.max_model_len}", f"generate.num_actors={args.actors}",
                 "generate.num_cpus_per_actor=1"]
         if args.actors <= 1:
-            over.append("generate.serial=true")
+            over.append("generate.executor=serial")
         t0 = time.perf_counter()
         rec = run_generate(load_config(None, over))
         wall = time.perf_counter() - t0

@@ -44,7 +44,6 @@ from filegram_ray.bench.common import (
     Draft,
     hamming,
     quotas,
-    rng,
     sample_preferring,
     scaled_count,
     session_label,
@@ -53,6 +52,7 @@ from filegram_ray.bench.inputs import BenchInputs, TrajRec
 from filegram_ray.bench.observed import DIM_COLUMNS, ObservedView
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS
+from filegram_ray.seeded import rng
 
 NAME = "AnomDet"
 CHOICE_RANGE = (5, 6)  # reference §9.1

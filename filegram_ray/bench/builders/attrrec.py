@@ -11,7 +11,7 @@ the paper reports 326 (reference §9.1) without saying where the 6 extra items c
 
 from __future__ import annotations
 
-from filegram_ray.bench.common import Draft, rng, sample_down, scaled_count, session_label
+from filegram_ray.bench.common import Draft, sample_down, scaled_count, session_label
 from filegram_ray.bench.inputs import BenchInputs, ProfileRec
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import (
@@ -25,6 +25,7 @@ from filegram_ray.bench.vocab import (
     TIERS,
     VALUE_BEHAVIOUR,
 )
+from filegram_ray.seeded import rng
 
 NAME = "AttrRec"
 N_CHOICES = 3  # reference §9.1

@@ -20,13 +20,13 @@ from filegram_ray.bench.common import (
     Draft,
     describe_tiers,
     pick_similar,
-    rng,
     sample_down,
     scaled_count,
     session_label,
 )
 from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import ContextSpec
+from filegram_ray.seeded import rng
 
 NAME = "BehavFP"
 N_CHOICES = 4  # reference §9.1

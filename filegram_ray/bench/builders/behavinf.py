@@ -16,10 +16,11 @@ COUNTS: the pool has two items per unperturbed held-out session (two dimension p
 
 from __future__ import annotations
 
-from filegram_ray.bench.common import Draft, rng, sample_down, scaled_count, session_label
+from filegram_ray.bench.common import Draft, sample_down, scaled_count, session_label
 from filegram_ray.bench.inputs import BenchInputs
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_BEHAVIOUR, TIERS
+from filegram_ray.seeded import rng
 
 NAME = "BehavInf"
 N_CHOICES = 4  # reference §9.1

@@ -52,11 +52,12 @@ from __future__ import annotations
 import math
 import random
 
-from filegram_ray.bench.common import Draft, rng, sample_down, session_label
+from filegram_ray.bench.common import Draft, sample_down, session_label
 from filegram_ray.bench.inputs import BenchInputs, ProfileRec, TrajRec
 from filegram_ray.bench.observed import ObservedView
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_SHORT
+from filegram_ray.seeded import rng
 
 NAME = "ShiftAna"
 CHOICE_RANGE = (3, 4, 5, 6)  # reference §9.1

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from filegram_ray.bench.common import Draft, rng, sample_down, scaled_count
+from filegram_ray.bench.common import Draft, sample_down, scaled_count
 from filegram_ray.bench.inputs import BenchInputs, TrajRec
 from filegram_ray.bench.schema import ContextSpec
 from filegram_ray.bench.vocab import DIMENSIONS, TIER_BEHAVIOUR, TIERS
+from filegram_ray.seeded import rng
 
 NAME = "TraceDis"
 #: Fingerprint positions per dimension (reference §7.3 table: #1–3 A, #4–6 B, #7–9 C, #10–12 D, #13–14 E, #15–17 F).

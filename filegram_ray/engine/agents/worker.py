@@ -1,14 +1,14 @@
 """Generate-stage actor body for the LLM agent: many trajectories in flight per actor (asyncio).
 
-The stage hands each actor a *shard* (``{"unit_id": "llm-shard-0003", "units": [...]}``, ``generate.llm.shard_size``
-trajectories); :meth:`LLMGenerateWorker.process` runs them as concurrent asyncio sessions — at most
+The stage hands each actor a *shard* (a task of ``generate.llm.shard_size`` trajectory items,
+:func:`shard_units`); :meth:`LLMGenerateWorker.process_task` runs them as concurrent asyncio sessions — at most
 ``sessions_per_actor`` at once, a new one starting as soon as one finishes — so that the server always has a full
 batch (vLLM's continuous batching merges the requests of every session of every actor). Tool calls run inline
-between requests (they take milliseconds; the sandbox is per trajectory). Each trajectory is written and gets its
-own completion record the moment it finishes, exactly as the simulator's units do
-(:meth:`~filegram_ray.engine.generate.GenerateWorker.write_unit`), so a rerun or a resubmitted shard skips it.
+between requests (they take milliseconds; the sandbox is per trajectory). Each trajectory is written as the
+simulator's items are (:meth:`~filegram_ray.engine.generate.GenerateWorker.write_unit`); the runner writes the
+completion records of a shard's trajectories when the shard returns.
 
-Errors: one failing trajectory becomes its own error row; a server that stops answering
+Errors: one failing trajectory is reported as its own exception (its error row); a server that stops answering
 (:class:`~filegram_ray.engine.agents.llm_agent.LLMServerUnavailable`) stops the whole shard at once (a shared flag,
 no per-session retries) and its unfinished trajectories become error rows naming the URL.
 """
@@ -30,21 +30,19 @@ from filegram_ray.engine.agents.llm_agent import (
     LLMServerUnavailable,
     run_llm_trajectory,
 )
-from filegram_ray.engine.worker import STAGE, GenerateWorker
-from filegram_ray.stages.base import Row
+from filegram_ray.engine.worker import GenerateWorker
 from filegram_ray.storage import safe_unit_name
 
 __all__ = ["LLMGenerateWorker", "shard_units"]
 
 
-def shard_units(units: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
-    """Group work units into shards of ``size`` (in order); a shard's ``unit_id`` is ``llm-shard-<k>``."""
-    return [{"unit_id": f"llm-shard-{k // size:04d}", "units": units[k:k + size]}
-            for k in range(0, len(units), size)]
+def shard_units(units: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """Group trajectory items into shards (tasks) of ``size``, in order."""
+    return [units[k:k + size] for k in range(0, len(units), size)]
 
 
 class LLMGenerateWorker(GenerateWorker):
-    """Actor body: ``process(shard)`` → ``{"rows": [one result row per trajectory]}``.
+    """Actor body: ``process_task(shard)`` → ``(unit_id, fields or exception)`` per trajectory.
 
     Args (besides :class:`GenerateWorker`'s):
         llm: the ``generate.llm`` section as a dict. base_urls: the endpoints (probed by the stage).
@@ -57,31 +55,13 @@ class LLMGenerateWorker(GenerateWorker):
         self.cfg = LLMAgentConfig.model_validate(llm)
         self.base_urls, self.model, self.provider, self.api_key = list(base_urls), model, provider, api_key
 
-    def fingerprint(self, unit: dict[str, Any], bundle_sha: str | None) -> str:
-        """What decides the trajectory besides the server's sampling: a finished unit is reused only if it
-        matches (the endpoint URL is not part of it: the same model may move)."""
-        return self.unit_fingerprint(
-            [unit["profile"], unit["task"], unit["seed"], unit.get("perturbation"), self.upstream_quirks,
-             AGENT_VERSION, self.model, self.cfg.behaviour_key()], bundle_sha)
+    def process_task(self, units: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | BaseException]]:
+        return asyncio.run(self._run_shard(units))
 
-    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
-        units = list(unit.get("units") or [unit])
-        return {"status": "ok", "rows": asyncio.run(self._run_shard(units))}
-
-    async def _run_shard(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _run_shard(self, units: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | BaseException]]:
         from filegram_ray.schema.task import Task
 
-        rows: list[dict[str, Any]] = []
-        todo = []
-        for u in units:
-            sha = self.bundle_hash(str(u["task"]["task_id"]))
-            fp = self.fingerprint(u, sha)
-            done = self.finished_row(u, fp, sha)
-            if done is not None:
-                rows.append(done)
-            else:
-                todo.append((u, (fp, sha)))
-        for u, _ in todo:  # bundles built before the loop starts (building one is slow and synchronous)
+        for u in units:  # bundles built before the loop starts (building one is slow and synchronous)
             try:
                 self.bundle_dir(Task.model_validate(u["task"]), int(u["seed"]))
             except Exception:  # noqa: BLE001 - reported by the unit itself below
@@ -92,26 +72,24 @@ class LLMGenerateWorker(GenerateWorker):
         down = {e.base_url: asyncio.Event() for e in endpoints}
         sem = asyncio.Semaphore(self.cfg.sessions_per_actor)
 
-        async def one(k: int, u: dict[str, Any], key: tuple[str, str | None]) -> dict[str, Any]:
+        async def one(u: dict[str, Any]) -> tuple[str, dict[str, Any] | BaseException]:
             uid = u["unit_id"]
             ep = endpoints[_endpoint_index(uid, len(endpoints))]
             async with sem:
                 if down[ep.base_url].is_set():
-                    return Row.error(uid, LLMServerUnavailable(f"LLM server at {ep.base_url} is down"), STAGE)
+                    return uid, LLMServerUnavailable(f"LLM server at {ep.base_url} is down")
                 try:
-                    return await self._one(u, key, ep, down[ep.base_url])
-                except Exception as exc:  # one trajectory never sinks the shard
-                    return Row.error(uid, exc, STAGE)
+                    return uid, await self._one(u, ep, down[ep.base_url])
+                except Exception as exc:  # noqa: BLE001 - one trajectory never sinks the shard
+                    return uid, exc
 
         try:
-            rows += await asyncio.gather(*(one(k, u, key) for k, (u, key) in enumerate(todo)))
+            return list(await asyncio.gather(*(one(u) for u in units)))
         finally:
             for e in endpoints:
                 await e.aclose()
-        return rows
 
-    async def _one(self, u: dict[str, Any], key: tuple[str, str | None], ep: ChatEndpoint,
-                   down: asyncio.Event) -> dict[str, Any]:
+    async def _one(self, u: dict[str, Any], ep: ChatEndpoint, down: asyncio.Event) -> dict[str, Any]:
         from filegram_ray.schema.profile import Profile
         from filegram_ray.schema.task import Task
 
@@ -143,9 +121,9 @@ class LLMGenerateWorker(GenerateWorker):
         extra = {"agent": "llm", "stop_reason": res.stop_reason, "iterations": res.iterations,
                  "tool_calls": res.tool_calls, "malformed_calls": res.malformed_calls,
                  "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                 "completed": sess.completed, "llm_wall_s": round(res.wall_s, 3)}
-        fp, sha = key
-        return self.write_unit(uid, profile, task, seed, pert, dest, written, t0, fp, sha, agent_kind="llm-agent",
+                 "completed": sess.completed, "llm_wall_s": round(res.wall_s, 3),
+                 "bundle_sha256": u.get("bundle_sha256")}
+        return self.write_unit(uid, profile, task, seed, pert, dest, written, t0, agent_kind="llm-agent",
                                agent_version=f"{AGENT_VERSION}:{self.model}", record_extra=extra)
 
 

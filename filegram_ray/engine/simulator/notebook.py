@@ -134,17 +134,6 @@ class Notebook:
     def n_sources(self) -> int:
         return len(self.order)
 
-    def all_lines(self) -> list[tuple[str, str]]:
-        """``(source, line)`` pairs, round-robin over sources so every source is represented early."""
-        out: list[tuple[str, str]] = []
-        depth = max((len(self.sources[p].lines) for p in self.order), default=0)
-        for i in range(depth):
-            for p in self.order:
-                ls = self.sources[p].lines
-                if i < len(ls):
-                    out.append((p, ls[i]))
-        return out
-
     def figures(self) -> list[Figure]:
         out: list[Figure] = []
         seen: set[tuple[str, str]] = set()

@@ -1,6 +1,7 @@
-"""How sure a FileGramBench report is: intervals, paired tests, multiple-testing correction and power.
+"""How sure a FileGramBench report is: intervals, paired tests, multiple-testing correction and power. Imports
+nothing of the project (the results table's sub-task and channel orders are its callers').
 
-Every function here works on the per-item results table (``results/results.parquet``: one row per method × item
+Every function here works on plain values or on the per-item results table (``results/results.parquet``: one row per method × item
 with ``score`` on 0–100, ``is_open``, ``sub_track``, ``channel``, ``setting`` and ``profile``, the user an item is
 about, :func:`~filegram_ray.evaluate.items.item_profile`).
 
@@ -202,14 +203,14 @@ def _zb(power: float) -> float:
 
 # ----------------------------------------------------------------------------------------------- tables
 
-def _cell_filters(results: pl.DataFrame) -> list[tuple[str, pl.Expr]]:
-    """The report table's columns that get an interval, each with the rows of ``results`` it averages."""
-    from filegram_ray.evaluate.scoring import CHANNELS, SUB_TASK_ORDER
-
-    subs = [s for s in SUB_TASK_ORDER if s in set(results["sub_track"].to_list())]
+def _cell_filters(results: pl.DataFrame, sub_tasks: Sequence[str], channels: Sequence[str]
+                  ) -> list[tuple[str, pl.Expr]]:
+    """The report table's columns that get an interval, each with the rows of ``results`` it averages: the
+    sub-tasks present (in ``sub_tasks`` order, then any other by name), each of ``channels``, and the averages."""
+    subs = [s for s in sub_tasks if s in set(results["sub_track"].to_list())]
     subs += sorted(set(results["sub_track"].to_list()) - set(subs))
     out = [(s, pl.col("sub_track") == s) for s in subs]
-    out += [(c, pl.col("channel") == c) for c in CHANNELS]
+    out += [(c, pl.col("channel") == c) for c in channels]
     out.append(("avg", ~pl.col("is_open")))
     if "setting" in results.columns:
         out.append(("multimodal", (pl.col("setting") == "multimodal") & ~pl.col("is_open")))
@@ -223,11 +224,13 @@ def _profiles(df: pl.DataFrame) -> list[str]:
     return [str(q) for q in df["question_id"].to_list()]
 
 
-def cell_intervals(results: pl.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -> pl.DataFrame:
+def cell_intervals(results: pl.DataFrame, *, sub_tasks: Sequence[str] = (), channels: Sequence[str] = (),
+                   n_boot: int = N_BOOT, seed: int = 0) -> pl.DataFrame:
     """One row per (method, cell) of the report table: ``method, cell, n, n_profiles, mean, lo, hi`` (0–100; cells
-    = each sub-task, the three channels, ``avg`` over the multiple-choice items, ``multimodal``, ``real_world``;
-    a cell without scored items is left out). Error rows count as 0 for multiple choice, as in the table; open-ended
-    items without a score are left out (:mod:`filegram_ray.evaluate.scoring`)."""
+    = each sub-task present, in ``sub_tasks`` order then by name, each of ``channels``, ``avg`` over the
+    multiple-choice items, ``multimodal``, ``real_world``; a cell without scored items is left out). Error rows count
+    as 0 for multiple choice, as in the table; open-ended items without a score are left out
+    (:mod:`filegram_ray.evaluate.scoring`)."""
     schema = {"method": pl.Utf8, "cell": pl.Utf8, "n": pl.Int64, "n_profiles": pl.Int64, "mean": pl.Float64,
               "lo": pl.Float64, "hi": pl.Float64}
     if not results.height:
@@ -235,7 +238,7 @@ def cell_intervals(results: pl.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0
     rows = []
     for method in dict.fromkeys(results["method"].to_list()):
         df = results.filter(pl.col("method") == method)
-        for cell, expr in _cell_filters(results):
+        for cell, expr in _cell_filters(results, sub_tasks, channels):
             sub = df.filter(expr & pl.col("score").is_not_null())
             if not sub.height:
                 continue
@@ -299,8 +302,10 @@ def paired_table(results: pl.DataFrame, methods: Sequence[str], baselines: Seque
     return pl.DataFrame(rows, schema=schema).select(list(schema))
 
 
-def power_table(results: pl.DataFrame, methods: Sequence[str], delta: float = 0.10) -> pl.DataFrame:
-    """Per sub-task: ``sub_task, n_items, accuracy`` (mean over ``methods`` on 0–100), ``items_needed`` (per
+def power_table(results: pl.DataFrame, methods: Sequence[str], delta: float = 0.10, *,
+                sub_tasks: Sequence[str] = ()) -> pl.DataFrame:
+    """Per sub-task (in ``sub_tasks`` order, then any other by name): ``sub_task, n_items, accuracy`` (mean over
+    ``methods`` on 0–100), ``items_needed`` (per
     method, to detect ``delta`` = 10 points at that accuracy, :func:`items_for_difference`; for open-ended
     sub-tasks the 0–100 score is read as a proportion, an approximation) and ``enough`` (n_items ≥ items_needed)."""
     schema = {"sub_task": pl.Utf8, "n_items": pl.Int64, "accuracy": pl.Float64, "items_needed": pl.Int64,
@@ -309,9 +314,7 @@ def power_table(results: pl.DataFrame, methods: Sequence[str], delta: float = 0.
         if results.height else results
     rows = []
     if df.height:
-        from filegram_ray.evaluate.scoring import SUB_TASK_ORDER
-
-        subs = [s for s in SUB_TASK_ORDER if s in set(df["sub_track"].to_list())]
+        subs = [s for s in sub_tasks if s in set(df["sub_track"].to_list())]
         subs += sorted(set(df["sub_track"].to_list()) - set(subs))
         for s in subs:
             sub = df.filter(pl.col("sub_track") == s)

@@ -1,8 +1,9 @@
-"""The pipeline's stages in order — the one list of them (:data:`STAGES`, also ``filegram_ray.pipeline.STAGES``).
+"""The pipeline's stages in order — the one list of them (:data:`STAGES`).
 
-Config sections (:func:`sections`), the CLI (``filegram run <stage>``, ``--only`` / ``--skip``), ``jobs/<stage>.py``
-and the viewer derive from it; adding a stage is one line here and its :class:`~filegram_ray.stages.base.Stage`
-subclass. This module imports nothing of the project but the error type, so every other module may read it.
+Config sections, the command lines (``filegram run <stage>``, ``jobs/<stage>.py``, ``filegram pipeline --only`` /
+``--skip``) and the viewer derive from it; adding a stage is one line here and its
+:class:`~filegram_ray.stages.base.Stage` subclass. This module imports nothing of the project but the error type, so
+every other module may read it (``filegram --help`` loads no stage: a line names its class, imported on first use).
 """
 
 from __future__ import annotations
@@ -12,34 +13,34 @@ from typing import NamedTuple
 
 from filegram_ray.errors import UserError
 
-__all__ = ["StageRef", "STAGES", "stage_names", "stage_ref", "sections"]
+__all__ = ["STAGES", "StageRef", "sections", "stage_names", "stage_ref"]
 
 
 class StageRef(NamedTuple):
     """One line of :data:`STAGES`: a stage's ``name``, the ``module:Class`` of its
-    :class:`~filegram_ray.stages.base.Stage`, the config section holding its options, and one line of help."""
+    :class:`~filegram_ray.stages.base.Stage`, the config section holding its options, one line of help and the
+    stages it ``needs`` run before it by its own door (``filegram run generate`` runs seed first; a finished item
+    of the needed stage is skipped)."""
 
     name: str
     target: str
     section: str
     description: str
+    needs: tuple[str, ...] = ()
 
     def load(self) -> type:
-        """The stage's :class:`~filegram_ray.stages.base.Stage` subclass (its module is imported on first use:
-        ``filegram --help`` loads no stage)."""
+        """The stage's :class:`~filegram_ray.stages.base.Stage` subclass (its module is imported on first use)."""
         module, _, cls = self.target.partition(":")
         return getattr(import_module(module), cls)
 
 
-#: The pipeline's stages in order — the only list of them. Config sections (:func:`sections`), the CLI
-#: (``filegram run <stage>``, ``--only`` / ``--skip``), ``jobs/<stage>.py`` and the viewer derive from it; adding a
-#: stage is one line here and its :class:`~filegram_ray.stages.base.Stage` subclass. The seed stage's options sit
-#: in ``workspace:`` because the top-level ``seed`` is the run's master seed (an int).
+#: The pipeline's stages in order — the only list of them. The seed stage's options sit in ``workspace:`` because
+#: the top-level ``seed`` is the run's master seed (an int).
 STAGES: list[StageRef] = [
     StageRef("seed", "filegram_ray.workspace.stage:SeedStage", "workspace",
              "build every task's seeded multi-format input bundle → workspaces/"),
     StageRef("generate", "filegram_ray.engine.generate:GenerateStage", "generate",
-             "persona agents do the tasks; typed events + content deltas → trajectories/"),
+             "persona agents do the tasks; typed events + content deltas → trajectories/", needs=("seed",)),
     StageRef("encode", "filegram_ray.memory.stage:EncodeStage", "encode",
              "FileGramOS Engrams, channels and FAISS indices → engrams/, memory/, indices/"),
     StageRef("render", "rendering.stage:RenderStage", "render",
