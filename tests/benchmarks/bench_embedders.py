@@ -64,13 +64,12 @@ def collect(run_dir: str, sample: int | None, n_specs: int | None, seed_pick: in
     from filegram_ray.evaluate.worker import build_unit_views
     from filegram_ray.memory.consolidate import ConsolidateConfig, _deviations, content_chunks
     from filegram_ray.methods import make_method
-    from filegram_ray.stages.rundir import recorded_seed
     from filegram_ray.storage import RunDir
 
     run = RunDir(run_dir)
     ecfg = load_config(None).section("evaluate")
     sample = sample if sample is not None else ecfg.get("sample_per_sub_task")
-    seed = recorded_seed(run) or 7
+    seed = run.recorded_seed() or 7
     items = [it for it in load_items(run) if it["setting"] in ecfg.get("settings", ["text"])]
     if sample:
         items = sample_items(items, int(sample), seed)
