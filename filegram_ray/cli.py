@@ -3,7 +3,7 @@
 Each area of the library contributes its subcommands through a ``register(subparsers)`` function in its own
 ``cli`` module, listed in :data:`COMMANDS`; the handler is stored as ``func`` on the parsed namespace.
 
-Start-up is kept short (issue 31: ``filegram --help`` in ≤ 0.5 s): this module imports only the standard library,
+Start-up is kept short (``filegram --help`` stays under 0.5 s): this module imports only the standard library,
 and ``--help`` is drawn from the one-line helps in :data:`COMMANDS`; an area's ``cli`` module is imported only when
 its command runs (``filegram memory …`` imports ``filegram_ray.memory.cli`` alone), and those modules import numpy,
 torch, Ray and the like inside their handlers. ``tests/test_cli_startup.py`` checks that the table matches what the

@@ -1,5 +1,5 @@
 """Optional parts of the install (``pip install -e '.[NAME]'``): which modules each extra provides, what needs it,
-and the one-line refusal when a stage or command runs without the extra it needs (issue 32).
+and the one-line refusal when a stage or command runs without the extra it needs (docs/install.md, "Extras").
 
 The core (``pip install -e .``) runs generate, encode with a torch-free embedder (``encode.embedder: minilm-int8``
 or ``e5-small``), bench, and evaluate's non-embedding methods with the lexical reader. Everything else is an

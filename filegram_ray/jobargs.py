@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # imported where used: building a parser (`filegram X --help`) needs no pydantic (issue 31)
+if TYPE_CHECKING:  # imported where used: building a parser (`filegram X --help`) needs no pydantic (fast --help)
     from filegram_ray.config import PipelineConfig
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from filegram_ray.stage_list import STAGES, stage_names, stage_ref
 
-if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (issue 31)
+if TYPE_CHECKING:  # imported where used: `filegram pipeline --help` reads STAGES without pydantic (fast --help)
     from filegram_ray.config import PipelineConfig
 
 __all__ = ["format_stage_table", "pipeline_main", "register", "run_pipeline"]

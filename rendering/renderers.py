@@ -800,7 +800,8 @@ def build_png_chart(obj: Section | Document) -> Rendered:
 #: sentence, ≈7 s of speech — because narration is most of the render stage's CPU time: piper on one thread speaks
 #: ≈8 s of speech per CPU-s, and at 24 words the default run's 610 narrations were ≈500 of render's 875 CPU-s.
 #: Cutting 24 → 16 keeps every narrated WAV (the paper's audio share) and removes a third of the distinct phonemes
-#: to synthesise (77.6 k → 51.4 k on that run's 610 scripts; README "Speech").
+#: to synthesise (77.6 k → 51.4 k on that run's 610 scripts;
+#: docs/measurements/2026-12-01-speed-and-scale.md).
 NARRATION_MAX_WORDS = 16
 
 

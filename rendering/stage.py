@@ -29,7 +29,7 @@ Steps (``run_render = stage_function(RenderStage)``):
    derivative; render times go to ``derivatives/timings.parquet`` (so the index is byte-identical across same-seed
    runs); a summary table (counts per format, bytes, files/s) is printed and returned for the stage record.
 
-Integrity (issue 13): one plan per run directory — every row carries the ``plan`` key (a digest of the seed and every
+Integrity: one plan per run directory — every row carries the ``plan`` key (a digest of the seed and every
 setting that decides which derivatives exist and what they hold); a rerun with other settings re-renders under the
 new plan and removes the old plan's rows and files, so the index never mixes two plans
 (REL-render-rerun-without-seed-mixes-derivatives).

@@ -164,8 +164,8 @@ def paraphrase(question: str, llm_fn: Callable[[str], str], seed: int, qid: str)
 def sample_preferring(r: random.Random, pool: Sequence[Any], prefer: Callable[[Any], bool], most: int,
                       least: int) -> list[Any]:
     """Up to ``most`` of the ``prefer``-red members of ``pool``, then the others only until there are ``least``
-    (seeded by ``r``; the order of the draw is ``r.sample`` of the preferred, then of the others). Issue #28's
-    "like with like": AnomDet's user sessions come first from tasks that exercise a dimension where user and
+    (seeded by ``r``; the order of the draw is ``r.sample`` of the preferred, then of the others). Like is
+    compared with like: AnomDet's user sessions come first from tasks that exercise a dimension where user and
     impostor differ."""
     liked = [x for x in pool if prefer(x)]
     others = [x for x in pool if not prefer(x)]

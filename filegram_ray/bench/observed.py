@@ -3,7 +3,7 @@ against.
 
 An AnomDet item shows a few sessions of one user and one impostor session; a ShiftAna item shows a few baseline
 sessions of one user and one perturbed session. A reader without memory can compare them only with each other.
-Issue #28 asks that such a reader stay near chance (count-rule answerer ≤ chance + 0.15).
+Such a reader must stay near chance (count-rule answerer ≤ chance + 0.15, a bound of docs/validity.md).
 :class:`ObservedView` measures, from the fingerprints alone, how far one session stands from a few others on the
 columns of some dimensions, and how far it moved along the direction from one tier to another
 (:meth:`ObservedView.departure`), so that a builder can prefer, among contexts and false options that are all

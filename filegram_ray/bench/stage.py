@@ -177,9 +177,9 @@ class BenchStage(Stage):
             if tasks_dir is None and gen.get("tasks_dir"):
                 tasks_dir = gen["tasks_dir"]
             if gen:
-                # the ids the run holds: default counts scale to them (README: "scaled to the profile/task set"),
-                # distractor profiles still come from the whole set; a run generated before the record held them:
-                # the ids of its trajectory index
+                # the ids the run holds: default counts scale to them (each builder's COUNTS: the paper's count ×
+                # profiles × tasks / (20 × 32)), distractor profiles still come from the whole set; a run generated
+                # before the record held them: the ids of its trajectory index
                 held_p, held_t = list(gen.get("profiles") or []), list(gen.get("tasks") or [])
                 if (not held_p or not held_t) and run.exists("trajectories/index.parquet"):
                     idx = run.read_table("trajectories/index.parquet")

@@ -15,7 +15,7 @@ Bundles: the stage reads the seed stage's ``workspaces/<task_id>/`` bundles; its
 trajectories were made from. Should a bundle still be missing, the worker builds it on the fly with
 ``build_bundle(task, seed)`` into its own temp dir (deterministic: the same bytes) and the item goes on.
 
-Perturbations (ref §5.7, issue #16): the plan proposes 5 shifted units per profile. With
+Perturbations (ref §5.7): the plan proposes 5 shifted units per profile. With
 ``generate.verify_perturbations`` (default on) a perturbed unit is simulated a second time without its shift
 (the counterfactual) and the perturbed dimension's fingerprint features (ref §7.3) are compared. A shift that
 changes none of them is a no-op: the task's other active dimensions are tried in turn
@@ -75,7 +75,7 @@ class GenerateConfig(StageOptions):
     num_cpus_per_actor: float = Field(0.5, gt=0, description="≤ 0.5 on a 2-CPU laptop (ENVIRONMENT_FACTS §1)")
     perturb: bool = Field(True, description="apply the ref §5.7 perturbation plan (5 trajectories per profile)")
     verify_perturbations: bool = Field(True, description="run each perturbed unit again without its perturbation "
-                                       "and keep the shift only if the dimension's features change (issue #16)")
+                                       "and keep the shift only if the dimension's features change")
     chart_format: str = Field("svg", pattern="^(svg|png)$", description="F-L chart files (engine write is text)")
     upstream_quirks: bool = Field(False, description="engine reproduces upstream quirks (ref §13)")
     force: bool = Field(False, description="redo finished units")

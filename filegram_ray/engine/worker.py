@@ -180,9 +180,10 @@ class GenerateWorker:
 
     def verify(self, simulate, dest: Path, res: dict[str, Any], planned: dict[str, str],
                alts: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, str] | None, dict[str, Any]]:
-        """Counterfactual check of a perturbation (issue #16): simulate the same unit without it and compare the
-        perturbed dimension's fingerprint features. A shift that changes none of them is a no-op: the next of
-        ``alts`` is tried; if none changes anything the unit is kept unperturbed (the counterfactual run).
+        """Counterfactual check of a perturbation (reference §5.7; the check is ours): simulate the same unit
+        without it and compare the perturbed dimension's fingerprint features. A shift that changes none of them
+        is a no-op: the next of ``alts`` is tried; if none changes anything the unit is kept unperturbed (the
+        counterfactual run).
 
         Returns (simulation result written at ``dest``, applied perturbation or None, the ``meta.json``
         ``perturbation_check`` record: status real | replaced | dropped, planned, applied, tried,

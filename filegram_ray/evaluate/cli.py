@@ -60,7 +60,7 @@ def _findings(args: argparse.Namespace) -> int:
     if stale:
         print(f"  note: {stale}")
     if not out["has_profile"]:
-        print("  note: results.parquet has no profile column (evaluated before issue #30): items are resampled "
+        print("  note: results.parquet has no profile column (evaluated by an older version): items are resampled "
               "one by one, so the intervals are too narrow; rerun evaluate for profile-level intervals")
     print("  " + headroom_lines(stats["reader"])[0].replace("**", ""))
     for f in stats["findings"]:

@@ -1,4 +1,4 @@
-"""The paper's qualitative findings (reference §8.4, last paragraph; issue #30 item 4) decided on a run's results.
+"""The paper's qualitative findings (reference §8.4, last paragraph) decided on a run's results.
 
 Each finding is a set of *claims*; each claim is decided from the paired tests or the profile-bootstrap intervals of
 :mod:`filegram_ray.stats` at the 5 % level:
@@ -52,7 +52,7 @@ from filegram_ray.stats import (
 
 __all__ = ["FINDINGS", "decide_findings", "findings_lines"]
 
-#: finding id → its statement (issue #30 item 4, after reference §8.4)
+#: finding id → its statement (after reference §8.4, last paragraph)
 FINDINGS = {
     "F1": "FileGramOS Avg > EverMemOS > each of Mem0, Zep, MemOS, SimpleMem",
     "F2": "AnomDet: EverMemOS and FileGramOS ≥ 70 while Mem0 and SimpleMem sit near chance",

@@ -1,8 +1,8 @@
 """Reader validity rows: can the answering backbone (the *reader*) tell good memory from none at all?
 
-A memory method's score is the reader's score on that method's context. Before ranking methods the report checks
-the reader with contexts whose quality is known (issue #30 item 2). Rows, per backbone, beside the oracle and random
-rows of :func:`validity_rows`:
+A memory method's score is the reader's score on that method's context. Before ranking methods the report checks the
+reader with contexts whose quality is known. Rows, per backbone, beside the oracle and random rows of
+:func:`validity_rows`:
 
 * ``empty`` — an empty memory (only when the No Context method itself is not evaluated; otherwise its row is the
   floor);

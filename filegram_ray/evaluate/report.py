@@ -568,7 +568,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     written.append("results/timings.json")
     budget = (info.get("answering") or {}).get("context_budget_chars")
     stats = report_statistics(results, int(info.get("seed") or 0), budget) if results.height else None
-    if stats is not None:  # the report opens with the reader's headroom (issue #30)
+    if stats is not None:  # the report opens with the reader's headroom (can it rank methods?)
         written += write_statistics(run, stats)
         lines += headroom_lines(stats["reader"], row_names)
     if info.get("sample_per_sub_task"):

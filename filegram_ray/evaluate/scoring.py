@@ -326,7 +326,7 @@ def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | N
     return LLMJudge(backbone, cache=cache, max_tokens=max_tokens)
 
 
-#: The judge validity cases (issue: a judge must separate right from wrong): the reference value as the answer
+#: The judge validity cases (a judge must separate right from wrong): the reference value as the answer
 #: must score at least 90, an empty answer at most 10, another value of the attribute's value space in between.
 VALIDITY_CASES = {"true_value": (90.0, 100.0), "wrong_value": (10.0, 90.0), "empty": (0.0, 10.0)}
 

@@ -482,7 +482,7 @@ class EvaluateStage(Stage):
             "method_rows": {m: str(getattr(shown[m], "row_name", lambda: "")() or getattr(shown[m], "display", m))
                             for m in shown},
             "multimodal_content": self.mm_mode,
-            "embed_dtype": embed_dtype(),  # the methods' embedder dtype on this machine and why (issue 31)
+            "embed_dtype": embed_dtype(),  # the methods' embedder dtype on this machine and why
             # the methods' sentence embedder and what the run's embedding plan did
             "embedder": {"kind": self.embedder, "label": emb.label, "requested": o.embedder},
             "embed_plan": getattr(self, "embed_plan", None) or {},

@@ -337,8 +337,8 @@ class CheckedSession:
     (connection errors, timeouts, 408/429/5xx, malformed replies) on its own, and cuts a reply's content at
     ``16 × max_tokens`` characters (the request's ``max_tokens``); Ray's stage then only ever sees
     HTTP 200 and a reply dict (``ok``, ``reply``, ``finish_reason``, ``prompt_tokens``, ``reply_tokens``,
-    ``error``, ``raw``), so no reply can raise inside the stage and end the Dataset (issue #27 item 1: Ray 2.60's
-    stage calls ``response.json()`` unguarded and raises after its retries).
+    ``error``, ``raw``), so no reply can raise inside the stage and end the Dataset (Ray 2.60's stage calls
+    ``response.json()`` unguarded and raises after its retries).
 
     Args:
         timeout_s: seconds per request (aiohttp total timeout).

@@ -60,7 +60,7 @@ __all__ = [
 #: Largest reply body read into memory (bytes). A chat completion of a few thousand tokens is a few KB; 64 MiB
 #: leaves room for logprobs and many tool calls while keeping one hostile reply from filling a worker's memory.
 MAX_BODY_BYTES = 64 << 20
-#: Characters of a raw body kept on an error row (the first 2 KB; issue #27 item 1).
+#: Characters of a raw body kept on an error row (the first 2 KB: enough to see what the server sent).
 RAW_KEEP = 2000
 #: Deepest JSON nesting read from a reply or a tool call's arguments. Python's decoder recurses per level and
 #: raises RecursionError near 1000; the 8 tools' arguments are at most 3 levels deep.

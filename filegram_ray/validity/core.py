@@ -26,10 +26,10 @@ of the run (profile tiers; ``meta.json`` perturbation and its counterfactual che
 4. **Aggregate counts** against the paper (reference §0; TIER_TARGETS §5 size table): kept events per
    trajectory by type, share stripped, agent files, workspace input files.
 
-5. **Issue #28** (:mod:`filegram_ray.validity.realism`): single-session separability (one-feature depth-2 trees),
-   task × tier η², profile-level recovery, perturbation no-ops and visibility, a count-rule answerer without memory
-   on ShiftAna / AnomDet, motivation (searches, inspections, sourced sentences) and the memory's τ-flags, each
-   with its bound and PASS / FAIL.
+5. **Behaviour like a person, signal like a distribution** (:mod:`filegram_ray.validity.realism`): single-session
+   separability (one-feature depth-2 trees), task × tier η², profile-level recovery, perturbation no-ops and
+   visibility, a count-rule answerer without memory on ShiftAna / AnomDet, motivation (searches, inspections, sourced
+   sentences) and the memory's τ-flags, each with its bound and PASS / FAIL.
 
 Outputs: ``results/validity.md`` and ``results/validity.json`` in the run directory; when ``results/report.md``
 exists its "Behaviour validity" section is replaced by :func:`summary_lines`.
@@ -69,9 +69,9 @@ OTHER_TYPES = ("file_search", "file_rename", "file_move", "file_delete", "file_c
 PAPER_STRIPPED, PAPER_FILES_PER_TRAJ, PAPER_INPUT_FILES = 0.743, 2500 / 640, 615
 #: Acceptance band of the per-type means: ±30 % of the paper (TIER_TARGETS §5 "Acceptance"); "other" excepted.
 BAND = 0.30
-#: Targets of issue #16 ("Done when").
+#: Targets (ours): profile-level recovery (a bound of docs/validity.md), τ-flag precision and recall.
 TARGETS = {"profile": 0.90, "flag_precision": 0.60, "flag_recall": 0.60}
-#: Folds of the leave-profiles-out recovery (``GroupKFold`` by profile; ours, issue #16).
+#: Folds of the leave-profiles-out recovery (``GroupKFold`` by profile; ours).
 N_SPLITS = 5
 #: Fewest profiles for which leave-profiles-out recovery is reported (ours): one per fold, so each profile is held
 #: out once against at least four others. With fewer, a held-out profile's tier is often absent from its training

@@ -1,4 +1,4 @@
-"""Are the actions motivated and the outputs drawn from the inputs? (issue #28 item 4, "motivation")
+"""Are the actions motivated and the outputs drawn from the inputs? (the motivation checks)
 
 Read from a trajectory's raw event log (``events_raw.json``: the tool calls with their arguments and the file
 events, in order; paths made relative to the session's ``target_directory``), its final outputs
@@ -26,8 +26,8 @@ shows it: :func:`filegram_ray.workspace.extract.extract_text`):
   sentences. Edited input files are not counted (their sentences were the input's), nor sessions that read no
   input file (an empty workspace: counted as ``sessions_without_input_read``).
 
-Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sentence) are ours; the bounds are issue
-#28's (:data:`filegram_ray.validity.separability.BOUNDS`).
+Thresholds (2 digits, 5 words, 10 CJK characters ≈ 5 words, 3 words for a sentence) are ours; the bounds are
+:data:`filegram_ray.validity.separability.BOUNDS` (the bounds table of docs/validity.md).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 #: Shell commands that show a named file's content (ours).
 INSPECT_COMMANDS = frozenset({"head", "tail", "cat", "less", "more", "md5sum", "sha256sum", "diff", "cmp"})
-#: Words in a row that make a copied span a fact (issue #28: "a ≥ 5-word span").
+#: Words in a row that make a copied span a fact (ours: a ≥ 5-word span).
 SPAN_WORDS = 5
 #: CJK characters in a row that make a span (ours: about 5 words at ~2 characters a word).
 SPAN_CJK_CHARS = 10
@@ -415,7 +415,7 @@ def motivation(run_dir: str | Path, trajectories: list[tuple[str, str]], example
 #: Most file operations one instant may hold (ours: a person does one thing at a time; a command may chain two or
 #: three, as ``mkdir -p a && mv x a/x``).
 MAX_OPS_PER_INSTANT = 3
-#: N-gram length and how many of the most repeated ones are reported (the issue: "the top-20 repeated n-grams").
+#: N-gram length and how many of the most repeated ones are reported (ours: the top 20).
 NGRAM, TOP_NGRAMS = 4, 20
 _OPS = ("file_write", "file_edit", "file_delete", "file_move", "file_rename", "file_copy", "dir_create")
 #: What the engine's tools print about a file that is not the file (a viewer's note, a line number, a cut):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-#: Share of sessions that must reach their task's outcome (issue: "goal ≥ 95 % of sessions on a fresh set").
+#: Share of sessions that must reach their task's outcome (ours: ≥ 95 % of sessions on a fresh set).
 OUTCOME_BOUND = 0.95
 #: Sentences with a fact from the inputs a written deliverable needs at least (ours).
 MIN_FACTS = 3

@@ -1,10 +1,11 @@
-"""Issue #28 item 4: behaviour like a person, signal like a distribution — every figure with its bound.
+"""Behaviour like a person, signal like a distribution — every figure with its bound (docs/validity.md, "The
+bounded checks").
 
 :func:`realism` gathers, for the sessions of a run (and optionally a second, independently generated set):
 
 1. single-session separability (:func:`~filegram_ray.validity.separability.separability`), within the set
    (leave-profiles-out) and cross-set, bound ≤ 0.80 per dimension;
-2. task × tier η² of the 17 fingerprint features (bound ≤ 0.80) and, for comparison, of the counts the issue names;
+2. task × tier η² of the 17 fingerprint features (bound ≤ 0.80) and, for comparison, of :data:`NAMED_COUNTS`;
 3. profile-level recovery from all of a profile's sessions (the leave-profiles-out and cross-set classifier of
    :func:`filegram_ray.validity.core.recovery`), bound ≥ 0.90 per dimension;
 4. perturbations: no-ops by counterfactual re-simulation (``meta.json`` ``perturbation_check``; bound 0) and
@@ -49,17 +50,18 @@ log = logging.getLogger(__name__)
 #: Smallest AUC at which a perturbation counts as visible across sessions (ours: a perturbed session must stand out
 #: from the same profile's other sessions, on the perturbed dimension, in at least 70 % of the pairs).
 VISIBILITY_AUC = 0.70
-#: The counts issue #28 names as "a deterministic function of the tier" today (reported beside the fingerprint η²).
+#: Counts that a simulator writing fixed counts per tier makes a deterministic function of task × tier (η² 1.00:
+#: docs/measurements/2026-12-02-validity.md, "before"); reported beside the fingerprint η².
 NAMED_COUNTS = ("version_strategy.total_deletes", "cross_modal_behavior.image_files_created",
                 "cross_modal_behavior.structured_files_created", "directory_style.files_moved",
                 "directory_style.max_dir_depth", "edit_strategy.avg_lines_changed",
                 "reading_strategy.searches_and_browses")
 
 
-#: Share of output sentences that may be an input's sentence word for word (the issue: "goal ≤ 0.20").
+#: Share of output sentences that may be an input's sentence word for word (ours: outputs are written, not pasted).
 VERBATIM_BOUND = 0.20
-#: Most a single count may read the tier a session acted in (the issue: A's searches and C's folder depth vary
-#: within a tier "as B, D, E and F already do", ≤ 0.75).
+#: Most a single count may read the tier a session acted in (ours: A's searches and C's folder depth vary within
+#: a tier as B, D, E and F do, ≤ 0.75).
 ACTING_COUNT_BOUND = 0.75
 #: The count of each dimension read against the acting tier (the counts of the hand-written rules).
 ACTING_COUNTS = {"A": "reading_strategy.total_searches", "B": "output_detail.total_output_chars",
@@ -296,7 +298,7 @@ def behaviour_checks(out: dict[str, Any]) -> list[dict[str, Any]]:
 def realism(test: Any, train: Any | None, lpo: dict[str, Any], cross: dict[str, Any] | None,
             perturbations: dict[str, Any], tau: dict[str, Any], *, run_uri: str,
             storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """All issue #28 item-4 figures of a run (module docstring). ``test`` / ``train``:
+    """All the bounded realism figures of a run (module docstring). ``test`` / ``train``:
     :class:`~filegram_ray.validity.core.SessionSet`; ``lpo`` / ``cross`` / ``perturbations`` / ``tau``: the results
     of :func:`~filegram_ray.validity.core.recovery`, :func:`~filegram_ray.validity.core.perturbation_effects` and
     :func:`~filegram_ray.validity.core.tau_flags` on the same sessions."""
@@ -421,7 +423,7 @@ def check_lines(res: dict[str, Any]) -> list[str]:
 
 def markdown_lines(res: dict[str, Any]) -> list[str]:
     """The ``validity.md`` section of these figures."""
-    L = ["## 5. Behaviour like a person, signal like a distribution (issue #28)", "",
+    L = ["## 5. Behaviour like a person, signal like a distribution", "",
          "| check | value | bound | result | note |", "|---|---|---|---|---|"]
     for c in res["checks"]:
         mark = "n/a" if c["pass"] is None else "PASS" if c["pass"] else "**FAIL**"

@@ -51,9 +51,9 @@ def render_markdown(res: dict[str, Any]) -> str:
          "## 1. Tier recovery (unperturbed sessions)", "",
          ("Classifier: the dimension's own fingerprint columns, log1p, standardised per task on the training "
           "sessions, multinomial logistic regression (balanced class weights). Per profile = summed log-probabilities over its sessions. "
-          f"Target: per profile ≥ {TARGETS['profile']:.2f} (✗ = below). Per session is information: since issue "
-          "#28 a single session shows its tier only as a tendency; its bound is single-session separability "
-          "≤ 0.80 (section 5)."), "",
+          f"Target: per profile ≥ {TARGETS['profile']:.2f} (✗ = below). Per session is information: a single "
+          "session shows its tier only as a tendency (the simulator's design); its bound is single-session "
+          "separability ≤ 0.80 (section 5)."), "",
          "| dim | LPO session | LPO profile | session by tier L/M/R | chance | rule classifier (profile) |"
          + (" cross-set session | cross-set profile |" if res.get("cross") else ""),
          "|---|---|---|---|---|---|" + ("---|---|" if res.get("cross") else "")]

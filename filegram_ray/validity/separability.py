@@ -1,4 +1,4 @@
-"""Does one count in one session give the tier away? (issue #28 item 4: separability, η², count rules)
+"""Does one count in one session give the tier away? (separability, η², count rules)
 
 Measures on the sessions of a run (:class:`~filegram_ray.validity.core.SessionSet`), each against the tier that
 generated the session (the profile's tier, or the perturbation's target tier on the perturbed dimension):
@@ -11,7 +11,7 @@ generated the session (the profile's tier, or the perturbation's target tier on 
   ``DecisionTreeClassifier(max_depth=2)``) fitted on one set's sessions and scored on another's (``cross``), or
   leave-profiles-out inside one set (5-fold ``GroupKFold`` by profile). "Best" = the highest held-out accuracy
   over all features, i.e. the adversary's best single count chosen with hindsight (an upper bound of what a
-  single count reads). Bound: ≤ :data:`BOUNDS` ``["separability"]`` (issue #28).
+  single count reads). Bound: ≤ :data:`BOUNDS` ``["separability"]``.
 * :func:`eta_squared` / :func:`task_tier_eta2` — share of a feature's variance explained by the task × tier cells
   (one-way ANOVA over the cells: SS_between / SS_total), for the tier of each dimension; reported per feature as
   the largest over dimensions. Bound for the 17 fingerprint features: ≤ :data:`BOUNDS` ``["eta2"]``.
@@ -42,11 +42,11 @@ from filegram_ray.memory.constants import FINGERPRINT_FEATURES
 DIMENSIONS = ("A", "B", "C", "D", "E", "F")
 TIERS = ("L", "M", "R")
 FINGERPRINT_NAMES = tuple(f"{attr}.{key}" for _, attr, key in FINGERPRINT_FEATURES)
-#: Bounds of issue #28 ("Deliver" item 4): separability and η² at most, the rule answerer at most chance + 15
-#: points, profile-level recovery at least, motivation shares at least.
+#: The project's bounds (ours; the bounds table of docs/validity.md): separability and η² at most, the rule answerer
+#: at most chance + 15 points, profile-level recovery at least, motivation shares at least.
 BOUNDS = {"separability": 0.80, "eta2": 0.80, "profile": 0.90, "rule_answerer_margin": 0.15,
           "search_hits": 0.90, "inspected_before_change": 0.90, "sourced_sentences": 0.80}
-#: Depth of the one-feature trees (issue #28).
+#: Depth of the one-feature trees (ours: depth 2 lets one count split three tiers).
 TREE_DEPTH = 2
 #: Fewest sessions per task × tier cell, on average, for an η² (ours; with n sessions in k cells pure noise gives
 #: η² ≈ (k − 1) / (n − 1), so 1–2 sessions a cell read as a deterministic feature).

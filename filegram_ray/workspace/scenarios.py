@@ -730,7 +730,7 @@ def build_plan(task_id: str, world: World, workspace: dict[str, Any], seed: int)
 
 
 #: Clutter files planted in every non-empty bundle where the junk plant does not run: one temporary file, one exact
-#: duplicate and one superseded older version (issue #16: curation must act on the workspace's own clutter;
+#: duplicate and one superseded older version (curation acts on the workspace's own clutter, not only the agent's;
 #: TIER_TARGETS §2.5 "what gets deleted": junk, duplicates, intermediate files). They replace fill files, so a
 #: bundle keeps its spec's total (ref §0: about 615 input files) unless it is smaller than its plants.
 CLUTTER_FILES = 3

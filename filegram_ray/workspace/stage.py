@@ -111,7 +111,7 @@ def bundle_cost(task: dict[str, Any]) -> float:
 
 def longest_first(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Seed units in the order they are submitted: highest :func:`bundle_cost` first, ties by task id — the same
-    order on every run (so the stage's tail is not one speech-heavy bundle started last, issue #31)."""
+    order on every run (so the stage's tail is not one speech-heavy bundle started last)."""
     return sorted(units, key=lambda u: (-bundle_cost(u["task"]), u["unit_id"]))
 
 

@@ -6,29 +6,29 @@ impostor comes from a fine-grained pair, a profile that differs in 1–2 dimensi
 from fine-grained profile pairs differing in 1–2 dimensions"; §5.6); only a user with no such profile in the set
 takes its impostors from the nearest profiles that still share ≥ 3 dimensions (the appendix rule of §9.2). Until
 2026-12-02 half of the impostors came from any profile sharing ≥ 3 dimensions (up to 3 differing): a three-dimension
-difference lets a memory-less count rule that reads each shown session on its own pick the impostor (issue #28:
-count-rule answerer at chance + 0.23–0.28 on two fresh 30-profile sets). The impostor's session must be on a task
-that probes at least one dimension where the two profiles differ, so the difference can show; the user's sessions
-are drawn first among tasks that probe one of those dimensions as well, then among the rest (like is compared with
-like: until 2026-12-02 (morning) they were any of the user's tasks, so the impostor was often the one session whose
-task exercises the dimension at all — many deletes or moves next to sessions of tasks that have none — which a
-memory-less count rule reads without knowing anything of the user; issue #28). The user's perturbed sessions are
+difference lets a memory-less count rule that reads each shown session on its own pick the impostor (the count-rule
+answerer at chance + 0.23–0.28 on two fresh 30-profile sets; docs/measurements/2026-12-02-validity.md). The impostor's
+session must be on a task that probes at least one dimension where the two profiles differ, so the difference can
+show; the user's sessions are drawn first among tasks that probe one of those dimensions as well, then among the rest
+(like is compared with like: until 2026-12-02 (morning) they were any of the user's tasks, so the impostor was often
+the one session whose task exercises the dimension at all — many deletes or moves next to sessions of tasks that have
+none — which a memory-less count rule reads without knowing anything of the user). The user's perturbed sessions are
 never used (they would be a second anomaly).
 
-Only real differences (issue #16): when fingerprints are available (encode stage), the impostor session must differ
+Only real differences: when fingerprints are available (encode stage), the impostor session must differ
 from the user's own session of the same task in at least one fingerprint feature of a dimension where the two
 profiles differ (reference §7.3 columns) — otherwise nothing in the behaviour gives the impostor away.
 
-The impostor session whose shared habits match (issue #28, count-rule answerer): per item up to
+The impostor session whose shared habits match (against the count-rule answerer): per item up to
 :data:`IMPOSTOR_DRAWS` of the impostor's eligible sessions are drawn, each with its own sample of user sessions, and
 the item keeps the one whose impostor session stands nearest the shown user sessions on the dimensions the two
 profiles *share* (:meth:`~filegram_ray.bench.observed.ObservedView.distance`, fingerprints only; a draw without
 fingerprints ranks after those with, so a bench without encode keeps the first draw). The item asks whether the 1–2
 habits that differ give the impostor away; an impostor session that happened to act far off on a habit the two share
-(its own offsets and session-to-session variation, issue #28 item 1) is picked by a memory-less reader for a reason
-the question is not about. Until 2026-12-03 the impostor session was one draw: a count rule reading only the shown
-sessions scored chance + 0.22 / + 0.22 on two fresh 30-profile sets (seeds 2803 / 2804; bound + 0.15); with 3 draws
-chance + 0.11 / + 0.13, while the same readings with the user's usual taken from all of the user's sessions
+(its own offsets and session-to-session variation, engine/simulator/tendency.py) is picked by a memory-less reader for
+a reason the question is not about. Until 2026-12-03 the impostor session was one draw: a count rule reading only the
+shown sessions scored chance + 0.22 / + 0.22 on two fresh 30-profile sets (seeds 2803 / 2804; bound + 0.15); with 3
+draws chance + 0.11 / + 0.13, while the same readings with the user's usual taken from all of the user's sessions
 (``MemoryRuleAnswerer``) kept chance + 0.25 / + 0.26 (docs/measurements/2026-12-03-validity.md; the draw count was
 chosen on seeds 2801 / 2802).
 

@@ -8,8 +8,8 @@ folder → one or two folder levels"): the true one and false ones.
 session moved toward each from the shown baseline (:meth:`~filegram_ray.bench.observed.ObservedView.departure`:
 per-task standardised fingerprint, projected on the direction from the user's tier to the option's tier learnt
 from the run's profiles); the true shift reversed, which the session contradicts, comes last. So the first false
-options are the changes the session *shows* by the user's own session-to-session variation (issue #28: a session
-may go against type). Read with the baseline alone, the session shows them too; only the user's usual spread, which
+options are the changes the session *shows* by the user's own session-to-session variation (a session may go
+against type). Read with the baseline alone, the session shows them too; only the user's usual spread, which
 a memory has and a few sessions do not, says which one is the deliberate shift.
 
 **Baseline** = :data:`MAX_BASELINE` of the user's unperturbed sessions (all of them when there are fewer; seeded
@@ -18,7 +18,7 @@ ranked on are standardised per task (bench/observed.py), so like is already comp
 :data:`BASELINE_DRAWS` samples are drawn and the one from which the session moved least toward the target tier is
 kept (adversarial filtering over the context, never over the answer: bench/observed.py).
 
-History (issue #28, count-rule answerer without memory; bound chance + 0.15):
+History (against the count-rule answerer without memory; bound chance + 0.15, docs/validity.md):
 * until 2026-12-02 the false options were the reversed shift and shifts the session does *not* show, so a rule
   that reads the shown session's tiers against the baseline picked the one shown change (chance + 0.29 / + 0.32 on
   two fresh 30-profile sets); the baseline was any of the user's sessions, so a task that exercises a dimension
@@ -38,7 +38,7 @@ A bench without fingerprints (no encode stage) keeps that acting-tier order (cha
 then the rest, the task's probed dimensions first in each group; LLM-agent trajectories have no ``acting_tiers``)
 and the first baseline sample.
 
-Only real shifts (issue #16): a perturbed session whose counterfactual check (``TrajRec.shift_real``, from
+Only real shifts: a perturbed session whose counterfactual check (``TrajRec.shift_real``, from
 ``meta.json`` ``perturbation_check``) found no change in the perturbed dimension's features gives no item — the
 question "which change happened" would have no right answer. Unchecked sessions (older runs) are kept.
 

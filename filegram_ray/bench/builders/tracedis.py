@@ -30,7 +30,7 @@ from filegram_ray.bench.vocab import DIMENSIONS, TIER_BEHAVIOUR, TIERS
 from filegram_ray.seeded import rng
 
 NAME = "TraceDis"
-#: Fingerprint positions per dimension (reference §7.3 table: #1–3 A, #4–6 B, #7–9 C, #10–12 D, #13–14 E, #15–17 F).
+#: Fingerprint positions per dimension (reference §7.3 table: features 1–3 A, 4–6 B, 7–9 C, 10–12 D, 13–14 E, 15–17 F).
 FINGERPRINT_SLICES = {"A": (0, 3), "B": (3, 6), "C": (6, 9), "D": (9, 12), "E": (12, 14), "F": (14, 17)}
 _TIER_POS = {"L": 0, "M": 1, "R": 2}
 #: Candidate pairs per task, as a multiple of the items wanted per task, before pairs are sampled (large sets).

@@ -9,7 +9,7 @@ Randomness: one ``random.Random`` seeded from SHA-256(master seed, profile id, t
 Scratch files are fixed per workspace kind (:meth:`PersonaAgent.scratch_plan`), so they are identical across E
 tiers and unaffected by an E perturbation (TT §2.5).
 
-Issue #16 (behaviour must carry the profile): each tier acts in every task type where the task allows it, with
+Behaviour carries the profile: each tier acts in every task type where the task allows it (TT §2), with
 counts that stay steady from task to task — E curates the workspace's planted clutter (:meth:`curate`), C decides
 where outputs go and moves them into place (:meth:`layout`), D revises organize notes too, A reviews its own
 outputs in an empty workspace — so one session shows the tier and a perturbed session stands out.
@@ -19,7 +19,7 @@ proportional to the read output (0.5 ms/char) and writing time proportional to t
 (2.5 ms/char ≈ 100 tokens/s); phased work adds a planning pause before the first write and a review pause at the
 end (TT §2.5 rhythm texture).
 
-Layout (issue #29): this module holds the agent's state, its tool layer and the content / revision flows;
+Layout: this module holds the agent's state, its tool layer and the content / revision flows;
 the concerns live in mixins that :class:`PersonaAgent` composes — reading (:mod:`.reading`), writing outputs
 (:mod:`.outputs`), edits and repairs (:mod:`.editing`), organizing files and folders (:mod:`.organizing`) —
 with the file kinds in :mod:`.filetypes` and the text helpers in :mod:`.textops` (re-exported here).
@@ -81,7 +81,7 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/9"  # 3: tendencies, motivated actions, extractive outputs (issue #28); 4: B char budgets;
+AGENT_VERSION = "persona-simulator/9"  # 3: tendencies, motivated actions, extractive outputs; 4: B char budgets;
 # 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files;
 # 6: a session's writing effort; B-L auxiliaries in revision and organize tasks; 7: A and C session spreads wider,
 # C's profile offset narrower; 8: A's profile offset narrower; 9: task plans from the bundle's truth (tasks.py),
@@ -123,7 +123,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         self.facts: list[dict[str, Any]] = list(facts or [])  # what the bundle generator planted (bundle.json)
         self.n_lines: dict[str, int] = {}   # line counts of files read, as the read tool reported them
         self.seen_lines: dict[str, dict[int, str]] = {}  # the lines of each file shown so far, by number
-        # Issue #28: the session acts where its drawn position falls (tendency.py), not the profile's tier itself.
+        # The session acts where its drawn position falls (tendency.py), not the profile's tier itself.
         shifted = persona.perturbation["dimension"] if persona.perturbation else None
         self.pos = session_positions(persona.tiers, profile_tendency(persona.profile_id, seed), seed,
                                      persona.profile_id, self.tid, shifted)
@@ -261,7 +261,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         fate). Every session drafts an outline first; a non-empty workspace brings its own clutter for curation
         (``workspace.scenarios._plant_clutter``), while in an empty workspace the session also keeps a temporary
         working buffer, so E-M has a temporary file to remove there too. Fixed counts keep the E features of a
-        profile's sessions steady, so a shifted session stands out (issue #16)."""
+        profile's sessions steady, so a shifted session stands out."""
         if self.rules.get("no_new_files"):  # T-09: no new file but the optional notes (the task wins, TT)
             return []
         if self.files:
@@ -281,7 +281,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
         """The B-L auxiliaries of this session's deliverable (TT §2.2 B-L: ≥ 3 output files per task, in every task
         type: a data appendix and a reference list beside the main file, plus a README/index where ``index_folder``
         is given and C is not R), each drawn with a chance that follows the B position (0.95 / 0.2 / 0 at L / M / R;
-        the index 0.7 / 0 / 0; issue #28). (kind, relpath) pairs; none for a session acting B-M or B-R above
+        the index 0.7 / 0 / 0; ours). (kind, relpath) pairs; none for a session acting B-M or B-R above
         position 0.8, and none where the task forbids new files (T-09)."""
         if self.rules.get("no_new_files") or not (self.T["B"] == "L" or self.pos["B"] < 0.8):
             return []
@@ -334,7 +334,7 @@ class PersonaAgent(ReadingMixin, OutputMixin, EditingMixin, OrganizingMixin, Tas
             writes.append(lambda k=kind, r=rel: self.write(r, self.render(k)))
         # The main deliverable: drafted in the root and moved into place when done under C-L and C-M (TT §2.3:
         # C-L puts files in place with mv; C-M files 0–3 things), so files_moved keeps the tier order L > M > R
-        # on average; whether this session drafts in the root first is drawn (issue #28).
+        # on average; whether this session drafts in the root first is drawn (0.85 / 0.6 / 0.2, ours).
         draft_in_root = bool(lay["main"]) and self.chance("C", 0.85, 0.6, 0.2)
         main_tmp = main_name if draft_in_root else self.join(lay["main"], main_name)
         main_final = self.join(lay["main"], main_name)

@@ -1,6 +1,6 @@
 """Edits and repairs for :class:`~filegram_ray.engine.simulator.agent.PersonaAgent` (TT §2.4, D tier): revising
 its own deliverable, and changing the workspace files of an iterate/maintain task (small edits, block edits,
-whole rewrites, backups). Split out of ``agent.py`` (issue #29) as a mixin; every method draws from the
+whole rewrites, backups). Split out of ``agent.py`` as a mixin; every method draws from the
 agent's ``rng`` exactly as before."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class EditingMixin:
 
     # ------------------------------------------------------------------ D: self-revision (TT §2.4)
     def self_revise(self, rel: str, record: bool = False) -> None:
-        """Revise the agent's own deliverable (TT §2.4; issue #28): the numbers of small edits (≤ 4 lines), block
+        """Revise the agent's own deliverable (TT §2.4): the numbers of small edits (≤ 4 lines), block
         edits (a run of bullets rewritten as a paragraph or back) and whole rewrites are Poisson/Bernoulli draws
         whose means follow the session's D position (small: 4.0 / 0.6 / 0.2; block: 0.3 / 1.6 / 0.2; rewrite:
         2 % / 10 % / 60 % at D-L / D-M / D-R), with a ``.bak`` first when the version strategy keeps history."""
@@ -76,7 +76,7 @@ class EditingMixin:
     def fixes(self) -> list[tuple[str, str, str]]:
         """Inconsistencies found in what was read: ``(label, wrong, right)`` for a figure whose label occurs in
         two sources with different values; the value of a data file (csv/xlsx/json/tsv) wins, else the value
-        most sources agree on, else the one read first (issue #28 item 2: a repair fixes what it found)."""
+        most sources agree on, else the one read first (a repair fixes the inconsistency it found)."""
         by_label: dict[str, list[Any]] = {}
         for f in self.nb.figures_all():
             by_label.setdefault(f.label.lower(), []).append(f)
@@ -99,9 +99,10 @@ class EditingMixin:
         in the session that the document does not state yet is added (:meth:`add_fact`). Nothing left → no edit.
 
         Until 2026-12-03 there was no third step, so a short deliverable ran out of fixable lines and a D-L
-        session with short outputs made fewer small edits than one with long outputs (issue #28: D read at 0.83
-        across profiles on a fresh set): the edit count followed B as well as D. A workspace file
-        (:meth:`revise_files`) gets no added fact: what it should say is the task's, not the persona's."""
+        session with short outputs made fewer small edits than one with long outputs (profile-level recovery D 0.83
+        on fresh set 2804, docs/measurements/2026-12-03-validity-round6.md): the edit count followed B as well as D.
+        A workspace file (:meth:`revise_files`) gets no added fact: what it should say is the task's, not the
+        persona's."""
         text = self.own.get(rel)
         if text is None:
             return False
@@ -290,7 +291,7 @@ class EditingMixin:
         return text.rstrip("\n") if text.strip() else None
 
     def revise_files(self, targets: list[str]) -> None:
-        """Change the workspace files the task is about (TT §2.4; issue #28): each target is read whole first,
+        """Change the workspace files the task is about (TT §2.4): each target is read whole first,
         then repaired with drawn numbers of small edits (means 3 / 0.7 / 0.15 per file at D-L / D-M / D-R) and
         block edits (0.2 / 1.5 / 0.1), or rewritten as a whole (overwrite; 3 % / 10 % / 75 %). Before the first
         change a history-keeping profile copies to ``.bak`` and an archiving one (C allows folders) to

@@ -1,6 +1,6 @@
 """File kinds the persona simulator recognises by name: the extensions the read tool turns into text, media,
 editable text, the file families an organize task sorts by, temporary extensions, and the workspace clutter
-categories (:func:`clutter_category`). Split out of ``agent.py`` (issue #29); ``agent.py`` re-exports them."""
+categories (:func:`clutter_category`). Split out of ``agent.py``; ``agent.py`` re-exports them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ FAMILY = {
 FAMILY_ZH = {"documents": "文档资料", "communications": "邮件日程", "data": "数据表格", "images": "图片素材",
              "audio": "音频录音", "video": "视频文件", "misc": "其他杂项"}
 TEMP_EXT = {".tmp", ".temp", ".bak", ".swp", ".swo", ".pyc", ".o", ".log"}  # ref §3.4 was_temporary
-#: Workspace clutter by category, recognised by name the way a person would (issue #16; TIER_TARGETS §2.5 "what
+#: Workspace clutter by category, recognised by name the way a person would (TIER_TARGETS §2.5 "what
 #: gets deleted"): temporary/autosave files, duplicates, superseded or worthless leftovers. Matches the clutter the
 #: seed stage plants (``workspace.scenarios._plant_clutter`` / ``_plant_junk``). Checked in this order.
 CLUTTER: tuple[tuple[str, re.Pattern], ...] = (

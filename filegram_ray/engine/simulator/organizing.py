@@ -1,6 +1,6 @@
 """Organizing files and folders for :class:`~filegram_ray.engine.simulator.agent.PersonaAgent`: the mkdir / mv /
 rm / cp primitives, curation of clutter and scratch files (TT §2.5, E tier), reorganisation, and the organize
-flow with its index files (TT §2.3 organize row). Split out of ``agent.py`` (issue #29) as a mixin; every
+flow with its index files (TT §2.3 organize row). Split out of ``agent.py`` as a mixin; every
 method draws from the agent's ``rng`` exactly as before."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class OrganizingMixin:
 
     # ------------------------------------------------------------------ file and folder primitives
     # One shell operation per command, sometimes two, each its own iteration with its own thinking time: a person
-    # moves or deletes files one after another, not ten in one instant (issue: actions spread in time).
+    # moves or deletes files one after another, not ten in one instant.
     def mkdir(self, *paths: str) -> None:
         new = [p for p in dict.fromkeys(paths) if p not in self.created_dirs]
         i = 0
@@ -112,14 +112,14 @@ class OrganizingMixin:
 
     # ------------------------------------------------------------------ E: curation of own files (TT §2.5)
     def curate(self, plan: list[tuple[str, str]]) -> None:
-        """Curation of the workspace's own clutter and of the agent's scratch files (TT §2.5; issues #16, #28).
+        """Curation of the workspace's own clutter and of the agent's scratch files (TT §2.5).
 
         Candidates, in the order a person would let them go: temporary files, duplicates, superseded versions
         (:func:`clutter_category`), then the session's own scratch notes. How many go is a Poisson draw whose
         mean follows the session's E position (:meth:`count`: about 2.6 at E-L, 0.35 at E-M, 0.03 at E-R; TT §2.5
         E-L 1–4, E-M 0–1, E-R 0), so sessions of one tier differ and neighbouring tiers overlap; E-M-like sessions
         reach past temporary files only when the draw asks for more. Every file is inspected first
-        (:meth:`inspect`): a person checks what a file is before deleting it (issue #28 item 2)."""
+        (:meth:`inspect`): a person checks what a file is before deleting it."""
         clutter = [(f, c) for f in self.files if (c := clutter_category(f))]
         order = {"temp": 0, "duplicate": 1, "superseded": 2}
         cands = [f for f, c in sorted(clutter, key=lambda fc: order[fc[1]])]

@@ -1,6 +1,6 @@
 """Writing the deliverables for :class:`~filegram_ray.engine.simulator.agent.PersonaAgent`: the write primitive,
 document shapes per B tier (TT §2.2, §2.6), names and titles, the output layout per C tier (TT §2.3), charts
-and READMEs. Split out of ``agent.py`` (issue #29) as a mixin; every method draws from the agent's ``rng``
+and READMEs. Split out of ``agent.py`` as a mixin; every method draws from the agent's ``rng``
 exactly as before."""
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ class OutputMixin:
         B, rng, lang = self.T["B"], self.rng, self.lang
         zh = lang == "zh"
         structure = self.p.structure
-        # Issue #28: lengths are log-normal draws (σ = 0.25) around means that follow the session's B position
+        # Lengths are log-normal draws (σ = 0.25, ours) around means that follow the session's B position
         # (TT §2.2: B-L main 200–350, B-M 80–150 / English 80–100, B-R 20–60 lines). Chinese lines hold fewer
         # characters (TT §2.2: 18–28 against 30–40), so a Chinese persona writes more lines in every tier, inside
-        # the line ranges, for its character counts to reach the same bands as English (issue #28: with extra
-        # Chinese lines at B-M only, Chinese B-M and B-R profiles wrote the same totals; measured 2026-12-02).
+        # the line ranges, for its character counts to reach the same bands as English (with extra Chinese lines
+        # at B-M only, Chinese B-M and B-R profiles wrote the same totals; docs/measurements/2026-12-02-validity.md).
         # The session's writing effort (tendency.session_effort) scales every file's lines and characters alike.
         effort = self.effort
         wobble = math.exp(rng.gauss(0.0, 0.25)) * effort
@@ -58,7 +58,7 @@ class OutputMixin:
         # index of a B-M or B-R writer is its contents list and a few key facts (§2.2: B-M has no auxiliaries,
         # B-R none at all; the C-L README per level is C's, §3): at the main file's size, a B-M profile with C-L
         # wrote 1.6 READMEs of 1,900 characters per session and read as B-L. The budget's own wobble (σ = 0.35,
-        # ours) is session noise, which averages out over a profile's sessions (issue #28 item 1).
+        # ours) is session noise, which averages out over a profile's sessions (tendency.py).
         # English B-M sits at the short end of its band (§2.2), Chinese B-M nearer the middle. The outline every
         # session drafts follows B too (a thorough writer's working outline is fuller, a minimal one's a few
         # lines; E decides only its fate, §3); at one size in every tier it pulled each tier's average toward it.
@@ -95,7 +95,7 @@ class OutputMixin:
             depth = min(depth, 3)
         rows = 0
         if kind in ("main", "appendix", "log"):
-            # issue #28: table size is a draw whose mean follows F (8 rows at F-L/F-M, 0.3 at F-R; TT §2.6)
+            # table size is a draw whose mean follows F (8 rows at F-L/F-M, 0.3 at F-R; TT §2.6)
             rows = self.count("F", 8.0, 7.0, 0.3, hi=14)
             rows = 0 if rows < 2 else max(rows, 5)
         if kind == "main" and "max_lines" in self.rules:
@@ -107,8 +107,8 @@ class OutputMixin:
                        max_chars=round(chars * size_wobble))
 
     def visual_plan(self) -> tuple[bool, bool]:
-        """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; issue #28: drawn,
-        with probabilities 0.85 / 0.1 / 0 for the CSV and 0.9 / 0.08 / 0 for the chart at F-L / F-M / F-R)."""
+        """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; drawn, with
+        probabilities 0.85 / 0.1 / 0 for the CSV and 0.9 / 0.08 / 0 for the chart at F-L / F-M / F-R, ours)."""
         return self.chance("F", 0.85, 0.1, 0.0), self.chance("F", 0.9, 0.08, 0.0)
 
     def topic(self) -> str:
@@ -194,8 +194,9 @@ class OutputMixin:
 
     # ------------------------------------------------------------------ layout per C tier (TT §2.3)
     #: P(depth 0, 1, 2, 3) of the folders a session files its outputs into, at positions L, M, R of C (ours): a
-    #: person's habit shows as a tendency, not a fixed depth per tier (issue #53: C's folder depth read the tier a
-    #: session acted in at 0.89–0.90 with one fixed depth per tier); interpolated linearly in between.
+    #: person's habit shows as a tendency, not a fixed depth per tier (with one fixed depth per tier, every session
+    #: of 0.56 of the (task, acting tier) groups had the same depth: docs/measurements/2026-12-05-behaviour.md);
+    #: interpolated linearly in between.
     DEPTHS = {"L": (0.0, 0.05, 0.25, 0.70), "M": (0.20, 0.60, 0.18, 0.02), "R": (0.83, 0.16, 0.01, 0.0)}
 
     def draw_depth(self) -> int:

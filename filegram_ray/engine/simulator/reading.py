@@ -1,6 +1,6 @@
 """Perception and reading for :class:`~filegram_ray.engine.simulator.agent.PersonaAgent` (TT §2.1): listing the
 workspace, the read/grep/glob primitives, the A-tier reading plans, and the review of the agent's own outputs.
-Split out of ``agent.py`` (issue #29) as a mixin; every method draws from the agent's ``rng`` exactly as before."""
+Split out of ``agent.py`` as a mixin; every method draws from the agent's ``rng`` exactly as before."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ class ReadingMixin:
         return {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{3,}", text) if w.lower() not in STOP_WORDS}
 
     def relevance(self, files: list[str], hits: dict[str, int] | None = None) -> list[str]:
-        """``files`` by relevance to the task (issue #28 item 2): file-name tokens shared with the task words
+        """``files`` by relevance to the task (not the listing's order): file-name tokens shared with the task words
         (2 each), search hits in the file (1 each, at most 3), a seen clutter file last (−3), plus a small
         seeded jitter (N(0, 0.4)) so equal files are not taken in listing order."""
         words = self.task_words()
@@ -169,7 +169,7 @@ class ReadingMixin:
         return out
 
     def seen_terms(self, used: set[str]) -> list[str]:
-        """Search terms taken from what was read (issue #28 item 2): people's and organisations' names, figure
+        """Search terms taken from what was read: people's and organisations' names, figure
         labels and content words shared with the task, in that order; every one occurs in a file read, so a
         grep for it matches at least that file."""
         words = self.task_words()
@@ -191,7 +191,7 @@ class ReadingMixin:
         """The reading plan as a list of thunks (executed in rhythm order by :meth:`interleave`).
 
         The acting A tier picks the strategy (TT §2.1); the counts are draws around means that follow the
-        session's A position (issue #28 item 1), and the order and the search terms are motivated (item 2):
+        session's A position (tendency.py), and the order and the search terms are motivated:
         files are taken by :meth:`relevance`, globs use file-name words seen in the listing, greps use names,
         figure labels and task words met in files already read, and every search is followed by opening what
         it found."""
@@ -262,8 +262,8 @@ class ReadingMixin:
         elif tier == "M":
             # Search first, then read the windows around the hits; a search before further reads; searches ÷
             # reads ≥ 0.3 on average (TT §2.1 A-M).
-            # how much a targeted reader searches varies from session to session (issue #53: one count read the
-            # tier a session acted in at 0.82–0.84 when every A-M session searched at least twice)
+            # how much a targeted reader searches varies from session to session (when every A-M session searched
+            # at least twice, one count read the tier a session acted in at 0.82–0.84; persona-simulator/8)
             n_search = max(1, self.count("A", 1.5, 3.4, 1.2, hi=8))
             n_reads = max(2, min(len(readable), round(rng.gauss(self.lerp("A", 8.0, 5.0, 6.0) * budget_scale
                                                                  * thorough, 1.3))))
@@ -322,8 +322,8 @@ class ReadingMixin:
     # ------------------------------------------------------------------ reading own outputs
     def review_outputs(self) -> None:
         """Empty workspace (T-03/T-04/T-20): the agent's own outputs are the only material to consume, so the A
-        tier shows in how it reviews them (TT §1: re-reading one's own output is a revisit; issue #16 "wherever
-        the task allows it"). A-L reads up to 4 own files whole and re-reads the first (revisit ≈ 0.2); A-M
+        tier shows in how it reviews them (TT §1: re-reading one's own output is a revisit), so A shows wherever
+        the task allows it. A-L reads up to 4 own files whole and re-reads the first (revisit ≈ 0.2); A-M
         greps 3 keywords and reads 2 hit windows (search_ratio 0.6); A-R lists the root and its folders, globs
         the text files once and reads the first 15 lines of 2 files it has not opened (browse_ratio ≥ 0.3)."""
         own = [r for r in self.own_order if r in self.own and PurePosixPath(r).suffix in EDITABLE_EXT]

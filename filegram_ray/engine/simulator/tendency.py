@@ -1,6 +1,7 @@
-"""Tendencies, not quotas (issue #28 item 1): each profile draws its own latent position on every dimension around
-its tier, and each session draws where it acts from a distribution around that position, so neighbouring tiers
-overlap session by session while a profile's sessions, taken together, still show its tier.
+"""Tendencies, not quotas: each profile draws its own latent position on every dimension around its tier, and each
+session draws where it acts from a distribution around that position, so neighbouring tiers overlap session by
+session while a profile's sessions, taken together, still show its tier (the paper's agents were LLMs whose habits
+show across sessions as distributions with noise).
 
 Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`).
 
@@ -26,27 +27,30 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
     searching branch, C: nested folders), so with the common spread a single session read its tier best of all
     six (single-session separability A 0.71, C 0.78, the others 0.48–0.65, fresh sets 2803 / 2804), and a
     perturbed session's shift on A or C showed in one count: the memory-less count rule answered ShiftAna items
-    on A and C at chance + 0.29–0.47, on B and D at chance − 0.17–+ 0.21 (issue #28). Measured 2026-12-03 on sets
-    2803 / 2804: separability A 0.71 → 0.64–0.65, C 0.77–0.78 → 0.69–0.72; profile-level recovery A 0.93–1.00,
-    C 0.97–1.00. Version 7 widens both to U(0.50, 0.68) and narrows C's offset to N(0, 0.12) clipped to ±0.24:
-    C's folder depth reads its acting tier exactly (TIER_TARGETS §2.3 hard bands), so the count rule read a C shift
-    at chance + 0.23–0.30 and an A shift at + 0.13–0.17 on sets 2833 / 2834 (issue #28, ShiftAna), and C's
-    profile-level misses were profiles placed 0.19–0.33 toward a neighbour (set 2824). Figures: docs/validity.md,
-    round 11. Version 8 narrows A's offset the same way: on five 60-profile sets (2848, 2855–2858) 17 of the 21
-    profiles whose A tier was missed sat more than 0.2 toward the tier they were read as (issue #28, round 12).
+    on A and C at chance + 0.29–0.47, on B and D at chance − 0.17–+ 0.21. Measured 2026-12-03 on sets 2803 / 2804
+    (docs/measurements/2026-12-03-validity-round6.md): separability A 0.71 → 0.64–0.65, C 0.77–0.78 → 0.69–0.72;
+    profile-level recovery A 0.93–1.00, C 0.97–1.00. Version 7 widens both to U(0.50, 0.68) and narrows C's offset to
+    N(0, 0.12) clipped to ±0.24: C's folder depth reads its acting tier exactly (TIER_TARGETS §2.3 hard bands), so
+    the count rule read a C shift at chance + 0.23–0.30 and an A shift at + 0.13–0.17 on ShiftAna items of sets
+    2833 / 2834, and C's profile-level misses were profiles placed 0.19–0.33 toward a neighbour (set 2824). Figures:
+    docs/measurements/2026-12-04-validity-round11.md. Version 8 narrows A's offset the same way: on five 60-profile
+    sets (2848, 2855–2858) 17 of the 21 profiles whose A tier was missed sat more than 0.2 toward the tier they were
+    read as (docs/measurements/2026-12-04-validity-round12.md).
 * Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
   from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
   counterfactual re-simulation differs only by the shift. A perturbation moves the distribution, not the draw's
   spread: the shifted dimension of a perturbed session is ``TIER_POS[target] + offset + N(0, sigma)`` like any
   session of the target tier (reference §5.7: one tier, acted by the agent with its usual variability). Until
   2026-12-02 the shifted dimension used 40 % of the spread, which let a single count read the target tier of a
-  perturbed session (issue #28, count-rule answerer).
+  perturbed session (the count rule read it in 0.81 of the perturbed A sessions;
+  docs/measurements/2026-12-02-validity.md).
 * The *acting tier* of a session is the tier nearest to ``s``; about 10–15 % (L, R) and 20–30 % (M) of a
   profile's sessions act a neighbouring tier, more on A and C (a session may go against type), and counts inside
   a tier are drawn from distributions whose means move continuously with ``s`` (:func:`lerp`).
 
 The constants are ours (no source gives them); they were chosen so that a one-feature depth-2 tree reads the tier
-of a single session with ≤ 0.80 accuracy while a profile's 32 sessions still recover its tier (issue #28 bounds).
+of a single session with ≤ 0.80 accuracy while a profile's 32 sessions still recover its tier (≥ 0.90; the bounds
+table of docs/validity.md, "The bounded checks").
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
     "A": (0.12, 0.24, (0.50, 0.68)), "C": (0.12, 0.24, (0.50, 0.68))}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
-#: SD of the log of a session's writing effort (:func:`session_effort`; ours, issue #28).
+#: SD of the log of a session's writing effort (:func:`session_effort`; ours, chosen in round 10:
+#: docs/measurements/2026-12-04-validity-round10.md).
 EFFORT_SD = 0.2
 
 
@@ -111,12 +116,12 @@ def session_positions(tiers: dict[str, str], tendency: Tendency, seed: int, prof
 
 
 def session_effort(seed: int, profile_id: str, task_id: str) -> float:
-    """How much writing this session had time for: a factor ``exp(N(0, EFFORT_SD))`` on the length of every text
-    file it writes, shared by all its files (a rushed session writes everything shorter; issue #28 item 1: a
-    person's output length varies from day to day, not only from file to file). Seeded from (master seed, profile
-    id, task id), so a perturbed session and its counterfactual re-simulation draw the same effort. Measured
-    2026-12-04: without it the task × B-tier cells explained 0.76–0.83 of avg_output_length's variance on eight
-    fresh 30-profile sets (the per-file draws average out inside a session)."""
+    """How much writing this session had time for: a factor ``exp(N(0, EFFORT_SD))`` on the length of every text file
+    it writes, shared by all its files (a rushed session writes everything shorter: a person's output length varies
+    from day to day, not only from file to file). Seeded from (master seed, profile id, task id), so a perturbed
+    session and its counterfactual re-simulation draw the same effort. Measured 2026-12-04: without it the task ×
+    B-tier cells explained 0.76–0.83 of avg_output_length's variance on eight fresh 30-profile sets (the per-file
+    draws average out inside a session)."""
     rng = random.Random(derive_seed(seed, profile_id, task_id, "effort"))
     return math.exp(rng.gauss(0.0, EFFORT_SD))
 

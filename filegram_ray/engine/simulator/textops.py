@@ -1,7 +1,7 @@
 """Line-level text helpers of the persona simulator: the repairs and cuts an edit makes (:func:`revise_line`,
 :func:`condense_line`), the whole-file rewrites built from them (:func:`repaired_text`, :func:`condensed_text`),
 and the parser of the ``list`` tool's output (:func:`parse_listing`). Pure functions, no randomness. Split out of
-``agent.py`` (issue #29); ``agent.py`` re-exports them."""
+``agent.py``; ``agent.py`` re-exports them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
 
 
 def revise_line(line: str, lang: str, fixes: list[tuple[str, str, str]] | None = None) -> str | None:
-    """A real repair of one line, or None when the line needs none (issue #28: never a marker, never a cut).
+    """A real repair of one line, or None when the line needs none (never a marker, never a cut).
 
     In order: a figure that another source gives differently (``fixes``: ``(label, wrong, right)``, label in the
     line) is corrected; a pseudo-heading (``**x**``) becomes a heading; a ``*`` bullet becomes ``-``; a long
@@ -44,7 +44,7 @@ def revise_line(line: str, lang: str, fixes: list[tuple[str, str, str]] | None =
 
 
 def condense_line(line: str, lang: str, fixes: list[tuple[str, str, str]] | None = None) -> str | None:
-    """A line cut to its first sentence (whole sentences only, issue #28), or None when it has just one."""
+    """A line cut to its first sentence (whole sentences only), or None when it has just one."""
     s = line.rstrip()
     lead = re.match(r"^(\s*(?:[-*+]\s+|\d+[.)]\s+)?)", s).group(1)
     body = s[len(lead):]
