@@ -211,6 +211,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
         RunDirLockedError: another process holds the run directory.
         UserError: another seed than the run's; a bad section; a missing extra; what :meth:`Stage.check` refuses.
     """
+    from filegram_ray.errors import UserError
     from filegram_ray.runtime import init_ray
     from filegram_ray.stages.meter import StageMeter
     from filegram_ray.storage import RunDir
@@ -236,8 +237,10 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
                 init_ray(config.ray.address, config.ray.num_cpus)  # may start servers
             inst = stage(config, opts, run, uses_ray=executor.uses_ray)
             inst.counts = counts  # the stage's summary reads its counts here
+            checked = False
             try:
                 inst.check()
+                checked = True
                 planned: list[str] = []
                 for step in stage.steps:
                     rows, counts[step] = _run_step(inst, step, executor)
@@ -250,7 +253,9 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
                             print(f"ERROR {stage.name} {e.unit}: {e.get('error_type')}: {e.get('error')}", flush=True)
                 summary = dict(inst.finish([r for step in stage.steps for r in inst.rows[step]]) or {})
             except BaseException as exc:
-                if not (run.new and not run.listdir("_done")):  # a failed start is forgotten, not recorded
+                # a failed start is forgotten, not recorded; a request check() refused leaves run.json as it was
+                refused = not checked and isinstance(exc, UserError)
+                if not refused and not (run.new and not run.listdir("_done")):
                     _write_record(run, stage.name, _record(summary, meter, counts, executor, stage, len(errors),
                                                            failed=exc, nodes=_units_by_node(executor, nodes_before)),
                                   config)
@@ -325,13 +330,8 @@ def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True) 
     timings: dict[str, Any] = {}
     if not names:
         return timings
-    first = classes[names[0]]
-    opts = stage_options(first, config)
-    may_start = first.starts_run if isinstance(first.starts_run, bool) else bool(getattr(opts, first.starts_run))
-    # held in the first stage's name: a refusal of a missing run directory names the stage that reads it; a new run's
-    # profile and task ids are checked before any stage records anything
-    if may_start and not _has_run(config):
-        check_sets(config)
+    may_start = _check_request(config, names[0])
+    # held in the first stage's name: a refusal of a missing run directory names the stage that reads it
     with RunDir.open_for(config.run_dir, names[0], storage_options=config.storage_options, may_start=may_start):
         if any(not classes[n].in_process and stage_options(classes[n], config).executor != "serial"
                for n in names):  # one Ray connection for every stage (a cluster's RAY_ADDRESS or a local Ray)
@@ -347,16 +347,17 @@ def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True) 
     return timings
 
 
-def _has_run(config: PipelineConfig) -> bool:
-    """Whether ``config.run_dir`` holds a run already (a local ``run.json``; an object store: asked)."""
-    import os
+def _check_request(config: PipelineConfig, first: str) -> bool:
+    """Whether the job that begins with stage ``first`` may start a run; if so, its profile and task ids are
+    checked (:func:`check_sets`, new run or not) before any stage runs or records anything."""
+    from filegram_ray.stage_list import stage_ref
 
-    from filegram_ray.storage import RunDir, local_run_path
-
-    path = local_run_path(config.run_dir)
-    if path is not None:
-        return os.path.exists(os.path.join(path, "run.json"))
-    return RunDir(config.run_dir, config.storage_options).exists("run.json")
+    cls = stage_ref(first).load()
+    opts = stage_options(cls, config)
+    may_start = cls.starts_run if isinstance(cls.starts_run, bool) else bool(getattr(opts, cls.starts_run))
+    if may_start:
+        check_sets(config)
+    return may_start
 
 
 def stage_function(stage: type[Stage]) -> Callable[..., dict[str, Any]]:
@@ -380,6 +381,7 @@ def run_with_needs(name: str, config: PipelineConfig) -> dict[str, Any]:
     """Stage ``name`` after the stages it needs (each on the stage's executor, :func:`same_executor`; what an
     earlier run of theirs finished is skipped); returns its record."""
     names = with_needs(name)
+    _check_request(config, names[0])  # a refused id is refused before the needed stages are announced
     for need in names[:-1]:
         print(f"{name} needs the {need} stage: running it first (what an earlier run finished is skipped)",
               flush=True)
