@@ -230,7 +230,12 @@ def test_the_reader_gate_decides_findings_and_markers_both_ways():
     assert reader_gate({**ok, "floor": {**ok["floor"], "n_profiles": 2}})["reads"] is False
     assert reader_gate({**ok, "order": {}})["why"].startswith("option order not measured")
     skewed = [{**b, "answers": b["keys"] + 8.0} if b["letter"] == "A" else b for b in ok["order"]["bias"]]
-    assert reader_gate({**ok, "order": {**ok["order"], "bias": skewed}})["why"].startswith("one shown letter")
+    assert reader_gate({**ok, "order": {**ok["order"], "bias": skewed, "n": 400}})["why"].startswith(
+        "one shown letter")
+    # 6.7 points on 45 items is what a position-free reader shows by chance: not a preference for a position
+    noise = [{"letter": "A", "answers": 31.1, "keys": 24.4}, {"letter": "B", "answers": 20.0, "keys": 26.7},
+             {"letter": "C", "answers": 24.4, "keys": 24.4}, {"letter": "D", "answers": 24.4, "keys": 24.4}]
+    assert reader_gate({**ok, "order": {**ok["order"], "bias": noise, "n": 45}})["reads"] is True
     low = [{**r, "headroom": 30.0} if r["sub_task"] == "AttrRec" else r for r in ok["sub_tasks"]]
     assert "AttrRec (+30.0)" in reader_gate({**ok, "sub_tasks": low})["why"]
 

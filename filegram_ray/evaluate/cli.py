@@ -19,7 +19,8 @@ def findings_of_run(run_dir: str) -> dict:
 
     Raises:
         FileNotFoundError: ``run_dir`` is a local path that is not a directory.
-        StorageError: ``results/results.parquet`` is missing or unreadable (names the file).
+        UserError: ``results/results.parquet`` is missing (names it and the command that writes it).
+        StorageError: ``results/results.parquet`` is unreadable (names the file).
         ValueError: the table lacks a needed column (names the file and the column).
     """
     from filegram_ray.evaluate.report import report_statistics, write_statistics
@@ -28,6 +29,9 @@ def findings_of_run(run_dir: str) -> dict:
     if "://" not in run_dir and not os.path.isdir(run_dir):
         raise FileNotFoundError(f"run directory {run_dir} does not exist (filegram findings reads an evaluated run)")
     run = RunDir(run_dir)
+    if not run.exists("results/results.parquet"):
+        raise UserError(f"findings need an evaluated run ({run.url('results/results.parquet')} is missing): run "
+                        f"`filegram evaluate --run-dir {run.uri}` first")
     results = run.read_table("results/results.parquet")
     missing = [c for c in NEEDED_COLUMNS if c not in results.columns]
     if missing:

@@ -102,6 +102,10 @@ MIN_ORDER_CONSISTENCY = 90.0
 #: most points any shown letter's share of the rotated answers may stand off its share of the keys: a reader that
 #: prefers a position answers it more often than the keys hold it (our bound)
 MAX_LETTER_SKEW = 5.0
+#: ... and only when sampling does not explain it: a letter's answer count against its key share by an exact
+#: binomial test, Bonferroni over the letters, below this level (our bound; on 45 items a reader that never
+#: looks at positions stands 6–7 points off by chance)
+LETTER_SKEW_ALPHA = 0.01
 #: profiles below which a bootstrap over profiles has too few distinct replicates for its interval to mean much
 #: (2 profiles give 3 distinct resamples); the same floor as leave-profiles-out recovery (validity.core)
 MIN_INTERVAL_PROFILES = 5
@@ -431,11 +435,15 @@ def reader_gate(reader: Mapping[str, Any]) -> dict[str, Any]:
           "option order not measured" if cons is None else
           f"rotating the options changes {100 - cons:.1f} % of its answers (same option for {cons:.1f} %, "
           f"< {MIN_ORDER_CONSISTENCY:.0f} %)")
-    skew = max((abs(b["answers"] - b["keys"]) for b in order.get("bias") or []), default=None)
-    check("letter_skew", skew is not None and skew <= MAX_LETTER_SKEW, skew, f"≤ {MAX_LETTER_SKEW:.0f} points",
+    bias = order.get("bias") or []
+    skew = max((abs(b["answers"] - b["keys"]) for b in bias), default=None)
+    p_skew = _letter_skew_p(bias, order.get("n"))
+    check("letter_skew", skew is not None and (skew <= MAX_LETTER_SKEW or p_skew >= LETTER_SKEW_ALPHA), skew,
+          f"≤ {MAX_LETTER_SKEW:.0f} points, or not beyond sampling (binomial p ≥ {LETTER_SKEW_ALPHA})",
           "option order not measured" if skew is None else
           f"one shown letter's share of the answers stands {skew:.1f} points off its share of the keys "
-          f"(> {MAX_LETTER_SKEW:.0f}): the reader prefers a position")
+          f"(> {MAX_LETTER_SKEW:.0f}; binomial p {p_skew:.2g} < {LETTER_SKEW_ALPHA} over {order.get('n')} items): "
+          "the reader prefers a position")
     n_prof = (reader.get("floor") or {}).get("n_profiles")
     check("profiles", n_prof is not None and n_prof >= MIN_INTERVAL_PROFILES, n_prof,
           f"≥ {MIN_INTERVAL_PROFILES} profiles",
@@ -445,6 +453,24 @@ def reader_gate(reader: Mapping[str, Any]) -> dict[str, Any]:
     reads = all(c["ok"] for c in checks)
     return {"reads": reads, "checks": checks, "why": "" if reads else "; ".join(c["why"] for c in checks
                                                                                 if not c["ok"])}
+
+
+def _letter_skew_p(bias: Sequence[Mapping[str, Any]], n: int | None) -> float:
+    """The smallest Bonferroni-adjusted two-sided exact binomial p over the shown letters that stand more than
+    :data:`MAX_LETTER_SKEW` points off their key share: ``answers`` share of ``n`` items against the ``keys``
+    share. 1.0 when no letter stands that far off; 0.0 when ``n`` is unknown (the share alone decides)."""
+    far = [b for b in bias if abs(b["answers"] - b["keys"]) > MAX_LETTER_SKEW]
+    if not far:
+        return 1.0
+    if not n:
+        return 0.0
+    from scipy.stats import binomtest
+
+    ps = []
+    for b in far:
+        k, p0 = round(b["answers"] * n / 100), b["keys"] / 100
+        ps.append(binomtest(k, n, p0).pvalue if 0 < p0 < 1 else 0.0)
+    return min(1.0, min(ps) * len(bias))
 
 
 def validity_rows(items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int) -> list[dict]:

@@ -166,8 +166,10 @@ class EvaluateStage(Stage):
         """``--methods``, ``--backbone``, ``--backbone-url`` and ``--backbone-model``."""
         p.add_argument("--methods", nargs="+", default=None, help="method names (default: evaluate.methods); "
                        "`filegram methods` lists them")
-        p.add_argument("--backbone", default=None, choices=("lexical", "random"),
-                       help="a non-LLM backbone (default: evaluate.backbone); a language model: --backbone-url, or "
+        p.add_argument("--backbone", default=None, choices=("encoder", "lexical", "random"),
+                       help="a reader without a language model (default: evaluate.backbone, the encoder reader; "
+                       "lexical: word overlap, cannot rank; random: a validity reference); a language model: "
+                       "--backbone-url, or "
                        "evaluate.backbone in the config ({kind: openai, base_url, model} or {kind: vllm_engine, …})")
         p.add_argument("--backbone-url", default=None, help="OpenAI-compatible base URL, e.g. a vLLM or llama.cpp "
                        "server (an OpenAI-compatible backbone: kind openai)")
@@ -191,7 +193,8 @@ class EvaluateStage(Stage):
             UserError: ``judge: llm`` without a language model; no item selected (before anything is written: the
                 last report and results stay as they were); a malformed items table or key (names the file and
                 field).
-            StorageError: ``bench/items.parquet`` or ``bench/answers_key.parquet`` missing.
+            UserError: ``bench/items.parquet`` missing (names the command that writes it).
+            StorageError: ``bench/answers_key.parquet`` missing or a bench table unreadable.
             ValueError: an HTTP backbone that does not answer (names the URL).
         """
         o, run = self.opts, self.run
@@ -199,6 +202,9 @@ class EvaluateStage(Stage):
         if o.judge == "llm" and chat_of(o.judge_model) is None:  # refused before any answer, not after them all
             raise UserError(f"evaluate.judge: 'llm' needs a language model (evaluate.judge_backbone or "
                             f"evaluate.backbone), got {o.judge_model!r}")
+        if not run.exists("bench/items.parquet"):
+            raise UserError(f"evaluate needs the bench stage's items ({run.url('bench/items.parquet')} is missing): "
+                            f"run `filegram bench build --run-dir {run.uri}` (or the pipeline) first")
         bank = load_items(run)
         items = [it for it in bank if it["setting"] in o.settings
                  and (o.sub_tracks is None or it.get("sub_track") in o.sub_tracks)]

@@ -31,16 +31,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from filegram_ray.evaluate.report import VALIDITY_METHODS
 from filegram_ray.storage import RunDir, StorageError, refuse_missing_local_run
 
 log = logging.getLogger(__name__)
 
 __all__ = ["VALIDITY_ROWS", "build_view", "site_name"]
 
-#: rows of the results table that check the reader rather than a memory method (evaluate's validity rows:
-#: oracle/random from :func:`filegram_ray.evaluate.reader_validity.validity_rows`, gold/order/wrong_user from
-#: :mod:`filegram_ray.evaluate.reader_validity`)
-VALIDITY_ROWS = ("oracle", "random", "gold", "order", "wrong_user")
+#: rows of the results table that check the reader rather than a memory method: the report's own list
+#: (:data:`filegram_ray.evaluate.report.VALIDITY_METHODS`; oracle/random, and the reader rows of
+#: :mod:`filegram_ray.evaluate.reader_validity`: empty, gold, wrong_user, order, masked)
+VALIDITY_ROWS = VALIDITY_METHODS
 #: sub-task columns in the report's order (reference §8.4 Table 3, :data:`filegram_ray.evaluate.scoring.SUB_TASK_ORDER`)
 SUB_TASKS = ("AttrRec", "BehavFP", "ProfRec", "BehavInf", "TraceDis", "AnomDet", "ShiftAna", "FileGrd", "VisGrd")
 CHANNELS = ("procedural", "semantic", "episodic")
