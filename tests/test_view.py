@@ -221,8 +221,10 @@ def test_browser_results_table_one_row_per_method_with_intervals(site, browser, 
     rows = _wait(browser, "#results tbody tr")
     assert [r.get_attribute("data-method") for r in rows] == \
         [m for m in run.read_table("results/summary.parquet")["method"] if m in METHODS]
-    for r in rows:
-        assert "[" in r.text and "]" in r.text  # 95 % interval beside each score
+    for r in rows:  # two profiles: no interval beside a score (too few distinct resamples), as in the report
+        assert "[" not in r.text and "n/a" not in r.text
+    assert "none from fewer than 5 profiles" in browser.find_element("css selector", "#results").find_element(
+        "xpath", "preceding-sibling::p[1]").text
     validity = [r.get_attribute("data-method") for r in _wait(browser, "#validity tbody tr")]
     assert "oracle" in validity and "random" in validity
     header = _wait(browser, "#results thead th")[3]  # first score column: click sorts
@@ -230,6 +232,27 @@ def test_browser_results_table_one_row_per_method_with_intervals(site, browser, 
     header.click()
     assert len(_wait(browser, "#results tbody tr")) == len(rows)
     _shot(browser, shots, "view-results.png")
+
+
+def test_intervals_from_five_profiles_are_shown_and_from_fewer_are_not(site, tmp_path):
+    """The viewer's cells carry the report's 95 % interval only where it rests on ≥ 5 profiles."""
+    import shutil
+
+    import polars as pl
+
+    from filegram_ray.view.build import results_section
+
+    run, _ = site
+    shutil.copytree(Path(run.uri) / "results", tmp_path / "results")
+    iv = pl.read_parquet(tmp_path / "results" / "intervals.parquet")
+    assert iv["n_profiles"].max() < 5
+    few = results_section(RunDir(str(tmp_path)))
+    assert all(c.get("lo") is None for r in few["rows"] for c in r["cells"].values())
+    assert all(p["lo"] is None for p in few["paired"])
+    iv.with_columns(pl.lit(6, pl.Int64).alias("n_profiles")).write_parquet(tmp_path / "results" / "intervals.parquet")
+    many = results_section(RunDir(str(tmp_path)))
+    shown = [c for r in many["rows"] for c in r["cells"].values() if c.get("lo") is not None]
+    assert shown and all(c["lo"] <= c["mean"] <= c["hi"] for c in shown)
 
 
 def test_browser_item_page_shows_two_methods_contexts_side_by_side(site, browser, shots):

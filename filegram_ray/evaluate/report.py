@@ -387,7 +387,8 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
 
 def intervals_table(intervals: pl.DataFrame, order: list[str], row_names: dict[str, str] | None = None) -> str:
     """Markdown table of the 95 % intervals: one row per method / validity row, one ``lo–hi`` cell per table
-    column, plus the number of items and profiles behind Avg."""
+    column, plus the number of items and profiles behind Avg. A cell bootstrapped over fewer than
+    :data:`MIN_INTERVAL_PROFILES` profiles reads ``n/a (k profiles)``: too few distinct resamples to mean much."""
     if not intervals.height:
         return ""
     cells = list(dict.fromkeys(intervals["cell"].to_list()))
@@ -397,7 +398,9 @@ def intervals_table(intervals: pl.DataFrame, order: list[str], row_names: dict[s
              "|" + "---|" * (len(cells) + 2)]
     by = {(r["method"], r["cell"]): r for r in intervals.to_dicts()}
     for m in order:
-        row = [f"{by[(m, c)]['lo']:.0f}–{by[(m, c)]['hi']:.0f}" if (m, c) in by else "–" for c in cells]
+        row = [("–" if (m, c) not in by else
+                f"n/a ({by[(m, c)]['n_profiles']} profiles)" if (by[(m, c)]["n_profiles"] or 0) < MIN_INTERVAL_PROFILES
+                else f"{by[(m, c)]['lo']:.0f}–{by[(m, c)]['hi']:.0f}") for c in cells]
         a = by.get((m, "avg"))
         lines.append(f"| {_name(m, row_names)} | " + " | ".join(row) + " | "
                      + (f"{a['n']} ({a['n_profiles']})" if a else "–") + " |")
@@ -405,9 +408,11 @@ def intervals_table(intervals: pl.DataFrame, order: list[str], row_names: dict[s
 
 
 def paired_lines(paired: pl.DataFrame, row_names: dict[str, str] | None = None,
-                 reads: bool = True) -> list[str]:
+                 reads: bool = True, n_profiles: int | None = None) -> list[str]:
     """The "Paired tests" section: each method − baseline on the same items, interval, raw and Holm p; the marker
-    only where the row's ``mark`` is set (distinguishable, and ``reads``: the reader passes its gate)."""
+    only where the row's ``mark`` is set (distinguishable, and ``reads``: the reader passes its gate). With fewer
+    than :data:`MIN_INTERVAL_PROFILES` profiles (``n_profiles``) the interval reads ``n/a`` (a bootstrap over
+    profiles) and the section says the p values treat items of one person as independent."""
     if not paired.height:
         return []
     mark = "mark" if "mark" in paired.columns else "distinguishable"
@@ -418,12 +423,18 @@ def paired_lines(paired: pl.DataFrame, row_names: dict[str, str] | None = None,
             "p on the open-ended scores, Holm-corrected across the methods compared with one baseline. "
             + (f"{DISTINCT_MARK.strip()} = distinguishable (Holm p < 0.05)." if reads else
                f"No {DISTINCT_MARK.strip()}: this reader cannot rank the memory methods (section Reader validity), "
-               "so no difference here is read as a result.")), "",
+               "so no difference here is read as a result.")
+            + (f" With {n_profiles} profile(s) no interval is shown (a bootstrap over fewer than "
+               f"{MIN_INTERVAL_PROFILES} profiles has too few distinct resamples), and McNemar's p treats the items "
+               "of one person as independent: read them as a check of the machinery, not as evidence."
+               if n_profiles is not None and n_profiles < MIN_INTERVAL_PROFILES else "")), "",
            "| Method | vs | items | test | Δ | 95 % interval | b / c | p | p Holm | |", "|---|---|---|---|---|---|---|---|---|---|"]
+    few = n_profiles is not None and n_profiles < MIN_INTERVAL_PROFILES
     for r in paired.sort("scope", "baseline", descending=[False, True], maintain_order=True).to_dicts():
         scope = "" if r["scope"] == "avg" else " (open-ended)"
         out.append(f"| {_name(r['method'], row_names)} | {_name(r['baseline'], row_names)}{scope} | {r['n']} | "
-                   f"{r['test']} | {r['diff']:+.1f} | [{r['lo']:.1f}, {r['hi']:.1f}] | {r['b']} / {r['c']} | "
+                   f"{r['test']} | {r['diff']:+.1f} | "
+                   + ("n/a" if few else f"[{r['lo']:.1f}, {r['hi']:.1f}]") + f" | {r['b']} / {r['c']} | "
                    f"{_p(r['p'])} | {_p(r['p_holm'])} | {DISTINCT_MARK.strip() if r[mark] else ''} |")
     return out
 
@@ -629,7 +640,8 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
                    "draws profiles with replacement and keeps all their items, because the items of one profile "
                    "share its trajectories."), "",
                   intervals_table(stats["intervals"], list(dict.fromkeys(results["method"].to_list())), row_names)]
-        lines += paired_lines(stats["paired"], row_names, bool(stats["reader"]["can_rank"]))
+        lines += paired_lines(stats["paired"], row_names, bool(stats["reader"]["can_rank"]),
+                              (stats["reader"].get("floor") or {}).get("n_profiles"))
         lines += reader_lines(stats["reader"], row_names)
         lines += power_lines(stats["power"])
         from filegram_ray.evaluate.findings import findings_lines

@@ -98,8 +98,12 @@ def results_section(run: RunDir) -> dict[str, Any]:
             if c in summary.columns and summary[c].drop_nulls().len()]
     ci: dict[tuple[str, str], dict[str, Any]] = {}
     if intervals is not None:
-        for r in intervals.iter_rows(named=True):
-            ci[(r["method"], r["cell"])] = {"lo": r["lo"], "hi": r["hi"], "n_profiles": r.get("n_profiles")}
+        from filegram_ray.evaluate.reader_validity import MIN_INTERVAL_PROFILES
+
+        for r in intervals.iter_rows(named=True):  # as the report: no bracket from fewer than 5 profiles
+            few = (r.get("n_profiles") or 0) < MIN_INTERVAL_PROFILES
+            ci[(r["method"], r["cell"])] = {"lo": None if few else r["lo"], "hi": None if few else r["hi"],
+                                            "n_profiles": r.get("n_profiles")}
     marks: dict[str, list[str]] = {}
     paired_rows = []
     if paired is not None:
@@ -108,6 +112,8 @@ def results_section(run: RunDir) -> dict[str, Any]:
             # a paired table written before the gate has no such column: no marker)
             row = {k: r.get(k) for k in ("scope", "baseline", "method", "test", "n", "diff", "lo", "hi", "p_holm",
                                          "distinguishable", "mark")}
+            if ci and all(v["lo"] is None for v in ci.values()):  # fewer than 5 profiles: no interval anywhere
+                row["lo"] = row["hi"] = None
             paired_rows.append(row)
             if r.get("scope") == "avg" and row["mark"]:
                 marks.setdefault(r["method"], []).append(r["baseline"])
