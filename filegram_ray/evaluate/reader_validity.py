@@ -428,6 +428,8 @@ def reader_gate(reader: Mapping[str, Any]) -> dict[str, Any]:
     wu = reader.get("wrong_user")
     check("wrong_user", bool(wu) and bool(wu.get("falls_to_floor")), None if not wu else wu.get("mean"),
           "falls to the floor", "the wrong user's memory was not measured" if not wu else
+          "whether the wrong user's memory falls to the floor is undecided (too few profiles)"
+          if wu.get("falls_to_floor") is None else
           "the wrong user's memory does not fall to the floor (it scores memory of another person apart from none)")
     order = reader.get("order") or {}
     cons = order.get("consistency")

@@ -311,8 +311,9 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
 
         t = paired_test(results, "wrong_user", floor_id, ~pl.col("is_open"))
         overlap = wu["lo"] <= floor["hi"] and floor["lo"] <= wu["hi"]
+        few = (wu.get("n_profiles") or 0) < MIN_INTERVAL_PROFILES  # intervals too wide to mean "falls": undecided
         out["wrong_user"] = {**wu, "p": t["p"], "diff": t["diff"], "n_paired": t["n"],
-                             "falls_to_floor": overlap and (t["p"] is None or t["p"] >= 0.05)}
+                             "falls_to_floor": None if few else overlap and (t["p"] is None or t["p"] >= 0.05)}
     mm = memory_method(methods)
     out["order"] = order_stats(results, mm)
     if floor is not None and ceil is not None:
@@ -341,12 +342,29 @@ def _p(p: float | None) -> str:
 
 
 def _iv(c: dict[str, Any] | None) -> str:
-    return "–" if c is None else f"{c['mean']:.1f} [{c['lo']:.1f}, {c['hi']:.1f}]"
+    """``mean [lo, hi]``; the mean alone when the interval rests on fewer than 5 profiles."""
+    if c is None:
+        return "–"
+    if c.get("n_profiles") is not None and c["n_profiles"] < MIN_INTERVAL_PROFILES:
+        return f"{c['mean']:.1f} (no interval: {c['n_profiles']} profile(s))"
+    return f"{c['mean']:.1f} [{c['lo']:.1f}, {c['hi']:.1f}]"
 
 
-def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None) -> list[str]:
+def mcq_chance(results: pl.DataFrame) -> float | None:
+    """The chance level (0–100) of the multiple-choice items of ``results`` (mean of 1 / choices over one
+    method's items); None without such items."""
+    mcq = results.filter(~pl.col("is_open")) if results.height and "is_open" in results.columns else results[:0]
+    if not mcq.height:
+        return None
+    return float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"].cast(pl.Float64)).mean() * 100)
+
+
+def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None,
+                   chance: float | None = None) -> list[str]:
     """The report's opening paragraph: the reader's headroom and, in words, whether it reads
-    (:func:`~filegram_ray.evaluate.reader_validity.reader_gate`) and so may decide findings and mark methods."""
+    (:func:`~filegram_ray.evaluate.reader_validity.reader_gate`) and so may decide findings and mark methods;
+    ``chance``: the multiple-choice items' chance level, said beside the floor (a floor below it on few items is
+    sampling, not a reader that avoids the key)."""
     floor_name = "No Context" if reader["floor_row"] == "no_context" else "an empty memory"
     if reader["headroom"] is None:
         lines = ["**Reader headroom: not measured** (no gold-evidence or No Context row; `evaluate.validity` adds "
@@ -355,7 +373,7 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
         lines = [(f"**Reader headroom: {reader['headroom']:.1f} points** — with gold evidence (the ground truth "
                   f"each item asks about, written as memory) the reader scores {_iv(reader['ceiling'])}, with "
                   f"{floor_name} {_iv(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
-                  "profiles).")]
+                  "profiles" + (f"; chance on these items {chance:.1f}" if chance is not None else "") + ").")]
         subs = reader.get("sub_tasks") or []
         if subs:
             lo = min(subs, key=lambda r: r["headroom"])
@@ -469,7 +487,9 @@ def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None
         test = (f"paired with No Context on {wu['n_paired']} items: Δ {wu['diff']:+.1f}, exact McNemar p "
                 f"{_p(wu['p'])}" if wu["n_paired"] else "no paired items")
         out += ["", (f"- Wrong user: Avg {_iv(wu)} ({test}); "
-                     + ("falls to No Context (intervals overlap, not distinguishable), as it must."
+                     + (f"undecided: {wu.get('n_profiles')} profile(s) give no interval to fall into."
+                        if wu["falls_to_floor"] is None else
+                        "falls to No Context (intervals overlap, not distinguishable), as it must."
                         if wu["falls_to_floor"] else
                         "**does not fall to No Context's interval**: the reader scores memory of the wrong person "
                         "differently from no memory (it reads the options' words, not the user).") )]
@@ -581,7 +601,7 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     stats = report_statistics(results, int(info.get("seed") or 0), budget) if results.height else None
     if stats is not None:  # the report opens with the reader's headroom (can it rank methods?)
         written += write_statistics(run, stats)
-        lines += headroom_lines(stats["reader"], row_names)
+        lines += headroom_lines(stats["reader"], row_names, mcq_chance(results))
     if info.get("sample_per_sub_task"):
         lines += [(f"**Sample:** {info['n_items']} of the bank's {info.get('n_bank')} items — a seeded sample of at "
                    f"most {info['sample_per_sub_task']} per sub-task and setting, plus the text twins of the sampled "
@@ -628,12 +648,9 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     if info.get("backbone", {}).get("name") == "lexical":
         lines.append("- Backbone `lexical` is the no-LLM CPU default: it picks the option whose words occur in "
                      "the context. It cannot reason; these numbers test the plumbing, not the methods' quality.")
-    if results.height:
-        mcq = results.filter(~pl.col("is_open"))
-        if mcq.height:
-            chance = float((1.0 / mcq.filter(pl.col("method") == mcq["method"][0])["n_choices"]
-                            .cast(pl.Float64)).mean() * 100)
-            lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
+    chance = mcq_chance(results)
+    if chance is not None:
+        lines.append(f"- Chance level of these multiple-choice items: {chance:.1f}.")
     if stats is not None:
         lines += ["", "## Intervals", "",
                   ("95 % intervals (low–high, points) of every cell above, by bootstrap over profiles: a replicate "
