@@ -317,6 +317,40 @@ class EvaluateStage(Stage):
                              collect=AnswerCollect(self.run, chat, UNIT_SCHEMA), wave=o.wave_units)
 
     # -- finish -----------------------------------------------------------------------------------------------
+    def _print_verdict(self, summary: pl.DataFrame) -> None:
+        """The report's first word on the terminal: whether the reader can rank the methods (and why not), then
+        each method's multiple-choice Avg with its 95 % interval where one means something (≥ 5 profiles)."""
+        import json
+
+        import polars as pl
+
+        from filegram_ray.evaluate.reader_validity import MIN_INTERVAL_PROFILES
+        from filegram_ray.evaluate.report import VALIDITY_METHODS
+
+        run = self.run
+        if not run.exists("results/findings.json") or not summary.height or "avg" not in summary.columns:
+            return
+        reader = json.loads(run.read_text("results/findings.json")).get("reader") or {}
+        if reader.get("can_rank"):
+            print("evaluate: the reader passes its validity checks: differences between methods are read "
+                  "(report: paired tests, findings)", flush=True)
+        else:
+            why = (reader.get("gate") or {}).get("why") or reader.get("why") or ""
+            print("evaluate: this reader cannot rank the memory methods" + (f" ({why})" if why else "")
+                  + ": the scores below are shown, not read as results", flush=True)
+        ci: dict[str, tuple[float, float, int]] = {}
+        if run.exists("results/intervals.parquet"):
+            for r in run.read_table("results/intervals.parquet").filter(pl.col("cell") == "avg").iter_rows(
+                    named=True):
+                ci[r["method"]] = (r["lo"], r["hi"], int(r.get("n_profiles") or 0))
+        for r in summary.iter_rows(named=True):
+            if r["method"] in VALIDITY_METHODS or r.get("avg") is None:
+                continue
+            lo, hi, k = ci.get(r["method"], (None, None, 0))
+            iv = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and k >= MIN_INTERVAL_PROFILES else \
+                (f" (no interval: {k} profile(s))" if lo is not None else "")
+            print(f"  {r['method']:<24} Avg {r['avg']:5.1f}{iv}", flush=True)
+
     def _ray(self) -> None:
         """Start the run's Ray (``--address`` / ``RAY_ADDRESS`` / ``ray.num_cpus``) for a ``ray.data.llm``
         processor, which runs on Ray whatever the executor."""
@@ -458,6 +492,7 @@ class EvaluateStage(Stage):
         n_skipped = self.counts[self.steps[0]].skipped
         print(f"evaluate: {info['n_items']} items × {len(o.methods)} methods, {len(rows)} units (method × context; "
               f"{n_skipped} done earlier), {info['n_error_rows']} error rows, {info['seconds']} s")
+        self._print_verdict(summary)
         if info.get("failed_methods"):
             print(f"evaluate: NO RESULT for {', '.join(info['failed_methods'])}: most of their items failed "
                   "(causes and the setting that fixes them: the report's section Failed items)")
