@@ -199,6 +199,10 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
         # without a terminal Ray Data logs a progress block every 10 s per dataset; the stages print their own
         # "[stage] n/N units" lines (FILEGRAM_RAY_DATA_PROGRESS=1 keeps Ray's)
         logging.getLogger("ray.data._internal.progress.logging_progress").setLevel(logging.WARNING)
+    if quiet and not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # Ray Data's INFO lines (each dataset's execution plan, where its logs are, "a new progress UI is
+        # available") are Ray's bookkeeping, not the stage's: shown with `filegram -v`
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
     if _ACTIVE_INTERRUPTION is not None:
         _ACTIVE_INTERRUPTION.reinstall()
 
