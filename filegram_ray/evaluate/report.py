@@ -57,11 +57,35 @@ def _fmt(x: Any, tokens: bool = False) -> str:
     return f"{x:.1f}"
 
 
+#: a column resting on fewer items than this is marked (†) in the report's table: a few items move it by tens of
+#: points (our bound, the same order as the gold-evidence items a sub-task needs in the reader gate)
+FEW_ITEMS = 10
+
+
+def column_counts(results: pl.DataFrame) -> dict[str, int]:
+    """Items behind each column of :func:`markdown_table` (one method's items, the first that is not a validity
+    row): per sub-task, per channel, ``avg`` (multiple-choice), ``multimodal`` and ``real_world``."""
+    if not results.height:
+        return {}
+    methods = [m for m in dict.fromkeys(results["method"].to_list()) if m not in VALIDITY_METHODS]
+    df = results.filter(pl.col("method") == (methods or results["method"].to_list())[0])
+    out = {s: n for s, n in df.group_by("sub_track").len().iter_rows()}
+    if "channel" in df.columns:
+        out.update({c: n for c, n in df.group_by("channel").len().iter_rows() if c in CHANNELS})
+    out["avg"] = df.filter(~pl.col("is_open")).height
+    if "setting" in df.columns:
+        out["multimodal"] = df.filter((pl.col("setting") == "multimodal") & ~pl.col("is_open")).height
+        out["real_world"] = df.filter(pl.col("setting") == "real_world").height
+    return out
+
+
 def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = None,
-                   marks: dict[str, str] | None = None) -> str:
+                   marks: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> str:
     """The paper-style Markdown table of a :func:`summarise` frame (``row_names``: the run's ``method_rows``, see
     :func:`_name`; ``marks``: a suffix per method, e.g. the "distinguishable from No Context" marker). A row whose
-    ``failed`` is set (most of its items failed: no result) shows "–" in every score cell."""
+    ``failed`` is set (most of its items failed: no result) shows "–" in every score cell. ``counts``
+    (:func:`column_counts`) adds an *items* row under the header; a column on fewer than :data:`FEW_ITEMS` items
+    carries †."""
     subs = [s for s in SUB_TASK_ORDER if s in summary.columns]
     subs += [c for c in summary.columns if c not in subs and c not in {
         "method", "n", "n_errors", "n_scored", "failed", "avg", "tokens_in", "tokens_out", "multimodal",
@@ -72,6 +96,13 @@ def markdown_table(summary: pl.DataFrame, row_names: dict[str, str] | None = Non
     names = {"multimodal": "Multimodal", "real_world": "Real-World"}
     head = ["Method", "In.", "Out.", *subs, "Proc", "Sem", "Epi", "Avg", *[names[c] for c in mm], "n", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    if counts:
+        def n_of(c: str) -> str:
+            n = counts.get(c)
+            return "" if n is None else f"{n}†" if n < FEW_ITEMS else str(n)
+
+        lines.append("| " + " | ".join(["*items*", "", "", *[n_of(s) for s in subs], *[n_of(c) for c in CHANNELS],
+                                        n_of("avg"), *[n_of(c) for c in mm], "", ""]) + " |")
     rows = summary.to_dicts()
     main = [r for r in rows if r["method"] not in VALIDITY_METHODS]
     valid = [r for r in rows if r["method"] in VALIDITY_METHODS]
@@ -616,7 +647,11 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
         for m, e in failures.items():
             if e["failed"]:
                 marks[m] = f" — **failed: {e['n_failed']} of {e['n']} items, no result** (section Failed items)"
-        lines += [markdown_table(summary, row_names, marks), ""]
+        counts = column_counts(results)
+        lines += [markdown_table(summary, row_names, marks, counts), ""]
+        if any(n < FEW_ITEMS for n in counts.values()):
+            lines += [f"† fewer than {FEW_ITEMS} items behind the column: one item moves it by "
+                      f"{100 // FEW_ITEMS} points or more; read it as an example, not a figure.", ""]
         if marks and any(v == DISTINCT_MARK for v in marks.values()):
             lines += [f"{DISTINCT_MARK.strip()} = distinguishable from No Context on the multiple-choice items "
                       "(exact McNemar, Holm-corrected across methods, p < 0.05; section Paired tests).", ""]
