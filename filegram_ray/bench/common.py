@@ -49,8 +49,7 @@ def hamming(a: ProfileRec, b: ProfileRec) -> int:
 
 def pick_similar(target: ProfileRec, pool: Sequence[ProfileRec], k: int, r: random.Random,
                  distinct_vectors: bool = True) -> list[ProfileRec] | None:
-    """``k`` distractor profiles from ``pool`` (profiles sharing ≥ 3 dimensions with ``target``, see
-    :func:`similar_profiles`): fine-grained pairs first, then farther ones, random inside each distance band; with
+    """``k`` distractor profiles from ``pool`` (profiles sharing ≥ 3 dimensions with ``target``): fine-grained pairs first, then farther ones, random inside each distance band; with
     ``distinct_vectors`` no two picks share a tier vector. ``None`` if the pool is too small."""
     by_dist: dict[int, list[ProfileRec]] = {}
     for p in pool:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from filegram_ray.memory.consolidate import ConsolidateConfig, FingerprintStats, consolidate
+from filegram_ray.memory.consolidate import ConsolidateConfig, FingerprintStats, MemoryStore, consolidate
 from filegram_ray.memory.embed import make_embedder, run_cache_dir
 from filegram_ray.memory.engram import ENGRAM_VERSION, Engram, encode_engram
 from filegram_ray.memory.index import (
@@ -146,3 +146,11 @@ def update_memory(run, profile_id: str, units: dict[str, UnitLoader], *, embedde
             "embedder": embedder,
             "seconds": {"encode": round(t_enc, 3), "consolidate": round(t_cons, 3), "index": round(t_emb, 3),
                         "total": round(time.perf_counter() - t0, 3)}}
+
+
+def load_memory_store(run, profile_id: str) -> MemoryStore:
+    """``memory/<profile>/store.json`` of a run or a watcher store (what ``filegram mcp`` serves).
+
+    Raises:
+        StorageError: no such file (names it)."""
+    return MemoryStore.from_json(run.read_bytes(f"memory/{profile_id}/store.json"))
