@@ -109,7 +109,7 @@ def test_every_module_imports_or_misses_only_a_module_an_extra_provides(core):
 
 _BACKBONES = """
 import asyncio, json, sys
-from filegram_ray.llm.backbones import BACKBONE_KINDS, make_backbone
+from filegram_ray.llm.readers import BACKBONE_KINDS, make_backbone
 from filegram_ray.llm.processors import chat_spec, probe_endpoint
 from filegram_ray.engine.agents.llm_agent import ChatEndpoint
 url = sys.argv[1]

@@ -45,8 +45,8 @@ def validate_backbone(v: Any) -> Any:
         ValueError: a language-model backbone with a missing, unknown or invalid setting (pydantic's message,
             naming the field; :func:`~filegram_ray.llm.processors.chat_spec`).
     """
-    from filegram_ray.llm.backbones import BACKBONE_KINDS
     from filegram_ray.llm.processors import HttpChatSpec, VLLMEngineSpec, chat_spec, is_llm_spec
+    from filegram_ray.llm.readers import BACKBONE_KINDS
 
     if v is None or isinstance(v, (HttpChatSpec, VLLMEngineSpec)):
         return v
@@ -61,7 +61,7 @@ def validate_backbone(v: Any) -> Any:
         raise UserError(f"unknown backbone kind {kind!r} (one of {', '.join(BACKBONE_KINDS)}; a language model "
                         "is a mapping {kind: openai, base_url: …, model: …})")
     if kind == "encoder":  # its settings are checked now, not when the first actor makes it
-        from filegram_ray.llm.backbones import make_backbone
+        from filegram_ray.llm.readers import make_backbone
 
         try:
             make_backbone(v)
@@ -102,8 +102,9 @@ def make_reader(backbone: Any, seed: int):
     Raises:
         ValueError: a vLLM engine spec (it runs inside the stage's ``ray.data.llm`` processor only).
     """
-    from filegram_ray.llm.backbones import OpenAIBackbone, make_backbone
+    from filegram_ray.llm.backbones import OpenAIBackbone
     from filegram_ray.llm.processors import HttpChatSpec
+    from filegram_ray.llm.readers import make_backbone
 
     cs = chat_of(backbone)
     if cs is None:

@@ -12,12 +12,13 @@ from filegram_ray.llm.backbones import (
     OracleBackbone,
     RandomBackbone,
     approx_tokens,
-    make_backbone,
     stable_seed,
 )
 from filegram_ray.llm.parsing import LETTERS, parse_choice, parse_json_object
+from filegram_ray.llm.readers import BACKBONE_KINDS, make_backbone
 
 __all__ = [
+    "BACKBONE_KINDS",
     "LETTERS",
     "Answer",
     "Backbone",

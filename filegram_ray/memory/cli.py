@@ -57,18 +57,21 @@ def print_context(run, pid: str, query: str | None, channels: str, kind: str | N
 
 
 def _update(args: argparse.Namespace) -> int:
-    """``filegram memory update STORE``: the watcher's ``--update-memory`` (:mod:`filegram_ray.watch.cli`)."""
+    """``filegram memory update STORE``: encode a watcher store's new sessions and bring its memory up to date
+    (:func:`~filegram_ray.memory.incremental.update_memory`, the path of ``filegram watch --update-memory``)."""
     from filegram_ray.extras import require_extras
 
     require_extras(("watch",), "filegram memory update")
-    from filegram_ray.watch.cli import _update_memory
-    from filegram_ray.watch.store import StoreError
+    from filegram_ray.watch.export import update_store_memory
+    from filegram_ray.watch.store import StoreError, WatchStore
 
     try:
-        return _update_memory(argparse.Namespace(out=args.store, profile_id=args.profile_id, embedder=args.embedder,
-                                                 rebuild=args.rebuild))
+        store = WatchStore.open(args.store)
     except StoreError as exc:
         raise SystemExit(f"filegram memory update: {exc}") from None
+    print("\n".join(update_store_memory(store, args.profile_id, args.embedder, args.rebuild)))
+    print(f"next: filegram watch --out {args.store} --show-memory [--query TEXT]")
+    return 0
 
 
 def register(subparsers) -> None:

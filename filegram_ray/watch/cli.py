@@ -91,21 +91,11 @@ def _watch(args: argparse.Namespace) -> int:
 
 def _update_memory(args: argparse.Namespace) -> int:
     """``--update-memory``: encode the store's new sessions and bring its memory up to date incrementally."""
-    from filegram_ray.memory.incremental import update_memory
-    from filegram_ray.storage import RunDir
-    from filegram_ray.watch.export import watch_units
+    from filegram_ray.watch.export import update_store_memory
     from filegram_ray.watch.store import WatchStore
 
     store = WatchStore.open(args.out)
-    pid = args.profile_id or store.config.profile_id
-    units, notes = watch_units(store)
-    r = update_memory(RunDir(store.path), pid, units, embedder=args.embedder or "minilm", rebuild=args.rebuild)
-    state = "up to date" if r["up_to_date"] else f"{r['encoded_now']} session(s) encoded now"
-    print(f"memory update: {state}, {r['reused']} reused, {r['sessions']} in memory"
-          + (f" (rebuilt: {r['rebuilt']})" if r["rebuilt"] else "") + f"; embedder {r['embedder']}; seconds "
-          + ", ".join(f"{k}={v}" for k, v in r["seconds"].items()))
-    for m in notes + r["errors"]:
-        print(f"  {m}")
+    print("\n".join(update_store_memory(store, args.profile_id, args.embedder or "minilm", args.rebuild)))
     print(f"next: filegram watch --out {args.out} --show-memory [--query TEXT]")
     return 0
 

@@ -30,7 +30,8 @@ from filegram_ray.schema.events import EventParseError, dumps_events, parse_even
 from filegram_ray.watch.recorder import BEHAVIOURAL
 from filegram_ray.watch.store import WatchStore
 
-__all__ = ["MEDIA_FIELDS", "import_store", "session_trajectory", "usable_sessions", "watch_units"]
+__all__ = ["MEDIA_FIELDS", "import_store", "session_trajectory", "update_store_memory", "usable_sessions",
+           "watch_units"]
 
 MEDIA_FIELDS = ("media_ref", "media_ref_old", "media_ref_new", "media_ref_diff")
 
@@ -63,6 +64,24 @@ def watch_units(store: WatchStore) -> tuple[dict[str, Any], list[str]]:
         return load
 
     return {rec["task_id"]: loader(rec["session_id"]) for rec in recs}, notes
+
+
+def update_store_memory(store: WatchStore, profile_id: str | None, embedder: str, rebuild: bool) -> list[str]:
+    """Encode the store's new closed sessions and bring its FileGramOS memory up to date
+    (:func:`filegram_ray.memory.incremental.update_memory`; ``profile_id`` None: the store's); returns the lines
+    to print: the summary, then notes on skipped sessions and errors. What ``filegram watch --update-memory`` and
+    ``filegram memory update`` run."""
+    from filegram_ray.memory.incremental import update_memory
+    from filegram_ray.storage import RunDir
+
+    units, notes = watch_units(store)
+    r = update_memory(RunDir(store.path), profile_id or store.config.profile_id, units, embedder=embedder,
+                      rebuild=rebuild)
+    state = "up to date" if r["up_to_date"] else f"{r['encoded_now']} session(s) encoded now"
+    return [f"memory update: {state}, {r['reused']} reused, {r['sessions']} in memory"
+            + (f" (rebuilt: {r['rebuilt']})" if r["rebuilt"] else "") + f"; embedder {r['embedder']}; seconds "
+            + ", ".join(f"{k}={v}" for k, v in r["seconds"].items()),
+            *[f"  {m}" for m in notes + r["errors"]]]
 
 
 def session_trajectory(store: WatchStore, rec: dict[str, Any]) -> dict[str, bytes]:

@@ -263,7 +263,7 @@ def compare_dtypes(args) -> list[str]:
 
     items = _items(args.run_dir, args.items, rng)
     if items:
-        from filegram_ray.llm.backbones import make_backbone
+        from filegram_ray.llm.readers import make_backbone
 
         backbone = make_backbone("lexical")  # conf/default.yaml's evaluate.backbone
         stores: dict[str, tuple] = {}
