@@ -30,7 +30,7 @@ def findings_of_run(run_dir: str) -> dict:
         raise FileNotFoundError(f"run directory {run_dir} does not exist (filegram findings reads an evaluated run)")
     run = RunDir(run_dir)
     if not run.exists("results/results.parquet"):
-        raise UserError(f"findings need an evaluated run ({run.url('results/results.parquet')} is missing): run "
+        raise UserError(f"{run.uri}: findings need an evaluated run (results/results.parquet is missing): run "
                         f"`filegram evaluate --run-dir {run.uri}` first")
     results = run.read_table("results/results.parquet")
     missing = [c for c in NEEDED_COLUMNS if c not in results.columns]

@@ -203,7 +203,7 @@ class EvaluateStage(Stage):
             raise UserError(f"evaluate.judge: 'llm' needs a language model (evaluate.judge_backbone or "
                             f"evaluate.backbone), got {o.judge_model!r}")
         if not run.exists("bench/items.parquet"):
-            raise UserError(f"evaluate needs the bench stage's items ({run.url('bench/items.parquet')} is missing): "
+            raise UserError(f"{run.uri}: evaluate needs the bench stage's items (bench/items.parquet is missing): "
                             f"run `filegram bench build --run-dir {run.uri}` (or the pipeline) first")
         bank = load_items(run)
         items = [it for it in bank if it["setting"] in o.settings
@@ -320,8 +320,6 @@ class EvaluateStage(Stage):
     def _print_verdict(self, summary: pl.DataFrame) -> None:
         """The report's first word on the terminal: whether the reader can rank the methods (and why not), then
         each method's multiple-choice Avg with its 95 % interval where one means something (≥ 5 profiles)."""
-        import json
-
         import polars as pl
 
         from filegram_ray.evaluate.reader_validity import MIN_INTERVAL_PROFILES
@@ -330,7 +328,7 @@ class EvaluateStage(Stage):
         run = self.run
         if not run.exists("results/findings.json") or not summary.height or "avg" not in summary.columns:
             return
-        reader = json.loads(run.read_text("results/findings.json")).get("reader") or {}
+        reader = run.read_json("results/findings.json").get("reader") or {}
         if reader.get("can_rank"):
             print("evaluate: the reader passes its validity checks: differences between methods are read "
                   "(report: paired tests, findings)", flush=True)
