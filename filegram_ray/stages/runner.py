@@ -264,7 +264,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
                 inst.close()
         nodes = _units_by_node(executor, nodes_before)
         record = _record(summary, meter, counts, executor, stage, len(errors), nodes=nodes)
-        if nodes:
+        if len(nodes) > 1:  # on one machine the line says nothing (run.json keeps the count either way)
             print(f"{stage.name}: units per Ray node: " + ", ".join(
                 f"{v['ip']} ({k[:8]}) {v['units']}" for k, v in nodes.items()), flush=True)
         _write_record(run, stage.name, record, config)
