@@ -6,7 +6,7 @@
 * :func:`prepare_vectors` — before any method ingests: for every (setting, context spec) still to answer, the
   spec's views are built once and each method says which texts its ingest and its retrievals (the items' queries)
   will embed (:meth:`~filegram_ray.methods.base.MemoryMethod.embedding_texts`); the union, each text once, is
-  embedded in one pass (:func:`filegram_ray.methods.embed_plan.embed_texts`, a Ray Data ``map_batches``) into the
+  embedded in one pass (:func:`filegram_ray.methods.embed_plan.embed_texts`, on an actor pool) into the
   run's vector table, which the workers preload (:func:`filegram_ray.methods.embed_plan.planned_embedder`).
 
 The choice of :data:`CPU_EMBEDDER` (measured, docs/measurements/2026-12-05-embed-plan.md, 2-core AMD EPYC, AVX2):
@@ -86,8 +86,8 @@ def spec_texts(views: Sequence[Any], methods: Mapping[str, Any], queries: Sequen
 
 
 class _CollectTexts:
-    """Ray Data ``map_batches`` callable: one spec unit (JSON) in, its texts (JSON) out; methods are made once
-    per actor (FileGramOS keeps its Engrams between specs)."""
+    """The plan's collecting worker: one spec unit in, its texts out; methods are made once per actor (FileGramOS
+    keeps its Engrams between specs)."""
 
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method_options: dict[str, Any],
                  llm_ingest: bool, multimodal_content: str, multimodal_formats: list[str] | None):
@@ -130,13 +130,9 @@ class _CollectTexts:
         queries = list(dict.fromkeys(retrieval_query(it) for u in spec_unit["units"] for it in u["items"]))
         return spec_texts(views, methods, queries)
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        texts, undeclared = [], []
-        for raw in batch["spec"]:
-            t, u = self.texts(json.loads(raw))
-            texts.append(json.dumps(t))
-            undeclared.append(json.dumps(u))
-        return {"texts": texts, "undeclared": undeclared}
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        t, u = self.texts(unit["spec"])
+        return {"texts": t, "undeclared": u}
 
 
 def declaring_units(spec_units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -171,8 +167,8 @@ def prepare_vectors(run, spec_units: Sequence[dict[str, Any]], *, kind: str, met
         kind: a resolved embedder kind (:func:`resolve_embedder`).
         llm_ingest: methods ingest with a language model (their LLM-made texts are not planned).
         multimodal_content / multimodal_formats: the multimodal setting's views (as the workers build them).
-        num_actors / num_cpus: the collecting and embedding actor pools (Ray Data); ``use_ray=False`` runs both in
-            this process.
+        num_actors / num_cpus: the collecting and embedding actor pools (the stage contract's actor-pool executor,
+            :func:`~filegram_ray.stages.executors.map_units`); ``use_ray=False`` runs both in this process.
 
     Returns:
         the plan's record (:class:`~filegram_ray.methods.embed_plan.PlanStats` fields, ``specs``, ``texts_sent``
@@ -190,19 +186,20 @@ def prepare_vectors(run, spec_units: Sequence[dict[str, Any]], *, kind: str, met
         # than the methods embedding as they go (measured on the default run, 2026-12-05-embed-plan.md)
         return {"planned": 0, "specs": len(spec_units), "embedder": kind,
                 "skipped": "" if not spec_units else f"{kind}: no model forward pass to plan"}
-    args = (run.uri, run.storage_options, dict(method_options), llm_ingest, multimodal_content, multimodal_formats)
-    rows: list[tuple[list[str], list[str]]] = []
-    if use_ray:
-        import ray
+    from filegram_ray.stages.executors import map_units
 
-        ds = ray.data.from_items([{"spec": json.dumps(su, default=str)} for su in spec_units],
-                                 override_num_blocks=min(len(spec_units), max(1, num_actors) * 4))
-        out = ds.map_batches(_CollectTexts, fn_constructor_args=args, batch_size=1,
-                             compute=ray.data.ActorPoolStrategy(size=max(1, num_actors)), num_cpus=num_cpus)
-        rows = [(json.loads(r["texts"]), json.loads(r["undeclared"])) for r in out.iter_rows()]
-    else:
-        collect = _CollectTexts(*args)
-        rows = [collect.texts(json.loads(json.dumps(su, default=str))) for su in spec_units]
+    init = {"run_uri": run.uri, "storage_options": run.storage_options, "method_options": dict(method_options),
+            "llm_ingest": llm_ingest, "multimodal_content": multimodal_content,
+            "multimodal_formats": multimodal_formats}
+    # the units as the workers see them (JSON values), on the stage contract's executors
+    units = [{"unit_id": f"spec-{k:05d}", "spec": json.loads(json.dumps(su, default=str))}
+             for k, su in enumerate(spec_units)]
+    out = map_units(_CollectTexts, units, init_kwargs=init, num_actors=max(1, num_actors),
+                    num_cpus_per_actor=num_cpus, executor="actor-pool" if use_ray else "serial",
+                    stage="embedding plan", progress=False)
+    # a worker that died: its spec plans nothing (its units fail in their own workers, as a failing spec's do)
+    rows = [(list(r["texts"]), list(r["undeclared"])) if r.get("status") == "ok" else ([], ["!failed"])
+            for r in out]
     union: dict[str, None] = {}
     undeclared: set[str] = set()
     sent = 0

@@ -6,8 +6,8 @@ to themselves, the methods of one evaluation each call the model for their own t
 The plan instead takes the texts every method declares for every context spec of the run
 (:meth:`~filegram_ray.methods.base.MemoryMethod.embedding_texts`, :meth:`~filegram_ray.methods.base.MemoryMethod
 .query_embedding_texts`), keeps each distinct text once (keyed by :func:`~filegram_ray.memory.embed.text_key`),
-drops those the run's vector table already holds, and embeds the rest as a Ray Data ``map_batches`` over an actor
-pool of embedders (:func:`embed_texts`). The vectors go into the run's vector table (:func:`load_vectors`);
+drops those the run's vector table already holds, and embeds the rest on the stage contract's actor-pool executor
+(:func:`embed_texts`). The vectors go into the run's vector table (:func:`load_vectors`);
 the evaluate workers preload it into their embedder (:func:`planned_embedder`), so a method's ``encode`` finds every
 vector there. A text a method did not declare is still embedded when it asks (one model call more, same answers).
 
@@ -155,44 +155,40 @@ def _write_part(run, tag: str, keys: list[str], vecs: np.ndarray) -> str:
 
 
 class _EmbedBatches:
-    """Ray Data ``map_batches`` callable: an embedder per actor; column ``pieces`` (a JSON list of texts that each
-    fit the model's window) in, column ``vectors`` (float32 bytes) out, one planned batch per row."""
+    """The plan's worker: an embedder per actor; one planned batch (``pieces``: texts that each fit the model's
+    window) in, its ``vectors`` (float32 bytes, one forward pass) out."""
 
     def __init__(self, kind: str, threads: int | None, model_args: dict[str, Any] | None = None):
         from filegram_ray.memory.embed import make_embedder
 
         self.embedder = make_embedder(kind, threads=threads, **(model_args or {}))
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        import json
-
-        out = []
-        for raw in batch["pieces"]:
-            out.append(self.embedder.forward_batch(json.loads(raw)).tobytes())
-        return {"batch": batch["batch"], "vectors": out}
+    def process(self, unit: dict[str, Any]) -> dict[str, Any]:
+        return {"batch": int(unit["batch"]), "vectors": self.embedder.forward_batch(list(unit["pieces"])).tobytes()}
 
 
 def _run_batches(kind: str, todo: list[tuple[int, list[str]]], num_actors: int, num_cpus: float,
-                 use_ray: bool, threads: int | None) -> Iterable[tuple[int, bytes]]:
-    """``(batch id, vectors bytes)`` per batch of ``todo``, in any order: Ray Data on an actor pool, or this
-    process."""
-    import json
+                 use_ray: bool, threads: int | None, on_batch: Callable[[int, bytes], None]) -> None:
+    """``on_batch(batch id, vectors bytes)`` per batch of ``todo`` as each finishes, in any order, on the stage
+    contract's executors (:func:`~filegram_ray.stages.executors.map_units`: an actor pool of ``num_actors``
+    embedders, or this process). A batch whose worker failed is left out (its texts stay missing from the table:
+    the methods embed them themselves)."""
+    from filegram_ray.stages.executors import map_units
 
     if not todo:
         return
-    if not use_ray:
-        call = _EmbedBatches(kind, threads)
-        for b, pieces in todo:
-            yield b, call({"batch": [b], "pieces": [json.dumps(pieces)]})["vectors"][0]
-        return
-    import ray
 
-    ds = ray.data.from_items([{"batch": b, "pieces": json.dumps(pieces)} for b, pieces in todo],
-                             override_num_blocks=min(len(todo), max(1, num_actors) * 4))
-    out = ds.map_batches(_EmbedBatches, fn_constructor_kwargs={"kind": kind, "threads": threads}, batch_size=1,
-                         compute=ray.data.ActorPoolStrategy(size=max(1, num_actors)), num_cpus=num_cpus)
-    for row in out.iter_rows():
-        yield int(row["batch"]), bytes(row["vectors"])
+    def on_row(row: dict[str, Any]) -> None:
+        if row.get("status") != "ok":
+            log.warning("embedding plan: %s failed, its texts are left to the methods: %s", row.get("unit"),
+                        row.get("error"))
+            return
+        on_batch(int(row["batch"]), bytes(row["vectors"]))
+
+    map_units(_EmbedBatches, [{"unit_id": f"batch-{b:06d}", "batch": b, "pieces": list(pieces)} for b, pieces in todo],
+              init_kwargs={"kind": kind, "threads": threads}, num_actors=max(1, num_actors),
+              num_cpus_per_actor=num_cpus, executor="actor-pool" if use_ray else "serial", stage="embedding plan",
+              progress=False, on_result=on_row)
 
 
 def embed_texts(run, texts: Iterable[str], kind: str, *, num_actors: int = 2, num_cpus: float = 0.5,
@@ -202,7 +198,7 @@ def embed_texts(run, texts: Iterable[str], kind: str, *, num_actors: int = 2, nu
 
     The texts' model windows (:meth:`~filegram_ray.memory.embed.CachedEmbedder.pieces`) are packed by
     :func:`batch_plan` over the whole planned set; each batch with a text still missing runs whole as one forward
-    pass (``forward_batch``), on a Ray Data actor pool of ``num_actors`` embedders (``num_cpus`` each, ``threads``
+    pass (``forward_batch``), on an actor pool of ``num_actors`` embedders (the stage contract's actor-pool executor) (``num_cpus`` each, ``threads``
     intra-op threads: default the node's cores shared among the actors) or in this process (``use_ray=False``);
     each text's vector is the token-weighted mean of its windows' (:meth:`~filegram_ray.memory.embed.CachedEmbedder
     .combine`). Finished texts are written to the table as parts of :data:`PART_TEXTS`.
@@ -264,7 +260,8 @@ def embed_texts(run, texts: Iterable[str], kind: str, *, num_actors: int = 2, nu
             _write_part(run, tag, [keys[i] for i in part], out)
             stats.embedded += len(part)
 
-    for b, raw in _run_batches(kind, todo, num_actors, num_cpus, use_ray, n_threads):
+    def on_batch(b: int, raw: bytes) -> None:
+        nonlocal done_batches
         part = piece_of[b]
         vecs[part] = np.frombuffer(raw, dtype=np.float32).reshape(len(part), emb.dim)
         for j in part:
@@ -278,6 +275,8 @@ def embed_texts(run, texts: Iterable[str], kind: str, *, num_actors: int = 2, nu
         if progress is not None and (done_batches % 50 == 0 or done_batches == len(todo)):
             progress(f"embedding plan: {done_batches}/{len(todo)} batches, {stats.embedded + len(ready):,}/"
                      f"{len(missing):,} texts, {time.perf_counter() - t0:.0f} s")
+
+    _run_batches(kind, todo, num_actors, num_cpus, use_ray, n_threads, on_batch)
     flush(final=True)
     stats.seconds = time.perf_counter() - t0
     return stats
