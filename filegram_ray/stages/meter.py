@@ -166,6 +166,9 @@ class StageMeter:
                 pass
         self.cpu_s = sum(max(0.0, self._last[p] - self._base.get(p, 0.0)) for p in self._last)
         end = object_store_totals() if self._store0 is not None else None
+        if end is None and self._store0 is not None:  # answered at the start: a raylet killed just now (its node
+            time.sleep(2.0)  # not yet marked dead) fails the summary call once; ask again once it is
+            end = object_store_totals()
         if end is not None:
             self.object_store = {k: round(max(0.0, end[k] - self._store0.get(k, 0.0)), 1) for k in end}
 
