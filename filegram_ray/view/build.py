@@ -106,13 +106,14 @@ def results_section(run: RunDir) -> dict[str, Any]:
                                             "n_profiles": r.get("n_profiles")}
     marks: dict[str, list[str]] = {}
     paired_rows = []
+    no_interval = bool(ci) and all(v["lo"] is None for v in ci.values())  # fewer than 5 profiles everywhere
     if paired is not None:
         for r in paired.iter_rows(named=True):
             # a marker only where the report gives one: distinguishable AND the reader passes its gate (``mark``;
             # a paired table written before the gate has no such column: no marker)
             row = {k: r.get(k) for k in ("scope", "baseline", "method", "test", "n", "diff", "lo", "hi", "p_holm",
                                          "distinguishable", "mark")}
-            if ci and all(v["lo"] is None for v in ci.values()):  # fewer than 5 profiles: no interval anywhere
+            if no_interval:
                 row["lo"] = row["hi"] = None
             paired_rows.append(row)
             if r.get("scope") == "avg" and row["mark"]:
