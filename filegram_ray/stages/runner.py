@@ -217,7 +217,7 @@ def run_stage(stage: type[Stage], config: PipelineConfig, *, overrides: dict[str
     from filegram_ray.storage import RunDir
 
     opts = stage_options(stage, config, overrides)
-    may_start = stage.starts_run if isinstance(stage.starts_run, bool) else bool(getattr(opts, stage.starts_run))
+    may_start = _may_start(stage, opts)
     from filegram_ray.extras import STAGE_EXTRAS, config_extras, require_extras
 
     extras = config_extras(stage.name, config.model_dump(mode="json")) if stage.name in STAGE_EXTRAS \
@@ -312,7 +312,8 @@ def _write_record(run, name: str, record: StageRecord, config: PipelineConfig) -
         log.warning("%s: could not write the stage record into run.json: %s", name, exc)
 
 
-def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True) -> dict[str, Any]:
+def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True,
+               checked: bool = False) -> dict[str, Any]:
     """Run the stages ``names`` in the order given, under one hold of the run directory (no other job slips in
     between two of them) and one Ray connection; returns ``{stage: {"seconds": float, "result": record}}``.
     A stage whose items failed does not stop the next; a stage that raises does.
@@ -330,7 +331,9 @@ def run_stages(config: PipelineConfig, names: list[str], *, title: bool = True) 
     timings: dict[str, Any] = {}
     if not names:
         return timings
-    may_start = _check_request(config, names[0])
+    # ``checked``: the caller ran _check_request on this request already (the ids are read once)
+    may_start = _may_start(classes[names[0]], stage_options(classes[names[0]], config)) if checked else \
+        _check_request(config, names[0])
     # held in the first stage's name: a refusal of a missing run directory names the stage that reads it
     with RunDir.open_for(config.run_dir, names[0], storage_options=config.storage_options, may_start=may_start):
         if any(not classes[n].in_process and stage_options(classes[n], config).executor != "serial"
@@ -353,11 +356,16 @@ def _check_request(config: PipelineConfig, first: str) -> bool:
     from filegram_ray.stage_list import stage_ref
 
     cls = stage_ref(first).load()
-    opts = stage_options(cls, config)
-    may_start = cls.starts_run if isinstance(cls.starts_run, bool) else bool(getattr(opts, cls.starts_run))
+    may_start = _may_start(cls, stage_options(cls, config))
     if may_start:
         check_sets(config)
     return may_start
+
+
+def _may_start(stage: type[Stage], opts: Any) -> bool:
+    """Whether ``stage`` with its options ``opts`` may start a new run (its ``starts_run``: a bool, or the name
+    of the option that says)."""
+    return stage.starts_run if isinstance(stage.starts_run, bool) else bool(getattr(opts, stage.starts_run))
 
 
 def stage_function(stage: type[Stage]) -> Callable[..., dict[str, Any]]:
@@ -385,7 +393,7 @@ def run_with_needs(name: str, config: PipelineConfig) -> dict[str, Any]:
     for need in names[:-1]:
         print(f"{name} needs the {need} stage: running it first (what an earlier run finished is skipped)",
               flush=True)
-    return run_stages(same_executor(config, names), names, title=False)[name]["result"]
+    return run_stages(same_executor(config, names), names, title=False, checked=True)[name]["result"]
 
 
 def with_needs(name: str) -> list[str]:
