@@ -70,10 +70,17 @@ def test_evaluate_answers_through_ray_data_llm_on_a_llama_cpp_server(server, ray
     assert run.exists("results/judge_validity.parquet") and run.exists("results/judge/verdicts.parquet")
     report = run.read_text("results/report.md")
     assert "## Judge validity" in report and "ray.data.llm" in report
+    # the judge's calls are the stage's second step: one model-call item per distinct open-ended request
+    verdicts = run.read_json("run.json")["stages"]["evaluate"]["steps"]["verdicts"]
+    assert verdicts["planned"] > 0 and verdicts["skipped"] == 0
+    assert verdicts["done"] + verdicts["failed"] == verdicts["planned"]
 
     # resumable per unit: a rerun sends no request and gives the same rows
     again = run_evaluate(_cfg(tmp_path, _spec(server, batch_size=2, concurrency=1)))
     assert again["answering"]["n_requests"] == 0
+    v2 = run.read_json("run.json")["stages"]["evaluate"]["steps"]["verdicts"]
+    # verdicts resumable per item: the judged ones are skipped, only the failed calls are asked again
+    assert v2["planned"] == verdicts["planned"] and v2["skipped"] == verdicts["done"]
     res2 = run.read_table("results/results.parquet")
     cols = ["method", "question_id", "choice", "answer_text", "status", "score"]
     assert res2.sort(["method", "question_id"]).select(cols).equals(res.sort(["method", "question_id"]).select(cols))

@@ -115,7 +115,7 @@ def test_llm_judge_validity_rows_on_a_real_qwen_server(ray_local, tmp_path):
 def test_a_failed_judge_request_is_asked_once_per_pass_and_again_by_the_next_evaluate(ray_local):
     """A judge request whose reply fails (here an HTML body on HTTP 200, ``../shared/cases`` BR2-25's shape) is
     retried by the processor, then left unjudged; scoring the same answers again in the same pass (the stage's
-    prefetch, then ``score_rows``) sends nothing, and a new judge (the next evaluate) asks it again. Found on
+    verdicts, then ``score_rows``) sends nothing, and a new judge (the next evaluate) asks it again. Found on
     2026-12-03: every pass sent its failed judge requests twice, one more Ray Dataset each time."""
     from scripted_chat_server import RawReply, ScriptedChatServer, completion
 
@@ -138,3 +138,34 @@ def test_a_failed_judge_request_is_asked_once_per_pass_and_again_by_the_next_eva
         assert len(srv.requests) == asked and again == first  # same pass: nothing sent, the same verdicts
         nxt = LLMJudge(spec, cache=judge.cache).judge_many(reqs)
         assert len(srv.requests) == asked + 2 and nxt[0] == (5, "")  # next evaluate: only the failed one, again
+
+
+def test_the_judge_calls_are_items_read_back_by_an_offline_judge():
+    """The evaluate stage's ``verdicts`` step: one model-call item per distinct non-empty request (an empty answer
+    is 1 without a call); its rows (ok with ``likert``, or an error row) are learned back, after which the judge
+    calls no model — a request it was given no verdict for is unscored with a note (the spec points at a port
+    nothing listens on: a call would fail loudly)."""
+    from filegram_ray.evaluate.scoring import JudgeRequests, collect_verdict
+
+    items, key = _bank()
+    it = items[0]
+    judge = LLMJudge({"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "q", "max_retries": 0})
+    reqs = [(it, "a", "a"), (it, "a", "a"), (it, "a", "b"), (it, "a", "  ")]
+    got = judge.request_items(reqs)
+    assert [g["unit_id"] for g in got] == [judge.key(it, "a", "a"), judge.key(it, "a", "b")]
+    prepared = JudgeRequests().process(got[0])["requests"]
+    assert prepared[0]["req_key"] == got[0]["unit_id"] and prepared[0]["messages"] == judge_messages(it, "a", "a")
+    assert prepared[0]["temperature"] == 0.1 and prepared[0]["max_tokens"] == 512  # reference §9.4
+    ok = collect_verdict(got[0], {}, prepared, [{"req_key": got[0]["unit_id"], "reply": '{"score": 4}'}])
+    assert ok == {"likert": 4, "reply": '{"score": 4}'}
+    with pytest.raises(RuntimeError, match="judge error: HTTP 502"):
+        collect_verdict(got[1], {}, [], [{"req_key": got[1]["unit_id"], "error": "HTTP 502"}])
+    with pytest.raises(RuntimeError, match="no reply"):
+        collect_verdict(got[1], {}, [], [])
+    judge.learn([{"unit": got[0]["unit_id"], "status": "ok", **ok},
+                 {"unit": got[1]["unit_id"], "status": "error", "error": "RuntimeError: judge error: HTTP 502"}])
+    assert judge.offline
+    out = judge.judge_many(reqs + [(it, "a", "c")])
+    assert out[:2] == [(4, ""), (4, "")] and out[3] == (1, "")
+    assert out[2][0] is None and "HTTP 502" in out[2][1]
+    assert out[4] == (None, "judge: no reply")  # never asked: unscored, no call

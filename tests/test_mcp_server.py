@@ -318,6 +318,7 @@ def _start_http(store: Path, *extra: str) -> tuple[subprocess.Popen, str, str, l
             url = m.group(1)
         if m := re.search(r"bearer token: (\S+)", line):
             token = m.group(1)
+        if "Ctrl-C stops the server" in line:  # the last line of the ready message (client configuration before it)
             break
     assert url and token, "".join(lines)
     threading.Thread(target=lambda: [lines.append(x) for x in p.stderr], daemon=True).start()

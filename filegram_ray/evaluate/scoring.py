@@ -41,12 +41,14 @@ __all__ = [
     "VALUE_SPACES",
     "VALIDITY_CASES",
     "LLMJudge",
+    "JudgeRequests",
     "RubricJudge",
     "JUDGE_CACHE",
+    "collect_verdict",
+    "judge_requests",
     "judge_messages",
     "judge_validity",
     "likert_to_100",
-    "load_judge_cache",
     "open_answers",
     "save_judge_cache",
     "score_rows",
@@ -221,10 +223,15 @@ def parse_judge_reply(reply: str) -> int | None:
 
 class LLMJudge:
     """Per-attribute LLM judge (reference §9.4) on a ``ray.data.llm`` processor: one request per (item, answer),
-    temperature 0.1, ≤512 tokens, all requests of a stage in one Ray Dataset (:func:`~filegram_ray.llm.processors
-    .run_chat`). An empty answer is 1 without a call (rubric: nothing inferred). A reply without a score in 1..5,
-    or an error reply, gives ``None`` (excluded from the mean) and a note. A request whose reply failed is sent once per
-    judge (one evaluate pass: the processor has already retried it) and again by the next evaluate.
+    temperature 0.1, ≤512 tokens (:func:`~filegram_ray.llm.processors.run_chat`). An empty answer is 1 without a
+    call (rubric: nothing inferred). A reply without a score in 1..5, or an error reply, gives ``None`` (excluded
+    from the mean) and a note. A request whose reply failed is sent once per judge (one evaluate pass: the
+    processor has already retried it) and again by the next evaluate.
+
+    In the evaluate stage the judge's calls are the stage's ``verdicts`` step (model-call items run by the
+    model-call executor, one per distinct request, resumable like any item): :meth:`request_items` lists them,
+    :meth:`learn` reads the step's rows back, and the judge is ``offline`` afterwards (a request it was not given
+    a verdict for is unscored, never sent).
 
     Args:
         spec: the judge model (:class:`~filegram_ray.llm.processors.HttpChatSpec` or ``VLLMEngineSpec``, or a
@@ -246,6 +253,35 @@ class LLMJudge:
         #: ``key -> note`` of the requests that failed in this judge's lifetime (one stage pass): asked once per
         #: pass (the processor already retried them), asked again by the next evaluate
         self.failed: dict[str, str] = {}
+        #: True once :meth:`learn` has read the verdicts step: no further model calls
+        self.offline = False
+
+    def request_items(self, requests: Sequence[tuple[Mapping[str, Any], str, str]]) -> list[dict[str, Any]]:
+        """One model-call item per distinct non-empty ``(item, reference, answer)`` request: ``{"unit_id": its
+        cache key, "request": the chat request row}`` (:class:`JudgeRequests`, :func:`collect_verdict`), in
+        first-seen order."""
+        out: dict[str, dict[str, Any]] = {}
+        for it, ref, ans in requests:
+            if not (ans or "").strip():
+                continue
+            k = self.key(it, ref, ans)
+            if k not in out:
+                out[k] = {"unit_id": k, "request": {"req_key": k, "messages": judge_messages(it, ref, ans),
+                                                    "max_tokens": self.max_tokens,
+                                                    "temperature": self.temperature}}
+        return list(out.values())
+
+    def learn(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Take the verdicts step's rows (``unit`` = request key; ok rows carry ``likert`` and ``reply``, error
+        rows ``error``) into the cache and the failures, and stop calling the model (``offline``)."""
+        for r in rows:
+            k = str(r.get("unit"))
+            if r.get("status") == "ok":
+                self.cache[k] = r.get("likert")
+                self.replies[k] = str(r.get("reply") or "")
+            else:
+                self.failed[k] = str(r.get("error") or "judge: no reply")[:400]
+        self.offline = True
 
     def key(self, item: Mapping[str, Any], reference: str, answer: str) -> str:
         import hashlib
@@ -266,7 +302,7 @@ class LLMJudge:
             if k and k not in self.cache and k not in self.failed and k not in todo:
                 todo[k] = judge_messages(it, ref, ans)
         notes: dict[str, str] = dict(self.failed)
-        if todo:
+        if todo and not self.offline:
             reqs = [{"req_key": k, "messages": m, "max_tokens": self.max_tokens, "temperature": self.temperature}
                     for k, m in todo.items()]
             for r in run_chat(reqs, self.spec):
@@ -285,7 +321,8 @@ class LLMJudge:
                 out.append((1, ""))
             elif k in self.cache:
                 s = self.cache[k]
-                out.append((s, notes.get(k, "" if s is not None else "judge reply without a 1-5 score")))
+                out.append((s, notes.get(k, "" if s is not None else
+                                         f"judge reply without a 1-5 score: {self.replies.get(k, '')[:200]!r}")))
             else:
                 out.append((None, notes.get(k, "judge: no reply")))
         return out
@@ -293,10 +330,39 @@ class LLMJudge:
     def judge(self, item: Mapping[str, Any], reference: str, answer: str) -> int | None:
         return self.judge_many([(item, reference, answer)])[0][0]
 
-    def prefetch(self, requests: Sequence[tuple[Mapping[str, Any], str, str]]) -> None:
-        """Judge ``requests`` now in one processor pass; later calls on them are answered from the cache."""
-        if requests:
-            self.judge_many(requests)
+
+class JudgeRequests:
+    """The ``prepare`` worker of the judge's model calls: a :meth:`LLMJudge.request_items` item → its one request
+    (the prompt is built in the driver: it is a few hundred characters)."""
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {"requests": [dict(item["request"])], "state": {}}
+
+
+def judge_requests(requests: list[dict[str, Any]], spec) -> Any:
+    """The ``call`` of the judge's model calls: request rows through the processor of ``spec``
+    (:func:`~filegram_ray.llm.processors.run_chat`); yields reply rows."""
+    from filegram_ray.llm.processors import run_chat
+
+    return run_chat(requests, spec)
+
+
+def collect_verdict(item: dict[str, Any], state: dict[str, Any], requests: list[dict[str, Any]],
+                    replies: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``collect`` of the judge's model calls: ``{"likert": 1–5 or None, "reply": the reply's first 2,000
+    characters}`` (:func:`parse_judge_reply`).
+
+    Raises:
+        RuntimeError: no reply came back, or the reply is an error (the item's error row; asked again by the
+            next evaluate).
+    """
+    if not replies:
+        raise RuntimeError("judge: no reply")
+    r = replies[0]
+    if r.get("error"):
+        raise RuntimeError(f"judge error: {str(r['error'])[:300]}")
+    reply = str(r.get("reply") or r.get("raw") or "")
+    return {"likert": parse_judge_reply(reply), "reply": reply[:2000]}
 
 
 def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | None = None,
@@ -362,7 +428,7 @@ def judge_validity(judge, items: Sequence[Mapping[str, Any]], key: Mapping[str, 
 
 def validity_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
                       seed: int) -> list[tuple[Mapping[str, Any], str, str]]:
-    """The ``(item, reference, answer)`` requests :func:`judge_validity` will make (to prefetch them)."""
+    """The ``(item, reference, answer)`` requests :func:`judge_validity` will make (the evaluate stage's ``verdicts`` step lists them as model calls)."""
     return [(it, ref, ans) for _, it, ref, ans in _validity_cases(items, key, seed)]
 
 
@@ -504,16 +570,9 @@ def open_answers(answers: pl.DataFrame, items: list[dict[str, Any]],
 JUDGE_CACHE = "results/judge/verdicts.parquet"
 
 
-def load_judge_cache(run) -> dict[str, int | None]:
-    """Earlier LLM-judge verdicts of this run directory (``key -> likert``)."""
-    if not run.exists(JUDGE_CACHE):
-        return {}
-    df = run.read_table(JUDGE_CACHE)
-    return dict(zip(df["key"].to_list(), df["likert"].to_list()))
-
-
 def save_judge_cache(run, cache: dict[str, int | None]) -> None:
-    """Write ``cache`` (``key -> likert``) to :data:`JUDGE_CACHE` (nothing when empty)."""
+    """Write the run's LLM-judge verdicts ``cache`` (``key -> likert``) to :data:`JUDGE_CACHE`, a table for the
+    reader (the verdicts step's completion records are what a rerun skips); nothing when empty."""
     if cache:
         run.write_table(JUDGE_CACHE, pl.DataFrame({"key": list(cache), "likert": list(cache.values())},
                                                    schema={"key": pl.Utf8, "likert": pl.Int64}))

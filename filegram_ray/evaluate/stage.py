@@ -31,9 +31,14 @@ How it runs (:class:`EvaluateStage` on the :mod:`stage contract <filegram_ray.st
   :mod:`filegram_ray.evaluate.answer`) — prompts built on the run's executor, answered in waves through the
   processor (on Ray whatever the executor), each item's answer table written as its last reply comes in. A
   request the server could not answer is an error row of that question, with its cause.
-* :meth:`~EvaluateStage.finish` gathers every item's answers, adds the validity rows, judges the open-ended
-  answers, writes ``results.parquet``, ``summary.parquet`` and the report, and returns the summary (the runner
-  writes it into ``run.json`` once).
+* The second step, ``verdicts``, gathers every item's answers (and the validity rows) and, for an **LLM judge**,
+  lists one model-call item per distinct open-ended (question, reference, answer) request: the judge's calls run
+  on the model-call executor like the answers, each verdict kept in its completion record
+  (``_done/evaluate.verdicts/``; a failed call is an error row, asked again on rerun). The rubric judge has no
+  such items: it is a pure function of the answer.
+* :meth:`~EvaluateStage.finish` scores the answers from those verdicts (no model call), writes
+  ``results.parquet``, ``summary.parquet``, ``judge/verdicts.parquet`` and the report, and returns the summary
+  (the runner writes it into ``run.json`` once).
 
 Leakage guard: the worker gives the method only :class:`~filegram_ray.methods.trajectory.TrajectoryView` objects
 (events.json + media/, opaque labels) and the backbone only the item's public view (no profile id, no trajectory
@@ -157,7 +162,9 @@ class EvaluateStage(Stage):
 
     name = STAGE
     Config = EvaluateConfig
-    steps = ("method × context units",)
+    #: the method × context items, then the LLM judge's calls on their open-ended answers (none for the rubric
+    #: judge)
+    steps = ("method × context units", "verdicts")
     #: error rows are part of the results (the report counts them); a run with no answer at all raises
     exit_on = "never"
 
@@ -253,6 +260,8 @@ class EvaluateStage(Stage):
         """Every method × (setting, context spec) item (:func:`~filegram_ray.evaluate.plan.plan_units`), keyed by
         its questions (an item answered for another sample is answered again) and finished when its answer table
         exists too."""
+        if step == "verdicts":
+            return self._verdict_items()
         o = self.opts
         self.by_method = plan_units(self.bench_items, o.methods, self.mm_tag, o.tag, llm_ingest=self.llm_ingest,
                                     method_options=o.method_options, embedder=self.embedder)
@@ -268,6 +277,8 @@ class EvaluateStage(Stage):
         """On the CPU path the items of one (setting, context spec), largest specs first
         (:func:`~filegram_ray.evaluate.plan.spec_units`); on the language-model path one item per task. First
         the run's embedding plan (:meth:`_embed_plan`) for the unfinished items."""
+        if step == "verdicts":  # one processor pass; the prepare tasks only copy each request
+            return [items[i:i + 256] for i in range(0, len(items), 256)]
         todo = {u["unit_id"] for u in items}
         self.embed_plan = self._embed_plan(todo)
         if self.chat is not None:
@@ -292,6 +303,14 @@ class EvaluateStage(Stage):
         from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker
 
         o = self.opts
+        if step == "verdicts":
+            from functools import partial
+
+            from filegram_ray.evaluate.scoring import JudgeRequests, collect_verdict, judge_requests
+
+            return ModelCallSpec(prepare=WorkerSpec(JudgeRequests, {}, num_actors=1, num_cpus=o.num_cpus_per_actor),
+                                 call=partial(judge_requests, spec=self.judge.spec), collect=collect_verdict,
+                                 wave=100_000)
         if self.chat is None:
             return WorkerSpec(SpecWorker, {
                 "run_uri": self.run.uri, "storage_options": self.run.storage_options, "methods": o.methods,
@@ -315,6 +334,31 @@ class EvaluateStage(Stage):
             num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
         return ModelCallSpec(prepare=prepare, call=partial(answer_requests, spec=chat),
                              collect=AnswerCollect(self.run, chat, UNIT_SCHEMA), wave=o.wave_units)
+
+    def _verdict_items(self) -> list[dict[str, Any]]:
+        """After the units: gather every answer (this run's units, failed ones as error rows, methods an earlier
+        evaluate answered on these items, the validity rows), make the judge and list its model calls — one item
+        per distinct open-ended request (:meth:`~filegram_ray.evaluate.scoring.LLMJudge.request_items`); none
+        for the rubric judge, which judges in :meth:`finish` without a model."""
+        from filegram_ray.evaluate.scoring import LLMJudge, make_judge, open_answers, validity_requests
+
+        o = self.opts
+        rows = self.rows[self.steps[0]]
+        self.answering = self._answering(rows)
+        self.unit_status = [r for r in rows if not r.get("skipped")]
+        # methods an earlier evaluate of this run answered on these same items with this backbone: their finished
+        # unit tables join the results, so a second evaluate with another --methods list adds rows
+        self.earlier, self.left_out = earlier_methods(self.run, self.bench_items, o.methods, self.mm_tag, o.tag,
+                                                      self.llm_ingest, o.method_options, embedder=self.embedder)
+        self.failed = {r.unit: r for r in self.unit_status if not r.ok}
+        self.answers = self._answers({**self.by_method, **self.earlier}, self.failed)
+        self.judge = make_judge(o.judge, o.judge_model, max_tokens=o.judge_max_tokens)
+        self.t_judge = time.perf_counter()
+        if not isinstance(self.judge, LLMJudge):
+            return []
+        return self.judge.request_items(
+            open_answers(self.answers, self.bench_items, self.key)
+            + (validity_requests(self.bench_items, self.key, self.config.seed) if o.validity else []))
 
     # -- finish -----------------------------------------------------------------------------------------------
     def _print_verdict(self, summary: pl.DataFrame) -> None:
@@ -348,13 +392,6 @@ class EvaluateStage(Stage):
             iv = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and k >= MIN_INTERVAL_PROFILES else \
                 (f" (no interval: {k} profile(s))" if lo is not None else "")
             print(f"  {r['method']:<24} Avg {r['avg']:5.1f}{iv}", flush=True)
-
-    def _ray(self) -> None:
-        """Start the run's Ray (``--address`` / ``RAY_ADDRESS`` / ``ray.num_cpus``) for a ``ray.data.llm``
-        processor, which runs on Ray whatever the executor."""
-        from filegram_ray.runtime import init_ray
-
-        init_ray(self.config.ray.address, self.config.ray.num_cpus)
 
     def _answering(self, rows: list[Row]) -> dict[str, Any]:
         """The language-model path's figures for the report, from this run's item rows: items answered, requests
@@ -403,32 +440,20 @@ class EvaluateStage(Stage):
                                                 self.ingest_backbone, self.mm_mode))
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=UNIT_SCHEMA)
 
-    def _score(self, answers: pl.DataFrame) -> tuple[pl.DataFrame, Any, pl.DataFrame | None, float]:
+    def _score(self) -> tuple[pl.DataFrame, Any, pl.DataFrame | None, float]:
         """``(results, judge, judge validity rows, judge seconds)``: the answers scored, open-ended ones by the
-        judge (one processor pass for an LLM judge: the answers' verdicts and its validity rows), verdicts cached
-        in ``results/judge/``."""
-        from filegram_ray.evaluate.scoring import (
-            judge_validity,
-            load_judge_cache,
-            make_judge,
-            open_answers,
-            save_judge_cache,
-            score_rows,
-            validity_requests,
-        )
+        judge (an LLM judge reads the verdicts step's rows and calls no model here); the LLM verdicts are also
+        written to ``results/judge/verdicts.parquet``."""
+        from filegram_ray.evaluate.scoring import LLMJudge, judge_validity, save_judge_cache, score_rows
 
-        o, run, seed = self.opts, self.run, self.config.seed
-        cache = load_judge_cache(run)
-        judge = make_judge(o.judge, o.judge_model, cache=cache, max_tokens=o.judge_max_tokens)
-        t_judge = time.perf_counter()
-        if hasattr(judge, "prefetch"):  # one processor pass for the answers' verdicts and the validity rows
-            self._ray()
-            judge.prefetch(open_answers(answers, self.bench_items, self.key)
-                           + (validity_requests(self.bench_items, self.key, seed) if o.validity else []))
-        results = score_rows(answers, self.bench_items, self.key, judge)
-        validity = judge_validity(judge, self.bench_items, self.key, seed) if o.validity else None
-        save_judge_cache(run, cache)
-        return results, judge, validity, time.perf_counter() - t_judge
+        judge = self.judge
+        if isinstance(judge, LLMJudge):
+            judge.learn(self.rows["verdicts"])
+        results = score_rows(self.answers, self.bench_items, self.key, judge)
+        validity = judge_validity(judge, self.bench_items, self.key, self.config.seed) if self.opts.validity else None
+        if isinstance(judge, LLMJudge):
+            save_judge_cache(self.run, judge.cache)
+        return results, judge, validity, time.perf_counter() - self.t_judge
 
     def finish(self, rows: list[Row]) -> dict[str, Any]:
         """Gather every item's answers, score and judge them, write ``results.parquet``, ``summary.parquet``,
@@ -444,13 +469,8 @@ class EvaluateStage(Stage):
         from filegram_ray.evaluate.scoring import summarise
 
         run, o, chat = self.run, self.opts, self.chat
-        answering = self._answering(rows)
-        unit_status = [r for r in rows if not r.get("skipped")]
+        answering, unit_status, earlier, left_out = self.answering, self.unit_status, self.earlier, self.left_out
         views_s = sum(float(r.get("views_s") or 0.0) for r in unit_status if r.ok)
-        # methods an earlier evaluate of this run answered on these same items with this backbone: their finished
-        # unit tables join the results, so a second evaluate with another --methods list adds rows
-        earlier, left_out = earlier_methods(run, self.bench_items, o.methods, self.mm_tag, o.tag, self.llm_ingest,
-                                            o.method_options, embedder=self.embedder)
         if earlier:
             print(f"evaluate: report also covers {', '.join(earlier)} (answered by an earlier evaluate of this run on "
                   "the same items and backbone)", flush=True)
@@ -462,9 +482,8 @@ class EvaluateStage(Stage):
             print(format_time_by_method(times), flush=True)
         if views_s:
             print(f"evaluate: context views built once per spec for all methods: {views_s:.1f} s", flush=True)
-        failed = {r.unit: r for r in unit_status if not r.ok}
-        answers = self._answers({**self.by_method, **earlier}, failed)
-        results, judge, validity, judge_s = self._score(answers)
+        failed = self.failed
+        results, judge, validity, judge_s = self._score()
         if validity is not None and validity.height:
             run.write_table("results/judge_validity.parquet", validity)
             for r in validity.filter(~pl.col("ok")).iter_rows(named=True):
@@ -488,7 +507,7 @@ class EvaluateStage(Stage):
                             f"({len(failed)} of {info['n_units']} units failed; report and error rows in "
                             f"{run.url('results/')}); first error: {first}")
         n_skipped = self.counts[self.steps[0]].skipped
-        print(f"evaluate: {info['n_items']} items × {len(o.methods)} methods, {len(rows)} units (method × context; "
+        print(f"evaluate: {info['n_items']} items × {len(o.methods)} methods, {len(self.rows[self.steps[0]])} units (method × context; "
               f"{n_skipped} done earlier), {info['n_error_rows']} error rows, {info['seconds']} s")
         self._print_verdict(summary)
         if info.get("failed_methods"):
