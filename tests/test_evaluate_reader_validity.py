@@ -122,9 +122,13 @@ def test_validity_rows_through_a_language_model_backbone(ray_local, tmp_path):
         # no ground truth in any prompt but the gold row's: the gold lead appears only in the gold requests
         gold_prompts = [r for r in srv.requests if "Memory of this user (" in r["messages"][0]["content"]]
         assert len(gold_prompts) == res.filter(pl.col("method") == "gold").height
-        run_evaluate(cfg)  # resumable: the validity answers are cached by prompt hash
+        checks = run.read_json("run.json")["stages"]["evaluate"]["steps"]["reader checks"]
+        assert checks["planned"] == checks["done"] > 0  # the validity requests are the stage's items
+        run_evaluate(cfg)  # resumable: each answer is in its item's completion record (backbone, row, prompt hash)
         again = [r for r in srv.requests[n_first:] if "## Question" in r["messages"][-1]["content"]]
         assert again == []  # only the start-up probe was sent
+        checks2 = run.read_json("run.json")["stages"]["evaluate"]["steps"]["reader checks"]
+        assert checks2["skipped"] == checks["planned"] and checks2["done"] == 0
     items = [it for it in load_items(run) if it["setting"] == "text"]
     assert {public_view(it)["question_id"] for it in items} == set(gold["question_id"].to_list()) | {
         it["question_id"] for it in items if not it["choices"]}

@@ -330,11 +330,12 @@ def test_changing_a_methods_options_never_reuses_its_answers(tmp_path, monkeypat
     other = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False,
                               method_options={"full_context": {"cap_chars": 2000}}))
     assert len(calls) == 2 * n_first and all(c == {"cap_chars": 2000} for c in calls[n_first:])
-    assert other["units"]["skipped"] == 0
+    assert other["steps"]["method × context units"]["skipped"] == 0
     res = pl.read_parquet(tmp_path / "results" / "results.parquet").filter(pl.col("method") == "full_context")
     assert res["tokens_out"].max() < 600 < uncapped["tokens_out"].max()  # the rows are the capped ones
     back = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))  # the first options: kept, reused
-    assert len(calls) == 2 * n_first and back["units"]["skipped"] == back["units"]["planned"] > 0
+    units = back["steps"]["method × context units"]
+    assert len(calls) == 2 * n_first and units["skipped"] == units["planned"] > 0
 
 
 def test_report_has_intervals_paired_tests_headroom_and_findings(evaluated):
@@ -407,7 +408,9 @@ def test_job_progress_counts_contexts_and_the_summary_counts_method_units(tmp_pa
     progress = re.findall(r"\[evaluate\] (\d+)/(\d+) method × context units", out.err)
     units = re.search(r"× 2 methods, (\d+) units \(method × context; 0 done earlier\)", out.out)
     assert progress and units, (out.err[-1500:], out.out[-1500:])
-    planned = json.loads((tmp_path / "run.json").read_text())["stages"]["evaluate"]["units"]["planned"]
+    rec = json.loads((tmp_path / "run.json").read_text())["stages"]["evaluate"]
+    planned = rec["steps"]["method × context units"]["planned"]  # the stage's first step (reader checks after)
+    assert rec["units"]["planned"] == sum(s["planned"] for s in rec["steps"].values())
     assert progress[-1] == (str(planned), str(planned)) and int(units.group(1)) == planned and planned % 2 == 0
 
 

@@ -78,6 +78,10 @@ __all__ = [
     "order_stats",
     "reader_gate",
     "reader_requests",
+    "ReaderCheckCollect",
+    "ReaderCheckPrompts",
+    "ReaderCheckWorker",
+    "reader_check_items",
     "reader_validity_frame",
     "rotation",
     "validity_rows",
@@ -324,40 +328,63 @@ def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = No
         out = []
         for req in requests:
             try:
-                ans = backbone.answer(req["pv"], req["context"])
-                opts = list(req["pv"]["choices"].values())
-                unread = no_choice_error(ans.text, len(opts), opts) if opts and not ans.choice else ""
-                out.append(_row(req, backbone.name, status="error" if unread else "ok", error=unread,
-                                choice=ans.choice or "", text=ans.text, prompt_tokens=ans.tokens_in,
-                                reply_tokens=ans.tokens_out))
+                out.append(cpu_answer(req, backbone))
             except Exception as exc:  # noqa: BLE001 - a validity item's failure is an error row
                 out.append(_row(req, backbone.name, status="error", error=f"{type(exc).__name__}: {exc}"))
         return out
-    from filegram_ray.evaluate.answer import _answer_row, context_first, request_key
-    from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
     from filegram_ray.llm.processors import run_chat
 
-    constrain = "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
-    letter_only = constrain not in ("none", "auto")
-    prompts, chat = [], []
-    for i, req in enumerate(requests):
-        opts = [req["pv"]["choices"][k] for k in sorted(req["pv"]["choices"])]
-        user = mcq_prompt(req["pv"], req["context"], letter_only=letter_only) if opts else \
-            open_prompt(req["pv"], req["context"])
-        key = request_key("reader-validity", i, req["row"], req["item"]["question_id"])
-        messages = context_first(SYSTEM_PROMPT, user)  # the method rows' layout: the same prompts
-        prompts.append({"method": req["row"], "question_id": req["item"]["question_id"],
-                        "cache_key": req["cache_key"], "status": "ok", "error": "", "messages": messages,
-                        "choices_json": json.dumps(opts), "tokens_in_memory": 0, "tokens_out": 0})
-        chat.append({"req_key": key, "messages": messages, "letters": list(LETTERS[:len(opts)]),
-                     "max_tokens": spec.max_tokens if opts else spec.max_tokens_open, "temperature": spec.temperature})
-    replies = {r["req_key"]: r for r in run_chat(chat, spec)} if chat else {}
-    out = []
-    for req, p, c in zip(requests, prompts, chat):
-        a = _answer_row(p, replies.get(c["req_key"]), spec.display(), constrain)
-        out.append(_row(req, spec.display(), status=a["status"], error=a["error"], choice=a["choice"],
-                        text=a["answer_text"], prompt_tokens=a["prompt_tokens"], reply_tokens=a["reply_tokens"]))
-    return out
+    constrain = _constrain(spec)
+    chat = [chat_request(req, spec, i) for i, req in enumerate(requests)]
+    replies = {r["req_key"]: r for r in run_chat([c for c, _ in chat], spec)} if chat else {}
+    return [reply_row(req, p, replies.get(c["req_key"]), spec.display(), constrain)
+            for req, (c, p) in zip(requests, chat)]
+
+
+def _constrain(spec: Any) -> str:
+    return "choice" if spec.constrain == "auto" and spec.kind == "vllm_engine" else spec.constrain
+
+
+def cpu_answer(req: Mapping[str, Any], backbone: Any) -> dict[str, Any]:
+    """One reader validity request answered by a CPU ``backbone``: its unit-table row (an error row when the
+    answer names no option). Raises what the backbone raises."""
+    ans = backbone.answer(req["pv"], req["context"])
+    opts = list(req["pv"]["choices"].values())
+    unread = no_choice_error(ans.text, len(opts), opts) if opts and not ans.choice else ""
+    return _row(req, backbone.name, status="error" if unread else "ok", error=unread, choice=ans.choice or "",
+                text=ans.text, prompt_tokens=ans.tokens_in, reply_tokens=ans.tokens_out)
+
+
+def chat_request(req: Mapping[str, Any], spec: Any, i: int | str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(chat request row, prompt row)`` of one reader validity request for a language-model ``spec``: the method
+    rows' prompts (``SYSTEM_PROMPT`` + ``mcq_prompt``/``open_prompt``, context first); ``i`` makes its
+    ``req_key`` unique."""
+    from filegram_ray.evaluate.answer import context_first, request_key
+    from filegram_ray.llm.backbones import SYSTEM_PROMPT, mcq_prompt, open_prompt
+
+    letter_only = _constrain(spec) not in ("none", "auto")
+    opts = [req["pv"]["choices"][k] for k in sorted(req["pv"]["choices"])]
+    user = mcq_prompt(req["pv"], req["context"], letter_only=letter_only) if opts else \
+        open_prompt(req["pv"], req["context"])
+    messages = context_first(SYSTEM_PROMPT, user)  # the method rows' layout: the same prompts
+    prompt = {"method": req["row"], "question_id": req["item"]["question_id"], "cache_key": req["cache_key"],
+              "status": "ok", "error": "", "messages": messages, "choices_json": json.dumps(opts),
+              "tokens_in_memory": 0, "tokens_out": 0}
+    chat = {"req_key": request_key("reader-validity", i, req["row"], req["item"]["question_id"]),
+            "messages": messages, "letters": list(LETTERS[:len(opts)]),
+            "max_tokens": spec.max_tokens if opts else spec.max_tokens_open, "temperature": spec.temperature}
+    return chat, prompt
+
+
+def reply_row(req: Mapping[str, Any], prompt: Mapping[str, Any], reply: Mapping[str, Any] | None, name: str,
+              constrain: str) -> dict[str, Any]:
+    """The unit-table row of one reader validity request from the model's ``reply`` (None: no reply), read as
+    the method rows' replies are (:func:`filegram_ray.evaluate.answer._answer_row`)."""
+    from filegram_ray.evaluate.answer import _answer_row
+
+    a = _answer_row(dict(prompt), reply, name, constrain)
+    return _row(req, name, status=a["status"], error=a["error"], choice=a["choice"], text=a["answer_text"],
+                prompt_tokens=a["prompt_tokens"], reply_tokens=a["reply_tokens"])
 
 
 def order_stats(results: pl.DataFrame, method: str | None) -> dict[str, Any]:
@@ -500,27 +527,27 @@ def validity_rows(items: list[dict[str, Any]], key: Mapping[str, Mapping[str, An
     return out
 
 
-def reader_validity_frame(run, items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int,
-                          plan: Mapping[str, list[dict[str, Any]]], opts: Any, spec: Any, ingest_backbone: Any,
-                          mm_mode: str) -> pl.DataFrame:
-    """The reader validity rows (empty memory when No Context is not evaluated, gold evidence, wrong user, option
-    order), answered by this run's backbone, as unit-table rows plus ``shown_choice`` and ``shift``. ``wrong_user``
-    and ``order`` use the memory method's finished units and cached states (nothing is ingested for them).
+def reader_check_items(run, items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int,
+                       plan: Mapping[str, list[dict[str, Any]]], opts: Any, spec: Any, ingest_backbone: Any,
+                       mm_mode: str) -> list[dict[str, Any]]:
+    """The reader validity requests (empty memory when No Context is not evaluated, gold evidence, wrong user,
+    option order, masked format) as the evaluate stage's ``reader checks`` items: ``{"unit_id": "<backbone
+    tag>/<row>/<question id>/<prompt hash>", "key": the prompt hash, "request": {row, item, pv, context, shift,
+    cache_key}}`` (the runner skips an item an earlier evaluate answered with the same backbone and prompt). ``wrong_user`` and ``order`` retrieve
+    from the memory method's finished units and cached states (nothing is ingested for them).
 
     Args:
-        run: the :class:`~filegram_ray.storage.RunDir`; answers are cached in ``results/reader/<backbone>.parquet``
-            by (row, item, prompt hash), so a rerun asks nothing again.
+        run: the :class:`~filegram_ray.storage.RunDir`.
         items / key / seed: the evaluated items, the answer key, the master seed.
         plan: ``{method: units}`` of this run and the earlier methods joining its report.
         opts: the validated :class:`~filegram_ray.evaluate.config.EvaluateConfig`.
-        spec: the language model's processor spec with ``constrain`` resolved (None: the CPU reader).
+        spec: the language model's processor spec (None: the CPU reader).
         ingest_backbone: what the methods' ``complete`` may call at ingest (validated backbone value).
         mm_mode: the multimodal content mode (``auto`` resolved).
     """
-    from filegram_ray.evaluate.config import make_reader
     from filegram_ray.evaluate.items import retrieval_query
     from filegram_ray.evaluate.plan import unit_complete
-    from filegram_ray.evaluate.worker import UNIT_SCHEMA, EvalWorker, prompt_sha
+    from filegram_ray.evaluate.worker import EvalWorker, prompt_sha
 
     mm = memory_method(list(plan))
     units = [u for u in plan.get(mm, []) if unit_complete(run, u) and run.exists(u["cache_path"])] if mm else []
@@ -537,17 +564,79 @@ def reader_validity_frame(run, items: list[dict[str, Any]], key: Mapping[str, Ma
 
     reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
                            retrieve=retrieve, with_empty="no_context" not in plan, masked=mm == "filegramos")
-    # answers of earlier evaluates with this backbone, by (row, item, prompt hash): a rerun asks nothing again
+    out: dict[str, dict[str, Any]] = {}
+    for q in reqs:
+        sha = prompt_sha(q["pv"], q["context"])
+        out.setdefault(f"{opts.tag}/{q['row']}/{q['item']['question_id']}/{sha}", {"key": sha, "request": q})
+    return [{"unit_id": uid, **v} for uid, v in out.items()]
+
+
+class ReaderCheckWorker:
+    """The CPU reader answering ``reader checks`` items (:func:`reader_check_items`): ``process(item) ->
+    {"answer": its unit-table row}``; an exception of the reader is the item's error row.
+
+    Args:
+        backbone: the evaluate section's ``backbone`` value (a CPU reader). seed: the master seed.
+    """
+
+    def __init__(self, backbone: Any, seed: int):
+        from filegram_ray.evaluate.config import make_reader
+
+        self.backbone = make_reader(backbone, seed)
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {"answer": cpu_answer(item["request"], self.backbone)}
+
+
+class ReaderCheckPrompts:
+    """The ``prepare`` of the language-model path's ``reader checks``: an item → its one chat request (state: the
+    prompt row :func:`reply_row` reads the reply against). ``spec``: the processor spec, ``constrain`` resolved."""
+
+    def __init__(self, spec: Any):
+        self.spec = spec
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        chat, prompt = chat_request(item["request"], self.spec, item["unit_id"])
+        return {"requests": [chat], "state": {"prompt": prompt}}
+
+
+class ReaderCheckCollect:
+    """The ``collect`` of the language-model path's ``reader checks``: the reply → ``{"answer": the unit-table
+    row}``.
+
+    Raises:
+        RuntimeError: no reply, or a reply the server could not give (the item's error row: asked again by the
+            next evaluate); a reply that names no option is an answer, kept.
+    """
+
+    def __init__(self, spec: Any):
+        self.name, self.constrain = spec.display(), _constrain(spec)
+
+    def __call__(self, item: dict[str, Any], state: dict[str, Any], requests: list[dict[str, Any]],
+                 replies: list[dict[str, Any]]) -> dict[str, Any]:
+        reply = replies[0] if replies else None
+        if reply is None:
+            raise RuntimeError("reader check: no reply")
+        if reply.get("error"):
+            raise RuntimeError(str(reply["error"])[:1000])
+        return {"answer": reply_row(item["request"], state["prompt"], reply, self.name, self.constrain)}
+
+
+def reader_validity_frame(items: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
+                          backbone: str) -> pl.DataFrame:
+    """The reader validity rows of ``results.parquet`` from the ``reader checks`` step: ``items``
+    (:func:`reader_check_items`) and their runner ``rows`` (ok: ``answer``; an error row becomes an error answer
+    with its message). Unit-table rows plus ``shown_choice`` and ``shift``."""
+    from filegram_ray.evaluate.worker import UNIT_SCHEMA
+
     schema = {**UNIT_SCHEMA, "shown_choice": pl.Utf8, "shift": pl.Int64}
-    cache_path = f"results/reader/{opts.tag}.parquet"
-    cached = {(r["method"], r["question_id"], r["prompt_sha"]): r
-              for r in (run.read_table(cache_path).iter_rows(named=True) if run.exists(cache_path) else [])}
-    keys = [(q["row"], q["item"]["question_id"], prompt_sha(q["pv"], q["context"])) for q in reqs]
-    todo = [q for q, k in zip(reqs, keys) if k not in cached]
-    fresh = {(r["method"], r["question_id"], r["prompt_sha"]): r for r in answer_requests(
-        todo, backbone=make_reader(opts.backbone, seed) if spec is None else None, spec=spec)}
-    rows = [cached.get(k) or fresh[k] for k in keys]
-    if todo:
-        keep = {**cached, **{k: r for k, r in fresh.items() if r["status"] == "ok"}}  # failures are asked again
-        run.write_table(cache_path, pl.DataFrame(list(keep.values()), schema=schema))
-    return pl.DataFrame(rows, schema=schema)
+    by_id = {str(r.get("unit")): r for r in rows}
+    out = []
+    for it in items:
+        r = by_id.get(it["unit_id"]) or {}
+        if r.get("status") == "ok" and isinstance(r.get("answer"), Mapping):
+            out.append({k: r["answer"].get(k) for k in schema})
+        else:
+            out.append(_row(it["request"], backbone, status="error",
+                            error=str(r.get("error") or "reader check did not run")))
+    return pl.DataFrame(out, schema=schema)

@@ -31,7 +31,11 @@ How it runs (:class:`EvaluateStage` on the :mod:`stage contract <filegram_ray.st
   :mod:`filegram_ray.evaluate.answer`) — prompts built on the run's executor, answered in waves through the
   processor (on Ray whatever the executor), each item's answer table written as its last reply comes in. A
   request the server could not answer is an error row of that question, with its cause.
-* The second step, ``verdicts``, gathers every item's answers (and the validity rows) and, for an **LLM judge**,
+* The second step, ``reader checks``, answers the reader validity requests
+  (:func:`~filegram_ray.evaluate.reader_validity.reader_check_items`: gold evidence, empty, wrong user, option
+  order, masked format) on the same executor as the units — the CPU reader's workers, or model calls for a
+  language model — each answer kept in its completion record (``_done/evaluate.reader checks/``).
+* The third step, ``verdicts``, gathers every item's answers (and the validity rows) and, for an **LLM judge**,
   lists one model-call item per distinct open-ended (question, reference, answer) request: the judge's calls run
   on the model-call executor like the answers, each verdict kept in its completion record
   (``_done/evaluate.verdicts/``; a failed call is an error row, asked again on rerun). The rubric judge has no
@@ -162,9 +166,9 @@ class EvaluateStage(Stage):
 
     name = STAGE
     Config = EvaluateConfig
-    #: the method × context items, then the LLM judge's calls on their open-ended answers (none for the rubric
-    #: judge)
-    steps = ("method × context units", "verdicts")
+    #: the method × context items; the reader validity requests (``validity: true``); the LLM judge's calls on the
+    #: open-ended answers (none for the rubric judge)
+    steps = ("method × context units", "reader checks", "verdicts")
     #: error rows are part of the results (the report counts them); a run with no answer at all raises
     exit_on = "never"
 
@@ -260,6 +264,8 @@ class EvaluateStage(Stage):
         """Every method × (setting, context spec) item (:func:`~filegram_ray.evaluate.plan.plan_units`), keyed by
         its questions (an item answered for another sample is answered again) and finished when its answer table
         exists too."""
+        if step == "reader checks":
+            return self._reader_check_items()
         if step == "verdicts":
             return self._verdict_items()
         o = self.opts
@@ -277,8 +283,9 @@ class EvaluateStage(Stage):
         """On the CPU path the items of one (setting, context spec), largest specs first
         (:func:`~filegram_ray.evaluate.plan.spec_units`); on the language-model path one item per task. First
         the run's embedding plan (:meth:`_embed_plan`) for the unfinished items."""
-        if step == "verdicts":  # one processor pass; the prepare tasks only copy each request
-            return [items[i:i + 256] for i in range(0, len(items), 256)]
+        if step in ("reader checks", "verdicts"):  # one processor pass; the prepare tasks only copy each request
+            n = 256 if step == "verdicts" or self.chat is not None else 16
+            return [items[i:i + n] for i in range(0, len(items), n)]
         todo = {u["unit_id"] for u in items}
         self.embed_plan = self._embed_plan(todo)
         if self.chat is not None:
@@ -303,6 +310,23 @@ class EvaluateStage(Stage):
         from filegram_ray.evaluate.worker import UNIT_SCHEMA, SpecWorker
 
         o = self.opts
+        if step == "reader checks":
+            from functools import partial
+
+            from filegram_ray.evaluate.answer import answer_requests
+            from filegram_ray.evaluate.reader_validity import (
+                ReaderCheckCollect,
+                ReaderCheckPrompts,
+                ReaderCheckWorker,
+            )
+
+            if self.chat is None:
+                return WorkerSpec(ReaderCheckWorker, {"backbone": o.backbone, "seed": self.config.seed},
+                                  num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
+            return ModelCallSpec(prepare=WorkerSpec(ReaderCheckPrompts, {"spec": self.chat}, num_actors=1,
+                                                    num_cpus=o.num_cpus_per_actor),
+                                 call=partial(answer_requests, spec=self.chat), collect=ReaderCheckCollect(self.chat),
+                                 wave=100_000)
         if step == "verdicts":
             from functools import partial
 
@@ -335,12 +359,11 @@ class EvaluateStage(Stage):
         return ModelCallSpec(prepare=prepare, call=partial(answer_requests, spec=chat),
                              collect=AnswerCollect(self.run, chat, UNIT_SCHEMA), wave=o.wave_units)
 
-    def _verdict_items(self) -> list[dict[str, Any]]:
-        """After the units: gather every answer (this run's units, failed ones as error rows, methods an earlier
-        evaluate answered on these items, the validity rows), make the judge and list its model calls — one item
-        per distinct open-ended request (:meth:`~filegram_ray.evaluate.scoring.LLMJudge.request_items`); none
-        for the rubric judge, which judges in :meth:`finish` without a model."""
-        from filegram_ray.evaluate.scoring import LLMJudge, make_judge, open_answers, validity_requests
+    def _reader_check_items(self) -> list[dict[str, Any]]:
+        """After the units: what they left (figures for the report, failed units, the methods an earlier evaluate
+        answered on these items), then the reader validity requests as items
+        (:func:`~filegram_ray.evaluate.reader_validity.reader_check_items`; none with ``validity: false``)."""
+        from filegram_ray.evaluate.reader_validity import reader_check_items
 
         o = self.opts
         rows = self.rows[self.steps[0]]
@@ -351,6 +374,19 @@ class EvaluateStage(Stage):
         self.earlier, self.left_out = earlier_methods(self.run, self.bench_items, o.methods, self.mm_tag, o.tag,
                                                       self.llm_ingest, o.method_options, embedder=self.embedder)
         self.failed = {r.unit: r for r in self.unit_status if not r.ok}
+        self.reader_items = [] if not o.validity else reader_check_items(
+            self.run, self.bench_items, self.key, self.config.seed, {**self.by_method, **self.earlier}, o, self.chat,
+            self.ingest_backbone, self.mm_mode)
+        return self.reader_items
+
+    def _verdict_items(self) -> list[dict[str, Any]]:
+        """Gather every answer (this run's units, failed ones as error rows, the earlier methods', the validity
+        rows), make the judge and list its model calls — one item per distinct open-ended request
+        (:meth:`~filegram_ray.evaluate.scoring.LLMJudge.request_items`); none for the rubric judge, which judges in
+        :meth:`finish` without a model."""
+        from filegram_ray.evaluate.scoring import LLMJudge, make_judge, open_answers, validity_requests
+
+        o = self.opts
         self.answers = self._answers({**self.by_method, **self.earlier}, self.failed)
         self.judge = make_judge(o.judge, o.judge_model, max_tokens=o.judge_max_tokens)
         self.t_judge = time.perf_counter()
@@ -436,8 +472,8 @@ class EvaluateStage(Stage):
                         "reply_tokens": 0} for it in u["items"]], schema=UNIT_SCHEMA))
         if o.validity:
             frames.append(pl.DataFrame(validity_rows(self.bench_items, self.key, self.config.seed), schema=UNIT_SCHEMA))
-            frames.append(reader_validity_frame(run, self.bench_items, self.key, self.config.seed, plan, o, self.chat,
-                                                self.ingest_backbone, self.mm_mode))
+            frames.append(reader_validity_frame(self.reader_items, self.rows["reader checks"],
+                                                self.bb_info.get("name") or o.tag))
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=UNIT_SCHEMA)
 
     def _score(self) -> tuple[pl.DataFrame, Any, pl.DataFrame | None, float]:
