@@ -22,7 +22,7 @@ from filegram_ray.evaluate.reader_validity import MIN_HEADROOM, MIN_INTERVAL_PRO
 from filegram_ray.evaluate.scoring import CHANNELS, SUB_TASK_ORDER
 from filegram_ray.storage import RunDir
 
-__all__ = ["MIN_HEADROOM", "MIN_INTERVAL_PROFILES", "VALIDITY_METHODS", "markdown_table", "text_vs_multimodal",
+__all__ = ["MIN_HEADROOM", "MIN_INTERVAL_PROFILES", "VALIDITY_METHODS", "format_interval", "markdown_table", "text_vs_multimodal",
            "twin_markdown_table", "write_report"]
 
 #: rows that check the benchmark and the reader, never methods (:mod:`filegram_ray.evaluate.reader_validity`)
@@ -372,8 +372,9 @@ def _p(p: float | None) -> str:
     return "–" if p is None else f"{p:.3g}"
 
 
-def _iv(c: dict[str, Any] | None) -> str:
-    """``mean [lo, hi]``; the mean alone when the interval rests on fewer than 5 profiles."""
+def format_interval(c: dict[str, Any] | None) -> str:
+    """``mean [lo, hi]`` of an interval row (``mean``, ``lo``, ``hi``, ``n_profiles``; points); the mean alone, with
+    the count, when the interval rests on fewer than 5 profiles (``MIN_INTERVAL_PROFILES``); ``–`` for None."""
     if c is None:
         return "–"
     if c.get("n_profiles") is not None and c["n_profiles"] < MIN_INTERVAL_PROFILES:
@@ -402,8 +403,8 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
                  "them). Without it nothing says whether this reader can rank memory methods."]
     else:
         lines = [(f"**Reader headroom: {reader['headroom']:.1f} points** — with gold evidence (the ground truth "
-                  f"each item asks about, written as memory) the reader scores {_iv(reader['ceiling'])}, with "
-                  f"{floor_name} {_iv(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
+                  f"each item asks about, written as memory) the reader scores {format_interval(reader['ceiling'])}, with "
+                  f"{floor_name} {format_interval(reader['floor'])} (multiple-choice Avg, 95 % intervals bootstrapped over "
                   "profiles" + (f"; chance on these items {chance:.1f}" if chance is not None else "") + ").")]
         subs = reader.get("sub_tasks") or []
         if subs:
@@ -517,7 +518,7 @@ def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None
     if wu is not None:
         test = (f"paired with No Context on {wu['n_paired']} items: Δ {wu['diff']:+.1f}, exact McNemar p "
                 f"{_p(wu['p'])}" if wu["n_paired"] else "no paired items")
-        out += ["", (f"- Wrong user: Avg {_iv(wu)} ({test}); "
+        out += ["", (f"- Wrong user: Avg {format_interval(wu)} ({test}); "
                      + (f"undecided: {wu.get('n_profiles')} profile(s) give no interval to fall into."
                         if wu["falls_to_floor"] is None else
                         "falls to No Context (intervals overlap, not distinguishable), as it must."
@@ -540,7 +541,7 @@ def reader_lines(reader: dict[str, Any], row_names: dict[str, str] | None = None
     if mk is not None:
         own, low = mk["vs_method"], mk.get("vs_floor") or {}
         out.append(f"- Masked format ({_name(mk['method'], row_names)}'s context with the tier words of its procedural "
-                   f"channel masked, every figure kept): Avg {_iv(mk)}"
+                   f"channel masked, every figure kept): Avg {format_interval(mk)}"
                    + (f"; against {_name(mk['method'], row_names)} on the same {own['n']} items Δ {own['diff']:+.1f} "
                       f"[{own['lo']:.1f}, {own['hi']:.1f}] (McNemar p {_p(own['p'])})" if own.get("n") else "")
                    + (f", against the floor Δ {low['diff']:+.1f} (p {_p(low['p'])})" if low.get("n") else "")

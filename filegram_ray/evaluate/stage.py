@@ -402,8 +402,7 @@ class EvaluateStage(Stage):
         each method's multiple-choice Avg with its 95 % interval where one means something (≥ 5 profiles)."""
         import polars as pl
 
-        from filegram_ray.evaluate.reader_validity import MIN_INTERVAL_PROFILES
-        from filegram_ray.evaluate.report import VALIDITY_METHODS
+        from filegram_ray.evaluate.report import VALIDITY_METHODS, format_interval
 
         run = self.run
         if not run.exists("results/findings.json") or not summary.height or "avg" not in summary.columns:
@@ -420,14 +419,13 @@ class EvaluateStage(Stage):
         if run.exists("results/intervals.parquet"):
             for r in run.read_table("results/intervals.parquet").filter(pl.col("cell") == "avg").iter_rows(
                     named=True):
-                ci[r["method"]] = (r["lo"], r["hi"], int(r.get("n_profiles") or 0))
+                ci[r["method"]] = r
         for r in summary.iter_rows(named=True):
             if r["method"] in VALIDITY_METHODS or r.get("avg") is None:
                 continue
-            lo, hi, k = ci.get(r["method"], (None, None, 0))
-            iv = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and k >= MIN_INTERVAL_PROFILES else \
-                (f" (no interval: {k} profile(s))" if lo is not None else "")
-            print(f"  {r['method']:<24} Avg {r['avg']:5.1f}{iv}", flush=True)
+            c = ci.get(r["method"])
+            shown = format_interval({**c, "mean": r["avg"]}) if c is not None else f"{r['avg']:.1f}"
+            print(f"  {r['method']:<24} Avg {shown}", flush=True)
 
     def _answering(self, rows: list[Row]) -> dict[str, Any]:
         """The language-model path's figures for the report, from this run's item rows: items answered, requests
