@@ -78,6 +78,7 @@ __all__ = [
     "order_stats",
     "reader_gate",
     "reader_requests",
+    "ContextResolver",
     "ReaderCheckCollect",
     "ReaderCheckPrompts",
     "ReaderCheckWorker",
@@ -232,20 +233,20 @@ def _unrotate(letter: str, shift: int, n: int) -> str:
 
 
 def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int, *,
-                    units: Sequence[Mapping[str, Any]] | None, load_state, retrieve, with_empty: bool,
+                    units: Sequence[Mapping[str, Any]] | None, with_empty: bool,
                     masked: bool = False) -> list[dict[str, Any]]:
-    """The requests of the reader validity rows: ``{row, item, pv, context, shift, cache_key}`` (``pv`` = the
-    public view the reader sees, options rotated by ``shift`` for the ``order`` row).
+    """The requests of the reader validity rows: ``{row, item, pv, shift, cache_key}`` with either ``context``
+    (``empty``, ``gold``) or ``state`` — ``{"cache_path", "cache_key"}`` of the memory method's unit whose cached
+    state the context is retrieved from with the item's own query (``wrong_user``, ``order``, ``masked``: the
+    ``order`` context with :func:`mask_tier_words`), by :func:`resolve_context` where the request is answered.
+    ``pv`` = the public view the reader sees, options rotated by ``shift`` for the ``order`` row.
 
     Args:
         items / key: the evaluated items and the answer key (only ``gold`` reads the key).
         seed: master seed (wrong-user pick, rotations).
         units: the memory method's completed units (:func:`memory_method`; None = no ``wrong_user``/``order``).
-        load_state: ``unit -> state`` (the method's cached ingest; raising skips that unit's items).
-        retrieve: ``(state, item) -> context text``.
         with_empty: add the ``empty`` row (the No Context method is not evaluated).
-        masked: add the ``masked`` row (the memory method is FileGramOS): the ``order`` items' own context with
-            :func:`mask_tier_words`.
+        masked: add the ``masked`` row (the memory method is FileGramOS).
     """
     out: list[dict[str, Any]] = []
     for it in items:
@@ -279,26 +280,61 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
     by_id = {u["unit_id"]: u for u in units}
     for uid in sorted(set(wrong) | set(own)):
         u = by_id[uid]
-        try:
-            state = load_state(u)
-        except Exception as exc:  # noqa: BLE001 - a state that cannot load leaves its validity items out
-            log.warning("evaluate: reader validity: state of %s not loaded: %s", uid, exc)
-            continue
+        state = {"cache_path": u["cache_path"], "cache_key": u["cache_key"]}
         for row, its in (("wrong_user", wrong.get(uid, [])), ("order", own.get(uid, []))):
             for it in its:
-                try:
-                    ctx = retrieve(state, it)
-                except Exception as exc:  # noqa: BLE001 - one failed retrieval leaves that item out
-                    log.warning("evaluate: reader validity %s %s: %s", row, it["question_id"], exc)
-                    continue
                 pv = public_view(it)
                 shift = rotation(len(pv["choices"]), seed, it["question_id"]) if row == "order" else 0
-                out.append({"row": row, "item": it, "pv": _rotated(pv, shift) if shift else pv, "context": ctx,
+                out.append({"row": row, "item": it, "pv": _rotated(pv, shift) if shift else pv, "state": state,
                             "shift": shift, "cache_key": u["cache_key"]})
                 if row == "order" and masked:
-                    out.append({"row": "masked", "item": it, "pv": pv, "context": mask_tier_words(ctx), "shift": 0,
+                    out.append({"row": "masked", "item": it, "pv": pv, "state": state, "shift": 0,
                                 "cache_key": u["cache_key"]})
     return out
+
+
+class ContextResolver:
+    """Where a reader validity request is answered: its context — given (``empty``, ``gold``) or retrieved from the
+    memory method's cached state with the item's own query (:func:`~filegram_ray.evaluate.items.retrieval_query`),
+    cut to ``max_context_chars`` on the language-model path, masked for the ``masked`` row; the last state loaded
+    is kept (a task holds the requests of one state).
+
+    Args:
+        run_uri / storage_options: the run directory. method / method_options: the memory method
+            (:func:`memory_method`; None: no state rows). backbone: what the method's ``complete`` may call (the
+            ingest backbone). seed: master seed. multimodal_content / multimodal_formats: as the units'.
+        max_context_chars: the language-model path's context budget (None: uncut).
+    """
+
+    def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method: str | None,
+                 method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str,
+                 multimodal_formats: list[str] | None, max_context_chars: int | None = None):
+        self.args = (run_uri, storage_options, method, method_options, backbone, seed, multimodal_content,
+                     multimodal_formats)
+        self.cut = max_context_chars
+        self._worker = None
+        self._last: tuple[str, Any] | None = None
+
+    def __call__(self, req: Mapping[str, Any]) -> str:
+        """The request's context. Raises what loading the state or retrieving raises (the request's error row)."""
+        if "context" in req:
+            return str(req["context"])
+        from filegram_ray.evaluate.items import retrieval_query
+        from filegram_ray.evaluate.worker import EvalWorker
+
+        if self._worker is None:
+            uri, so, method, options, backbone, seed, mm, formats = self.args
+            if method is None:
+                raise ValueError("reader validity: a state row without a memory method")
+            self._worker = EvalWorker(uri, so, method=method, method_options=options, backbone=backbone, seed=seed,
+                                      multimodal_content=mm, multimodal_formats=formats)
+        path = req["state"]["cache_path"]
+        if self._last is None or self._last[0] != path:
+            self._last = (path, self._worker._state(dict(req["state"]))[0])
+        text = self._worker.method.retrieve(self._last[1], retrieval_query(req["item"])).text
+        if self.cut and len(text) > self.cut:
+            text = text[:self.cut] + "\n[… context cut to fit the model]"
+        return mask_tier_words(text) if req["row"] == "masked" else text
 
 
 def _row(req: Mapping[str, Any], backbone: str, *, status: str = "ok", error: str = "", choice: str = "",
@@ -528,76 +564,77 @@ def validity_rows(items: list[dict[str, Any]], key: Mapping[str, Mapping[str, An
 
 
 def reader_check_items(run, items: list[dict[str, Any]], key: Mapping[str, Mapping[str, Any]], seed: int,
-                       plan: Mapping[str, list[dict[str, Any]]], opts: Any, spec: Any, ingest_backbone: Any,
-                       mm_mode: str) -> list[dict[str, Any]]:
-    """The reader validity requests (empty memory when No Context is not evaluated, gold evidence, wrong user,
-    option order, masked format) as the evaluate stage's ``reader checks`` items: ``{"unit_id": "<backbone
-    tag>/<row>/<question id>/<prompt hash>", "key": the prompt hash, "request": {row, item, pv, context, shift,
-    cache_key}}`` (the runner skips an item an earlier evaluate answered with the same backbone and prompt). ``wrong_user`` and ``order`` retrieve
-    from the memory method's finished units and cached states (nothing is ingested for them).
+                       plan: Mapping[str, list[dict[str, Any]]], opts: Any) -> list[dict[str, Any]]:
+    """The reader validity requests (:func:`reader_requests`: empty memory when No Context is not evaluated, gold
+    evidence, wrong user, option order, masked format) as the evaluate stage's ``reader checks`` items:
+    ``{"unit_id": "<backbone tag>/<row>/<question id>/<state's cache key or ->", "key": what the answer depends on
+    (the given context's prompt hash, or the state's cache key and the rotation), "state_path", "request"}`` (the
+    runner skips an item an earlier evaluate answered with the same backbone and inputs). ``wrong_user``, ``order``
+    and ``masked`` read the memory method's finished units' cached states (nothing is ingested for them).
 
     Args:
         run: the :class:`~filegram_ray.storage.RunDir`.
         items / key / seed: the evaluated items, the answer key, the master seed.
         plan: ``{method: units}`` of this run and the earlier methods joining its report.
         opts: the validated :class:`~filegram_ray.evaluate.config.EvaluateConfig`.
-        spec: the language model's processor spec (None: the CPU reader).
-        ingest_backbone: what the methods' ``complete`` may call at ingest (validated backbone value).
-        mm_mode: the multimodal content mode (``auto`` resolved).
     """
-    from filegram_ray.evaluate.items import retrieval_query
+    import hashlib
+
     from filegram_ray.evaluate.plan import unit_complete
-    from filegram_ray.evaluate.worker import EvalWorker, prompt_sha
+    from filegram_ray.evaluate.worker import prompt_sha
 
     mm = memory_method(list(plan))
     units = [u for u in plan.get(mm, []) if unit_complete(run, u) and run.exists(u["cache_path"])] if mm else []
-    worker = None
-    if units:
-        worker = EvalWorker(run.uri, run.storage_options, method=mm, method_options=opts.method_options.get(mm, {}),
-                            backbone=ingest_backbone if spec is not None else opts.backbone, seed=seed,
-                            multimodal_content=mm_mode, multimodal_formats=opts.multimodal_formats)
-    cut = opts.max_context_chars if spec is not None else None
-
-    def retrieve(state: Any, item: Mapping[str, Any]) -> str:
-        text = worker.method.retrieve(state, retrieval_query(item)).text
-        return text[:cut] + "\n[… context cut to fit the model]" if cut and len(text) > cut else text
-
-    reqs = reader_requests(items, key, seed, units=units, load_state=lambda u: worker._state(u)[0],
-                           retrieve=retrieve, with_empty="no_context" not in plan, masked=mm == "filegramos")
+    reqs = reader_requests(items, key, seed, units=units, with_empty="no_context" not in plan,
+                           masked=mm == "filegramos")
     out: dict[str, dict[str, Any]] = {}
     for q in reqs:
-        sha = prompt_sha(q["pv"], q["context"])
-        out.setdefault(f"{opts.tag}/{q['row']}/{q['item']['question_id']}/{sha}", {"key": sha, "request": q})
+        if "context" in q:
+            what, where = prompt_sha(q["pv"], q["context"]), "-"
+        else:
+            what = hashlib.sha256(f"{q['state']['cache_key']}:{q['shift']}".encode()).hexdigest()[:16]
+            where = q["state"]["cache_key"]
+        out.setdefault(f"{opts.tag}/{q['row']}/{q['item']['question_id']}/{where}",
+                       {"key": what, "state_path": q.get("state", {}).get("cache_path", ""), "request": q})
     return [{"unit_id": uid, **v} for uid, v in out.items()]
 
 
 class ReaderCheckWorker:
     """The CPU reader answering ``reader checks`` items (:func:`reader_check_items`): ``process(item) ->
-    {"answer": its unit-table row}``; an exception of the reader is the item's error row.
+    {"answer": its unit-table row}``, the context resolved here (:class:`ContextResolver`); an exception (a state
+    that cannot load, a failed retrieval, the reader) is the item's error row.
 
     Args:
         backbone: the evaluate section's ``backbone`` value (a CPU reader). seed: the master seed.
+        resolver: the :class:`ContextResolver` arguments (``run_uri`` … ``max_context_chars``).
     """
 
-    def __init__(self, backbone: Any, seed: int):
+    def __init__(self, backbone: Any, seed: int, resolver: dict[str, Any]):
         from filegram_ray.evaluate.config import make_reader
 
         self.backbone = make_reader(backbone, seed)
+        self.context = ContextResolver(**resolver)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
-        return {"answer": cpu_answer(item["request"], self.backbone)}
+        req = item["request"]
+        return {"answer": cpu_answer({**req, "context": self.context(req)}, self.backbone)}
 
 
 class ReaderCheckPrompts:
-    """The ``prepare`` of the language-model path's ``reader checks``: an item → its one chat request (state: the
-    prompt row :func:`reply_row` reads the reply against). ``spec``: the processor spec, ``constrain`` resolved."""
+    """The ``prepare`` of the language-model path's ``reader checks``: an item → its one chat request, the context
+    resolved here (:class:`ContextResolver`; state: the context and the prompt row :func:`reply_row` reads the
+    reply against). ``spec``: the processor spec, ``constrain`` resolved; ``resolver``: as
+    :class:`ReaderCheckWorker`'s."""
 
-    def __init__(self, spec: Any):
+    def __init__(self, spec: Any, resolver: dict[str, Any]):
         self.spec = spec
+        self.context = ContextResolver(**resolver)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
-        chat, prompt = chat_request(item["request"], self.spec, item["unit_id"])
-        return {"requests": [chat], "state": {"prompt": prompt}}
+        req = item["request"]
+        ctx = self.context(req)
+        chat, prompt = chat_request({**req, "context": ctx}, self.spec, item["unit_id"])
+        return {"requests": [chat], "state": {"prompt": prompt, "context": ctx}}
 
 
 class ReaderCheckCollect:
@@ -619,7 +656,8 @@ class ReaderCheckCollect:
             raise RuntimeError("reader check: no reply")
         if reply.get("error"):
             raise RuntimeError(str(reply["error"])[:1000])
-        return {"answer": reply_row(item["request"], state["prompt"], reply, self.name, self.constrain)}
+        req = {**item["request"], "context": state["context"]}
+        return {"answer": reply_row(req, state["prompt"], reply, self.name, self.constrain)}
 
 
 def reader_validity_frame(items: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
@@ -637,6 +675,6 @@ def reader_validity_frame(items: Sequence[Mapping[str, Any]], rows: Sequence[Map
         if r.get("status") == "ok" and isinstance(r.get("answer"), Mapping):
             out.append({k: r["answer"].get(k) for k in schema})
         else:
-            out.append(_row(it["request"], backbone, status="error",
+            out.append(_row({"context": "", **it["request"]}, backbone, status="error",
                             error=str(r.get("error") or "reader check did not run")))
     return pl.DataFrame(out, schema=schema)

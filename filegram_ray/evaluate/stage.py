@@ -283,9 +283,14 @@ class EvaluateStage(Stage):
         """On the CPU path the items of one (setting, context spec), largest specs first
         (:func:`~filegram_ray.evaluate.plan.spec_units`); on the language-model path one item per task. First
         the run's embedding plan (:meth:`_embed_plan`) for the unfinished items."""
-        if step in ("reader checks", "verdicts"):  # one processor pass; the prepare tasks only copy each request
-            n = 256 if step == "verdicts" or self.chat is not None else 16
-            return [items[i:i + n] for i in range(0, len(items), n)]
+        if step == "verdicts":  # one processor pass; the prepare tasks only copy each request
+            return [items[i:i + 256] for i in range(0, len(items), 256)]
+        if step == "reader checks":  # the requests of one memory state together (a worker loads it once)
+            by_state: dict[str, list[dict[str, Any]]] = {}
+            for it in items:
+                by_state.setdefault(it.get("state_path") or "", []).append(it)
+            n = 16 if self.chat is None else 256
+            return [g[i:i + n] for g in by_state.values() for i in range(0, len(g), n)]
         todo = {u["unit_id"] for u in items}
         self.embed_plan = self._embed_plan(todo)
         if self.chat is not None:
@@ -318,13 +323,22 @@ class EvaluateStage(Stage):
                 ReaderCheckCollect,
                 ReaderCheckPrompts,
                 ReaderCheckWorker,
+                memory_method,
             )
 
+            mm = memory_method(list({**self.by_method, **self.earlier}))
+            resolver = {"run_uri": self.run.uri, "storage_options": self.run.storage_options, "method": mm,
+                        "method_options": o.method_options.get(mm, {}) if mm else {},
+                        "backbone": self.ingest_backbone if self.chat is not None else o.backbone,
+                        "seed": self.config.seed, "multimodal_content": self.mm_mode,
+                        "multimodal_formats": o.multimodal_formats,
+                        "max_context_chars": o.max_context_chars if self.chat is not None else None}
             if self.chat is None:
-                return WorkerSpec(ReaderCheckWorker, {"backbone": o.backbone, "seed": self.config.seed},
+                return WorkerSpec(ReaderCheckWorker, {"backbone": o.backbone, "seed": self.config.seed,
+                                                      "resolver": resolver},
                                   num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor)
-            return ModelCallSpec(prepare=WorkerSpec(ReaderCheckPrompts, {"spec": self.chat}, num_actors=1,
-                                                    num_cpus=o.num_cpus_per_actor),
+            return ModelCallSpec(prepare=WorkerSpec(ReaderCheckPrompts, {"spec": self.chat, "resolver": resolver},
+                                                    num_actors=o.num_actors, num_cpus=o.num_cpus_per_actor),
                                  call=partial(answer_requests, spec=self.chat), collect=ReaderCheckCollect(self.chat),
                                  wave=100_000)
         if step == "verdicts":
@@ -375,8 +389,7 @@ class EvaluateStage(Stage):
                                                       self.llm_ingest, o.method_options, embedder=self.embedder)
         self.failed = {r.unit: r for r in self.unit_status if not r.ok}
         self.reader_items = [] if not o.validity else reader_check_items(
-            self.run, self.bench_items, self.key, self.config.seed, {**self.by_method, **self.earlier}, o, self.chat,
-            self.ingest_backbone, self.mm_mode)
+            self.run, self.bench_items, self.key, self.config.seed, {**self.by_method, **self.earlier}, o)
         return self.reader_items
 
     def _verdict_items(self) -> list[dict[str, Any]]:
