@@ -50,8 +50,8 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None, skip: list[
 
 def format_stage_table(timings: dict[str, Any]) -> str:
     """The per-stage table (seconds, CPU seconds, peak memory, units: :class:`~filegram_ray.stages.base.UnitCounts`,
-    whose ``skipped`` is the ``earlier`` column) from :func:`run_pipeline`'s result, with a line explaining the
-    unit columns."""
+    whose ``skipped`` is the ``earlier`` column; a stage of several steps, e.g. encode and evaluate, adds a line per
+    step under its row) from :func:`run_pipeline`'s result, with a line explaining the unit columns."""
     lines = [f"{'stage':<10} {'seconds':>9} {'cpu s':>8} {'peak MiB':>9} {'driver MiB':>10} {'planned':>8} {'done':>6} "
              f"{'earlier':>8} {'failed':>7}"]
     for name, rec in timings.items():
@@ -61,6 +61,11 @@ def format_stage_table(timings: dict[str, Any]) -> str:
                      f"{float(res.get('peak_memory_mb') or 0):>9.0f} {float(res.get('driver_peak_memory_mb') or 0):>10.0f} "
                      f"{u.get('planned', ''):>8} {u.get('done', ''):>6} "
                      f"{u.get('skipped', ''):>8} {u.get('failed', ''):>7}")
+        steps = res.get("steps") if isinstance(res.get("steps"), dict) else {}
+        for step, c in steps.items():  # a stage of several steps: its units are their sum, each step shown
+            if isinstance(c, dict):
+                lines.append(f"  · {step}: planned {c.get('planned', 0)}, done {c.get('done', 0)}, "
+                             f"earlier {c.get('skipped', 0)}, failed {c.get('failed', 0)}")
     total = sum(r["seconds"] for r in timings.values())
     cpu = sum(float((r.get("result") or {}).get("cpu_s") or 0) for r in timings.values()
               if isinstance(r.get("result"), dict))

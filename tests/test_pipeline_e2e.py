@@ -80,3 +80,20 @@ def test_stage_table_names_its_unit_columns():
     head, row = table.splitlines()[:2]
     assert head.split()[-4:] == ["planned", "done", "earlier", "failed"] and row.split()[-4:] == ["7", "5", "2", "0"]
     assert "earlier = finished by an earlier run and left alone" in table.splitlines()[-1]
+
+
+def test_stage_table_shows_each_step_of_a_stage_of_several():
+    """A stage of several steps (evaluate: method × context units, reader checks, verdicts) counts their sum in its
+    row; each step's counts stand on a line under it, so the sum is never read as one kind of unit."""
+    from filegram_ray.pipeline import format_stage_table
+
+    steps = {"method × context units": {"planned": 12, "done": 12, "skipped": 0, "failed": 0},
+             "reader checks": {"planned": 30, "done": 28, "skipped": 0, "failed": 2},
+             "verdicts": {"planned": 0, "done": 0, "skipped": 0, "failed": 0}}
+    table = format_stage_table({"evaluate": {"seconds": 9.0, "result": {
+        "units": {"planned": 42, "done": 40, "skipped": 0, "failed": 2}, "steps": steps}}})
+    lines = table.splitlines()
+    assert lines[1].split()[-4:] == ["42", "40", "0", "2"]
+    assert lines[2:5] == ["  · method × context units: planned 12, done 12, earlier 0, failed 0",
+                          "  · reader checks: planned 30, done 28, earlier 0, failed 2",
+                          "  · verdicts: planned 0, done 0, earlier 0, failed 0"]
