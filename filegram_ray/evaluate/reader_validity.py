@@ -70,7 +70,6 @@ __all__ = [
     "MIN_INTERVAL_PROFILES",
     "MIN_ORDER_CONSISTENCY",
     "READER_ROWS",
-    "answer_requests",
     "gold_evidence",
     "item_profiles",
     "mask_tier_words",
@@ -238,7 +237,8 @@ def reader_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mappin
     """The requests of the reader validity rows: ``{row, item, pv, shift, cache_key}`` with either ``context``
     (``empty``, ``gold``) or ``state`` — ``{"cache_path", "cache_key"}`` of the memory method's unit whose cached
     state the context is retrieved from with the item's own query (``wrong_user``, ``order``, ``masked``: the
-    ``order`` context with :func:`mask_tier_words`), by :func:`resolve_context` where the request is answered.
+    ``order`` context with :func:`mask_tier_words`), by :class:`ContextResolver` where the request is
+    answered.
     ``pv`` = the public view the reader sees, options rotated by ``shift`` for the ``order`` row.
 
     Args:
@@ -309,8 +309,10 @@ class ContextResolver:
     def __init__(self, run_uri: str, storage_options: dict[str, Any] | None, method: str | None,
                  method_options: dict[str, Any] | None, backbone: Any, seed: int, multimodal_content: str,
                  multimodal_formats: list[str] | None, max_context_chars: int | None = None):
-        self.args = (run_uri, storage_options, method, method_options, backbone, seed, multimodal_content,
-                     multimodal_formats)
+        self.method = method
+        self.worker_kwargs = {"run_uri": run_uri, "storage_options": storage_options, "method": method,
+                              "method_options": method_options, "backbone": backbone, "seed": seed,
+                              "multimodal_content": multimodal_content, "multimodal_formats": multimodal_formats}
         self.cut = max_context_chars
         self._worker = None
         self._last: tuple[str, Any] | None = None
@@ -323,11 +325,9 @@ class ContextResolver:
         from filegram_ray.evaluate.worker import EvalWorker
 
         if self._worker is None:
-            uri, so, method, options, backbone, seed, mm, formats = self.args
-            if method is None:
+            if self.method is None:
                 raise ValueError("reader validity: a state row without a memory method")
-            self._worker = EvalWorker(uri, so, method=method, method_options=options, backbone=backbone, seed=seed,
-                                      multimodal_content=mm, multimodal_formats=formats)
+            self._worker = EvalWorker(**self.worker_kwargs)
         path = req["state"]["cache_path"]
         if self._last is None or self._last[0] != path:
             self._last = (path, self._worker._state(dict(req["state"]))[0])
@@ -349,32 +349,6 @@ def _row(req: Mapping[str, Any], backbone: str, *, status: str = "ok", error: st
             "tokens_in_memory": 0, "tokens_out": approx_tokens(req["context"]), "prompt_tokens": int(prompt_tokens),
             "reply_tokens": int(reply_tokens), "prompt_sha": prompt_sha(req["pv"], req["context"]),
             "shown_choice": choice, "shift": int(req["shift"])}
-
-
-def answer_requests(requests: Sequence[Mapping[str, Any]], *, backbone: Any = None, spec: Any = None
-                    ) -> list[dict[str, Any]]:
-    """Answer the reader validity requests with a CPU ``backbone`` (:func:`filegram_ray.llm.make_backbone`) or a
-    language-model ``spec`` (one ``ray.data.llm`` pass, :func:`filegram_ray.llm.processors.run_chat`), exactly as
-    the method rows are answered: the same prompts (``SYSTEM_PROMPT`` + ``mcq_prompt``/``open_prompt``, one letter
-    when the backbone's ``constrain`` holds the reply to one) and the same reply reading
-    (:func:`filegram_ray.evaluate.answer._answer_row`). Returns unit-table rows (``stage._UNIT_SCHEMA`` plus
-    ``shown_choice`` and ``shift``); ``choice`` is the letter in the item's own order. A failed request or a reply
-    without an option letter is an error row keeping the raw reply."""
-    if spec is None:
-        out = []
-        for req in requests:
-            try:
-                out.append(cpu_answer(req, backbone))
-            except Exception as exc:  # noqa: BLE001 - a validity item's failure is an error row
-                out.append(_row(req, backbone.name, status="error", error=f"{type(exc).__name__}: {exc}"))
-        return out
-    from filegram_ray.llm.processors import run_chat
-
-    constrain = _constrain(spec)
-    chat = [chat_request(req, spec, i) for i, req in enumerate(requests)]
-    replies = {r["req_key"]: r for r in run_chat([c for c, _ in chat], spec)} if chat else {}
-    return [reply_row(req, p, replies.get(c["req_key"]), spec.display(), constrain)
-            for req, (c, p) in zip(requests, chat)]
 
 
 def _constrain(spec: Any) -> str:

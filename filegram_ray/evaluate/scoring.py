@@ -45,7 +45,6 @@ __all__ = [
     "RubricJudge",
     "JUDGE_CACHE",
     "collect_verdict",
-    "judge_requests",
     "judge_messages",
     "judge_validity",
     "likert_to_100",
@@ -275,13 +274,17 @@ class LLMJudge:
         """Take the verdicts step's rows (``unit`` = request key; ok rows carry ``likert`` and ``reply``, error
         rows ``error``) into the cache and the failures, and stop calling the model (``offline``)."""
         for r in rows:
-            k = str(r.get("unit"))
-            if r.get("status") == "ok":
-                self.cache[k] = r.get("likert")
-                self.replies[k] = str(r.get("reply") or "")
-            else:
-                self.failed[k] = str(r.get("error") or "judge: no reply")[:400]
+            self._take(r)
         self.offline = True
+
+    def _take(self, row: Mapping[str, Any]) -> None:
+        """One verdict row (as :meth:`learn` reads them) into the cache, or its error into the failures."""
+        k = str(row.get("unit"))
+        if row.get("status") == "ok":
+            self.cache[k] = row.get("likert")
+            self.replies[k] = str(row.get("reply") or "")
+        else:
+            self.failed[k] = str(row.get("error") or "judge: no reply")[:400]
 
     def key(self, item: Mapping[str, Any], reference: str, answer: str) -> str:
         import hashlib
@@ -297,34 +300,24 @@ class LLMJudge:
         from filegram_ray.llm.processors import run_chat
 
         keys = [self.key(it, ref, ans) if (ans or "").strip() else "" for it, ref, ans in requests]
-        todo: dict[str, list[dict[str, str]]] = {}
-        for k, (it, ref, ans) in zip(keys, requests):
-            if k and k not in self.cache and k not in self.failed and k not in todo:
-                todo[k] = judge_messages(it, ref, ans)
-        notes: dict[str, str] = dict(self.failed)
+        todo = [it["request"] for it in self.request_items(requests)
+                if it["unit_id"] not in self.cache and it["unit_id"] not in self.failed]
         if todo and not self.offline:
-            reqs = [{"req_key": k, "messages": m, "max_tokens": self.max_tokens, "temperature": self.temperature}
-                    for k, m in todo.items()]
-            for r in run_chat(reqs, self.spec):
-                k = r["req_key"]
-                self.replies[k] = r.get("reply") or r.get("raw") or ""
-                if r.get("error"):
-                    notes[k] = self.failed[k] = f"judge error: {r['error'][:300]}"
-                    continue  # not cached: judged again by the next evaluate, not again in this one
-                s = parse_judge_reply(r.get("reply") or "")
-                self.cache[k] = s
-                if s is None:
-                    notes[k] = f"judge reply without a 1-5 score: {(r.get('reply') or '')[:200]!r}"
+            for r in run_chat(todo, self.spec):
+                try:  # an error reply is not cached: judged again by the next evaluate, not again in this one
+                    self._take({"unit": r["req_key"], "status": "ok", **collect_verdict({}, {}, [], [r])})
+                except RuntimeError as exc:
+                    self._take({"unit": r["req_key"], "status": "error", "error": str(exc)})
         out = []
         for k in keys:
             if not k:
                 out.append((1, ""))
             elif k in self.cache:
                 s = self.cache[k]
-                out.append((s, notes.get(k, "" if s is not None else
-                                         f"judge reply without a 1-5 score: {self.replies.get(k, '')[:200]!r}")))
+                out.append((s, self.failed.get(k, "" if s is not None else
+                                               f"judge reply without a 1-5 score: {self.replies.get(k, '')[:200]!r}")))
             else:
-                out.append((None, notes.get(k, "judge: no reply")))
+                out.append((None, self.failed.get(k, "judge: no reply")))
         return out
 
     def judge(self, item: Mapping[str, Any], reference: str, answer: str) -> int | None:
@@ -339,18 +332,10 @@ class JudgeRequests:
         return {"requests": [dict(item["request"])], "state": {}}
 
 
-def judge_requests(requests: list[dict[str, Any]], spec) -> Any:
-    """The ``call`` of the judge's model calls: request rows through the processor of ``spec``
-    (:func:`~filegram_ray.llm.processors.run_chat`); yields reply rows."""
-    from filegram_ray.llm.processors import run_chat
-
-    return run_chat(requests, spec)
-
-
 def collect_verdict(item: dict[str, Any], state: dict[str, Any], requests: list[dict[str, Any]],
                     replies: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``collect`` of the judge's model calls: ``{"likert": 1–5 or None, "reply": the reply's first 2,000
-    characters}`` (:func:`parse_judge_reply`).
+    """The ``collect`` of the judge's model calls (and of :meth:`LLMJudge.judge_many`'s own): ``{"likert": 1–5 or
+    None (the reply's score), "reply": the reply's first 2,000 characters}`` (:func:`parse_judge_reply`).
 
     Raises:
         RuntimeError: no reply came back, or the reply is an error (the item's error row; asked again by the
@@ -361,8 +346,8 @@ def collect_verdict(item: dict[str, Any], state: dict[str, Any], requests: list[
     r = replies[0]
     if r.get("error"):
         raise RuntimeError(f"judge error: {str(r['error'])[:300]}")
-    reply = str(r.get("reply") or r.get("raw") or "")
-    return {"likert": parse_judge_reply(reply), "reply": reply[:2000]}
+    return {"likert": parse_judge_reply(r.get("reply") or ""),
+            "reply": str(r.get("reply") or r.get("raw") or "")[:2000]}
 
 
 def make_judge(kind: str, backbone: Any = None, cache: dict[str, int | None] | None = None,
@@ -428,7 +413,8 @@ def judge_validity(judge, items: Sequence[Mapping[str, Any]], key: Mapping[str, 
 
 def validity_requests(items: Sequence[Mapping[str, Any]], key: Mapping[str, Mapping[str, Any]],
                       seed: int) -> list[tuple[Mapping[str, Any], str, str]]:
-    """The ``(item, reference, answer)`` requests :func:`judge_validity` will make (the evaluate stage's ``verdicts`` step lists them as model calls)."""
+    """The ``(item, reference, answer)`` requests :func:`judge_validity` will make (the evaluate stage's
+    ``verdicts`` step lists them as model calls)."""
     return [(it, ref, ans) for _, it, ref, ans in _validity_cases(items, key, seed)]
 
 

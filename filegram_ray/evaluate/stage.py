@@ -344,10 +344,11 @@ class EvaluateStage(Stage):
         if step == "verdicts":
             from functools import partial
 
-            from filegram_ray.evaluate.scoring import JudgeRequests, collect_verdict, judge_requests
+            from filegram_ray.evaluate.scoring import JudgeRequests, collect_verdict
+            from filegram_ray.llm.processors import run_chat
 
             return ModelCallSpec(prepare=WorkerSpec(JudgeRequests, {}, num_actors=1, num_cpus=o.num_cpus_per_actor),
-                                 call=partial(judge_requests, spec=self.judge.spec), collect=collect_verdict,
+                                 call=partial(run_chat, spec=self.judge.spec), collect=collect_verdict,
                                  wave=100_000)
         if self.chat is None:
             return WorkerSpec(SpecWorker, {
