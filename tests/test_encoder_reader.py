@@ -11,7 +11,7 @@ import pytest
 from filegram_ray.errors import UserError
 from filegram_ray.evaluate.reader_validity import mask_tier_words
 from filegram_ray.llm import make_backbone
-from filegram_ray.llm.encoder_reader import EncoderBackbone, passages
+from filegram_ray.llm.encoder_reader import EncoderBackbone, clauses, passages
 from filegram_ray.llm.reader_head import ReaderHead, check_overlap, profile_hashes, train_head
 
 OPTIONS = {"A": "Adds guides, indexes and source citations around the main deliverable",
@@ -49,6 +49,27 @@ def test_it_reads_the_option_a_context_states(reader):
     for letter, text in OPTIONS.items():
         ctx = f"Memory of this user (AttrRec) — What this user's sessions show about them: {text}"
         assert reader.answer(ITEM, ctx).choice == letter
+
+
+def test_preselection_reads_a_few_passages_per_clause_and_keeps_the_statement_that_answers(reader):
+    """``preselect: k`` — the k passages nearest each option clause and the question under the static model are
+    read by MiniLM, not all of them; a short context is read whole."""
+    filler = [f"Session T-{i:02d} opened {i % 7 + 2} files in the inputs folder at {9 + i % 8}:{i % 6}0."
+              for i in range(60)]
+    pre, every = EncoderBackbone(seed=7, preselect=2), EncoderBackbone(seed=7, preselect=None)
+    assert reader.preselect == 8 and "preselect" not in every.describe()  # the default pre-selects 8
+    for letter, text in OPTIONS.items():
+        lines = [*filler[:30], f"What this user's sessions show about them: {text}", *filler[30:]]
+        ctx = "\n".join(lines)
+        n_clauses = sum(len(clauses(o)) for o in OPTIONS.values())
+        f = pre.features(ITEM["question"], list(OPTIONS.values()), ctx)
+        assert len(f["P"]) <= 2 * (n_clauses + 1) < len(passages(ctx))
+        assert pre.answer(ITEM, ctx).choice == letter == every.answer(ITEM, ctx).choice
+    short = f"What this user's sessions show about them: {OPTIONS['B']}"
+    assert len(pre.features(ITEM["question"], list(OPTIONS.values()), short)["P"]) == len(passages(short))
+    assert pickle.loads(pickle.dumps(pre)).preselect == 2 and pre.describe()["preselect"] == 2
+    with pytest.raises(ValueError, match="preselect"):
+        EncoderBackbone(preselect=0)
 
 
 def test_rotating_the_options_never_changes_the_option_chosen(reader):

@@ -622,8 +622,13 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     written = []
     modes = {m: d for m, d in (info.get("method_modes") or {}).items() if d}
     row_names = dict(info.get("method_rows") or {})
+    bb = info.get("backbone") or {}
+    reads = [f"passages read by {bb['embedder']}" if bb.get("embedder") else "",
+             f"{bb['preselect']} passages per option clause pre-selected" if bb.get("preselect") else ""]
+    reads = [r for r in reads if r]
     lines = ["# FileGramBench results", "",
-             (f"Items: {info.get('n_items')} · backbone: `{info.get('backbone', {}).get('name')}` · "
+             (f"Items: {info.get('n_items')} · backbone: `{bb.get('name')}`"
+              f"{' (' + ', '.join(reads) + ')' if reads else ''} · "
              f"open-ended judge: `{info.get('judge')}` · error rows: {info.get('n_error_rows')} "
              "(wall time: `timings.json`)"), ""]
     run.write_json("results/timings.json", {"evaluate_seconds": info.get("seconds"),

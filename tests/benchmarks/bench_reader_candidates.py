@@ -48,16 +48,18 @@ def make_readers(names: list[str], seed: int, head: str | None):
         elif n.startswith("encoder-"):  # encoder-<pool>[-lex<weight>][@<embedder kind>]
             name, _, emb = n.partition("@")
             parts = name.split("-")
-            lex = float(parts[2][3:]) if len(parts) > 2 and parts[2].startswith("lex") else 0.0
+            lex = next((float(x[3:]) for x in parts[2:] if x.startswith("lex")), 0.0)
+            pre = next((int(x[3:]) for x in parts[2:] if x.startswith("pre")), None)
             if emb.startswith("minilm-l") and emb[len("minilm-l"):].isdigit():
                 from bench_embedders import register_truncated
 
                 register_truncated(emb)
-            out[n] = EncoderBackbone(seed=seed, pool=parts[1], lexical=lex, embedder=emb or "minilm")
+            out[n] = EncoderBackbone(seed=seed, pool=parts[1], lexical=lex, embedder=emb or "minilm",
+                                    preselect=pre)
         else:
             raise SystemExit(f"unknown reader {n!r}")
     if head:
-        out["encoder-head"] = EncoderBackbone(seed=seed, head=head)
+        out["encoder-head"] = EncoderBackbone(seed=seed, head=head, preselect=None)
     return out
 
 
@@ -67,7 +69,9 @@ def main(argv=None) -> int:
     ap.add_argument("--contexts-tag", default="lexical")
     ap.add_argument("--per-sub-task", type=int, default=40)
     ap.add_argument("--readers", nargs="+", default=["lexical", "encoder-attend", "encoder-max"],
-                    help="lexical, encoder-<pool>[-lex<weight>][@<embedder>] (pool: attend | max; embedder: the "
+                    help="lexical, encoder-<pool>[-lex<weight>][-pre<k>][@<embedder>] (pool: attend | max; pre<k>: "
+                         "read only the k passages per option clause nearest under the static model, without it "
+                         "every passage; embedder: the "
                          "passage encoder's kind, minilm by default, e.g. minilm-static, or minilm-l<N> for MiniLM's "
                          "first N layers)")
     ap.add_argument("--head", default=None)
@@ -149,7 +153,13 @@ def main(argv=None) -> int:
         rows = {c: [(it, x) for it, x in pairs if not is_train[it["question_id"]]] for c, pairs in rows.items()}
         print(f"measured on the {len(profs) - len(train_p)} held-out profiles' items", flush=True)
     subs = [s for s in MCQ if s in by_sub]
+    picks: dict[str, dict[tuple[str, str], str | None]] = {}  # reader → (context, question id) → option chosen
     for rname, reader in readers.items():
+        if hasattr(reader, "_embedder"):  # each reader starts cold: no vectors cached by the reader before it
+            from filegram_ray.llm import encoder_reader
+
+            encoder_reader._shared_embedder.cache_clear()
+            reader._embedder = None
         print(f"\n## reader {rname}\n")
         print("| context | " + " | ".join(subs) + " | Avg | s/item |")
         print("|---|" + "---|" * (len(subs) + 2))
@@ -158,6 +168,7 @@ def main(argv=None) -> int:
             hit: dict[str, list[int]] = {}
             for it, ctx in pairs:
                 ans = reader.answer(public_view(it), ctx)
+                picks.setdefault(rname, {})[(cname, it["question_id"])] = ans.choice
                 ok = int(ans.choice == str(key[it["question_id"]]["correct"]).strip().upper())
                 hit.setdefault(it["sub_track"], []).append(ok)
             dt = (time.perf_counter() - t0) / max(1, len(pairs))
@@ -165,6 +176,17 @@ def main(argv=None) -> int:
             allv = [v for s in hit for v in hit[s]]
             print(f"| {cname} | " + " | ".join(cells) + f" | {100 * sum(allv) / max(1, len(allv)):.1f} | {dt:.3f} |",
                   flush=True)
+    if len(picks) > 1:  # does a candidate pick what the first reader picks, item by item?
+        first, *others = list(picks)
+        cnames = list(rows)
+        print(f"\n## same option as {first} (% of items, per context)\n")
+        print("| reader | " + " | ".join(cnames) + " | all |")
+        print("|---|" + "---|" * (len(cnames) + 1))
+        for rname in others:
+            same = {c: [picks[rname][k] == picks[first][k] for k in picks[first] if k[0] == c] for c in cnames}
+            allv = [v for c in cnames for v in same[c]]
+            print(f"| {rname} | " + " | ".join(f"{100 * sum(same[c]) / max(1, len(same[c])):.0f}" for c in cnames)
+                  + f" | {100 * sum(allv) / max(1, len(allv)):.1f} |")
     if a.write:
         import datetime
 
