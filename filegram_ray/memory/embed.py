@@ -35,6 +35,7 @@ import abc
 import functools
 import hashlib
 import io
+import logging
 import os
 import sys
 from collections import OrderedDict
@@ -957,7 +958,15 @@ class StaticEmbedder(CachedEmbedder):
             os.environ["HF_HUB_OFFLINE"] = "1"
             from model2vec import StaticModel
 
-            self._m = StaticModel.from_pretrained(str(self.model_folder()), normalize=True, max_length=None)
+            # max_length=None (read every token) is the point: model2vec warns that it differs from the config's
+            # 512 in every process that loads the model; that one warning is silenced, nothing else
+            m2v_log = logging.getLogger("model2vec.model")
+            level = m2v_log.level
+            m2v_log.setLevel(logging.ERROR)
+            try:
+                self._m = StaticModel.from_pretrained(str(self.model_folder()), normalize=True, max_length=None)
+            finally:
+                m2v_log.setLevel(level)
         return self._m
 
     def token_lengths(self, texts: list[str]) -> list[int]:
