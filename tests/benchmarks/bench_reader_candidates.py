@@ -50,10 +50,10 @@ def make_readers(names: list[str], seed: int, head: str | None):
             parts = name.split("-")
             lex = next((float(x[3:]) for x in parts[2:] if x.startswith("lex")), 0.0)
             pre = next((int(x[3:]) for x in parts[2:] if x.startswith("pre")), None)
-            if emb.startswith("minilm-l") and emb[len("minilm-l"):].isdigit():
+            if emb:
                 from bench_embedders import register_truncated
 
-                register_truncated(emb)
+                register_truncated(emb)  # a minilm-l<N> kind; any other kind is left as it is
             out[n] = EncoderBackbone(seed=seed, pool=parts[1], lexical=lex, embedder=emb or "minilm",
                                     preselect=pre)
         else:
