@@ -224,6 +224,38 @@ def _race_worker(uri: str, opts: dict, barrier, delay: float, hold_s: float, adv
         q.put(("crashed", repr(exc)))
 
 
+def _race(uri: str, opts: dict, workers: list[tuple[float, float, bool]]) -> list[tuple[str, str]]:
+    """Runs one :func:`_race_worker` per ``(delay, hold_s, advisory)`` in its own process and returns what each put.
+
+    The processes are spawned, not forked: a fork copies this process's threads' locks (the S3 server's, s3fs's
+    I/O loop's, Ray's when an earlier test started it) in whatever state they were, and a child then blocked on one
+    for ever (CI, 2026-12-06: no result after 60 s, and the suite's exit waited on the child). Daemonic, and killed
+    when they outlive the wait, so a stuck child fails this test and never holds up the interpreter's exit."""
+    ctx = multiprocessing.get_context("spawn")
+    q, barrier = ctx.Queue(), ctx.Barrier(len(workers))
+    procs = [ctx.Process(target=_race_worker, args=(uri, opts, barrier, delay, hold_s, advisory, q), daemon=True)
+             for delay, hold_s, advisory in workers]
+    try:
+        for p in procs:
+            p.start()
+        results = []
+        deadline = time.monotonic() + 180
+        for _ in procs:
+            try:
+                results.append(q.get(timeout=max(1.0, deadline - time.monotonic())))
+            except Exception:  # noqa: BLE001 - queue.Empty, reported with what did come back
+                pytest.fail(f"{len(procs) - len(results)} of {len(procs)} lock takers put no result within 180 s; "
+                            f"got {results}; exit codes {[p.exitcode for p in procs]}")
+        for p in procs:
+            p.join(timeout=30)
+        return results
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=10)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["conditional", "advisory"])
 def test_run_lock_on_a_slow_object_store(scheme):
@@ -233,16 +265,8 @@ def test_run_lock_on_a_slow_object_store(scheme):
     from s3server import S3Server
 
     with S3Server(slow_put=(r"/_lock\.json$", 3.0)) as s3:
-        ctx = multiprocessing.get_context("fork")
-        q = ctx.Queue()
-        uri, barrier = f"s3://filegram/race-{uuid.uuid4().hex[:6]}", ctx.Barrier(2)
-        procs = [ctx.Process(target=_race_worker, args=(uri, s3.storage_options, barrier, d, 6.0,
-                                                        scheme == "advisory", q)) for d in (0.0, 1.5)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=60)
-        results = [q.get(timeout=5) for _ in procs]
+        results = _race(f"s3://filegram/race-{uuid.uuid4().hex[:6]}", s3.storage_options,
+                        [(d, 6.0, scheme == "advisory") for d in (0.0, 1.5)])
     outcomes = sorted(r[0] for r in results)
     assert "crashed" not in outcomes, results
     if scheme == "conditional":
@@ -263,16 +287,7 @@ def test_stale_s3_lock_is_taken_over_by_exactly_one_job():
         run = RunDir(uri, s3.storage_options)
         run.write_json("_lock.json", {"host": "gone", "pid": 1, "stage": "render", "since": "x", "token": "dead",
                                       "beat": time.time() - 3600})
-        ctx = multiprocessing.get_context("fork")
-        q = ctx.Queue()
-        barrier = ctx.Barrier(4)
-        procs = [ctx.Process(target=_race_worker, args=(uri, s3.storage_options, barrier, 0.0, 3.0, False, q))
-                 for _ in range(4)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=60)
-        results = [q.get(timeout=5) for _ in procs]
+        results = _race(uri, s3.storage_options, [(0.0, 3.0, False)] * 4)
         assert sorted(r[0] for r in results).count("won") == 1, results
         assert not [f for f in run.listdir() if f.startswith("_lock")]  # released; no takeover marker left
         # a live holder's record: refused, and told when it would go stale
