@@ -86,3 +86,15 @@ def smollm2_server():
 
     with LlamaCppServer("smollm2-135m", n_ctx=2048, alias="smollm2", startup_timeout=300) as srv:
         yield srv
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Kills what a test's ``multiprocessing`` children left alive: the interpreter's exit joins every
+    non-daemonic child without a timeout, so one child stuck on a lock kept the suite from ending after its last
+    test (CI, 2026-12-06, until the job's limit). Named so the run's log says which."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        print(f"\nconftest: killing leftover child process {child.name} (pid {child.pid})")
+        child.kill()
+        child.join(timeout=10)
