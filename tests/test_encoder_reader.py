@@ -96,6 +96,21 @@ def test_open_ended_items_get_the_passage_nearest_the_question(reader):
     assert reader.answer(item, "").text == ""
 
 
+def test_an_open_ended_answer_reads_only_the_passages_preselected_for_the_question(monkeypatch):
+    """With ``preselect: k`` MiniLM reads the k passages nearest the question (static model), not all 61."""
+    item = {"question_id": "ProfRec-00002", "question": "How long are this user's written outputs?", "choices": {}}
+    filler = [f"Session T-{i:02d} opened {i % 7 + 2} files in the inputs folder at {9 + i % 8}:{i % 6}0."
+              for i in range(60)]
+    ctx = "\n".join([*filler[:30], "Outputs average 2,900 characters per file, long written reports.", *filler[30:]])
+    pre = EncoderBackbone(seed=7, preselect=4)
+    read: list[int] = []
+    encode = pre.encode
+    monkeypatch.setattr(pre, "encode", lambda texts: read.append(len(texts)) or encode(texts))
+    assert "2,900 characters" in pre.answer(item, ctx).text
+    assert read == [1 + 4] and len(passages(ctx)) == 61
+    assert "2,900 characters" in EncoderBackbone(seed=7, preselect=None).answer(item, ctx).text
+
+
 def test_it_is_a_backbone_kind_that_pickles_and_is_validated_with_the_config():
     from filegram_ray.evaluate.config import EvaluateConfig
 
