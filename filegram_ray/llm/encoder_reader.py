@@ -32,7 +32,7 @@ profile sets than the run it answers.
 Open-ended items (ProfRec, VisGrd): the reader answers extractively — the context passage most similar to the
 question under MiniLM (at most 500 characters), among the ``preselect`` passages nearest the question under the
 static model, judged like any other answer; with an empty context it answers nothing. (Measured on the default run's
-80 open contexts: 0.009 s an answer instead of 1.05 s, mean rubric score 1.20 instead of 1.05:
+80 open contexts: 0.11 s an answer instead of 1.05–1.13 s, mean rubric score 1.20 instead of 1.05:
 docs/measurements/2026-12-06-reader-speed.md.)
 """
 
