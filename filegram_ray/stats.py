@@ -284,17 +284,20 @@ def paired_table(results: pl.DataFrame, methods: Sequence[str], baselines: Seque
                  n_boot: int = N_BOOT, seed: int = 0) -> pl.DataFrame:
     """Every method against each baseline present, on the multiple-choice items (``scope`` = ``avg``, McNemar) and
     on the open-ended items (``scope`` = ``open``, paired bootstrap), Holm-corrected across the methods of one
-    (baseline, scope) family. Columns: scope, baseline, method, test, n, diff, lo, hi, p, p_holm, b, c,
-    discordance, distinguishable (p_holm < 0.05)."""
+    (baseline, scope) family. Each pair is tested once: a baseline is not compared again with an earlier baseline
+    of ``baselines`` (FileGramOS vs No Context sits in No Context's family, not also as No Context vs FileGramOS
+    in FileGramOS's). Columns: scope, baseline, method, test, n, diff, lo, hi, p, p_holm, b, c, discordance,
+    distinguishable (p_holm < 0.05)."""
     schema = {"scope": pl.Utf8, "baseline": pl.Utf8, "method": pl.Utf8, "test": pl.Utf8, "n": pl.Int64,
               "diff": pl.Float64, "lo": pl.Float64, "hi": pl.Float64, "p": pl.Float64, "p_holm": pl.Float64,
               "b": pl.Int64, "c": pl.Int64, "discordance": pl.Float64, "distinguishable": pl.Boolean}
     have = set(results["method"].to_list()) if results.height else set()
     rows: list[dict[str, Any]] = []
-    for base in [b for b in baselines if b in have]:
+    bases = [b for b in baselines if b in have]
+    for k, base in enumerate(bases):
         for scope, expr in (("avg", ~pl.col("is_open")), ("open", pl.col("is_open"))):
             fam = [paired_test(results, m, base, expr, n_boot=n_boot, seed=seed) for m in methods
-                   if m != base and m in have]
+                   if m != base and m in have and m not in bases[:k]]
             fam = [r for r in fam if r["n"]]
             for r, ph in zip(fam, holm([r["p"] for r in fam])):
                 rows.append({"scope": scope, **r, "p_holm": ph,

@@ -120,6 +120,18 @@ def test_paired_test_is_mcnemar_on_the_same_items():
     assert tab.height == 1 and tab["p_holm"][0] == pytest.approx(t["p"]) and tab["distinguishable"][0]
 
 
+def test_each_pair_is_tested_once_across_the_baselines_families():
+    """A pair of two baselines sits in the first one's family only (FileGramOS vs No Context, not also No Context vs
+    FileGramOS), so it is neither listed twice nor Holm-corrected in two families."""
+    qs = [f"q{i:03d}" for i in range(60)]
+    res = _results({"no_context": {q: 0.0 for q in qs}, "filegramos": {q: (100.0 if i < 30 else 0.0)
+                                                                       for i, q in enumerate(qs)},
+                    "m": {q: (100.0 if i < 10 else 0.0) for i, q in enumerate(qs)}})
+    tab = paired_table(res, ["no_context", "m", "filegramos"], ["no_context", "filegramos"])
+    pairs = [(r["method"], r["baseline"]) for r in tab.filter(pl.col("scope") == "avg").iter_rows(named=True)]
+    assert sorted(pairs) == [("filegramos", "no_context"), ("m", "filegramos"), ("m", "no_context")]
+
+
 def test_cell_intervals_cover_each_column():
     qs = [f"q{i:03d}" for i in range(40)]
     res = _results({"a": {q: (100.0 if i % 2 else 0.0) for i, q in enumerate(qs)}})
