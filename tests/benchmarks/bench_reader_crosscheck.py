@@ -192,7 +192,7 @@ def make_report(items, key, done, enc_name: str, a) -> str:
     correct = {it["question_id"]: str(key[it["question_id"]]["correct"]).strip().upper() for it in items}
     prof = {it["question_id"]: item_profile(it) for it in items}
     lines = [f"# Encoder reader vs language model on the same contexts ({dt.date.today().isoformat()})", "",
-             f"Run `{a.run_dir}` (contexts of `results/contexts/{a.contexts_tag}/`), {len(items)} multiple-choice "
+             f"Run `RUN` (the `--run-dir`; contexts of `results/contexts/{a.contexts_tag}/`), {len(items)} multiple-choice "
              f"text items ({a.per_sub_task} per sub-task, seeded), each context cut to {a.budget_chars:,} characters "
              f"(≈{a.budget_chars // 4:,} tokens by `len // 4`) for both readers. Written by "
              "`tests/benchmarks/bench_reader_crosscheck.py`.", ""]
