@@ -34,6 +34,10 @@ Patterns:
 """
 
 
+#: 60 lines of a context that answer nothing (the passages pre-selection must skip)
+FILLER = [f"Session T-{i:02d} opened {i % 7 + 2} files in the inputs folder at {9 + i % 8}:{i % 6}0." for i in range(60)]
+
+
 @pytest.fixture(scope="module")
 def reader():
     return EncoderBackbone(seed=7)
@@ -54,12 +58,10 @@ def test_it_reads_the_option_a_context_states(reader):
 def test_preselection_reads_a_few_passages_per_clause_and_keeps_the_statement_that_answers(reader):
     """``preselect: k`` — the k passages nearest each option clause and the question under the static model are
     read by MiniLM, not all of them; a short context is read whole."""
-    filler = [f"Session T-{i:02d} opened {i % 7 + 2} files in the inputs folder at {9 + i % 8}:{i % 6}0."
-              for i in range(60)]
     pre, every = EncoderBackbone(seed=7, preselect=2), EncoderBackbone(seed=7, preselect=None)
     assert reader.preselect == 8 and "preselect" not in every.describe()  # the default pre-selects 8
     for letter, text in OPTIONS.items():
-        lines = [*filler[:30], f"What this user's sessions show about them: {text}", *filler[30:]]
+        lines = [*FILLER[:30], f"What this user's sessions show about them: {text}", *FILLER[30:]]
         ctx = "\n".join(lines)
         n_clauses = sum(len(clauses(o)) for o in OPTIONS.values())
         f = pre.features(ITEM["question"], list(OPTIONS.values()), ctx)
@@ -99,9 +101,7 @@ def test_open_ended_items_get_the_passage_nearest_the_question(reader):
 def test_an_open_ended_answer_reads_only_the_passages_preselected_for_the_question(monkeypatch):
     """With ``preselect: k`` MiniLM reads the k passages nearest the question (static model), not all 61."""
     item = {"question_id": "ProfRec-00002", "question": "How long are this user's written outputs?", "choices": {}}
-    filler = [f"Session T-{i:02d} opened {i % 7 + 2} files in the inputs folder at {9 + i % 8}:{i % 6}0."
-              for i in range(60)]
-    ctx = "\n".join([*filler[:30], "Outputs average 2,900 characters per file, long written reports.", *filler[30:]])
+    ctx = "\n".join([*FILLER[:30], "Outputs average 2,900 characters per file, long written reports.", *FILLER[30:]])
     pre = EncoderBackbone(seed=7, preselect=4)
     read: list[int] = []
     encode = pre.encode
