@@ -81,11 +81,14 @@ __all__ = [
     "repaired_text", "revise_line",
 ]
 
-AGENT_VERSION = "persona-simulator/9"  # 3: tendencies, motivated actions, extractive outputs; 4: B char budgets;
+AGENT_VERSION = "persona-simulator/10"  # 3: tendencies, motivated actions, extractive outputs; 4: B char budgets;
 # 5: D offsets narrower; bulleted sentences and DOCX/Markdown table rows are facts; block edits in plain-text files;
 # 6: a session's writing effort; B-L auxiliaries in revision and organize tasks; 7: A and C session spreads wider,
 # C's profile offset narrower; 8: A's profile offset narrower; 9: task plans from the bundle's truth (tasks.py),
-# outputs written from statements read (knowledge.py, genres.py), no tool text in files, one operation per command
+# outputs written from statements read (knowledge.py, genres.py), no tool text in files, one operation per command;
+# 10: D's usual edit follows its acting tier, A and C back to the common spread, B's session spread narrower and
+# its budgets further apart, a session acting B-R keeps F-L's CSV at 0.4; working outlines, logs and issue reports
+# follow B
 
 #: Task-specific constraints that win over persona rules (TT conventions; ref §6.3).
 TASK_RULES: dict[str, dict[str, Any]] = {

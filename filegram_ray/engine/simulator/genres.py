@@ -41,6 +41,7 @@ class DocSpec:
         numbered: numbered section titles.  topic: what the document is about.
         max_chars: character budget (None = none): the document stops taking facts once it would pass it, so its
         size follows the B band rather than how much was read (TT §2.2, §3).
+        notes: key facts a working outline notes under its sections (:func:`outline`; 0 for other documents).
     """
 
     title: str
@@ -57,6 +58,7 @@ class DocSpec:
     closing: bool = False
     sections: list[str] | None = None
     max_chars: int | None = None
+    notes: int = 0
 
 
 @dataclass(frozen=True)
@@ -425,18 +427,49 @@ def statement_table(kn: Knowledge, rows: int, lang: str, rng: random.Random, use
 def action_log(title: str, entries: list[tuple[str, str]], spec: DocSpec, rng: random.Random,
                lead: str = "", table: bool = False, headers: tuple[str, str] = ("Item", "What was done")) -> str:
     """A log of what the session did: ``entries`` = ``(item, composed description)``; a table when ``table``
-    (F-M/F-L), else one bullet each; within the character budget (the log's B band) but never without its
-    entries: a record the task asks for lists every change."""
-    out = [f"# {title}", ""]
-    if lead:
-        out += [lead, ""]
-    if table:
-        out += [f"| {headers[0]} | {headers[1]} |", "|---|---|"]
-        out += [f"| {a.replace('|', '/')} | {b.replace('|', '/')} |" for a, b in entries]
-    else:
-        sep = "：" if spec.lang == "zh" else ": "
-        out += [f"- {a}{sep}{b}" if a else f"- {b}" for a, b in entries]
-    return "\n".join(out).rstrip() + "\n"
+    (F-M/F-L), else one bullet each; within the character budget (the log's B band, ``spec.max_chars``) but never
+    without its entries: a record the task asks for lists every change. Over the budget, entries from the last one
+    up lose their asides (:func:`terse_entry`: descriptions and reasons; the values, verdicts and places stay), then
+    the lead goes; a log whose terse entries alone pass the budget is written terse (TT §2.2: a minimal writer's
+    record is one line per change). Until version 10 the budget was not applied, so a log was the same size in
+    every B tier (T-21's cleanup log 4,100–4,700 characters, median, set 6051)."""
+
+    def render(es: list[tuple[str, str]], lead: str) -> str:
+        out = [f"# {title}", ""]
+        if lead:
+            out += [lead, ""]
+        if table:
+            out += [f"| {headers[0]} | {headers[1]} |", "|---|---|"]
+            out += [f"| {a.replace('|', '/')} | {b.replace('|', '/')} |" for a, b in es]
+        else:
+            sep = "：" if spec.lang == "zh" else ": "
+            out += [f"- {a}{sep}{b}" if a else f"- {b}" for a, b in es]
+        return "\n".join(out).rstrip() + "\n"
+
+    text = render(entries, lead)
+    if not spec.max_chars or len(text) <= spec.max_chars:
+        return text
+    es = list(entries)
+    for i in reversed(range(len(es))):
+        es[i] = (es[i][0], terse_entry(es[i][1]))
+        text = render(es, lead)
+        if len(text) <= spec.max_chars:
+            return text
+    return render(es, "")
+
+
+#: What a terse log entry drops (:func:`terse_entry`): a parenthesised description, a reason after a dash.
+_ASIDE = re.compile(r"\s?\([^()]*\)|（[^（）]*）")
+_REASON = re.compile(r"\s—\s|——")
+
+
+def terse_entry(text: str) -> str:
+    """A log description without its asides: parenthesised descriptions removed and the reason after a dash cut
+    ("same content as `a.md` (the Q3 notes); kept" → "same content as `a.md`; kept", "accepted — the data file
+    agrees" → "accepted"); the values, the verdict and what was done stay."""
+    text = _ASIDE.sub("", text)
+    m = _REASON.search(text)
+    return (text[:m.start()] if m and m.start() > 0 else text).rstrip(" ,，;；")
 
 
 def file_index(title: str, files: list[tuple[str, str]], lang: str, table: bool, lead: str = "") -> str:
@@ -465,19 +498,42 @@ def describe_source(kn: Knowledge, path: str, lang: str, rng: random.Random) -> 
     return (f"{' and '.join(subs)}: " if subs else "") + c
 
 
-def outline(kn: Knowledge, spec: DocSpec, rng: random.Random, scheme: list[Section] | None) -> str:
-    """A working outline: the planned sections with the subjects each will cover (a draft, not a deliverable)."""
+def outline(kn: Knowledge, spec: DocSpec, rng: random.Random, scheme: list[Section] | None, facts: int = 0) -> str:
+    """A working outline: the planned sections with the subjects each will cover (a draft, not a deliverable), and
+    up to ``facts`` key facts noted under the sections they belong to (one fact per section in turn, in read order),
+    so that how full a working outline is follows how much its writer writes (``OutputsMixin.doc_spec``)."""
     zh = spec.lang == "zh"
     out = [f"# {spec.title}", ""]
     budget = Budget(spec)
-    for i, sec in enumerate(scheme or DEFAULT_SCHEME, 1):
-        pool = [s for s in kn.statements if "*" in sec.keys or s.key in sec.keys]
-        subs = [x for x in kn.subjects(pool) if x][:4]
+    secs = list(enumerate(scheme or DEFAULT_SCHEME, 1))
+    pools = {i: [s for s in kn.statements if "*" in sec.keys or s.key in sec.keys] for i, sec in secs}
+    notes: dict[int, list[str]] = {i: [] for i, _ in secs}
+    used: set[int] = set()
+    left = facts
+    while left > 0:
+        added = 0
+        for i, _ in secs:
+            st = next((s for s in pools[i] if s.order not in used), None)
+            if st is None or left <= 0:
+                continue
+            used.add(st.order)
+            c = clause(st, spec.lang, rng)
+            head = f"{st.subject}{'：' if zh else ': '}" if st.subject and st.subject not in c else ""
+            notes[i].append(f"   - {head}{c}" if c else "")
+            left -= 1
+            added += 1
+        if not added:
+            break
+    for i, sec in secs:
+        subs = [x for x in kn.subjects(pools[i]) if x][:4]
         line = f"{i}. {sec.zh if zh else sec.en}" + ((("：" if zh else ": ") + ("、" if zh else ", ").join(subs))
                                                      if subs else "")
         if not budget.take(line):
             break
         out.append(line)
+        for n in notes[i]:
+            if n and budget.take(n):
+                out.append(n)
     dates = kn.dated()[:3]
     if dates:
         line = rng.choice(("待核对日期：", "需确认的日期：", "关键日期：") if zh else

@@ -21,6 +21,16 @@ from filegram_ray.engine.simulator.genres import (
 from filegram_ray.engine.simulator.naming import make_name, topic_tokens
 from filegram_ray.engine.simulator.writer import chart_figures, png_chart, svg_chart
 
+#: Probability that a session acting B-R keeps the CSV its F position drew (:meth:`OutputMixin.visual_plan`; ours,
+#: version 10: docs/measurements/2026-12-06-perturbation-visibility.md).
+B_R_KEEPS_CSV = 0.4
+#: Key facts a working outline notes under its sections at B-L / B-M / B-R positions (ours; ×log-normal wobble):
+#: a thorough writer's outline about four times a minimal one's (≈ 800 / 420 / 200 characters in English).
+#: Version 10, measured 2026-12-06 by rescaling the outlines of six 60-profile sets after the fact: with every
+#: outline at one size, B's profile-level recovery was 0.85–0.93; with outlines ×2 / ×1 / ×0.5 by the acting B
+#: tier, 0.90–0.95 (docs/measurements/2026-12-06-perturbation-visibility.md, third part).
+OUTLINE_NOTES = (9.0, 3.0, 0.0)
+
 
 class OutputMixin:
     """What a :class:`PersonaAgent` writes and where; uses the agent's state (``own``, ``nb``, ``rng``,
@@ -62,8 +72,11 @@ class OutputMixin:
         # English B-M sits at the short end of its band (§2.2), Chinese B-M nearer the middle. The outline every
         # session drafts follows B too (a thorough writer's working outline is fuller, a minimal one's a few
         # lines; E decides only its fate, §3); at one size in every tier it pulled each tier's average toward it.
+        # Its character budget alone did not make it follow B: an outline of section titles runs out of text at
+        # about 200 characters, so until version 10 it was 190–230 characters in every B tier (median, set 6031),
+        # one or two files per session that carried no B at all; the key facts it notes now follow B.
         if kind == "main":
-            chars = self.lerp("B", 8000, 2300 if zh else 1700, 800)
+            chars = self.lerp("B", 8000, 2300 if zh else 2000, 600)
         elif kind in ("readme", "index"):
             chars = self.lerp("B", 4000, 700, 250)
         elif kind in ("scratch", "outline"):
@@ -71,8 +84,9 @@ class OutputMixin:
         else:
             chars = self.lerp("B", 6000, 1800, 700)
         size_wobble = math.exp(rng.gauss(0.0, 0.35)) * effort
+        notes = 0
         if kind == "main":
-            lines = max(12, round((self.lerp("B", 265, 90, 30) if not zh else self.lerp("B", 330, 125, 42))
+            lines = max(12, round((self.lerp("B", 265, 90, 24) if not zh else self.lerp("B", 330, 125, 34))
                                   * wobble))
             depth = {"L": 4, "M": 3, "R": 2}[B]
             maxc = {"L": 70, "M": 48, "R": 50}[B] if not zh else {"L": 46, "M": 36, "R": 34}[B]
@@ -81,7 +95,9 @@ class OutputMixin:
             depth = {"L": 3, "M": 2, "R": 1}[B]
             maxc = {"L": 50, "M": 45, "R": 30}[B] if not zh else {"L": 34, "M": 30, "R": 18}[B]
         elif kind in ("scratch", "outline"):
-            lines = round(rng.randint(6, 12) * self.lerp("B", 2.0, 1.0, 0.6) * effort)
+            # the sections and dates take 6–12 lines; the key facts noted under them follow B (OUTLINE_NOTES)
+            notes = round(self.lerp("B", *OUTLINE_NOTES) * wobble)
+            lines = round(rng.randint(6, 12) * self.lerp("B", 1.3, 1.0, 0.8) * effort) + notes
             depth, maxc = 1, 40 if not zh else 26
         else:  # appendix, references, log, notes
             lines = max(8, round((self.lerp("B", 120, 72, 22) if not zh else self.lerp("B", 150, 90, 28)) * wobble))
@@ -104,12 +120,22 @@ class OutputMixin:
                        lang=lang, tone=self.p.tone, max_line_chars=maxc,
                        numbered=structure == "hierarchical" and B != "R", topic=self.topic(),
                        closing=kind not in ("scratch", "outline", "readme"),
-                       max_chars=round(chars * size_wobble))
+                       max_chars=round(chars * size_wobble), notes=notes)
 
     def visual_plan(self) -> tuple[bool, bool]:
         """Whether this session writes a CSV data file and a chart (TT §2.6 F-L: 1–3 each; drawn, with
-        probabilities 0.85 / 0.1 / 0 for the CSV and 0.9 / 0.08 / 0 for the chart at F-L / F-M / F-R, ours)."""
-        return self.chance("F", 0.85, 0.1, 0.0), self.chance("F", 0.9, 0.08, 0.0)
+        probabilities 0.85 / 0.1 / 0 for the CSV and 0.9 / 0.08 / 0 for the chart at F-L / F-M / F-R, ours).
+
+        A session acting B-R keeps its CSV with probability :data:`B_R_KEEPS_CSV` (0.4): the minimal writer's "no
+        structured databases, just the answer" (TT §2.2, p3) meets F-L's data files (§2.6), and the reference leaves
+        that conflict to the simulator (§6 resolves B-R × F-L only for visuals, p20). Version 10 (ours, measured on
+        the 60-profile tuning set 6001): with every CSV kept, a B-R profile of F-L wrote about as many files per task
+        as a B-M profile (profile-level recovery of B 0.88–0.92, at its 0.90 bound, on fresh sets 6011 / 6012); with
+        none kept, F-L profiles of B-R lost the structured files that tell F-L from F-M (F 0.95 → 0.90)."""
+        csv, chart = self.chance("F", 0.85, 0.1, 0.0), self.chance("F", 0.9, 0.08, 0.0)
+        if csv and self.T["B"] == "R":
+            csv = self.rng.random() < B_R_KEEPS_CSV
+        return csv, chart
 
     def topic(self) -> str:
         return (self.topic_zh_full or self.topic_en) if self.lang == "zh" else self.topic_en
@@ -176,7 +202,7 @@ class OutputMixin:
         contributed), a working outline, a log of changes."""
         spec = spec or self.doc_spec(kind, title or self.title(kind))
         if kind in ("outline", "scratch"):
-            return outline(self.kn, spec, self.rng, self.scheme())
+            return outline(self.kn, spec, self.rng, self.scheme(), facts=spec.notes)
         if kind == "log":
             return self.render_log(spec)
         if kind == "references":

@@ -112,13 +112,16 @@ class TaskPlansMixin:
         return next((b for a, b in reversed(self.moved) if a == tmp), final) if tmp != final else final
 
     def edit_mode(self) -> str:
-        """How this session changes one existing file (TT §2.4, drawn per file with the D position): ``small``
-        edits of a few lines, ``block`` edits of a section, or one ``rewrite`` of the whole file."""
-        if self.habit is None:  # the session's usual way, drawn once; one file in five is done another way
-            u = self.rng.random()
-            small, rewrite = self.lerp("D", 0.85, 0.3, 0.08), self.lerp("D", 0.03, 0.12, 0.75)
-            self.habit = "small" if u < small else "rewrite" if u > 1 - rewrite else "block"
-        if self.rng.random() < 0.2:
+        """How this session changes one existing file (TT §2.4): its usual way follows the tier it acts on D —
+        ``small`` edits of a few lines at D-L, ``block`` edits of a section at D-M, one ``rewrite`` of the whole
+        file at D-R — and one file in four is done another way (ours; one in five left task × tier η² of
+        ``total_edits`` at 0.79–0.81 on fresh sets). Until version 10 the usual way was a draw of
+        its own whose odds followed the D position, so four in ten D-M sessions worked like a D-L or D-R session and
+        a one-tier shift of D hid among a profile's own sessions (D's perturbation visibility 0.48–0.57:
+        docs/measurements/2026-12-06-perturbation-visibility.md)."""
+        if self.habit is None:
+            self.habit = {"L": "small", "M": "block", "R": "rewrite"}[self.T["D"]]
+        if self.rng.random() < 0.25:
             return self.rng.choice([m for m in ("small", "block", "rewrite") if m != self.habit])
         return self.habit
 
@@ -667,9 +670,15 @@ class ReviewPlansMixin:
                 lines.append(f"| `{it['file']}` | {prob} | {fix} |" if table else
                              f"- `{it['file']}`{'：' if zh else ': '}{prob}{'；建议' if zh else ' — fix: '}{fix}")
             lines.append("")
-        if self.T["B"] == "L" and len(self.kn):
+        # what the files hold, after the issues, follows B (TT §2.2): in full with its sources at B-L, in what is
+        # left of the main file's budget at B-M (version 10; before, B-M and B-R reports were the same size), none
+        # at B-R
+        room = (spec.max_chars or 0) - len("\n".join(lines))
+        if len(self.kn) and (self.T["B"] == "L" or (self.T["B"] == "M" and room >= 300)):
+            if self.T["B"] == "M":
+                spec.max_chars = room
             body = document(self.kn, spec, self.rng, [Section("What the files hold", "文件内容概览",
-                                                              frozenset({"*"}))], sources_part=True)
+                                                              frozenset({"*"}))], sources_part=self.T["B"] == "L")
             lines += body.split("\n", 2)[-1:]
         return "\n".join(lines).rstrip() + "\n"
 

@@ -12,18 +12,21 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
   values for five dimensions:
 
   * B and E are narrower (E offset N(0, 0.09) clipped to ±0.18, spread U(0.26, 0.38); B offset N(0, 0.07)
-    clipped to ±0.14, spread U(0.30, 0.42); B's task × tier η² of avg_output_length reached 0.81 with E's values
+    clipped to ±0.14, spread U(0.30, 0.42) until version 9; B's task × tier η² of avg_output_length reached 0.81 with E's values
     on a 32-task set, so B keeps less of its spread in the profile and more in the session). Their counts map
     the position through steep, one-sided curves (deletes 2.6 / 0.35 / 0.03 per session; output length ×3 per
     tier), so a profile sitting 0.35 off its tier, or a wide session spread that pushes an E-M profile's mean
     deletes toward E-L's (the curve is convex), made whole profiles unreadable: measured 2026-12-02,
     profile-level recovery B 0.77–0.83 and E 0.83–0.87 on two fresh 30-profile sets with single-session
-    separability B ≤ 0.65, E ≤ 0.61.
+    separability B ≤ 0.65, E ≤ 0.61. Version 10 narrows B's session spread to U(0.24, 0.34): with A and C back
+    on the common spread, C-L's READMEs and F-L's data files reach B's counts in more of a profile's sessions,
+    and B's profile-level recovery fell to 0.85–0.88 on fresh sets 5343 / 5344
+    (docs/measurements/2026-12-06-perturbation-visibility.md).
   * D keeps the common spread with a narrower offset, N(0, 0.10) clipped to ±0.20: its counts (lines per edit,
     edits per file) are the noisiest of the six (single-session separability D 0.51–0.58), so a profile placed
     0.2–0.35 toward a neighbour read as that neighbour: profile-level recovery D leave-profiles-out 0.87–0.97 on
     four 30-profile sets (2805, 2806, 2811, 2812), 4 of its 7 misses with |offset| ≥ 0.18 (measured 2026-12-03).
-  * A and C have a wider session spread, U(0.42, 0.60). Their acting tier switches the whole strategy (A: the
+  * A and C had a wider session spread in versions 6–9, U(0.42, 0.60), then U(0.50, 0.68). Their acting tier switches the whole strategy (A: the
     searching branch, C: nested folders), so with the common spread a single session read its tier best of all
     six (single-session separability A 0.71, C 0.78, the others 0.48–0.65, fresh sets 2803 / 2804), and a
     perturbed session's shift on A or C showed in one count: the memory-less count rule answered ShiftAna items
@@ -35,7 +38,11 @@ Positions live on one axis per dimension: L = 0, M = 1, R = 2 (:data:`TIER_POS`)
     2833 / 2834, and C's profile-level misses were profiles placed 0.19–0.33 toward a neighbour (set 2824). Figures:
     docs/measurements/2026-12-04-validity-round11.md. Version 8 narrows A's offset the same way: on five 60-profile
     sets (2848, 2855–2858) 17 of the 21 profiles whose A tier was missed sat more than 0.2 toward the tier they were
-    read as (docs/measurements/2026-12-04-validity-round12.md).
+    read as (docs/measurements/2026-12-04-validity-round12.md). Version 10 gives A and C the common spread
+    again: version 9 made their counts vary inside a tier (one count reads the acting tier at 0.60–0.67), so the
+    wide spread counted that noise twice — a quarter of a profile's unperturbed sessions acted another A tier and
+    stood as far from the profile's other sessions as the perturbed ones (perturbation visibility 0.69:
+    docs/measurements/2026-12-06-perturbation-visibility.md).
 * Session level (:func:`session_positions`): ``s = TIER_POS[tier] + offset + N(0, sigma)``, the noise seeded
   from (master seed, profile id, task id, dimension) — the same noise with or without a perturbation, so a
   counterfactual re-simulation differs only by the shift. A perturbation moves the distribution, not the draw's
@@ -67,10 +74,10 @@ OFFSET_SD, OFFSET_MAX = 0.18, 0.35
 #: Session spread range (uniform per profile and dimension).
 SIGMA_RANGE = (0.30, 0.48)
 #: (offset SD, offset clip, spread range) where a dimension differs from the common values: A, B, C, D and E
-#: narrower offsets, A and C a wider session spread (module docstring); F keeps the common values.
+#: narrower offsets, B and E a narrower session spread (module docstring); F keeps the common values.
 PER_DIMENSION: dict[str, tuple[float, float, tuple[float, float]]] = {
-    "B": (0.07, 0.14, (0.30, 0.42)), "E": (0.09, 0.18, (0.26, 0.38)), "D": (0.10, 0.20, SIGMA_RANGE),
-    "A": (0.12, 0.24, (0.50, 0.68)), "C": (0.12, 0.24, (0.50, 0.68))}
+    "B": (0.07, 0.14, (0.24, 0.34)), "E": (0.09, 0.18, (0.26, 0.38)), "D": (0.10, 0.20, SIGMA_RANGE),
+    "A": (0.12, 0.24, SIGMA_RANGE), "C": (0.12, 0.24, SIGMA_RANGE)}
 #: Share of the spread left on the shifted dimension of a perturbed session (1: the whole spread, module docstring).
 PERTURBED_SPREAD = 1.0
 #: SD of the log of a session's writing effort (:func:`session_effort`; ours, chosen in round 10:
