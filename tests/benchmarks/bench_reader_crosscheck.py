@@ -10,8 +10,8 @@ rule), it asks
   evaluate stage's own prompt (:func:`~filegram_ray.llm.backbones.mcq_prompt`, system prompt, context first);
 * the encoder reader (``evaluate.backbone: encoder``, with ``--head`` if given), on the same cut contexts;
 
-and PRINTS (and with ``--write`` writes to ``docs/measurements/<date>-reader-crosscheck.md``): per-item agreement of
-the two readers per context, each reader's accuracy per context with 95 % intervals (bootstrap over profiles),
+and PRINTS (and with ``--write`` writes to ``docs/measurements/<date>-reader-crosscheck.md``): per-item agreement of the two
+readers per context (the share, Cohen's κ, and every item's letters), each reader's accuracy per context with 95 % intervals (bootstrap over profiles),
 each reader's gold-evidence headroom on these items, and each reader's difference to No Context (Naive RAG,
 FileGramOS) with its paired 95 % interval. Asserts nothing.
 
@@ -186,6 +186,8 @@ def main(argv=None) -> int:
 
 
 def make_report(items, key, done, enc_name: str, a) -> str:
+    from sklearn.metrics import cohen_kappa_score
+
     from filegram_ray.evaluate.items import item_profile
 
     readers = [("llm", f"Qwen2.5-Coder-1.5B ({a.model}, grammar-held letter)"), (enc_name, f"encoder reader ({enc_name})")]
@@ -200,8 +202,8 @@ def make_report(items, key, done, enc_name: str, a) -> str:
     n_llm = sum(1 for it in items for c in CONTEXTS if ("llm", it["question_id"], c) in done)
     lines += [f"Language-model answers in: {n_llm} of {len(items) * len(CONTEXTS)}.", ""]
     lines += ["## Accuracy (%, 95 % interval, bootstrap over profiles)", "",
-              "| context | " + " | ".join(n for _, n in readers) + " | agreement (same letter) | items |",
-              "|---|---|---|---|---|"]
+              "| context | " + " | ".join(n for _, n in readers) + " | agreement (same letter) | Cohen's κ | items |",
+              "|---|---|---|---|---|---|"]
     acc: dict[tuple[str, str], dict[str, int]] = {}
     for c in CONTEXTS:
         qs = [it["question_id"] for it in items if all((r, it["question_id"], c) in done for r, _ in readers)]
@@ -215,7 +217,10 @@ def make_report(items, key, done, enc_name: str, a) -> str:
             else:
                 cells.append("–")
         agree = sum(done[("llm", q, c)]["choice"] == done[(enc_name, q, c)]["choice"] for q in qs)
-        lines.append(f"| {NAMES[c]} | " + " | ".join(cells) + f" | {100 * agree / max(1, len(qs)):.1f} % | {len(qs)} |")
+        kappa = (cohen_kappa_score([done[("llm", q, c)]["choice"] for q in qs],
+                                   [done[(enc_name, q, c)]["choice"] for q in qs]) if len(qs) > 1 else float("nan"))
+        lines.append(f"| {NAMES[c]} | " + " | ".join(cells) + f" | {100 * agree / max(1, len(qs)):.1f} % | "
+                     f"{kappa:+.2f} | {len(qs)} |")
     lines += ["", "## Gold-evidence headroom and differences to No Context (points, paired, 95 % interval)", "",
               "| reader | gold − No Context | Naive RAG − No Context | FileGramOS − No Context |", "|---|---|---|---|"]
     for r, name in readers:
@@ -244,6 +249,17 @@ def make_report(items, key, done, enc_name: str, a) -> str:
                 parts.append(f"{100 * sum(v) / len(v):.0f}" if v else "–")
             cells.append(" / ".join(parts))
         lines.append(f"| {sub} (n={len(qs)}) | " + " | ".join(cells) + " |")
+    lines += ["", "## Per item (the key; each context's letter from the language model / the encoder reader)", "",
+              "`=` marks a context where the two readers picked the same letter, `–` an answer not in yet.", "",
+              "| item | sub-task | key | " + " | ".join(NAMES[c] for c in CONTEXTS) + " |",
+              "|---|---|---|" + "---|" * len(CONTEXTS)]
+    for it in sorted(items, key=lambda it: (MCQ.index(it["sub_track"]) if it["sub_track"] in MCQ else 99,
+                                            it["question_id"])):
+        q, cells = it["question_id"], []
+        for c in CONTEXTS:
+            lm, en = (done.get((r, q, c), {}).get("choice") or "–" for r in ("llm", enc_name))
+            cells.append(f"{lm} / {en}" + (" =" if lm == en != "–" else ""))
+        lines.append(f"| {q} | {it['sub_track']} | {correct[q]} | " + " | ".join(cells) + " |")
     secs = [done[k]["s"] for k in done if k[0] == "llm" and "s" in done[k]]
     esecs = [done[k]["s"] for k in done if k[0] == enc_name and "s" in done[k]]
     lines += ["", f"Seconds per answer: language model {sum(secs) / max(1, len(secs)):.1f} (n={len(secs)}), encoder "
