@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
@@ -35,6 +36,19 @@ def run(world, pid, tid, *, seed=7, pert=None, tag="a"):
     sess.write_trajectory(dest)
     sess.close()
     return dest
+
+
+@contextlib.contextmanager
+def t01_agent(world, persona, where):
+    """A :class:`PersonaAgent` of ``persona`` on T-01 (seed 7) in an engine session under ``where``, closed after."""
+    from filegram_ray.engine import EngineSession
+    from filegram_ray.engine.simulator.agent import PersonaAgent
+
+    sess = EngineSession(None, where, persona.profile_id, "T-01", seed=1, start_ms=1.7e12)
+    try:
+        yield PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+    finally:
+        sess.close()
 
 
 def test_same_seed_same_bytes(world):
@@ -290,20 +304,12 @@ def test_b_tiers_keep_their_char_bands_whatever_was_read(world):
     """TIER_TARGETS §2.2 avg_output_length bands: the main deliverable's character budget follows the session's
     B position (B-L 8,000, B-M 2,000 in English / 2,300 in Chinese, B-R 600 at the tier's centre, log-normal
     wobble; version 10), whatever A read."""
-    from filegram_ray.engine import EngineSession
-    from filegram_ray.engine.simulator.agent import PersonaAgent
-
     budgets = {}
     for pid in ("p1", "p5", "p3"):  # B-L, B-M, B-R
         persona = Persona.from_profile(world["profiles"][pid])
-        sess = EngineSession(None, world["root"] / f"budget-{pid}", persona.profile_id, "T-01", seed=1,
-                             start_ms=1.7e12)
-        try:
-            agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+        with t01_agent(world, persona, world["root"] / f"budget-{pid}") as agent:
             agent.pos["B"] = {"L": 0.0, "M": 1.0, "R": 2.0}[persona.tiers["B"]]
             budgets[persona.tiers["B"]] = [agent.doc_spec("main", "x").max_chars for _ in range(40)]
-        finally:
-            sess.close()
     med = {t: sorted(v)[len(v) // 2] for t, v in budgets.items()}
     assert 5000 < med["L"] < 11000 and 1500 < med["M"] < 3000 and 400 < med["R"] < 1200
     assert max(budgets["R"]) < min(budgets["L"])
@@ -399,8 +405,6 @@ def test_a_session_writing_effort_is_one_draw_shared_by_its_files_and_its_counte
     import math
     import statistics
 
-    from filegram_ray.engine import EngineSession
-    from filegram_ray.engine.simulator.agent import PersonaAgent
     from filegram_ray.engine.simulator.tendency import EFFORT_SD, session_effort
 
     logs = [math.log(session_effort(5, "g0001", f"T-{i:03d}")) for i in range(2000)]
@@ -409,13 +413,8 @@ def test_a_session_writing_effort_is_one_draw_shared_by_its_files_and_its_counte
     efforts = []
     for pert in (None, {"dimension": "B", "from": "L", "to": "M"}):
         persona = Persona.from_profile(world["profiles"]["p1"], pert)
-        sess = EngineSession(None, world["root"] / f"effort-{bool(pert)}", persona.profile_id, "T-01", seed=1,
-                             start_ms=1.7e12)
-        try:
-            agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+        with t01_agent(world, persona, world["root"] / f"effort-{bool(pert)}") as agent:
             efforts.append(agent.effort)
-        finally:
-            sess.close()
     assert efforts[0] == efforts[1] == session_effort(7, world["profiles"]["p1"].profile_id, "T-01")
 
 
@@ -449,13 +448,7 @@ def test_version_10_edit_habit_follows_the_acting_d_tier_and_b_r_writes_no_csv(w
     §2.2 B-R: no structured databases; §3: F-L visuals leak into B's counts), a B-M session every time."""
     from collections import Counter
 
-    from filegram_ray.engine import EngineSession
-    from filegram_ray.engine.simulator.agent import PersonaAgent
-
-    persona = Persona.from_profile(world["profiles"]["p20"])
-    sess = EngineSession(None, tmp_path, persona.profile_id, "T-01", seed=1, start_ms=1.7e12)
-    try:
-        agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+    with t01_agent(world, Persona.from_profile(world["profiles"]["p20"]), tmp_path) as agent:
         for tier, usual in (("L", "small"), ("M", "block"), ("R", "rewrite")):
             agent.T["D"], agent.habit = tier, None
             modes = Counter(agent.edit_mode() for _ in range(400))
@@ -469,8 +462,6 @@ def test_version_10_edit_habit_follows_the_acting_d_tier_and_b_r_writes_no_csv(w
         n_csv = {b: sum(csv for csv, _ in plans[b]) for b in plans}
         assert 0.85 * 0.4 * 200 * 0.6 < n_csv["R"] < 0.85 * 0.4 * 200 * 1.4 and n_csv["M"] > 150
         assert sum(chart for _, chart in plans["R"]) > 150
-    finally:
-        sess.close()
 
 
 def test_working_outline_follows_b_and_notes_facts_read(world, tmp_path):
@@ -481,25 +472,18 @@ def test_working_outline_follows_b_and_notes_facts_read(world, tmp_path):
     import random
     from statistics import median
 
-    from filegram_ray.engine import EngineSession
-    from filegram_ray.engine.simulator.agent import PersonaAgent
     from filegram_ray.engine.simulator.genres import outline
 
     kn = _knowledge(3)
-    persona = Persona.from_profile(world["profiles"]["p5"])
-    sess = EngineSession(None, tmp_path, persona.profile_id, "T-01", seed=1, start_ms=1.7e12)
     sizes, notes = {}, {}
-    try:
-        agent = PersonaAgent(sess, world["tasks"]["T-01"], persona, 7)
+    with t01_agent(world, Persona.from_profile(world["profiles"]["p5"]), tmp_path) as agent:
         agent.lang = "en"
         for tier, pos in (("L", 0.0), ("M", 1.0), ("R", 2.0)):
             agent.T["B"], agent.pos["B"] = tier, pos
             specs = [agent.doc_spec("outline", "Outline: shipments") for _ in range(30)]
-            texts = [outline(kn, s, random.Random(i), None, facts=s.notes) for i, s in enumerate(specs)]
+            texts = [outline(kn, s, random.Random(i), None) for i, s in enumerate(specs)]
             sizes[tier] = median(len(t) for t in texts)
             notes[tier] = [ln for t in texts for ln in t.split("\n") if ln.startswith("   - ")]
-    finally:
-        sess.close()
     assert sizes["L"] > 1.6 * sizes["M"] > 1.6 * 1.2 * sizes["R"], sizes
     assert not notes["R"] and len(notes["L"]) > 2.5 * len(notes["M"]) > 0
     source = "\n".join(s.text for s in kn.statements)

@@ -498,10 +498,10 @@ def describe_source(kn: Knowledge, path: str, lang: str, rng: random.Random) -> 
     return (f"{' and '.join(subs)}: " if subs else "") + c
 
 
-def outline(kn: Knowledge, spec: DocSpec, rng: random.Random, scheme: list[Section] | None, facts: int = 0) -> str:
+def outline(kn: Knowledge, spec: DocSpec, rng: random.Random, scheme: list[Section] | None) -> str:
     """A working outline: the planned sections with the subjects each will cover (a draft, not a deliverable), and
-    up to ``facts`` key facts noted under the sections they belong to (one fact per section in turn, in read order),
-    so that how full a working outline is follows how much its writer writes (``OutputsMixin.doc_spec``)."""
+    up to ``spec.notes`` key facts noted under the sections they belong to (one fact per section in turn, in read
+    order), so that how full a working outline is follows how much its writer writes (``OutputMixin.doc_spec``)."""
     zh = spec.lang == "zh"
     out = [f"# {spec.title}", ""]
     budget = Budget(spec)
@@ -509,7 +509,7 @@ def outline(kn: Knowledge, spec: DocSpec, rng: random.Random, scheme: list[Secti
     pools = {i: [s for s in kn.statements if "*" in sec.keys or s.key in sec.keys] for i, sec in secs}
     notes: dict[int, list[str]] = {i: [] for i, _ in secs}
     used: set[int] = set()
-    left = facts
+    left = spec.notes
     while left > 0:
         added = 0
         for i, _ in secs:

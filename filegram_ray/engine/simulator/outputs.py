@@ -202,7 +202,7 @@ class OutputMixin:
         contributed), a working outline, a log of changes."""
         spec = spec or self.doc_spec(kind, title or self.title(kind))
         if kind in ("outline", "scratch"):
-            return outline(self.kn, spec, self.rng, self.scheme(), facts=spec.notes)
+            return outline(self.kn, spec, self.rng, self.scheme())
         if kind == "log":
             return self.render_log(spec)
         if kind == "references":
