@@ -6,12 +6,16 @@ threads torch is given (``--threads``, default 2). Also answers the reader-valid
 of every item, FileGramOS's context again with the options rotated, and masked — and PRINTS: contexts answered,
 seconds per item × method (mean, median, 95th percentile, the longest context's), the total, the total projected
 for the run's items × methods + validity rows, the encoder's passage count, the load average before and after and
-the CPU flags. Asserts nothing; the bound it is read against (≤ 0.2 s per item × method, ≤ 5 minutes for the
+the CPU flags, the instruction set torch dispatches to, the share of the time MiniLM's forward passes took (and
+milliseconds per passage they encoded), and the answers the default sample of this run's bank would ask (40 per
+sub-task and setting × 16 methods + 4 validity rows) at the measured mean. ``--isa avx2`` caps torch, oneDNN and MKL
+at AVX2 (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``, set before torch loads): an
+AVX-512 machine then runs the kernels an AVX2-only CPU runs. Asserts nothing; the bound it is read against (≤ 0.2 s per item × method, ≤ 5 minutes for the
 default sample) is the issue's, not a test's.
 
 Usage:
     python tests/benchmarks/bench_reader_speed.py --run-dir RUN [--contexts-tag lexical] [--threads 2]
-        [--limit N] [--head PATH]
+        [--limit N] [--head PATH] [--isa native|avx2]
 """
 
 from __future__ import annotations
@@ -36,11 +40,17 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="answer at most N contexts per method")
     ap.add_argument("--head", default=None)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native",
+                    help="avx2: run torch's AVX2 kernels even where the CPU has AVX-512 (set before torch loads)")
     a = ap.parse_args(argv)
+    if a.isa == "avx2":
+        if "torch" in sys.modules:
+            raise SystemExit("--isa avx2 must be set before torch is imported")
+        os.environ.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
     import torch
 
     torch.set_num_threads(a.threads)
-    from filegram_ray.evaluate.items import load_answer_key, load_items, public_view
+    from filegram_ray.evaluate.items import load_answer_key, load_items, public_view, sample_items
     from filegram_ray.evaluate.reader_validity import _rotated, gold_evidence, mask_tier_words, rotation
     from filegram_ray.llm.encoder_reader import EncoderBackbone, passages
     from filegram_ray.storage import RunDir
@@ -67,6 +77,19 @@ def main(argv=None) -> int:
             jobs.append(("masked", it, pv, mask_tier_words(c)))
     reader = EncoderBackbone(seed=a.seed, head=a.head)
     reader.answer(jobs[0][2], "warm up the encoder")  # the model load is not a per-item cost
+    enc = reader.embedder
+    forward = {"s": 0.0, "passages": 0}
+    inner = enc._encode_model
+
+    def timed(texts):  # the MiniLM forward passes alone (tokenising included), cache misses only
+        t = time.perf_counter()
+        try:
+            return inner(texts)
+        finally:
+            forward["s"] += time.perf_counter() - t
+            forward["passages"] += len(texts)
+
+    enc._encode_model = timed
     load0 = os.getloadavg()
     times, sizes = [], []
     t_all = time.perf_counter()
@@ -90,6 +113,17 @@ def main(argv=None) -> int:
     print(f"passages per context: mean {statistics.mean(n_p):.1f}, max {max(n_p)} (cap {reader.max_passages})")
     print(f"total {total:.1f} s for {len(jobs)} answers ({total / 60:.2f} min); encoder cache hits "
           f"{reader.embedder.hits}, misses {reader.embedder.misses}")
+    fwd_ms = 1000 * forward["s"] / max(forward["passages"], 1)
+    print(f"MiniLM forward passes: {forward['s']:.1f} s of {total:.1f} ({100 * forward['s'] / total:.0f} %), "
+          f"{forward['passages']} passages, {fwd_ms:.1f} ms per passage; torch kernels "
+          f"{torch.backends.cpu.get_cpu_capability()} (--isa {a.isa})")
+    every = list(items.values())
+    n_def = len(sample_items(every, 40, a.seed))
+    n_mc = sum(1 for it in sample_items(every, 40, a.seed) if it.get("choices"))
+    n_ans = n_def * 16 + 2 * n_def + 2 * n_mc  # 16 methods; gold and wrong user; rotated and masked (MC only)
+    mean = statistics.mean(times)
+    print(f"default sample of this bank: {n_def} items ({n_mc} multiple-choice) → {n_ans} answers "
+          f"(16 methods + validity rows); at {mean:.3f} s each {n_ans * mean / 60:.1f} min")
     print(f"load average (1/5/15 min) before {'/'.join(f'{x:.1f}' for x in load0)}, after "
           f"{'/'.join(f'{x:.1f}' for x in load1)}; CPU {os.cpu_count()} cores, avx2 {'avx2' in flags}, "
           f"avx512f {'avx512f' in flags}, amx {'amx_tile' in flags}")
