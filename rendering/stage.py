@@ -336,7 +336,7 @@ class RenderStage(Stage):
         self.outputs, self.ignored, self.over_limit = _text_outputs(self.run, self.opts)
 
     def items(self, step: str) -> list[dict[str, Any]]:
-        """Every derivative of this plan, keyed by the plan; removes the rows, files and completion records of
+        """Every derivative of this plan, keyed by the plan and its section's content; removes the rows, files and completion records of
         another plan first (module docstring, "Integrity")."""
         cfg, run = self.opts, self.run
         self.plan_key = cfg.plan_key(self.config.seed)
@@ -345,8 +345,8 @@ class RenderStage(Stage):
             log.warning("render: the render settings or seed changed since the last render: %d derivatives of the "
                         "earlier plan removed, rendering under plan %s", self.dropped, self.plan_key)
         units = [u for out in self.outputs for u in plan_output(out, run, cfg, self.config.seed)]
-        for u in units:
-            u["key"] = self.plan_key
+        for u in units:  # the plan and the section it renders: an output written again with other text is rendered again
+            u["key"] = f"{self.plan_key}:{hashlib.sha256(u['unit_json'].encode()).hexdigest()[:12]}"
         return units
 
     def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

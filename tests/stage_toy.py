@@ -1,7 +1,8 @@
 """A toy stage for tests/test_stage_contract.py: adding a stage is its class and one line of ``STAGES``.
 
 Items are the integers ``0 … n-1`` (``toy.n``), grouped into tasks of ``toy.batch`` items; the worker writes
-``toy/<k>.txt`` holding the item's square and raises on ``toy.fail_on``; ``finish`` writes ``toy/index.json`` (the
+``toy/<k>.txt`` holding the item's square and raises on ``toy.fail_on``; with ``toy.input`` every item names that
+run path as its input; ``finish`` writes ``toy/index.json`` (the
 squares of the finished items) and reports the items squared now from the runner's counts.
 """
 
@@ -22,6 +23,7 @@ class ToyConfig(StageOptions):
     batch: int = Field(2, ge=1, description="items per task")
     fail_on: int | None = Field(None, description="the item whose worker raises")
     force: bool = Field(False, description="redo finished items")
+    input: str | None = Field(None, description="a run path every item names as its input (its bytes decide them)")
 
 
 class ToyWorker:
@@ -66,7 +68,8 @@ class ToyStage(Stage):
         return {}, ({"n": args.n} if args.n is not None else {})
 
     def items(self, step: str) -> list[dict[str, Any]]:
-        return [{"unit_id": f"u{k}", "k": k, "outputs": [f"toy/{k}.txt"]} for k in range(self.opts.n)]
+        extra = {"inputs": [self.opts.input]} if self.opts.input else {}
+        return [{"unit_id": f"u{k}", "k": k, "outputs": [f"toy/{k}.txt"], **extra} for k in range(self.opts.n)]
 
     def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         b = self.opts.batch

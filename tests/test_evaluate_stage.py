@@ -434,3 +434,42 @@ def test_findings_and_the_viewer_say_when_the_bank_changed_after_evaluate(tmp_pa
     assert ("note: bench/items.parquet changed after the last evaluate (the bench stage ran again): these results "
             "answer the earlier item bank") in capsys.readouterr().out
     assert "rerun the evaluate stage for the current one" in results_section(RunDir(str(tmp_path)))["note"]
+
+
+def test_a_trajectory_generated_again_is_ingested_and_answered_again(tmp_path, monkeypatch):
+    """Units (and their ingest caches) are tied to the bytes of the trajectories they read: after one trajectory is
+    rewritten with other content, exactly the units whose context spec holds it ingest again; the others keep their
+    answers. Found on a run generated again by a newer simulator (2026-12-07)."""
+    import json
+
+    from filegram_ray.methods import baselines
+
+    run = make_run(tmp_path)
+    run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))
+    units = run.read_table("results/results.parquet")
+    tid = sorted(run.listdir("trajectories/" + PROFILES[0]))[0]
+    tid = f"{PROFILES[0]}/{tid}"
+    items = load_items(run)
+    specs = {(it["setting"], json.dumps(it["context"], sort_keys=True)): it for it in items}  # one unit each
+    holding = [k for k, it in specs.items() if tid in it["context"]["trajectories"]]
+    assert holding and len(holding) < len(specs)
+    path = f"trajectories/{tid}/events.json"
+    events = run.read_json(path)
+    run.write_text(path, json.dumps(events[:-1]))  # one event fewer: other content, the same path
+
+    ingested: list[int] = []
+    real = baselines.FullContext.ingest
+
+    def counting(self, views):
+        ingested.append(len(views))
+        return real(self, views)
+
+    monkeypatch.setattr(baselines.FullContext, "ingest", counting)
+    info = run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))
+    assert info["n_failed_units"] == 0
+    assert len(ingested) == len(holding)  # only the specs that read the rewritten trajectory
+    again = run.read_table("results/results.parquet")
+    assert again.height == units.height
+    ingested.clear()
+    run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))
+    assert ingested == []  # and then nothing again

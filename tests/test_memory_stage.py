@@ -182,3 +182,21 @@ def test_encode_on_ray_matches_serial(tmp_path, ray_local, executor):
     err = [RunDir(r).error_rows("encode") for r in (a, b)]  # the error names the run directory's events.json
     assert [(e["unit"], e["error_type"], e["error"].replace(str(a), str(b))) for e in err[0]] == \
         [(e["unit"], e["error_type"], e["error"]) for e in err[1]] and len(err[0]) == 1
+
+
+def test_encode_again_when_a_trajectory_was_generated_again(tmp_path):
+    """A trajectory rewritten with other content (the run generated again by a newer simulator) is encoded again and
+    its profile consolidated again; the other profile's memory is left alone. Found on a run whose encode kept the
+    Engrams of the trajectories before (2026-12-07)."""
+    root = make_run(tmp_path / "run", bad=None)
+    run_encode(_cfg(root), executor="serial")
+    run = RunDir(root)
+    before = load_store(run, "pb_writer").n_sessions
+    write_trajectory(root / "trajectories" / "pa_reader" / "T-02", "pa_reader", 3)  # other content, same path
+    s = run_encode(_cfg(root), executor="serial")
+    assert (s["encoded_now"], s["skipped_done"], s["profiles_consolidated_now"]) == (1, 7, 1)
+    eng = json.loads((root / "engrams" / "pa_reader" / "T-02.json").read_text())
+    assert "report_3.md" in json.dumps(eng) and "report_1.md" not in json.dumps(eng)
+    assert load_store(run, "pb_writer").n_sessions == before
+    s2 = run_encode(_cfg(root), executor="serial")  # and then nothing again
+    assert (s2["encoded_now"], s2["profiles_consolidated_now"]) == (0, 0)

@@ -171,3 +171,26 @@ def test_progress_counts_derivatives_and_the_summary_says_so(tmp_path, capsys):
     assert done and summary, err[-2000:]
     n = int(summary.group(1))
     assert done[-1] == (str(n), str(n)) and 1 < int(summary.group(2)) < n == rec["units"]["planned"]
+
+
+def test_an_output_written_again_with_other_text_is_rendered_again(tmp_path):
+    """A derivative is keyed by its section's content too: an agent output rewritten in place (its trajectory
+    generated again) renders again, the untouched outputs do not; the index holds the new derivative."""
+    uri = str(tmp_path / "run")
+    run = _make_run(uri)
+    run_render(_cfg(uri, CHEAP), executor="serial")
+    idx = run.read_table(INDEX_PATH).filter(pl.col("status") == "ok")
+    src = idx.row(0, named=True)
+    rel = f"trajectories/{src['profile_id']}/{src['task_id']}/outputs/{src['source']}"
+    text = run.read_text(rel)
+    run.write_text(rel, text.replace(" ", "  ", 1) + "\nA closing line written by the second run.\n")
+    rec = run_render(_cfg(uri, CHEAP), executor="serial")
+    again = run.read_table(INDEX_PATH).filter(pl.col("status") == "ok")
+    n_src = idx.filter(pl.col("source") == src["source"]).filter(pl.col("trajectory_id") == src["trajectory_id"])
+    assert 0 < rec["units"]["planned"] - rec["units"]["skipped"] - 2 <= n_src.height + 2  # its units, + 2 broken
+    new = again.filter((pl.col("source") == src["source"]) & (pl.col("trajectory_id") == src["trajectory_id"]))
+    old_sha = set(n_src["sha256"].to_list())
+    assert new.height and not set(new["sha256"].to_list()) <= old_sha
+    others = idx.filter((pl.col("source") != src["source"]) | (pl.col("trajectory_id") != src["trajectory_id"]))
+    kept = again.join(others.select("unit_id", "sha256"), on="unit_id", suffix="_before")
+    assert kept.height == others.height and (kept["sha256"] == kept["sha256_before"]).all()

@@ -171,8 +171,10 @@ class RecordStage(Stage):
         self.previous = previous_rows(run, RECORD_INDEX, STAGE, "trajectory_id")
 
     def items(self, step: str) -> list[dict[str, Any]]:
-        """One item per chosen trajectory, keyed by the options key; finished when its MP4 exists too."""
-        return [{"unit_id": t, "key": self.key, "outputs": [f"recordings/{t}.mp4"]} for t in self.chosen]
+        """One item per chosen trajectory, keyed by the options key and its ``events.json``'s bytes (``inputs``:
+        generated again with other content, it is recorded again); finished when its MP4 exists too."""
+        return [{"unit_id": t, "key": self.key, "inputs": [f"trajectories/{t}/events.json"],
+                 "outputs": [f"recordings/{t}.mp4"]} for t in self.chosen]
 
     def worker(self, step: str) -> WorkerSpec:
         return WorkerSpec(RecordWorker, {"run_uri": self.run.uri, "storage_options": self.run.storage_options,

@@ -5,20 +5,23 @@ A **unit** is one method × setting × context spec with that spec's items: ``un
 ``<backbone tag>/<method>/<setting tag>__<spec key><options tag>``, its answer table ``results/units/…``, its ingest
 cache ``results/cache/<state group>/…`` (FileGramOS's channel ablations share FileGramOS's states) and its
 completion record ``_done/evaluate/…``. A unit is finished when that record exists and its answer table covers
-every item the unit has in this run (:func:`unit_complete`).
+every item the unit has in this run (:func:`unit_complete`). With a content digest (:func:`content_digest`) a unit
+is also tied to the bytes of the trajectories it reads: generated again with other content, it is ingested and
+answered again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from filegram_ray.evaluate.config import STAGE
 from filegram_ray.storage import RunDir
 
-__all__ = ["earlier_methods", "embedder_suffix", "options_tag", "plan_units", "spec_key", "spec_units", "unit_complete"]
+__all__ = ["content_digest", "earlier_methods", "embedder_suffix", "options_tag", "plan_units", "spec_key", "spec_units",
+           "unit_complete", "unit_key"]
 
 
 def spec_key(spec: Mapping[str, Any], setting: str) -> str:
@@ -46,12 +49,17 @@ def embedder_suffix(embedder: str) -> str:
 
 def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb_tag: str = "lexical",
                 llm_ingest: bool = False, method_options: Mapping[str, Mapping[str, Any]] | None = None,
-                embedder: str = "minilm") -> dict[str, list[dict[str, Any]]]:
+                embedder: str = "minilm", content: Callable[[Mapping[str, Any], str], str] | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
     """Units per method; the multimodal content mode is part of the cache key (``multimodal-strip`` …) and the
     backbone is part of every unit (its answers) and, when the backbone is an LLM that methods use at ingest
     (``llm_ingest``), of the ingest cache too; a method's options (``method_options``) are part of its units, answer
     tables and ingest cache (:func:`options_tag`), and so is the methods' sentence embedder (:func:`embedder_suffix`:
-    a resolved kind, ``minilm`` by default)."""
+    a resolved kind, ``minilm`` by default).
+
+    ``content(spec, setting)``: a digest of the files a spec's views are built from
+    (:func:`content_digest`); a unit then carries it as ``content``, in its ingest cache's name and ``cache_key``,
+    so a state ingested from trajectories that were generated again since is never reused."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for it in items:
         tag = it["setting"] if it["setting"] == "text" else f"{it['setting']}-{mm_mode}"
@@ -68,9 +76,11 @@ def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb
         for (tag, key, setting), g in sorted(groups.items()):
             uid = f"{bb_tag}/{m}/{tag}__{key}{opt}"
             cache_group = f"{group}@{bb_tag}" if llm_ingest else group
-            units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": key, "spec": g["spec"],
-                          "spec_id": f"{bb_tag}/{tag}__{key}",
-                          "items": g["items"], "cache_path": f"results/cache/{cache_group}/{tag}__{key}{opt}.pkl",
+            digest = content(g["spec"], setting)[:8] if content is not None else ""
+            pinned = f"{key}-{digest}" if digest else key
+            units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": pinned, "spec": g["spec"],
+                          "spec_id": f"{bb_tag}/{tag}__{key}", "content": digest,
+                          "items": g["items"], "cache_path": f"results/cache/{cache_group}/{tag}__{pinned}{opt}.pkl",
                           "out_path": f"results/units/{bb_tag}/{m}/{tag}__{key}{opt}.parquet"})
         plan[m] = units
     return plan
@@ -78,7 +88,8 @@ def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb
 
 def earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str], mm_tag: str, bb_tag: str,
                      llm_ingest: bool, method_options: Mapping[str, Mapping[str, Any]] | None = None,
-                     embedder: str = "minilm") -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+                     embedder: str = "minilm", content: Callable[[Mapping[str, Any], str], str] | None = None
+                     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
     """``(plan, left_out)``: the units of registered methods not in ``methods`` that an earlier evaluate of this run
     answered under ``results/units/<bb_tag>/<method>/``, for the methods whose every unit of this item selection is
     complete (their rows join the results: what ``--methods`` with them added would give, without answering
@@ -90,18 +101,54 @@ def earlier_methods(run: RunDir, items: list[dict[str, Any]], methods: list[str]
     if not found or not items:
         return {}, []
     plan = plan_units(items, found, mm_tag, bb_tag, llm_ingest=llm_ingest, method_options=method_options,
-                      embedder=embedder)
+                      embedder=embedder, content=content)
     full = {m: units for m, units in plan.items() if all(unit_complete(run, u) for u in units)}
     return full, [m for m in found if m not in full]
 
 
 def unit_complete(run: RunDir, unit: dict[str, Any]) -> bool:
     """A unit counts as done when its completion record exists and its answer table covers every item the unit
-    has in this run (a unit answered under a smaller sample is answered again)."""
+    has in this run (a unit answered under a smaller sample is answered again) and, for a unit with ``content``,
+    was answered on the same content (its completion record's key ends with it: :func:`unit_key`)."""
     if not (run.is_done(STAGE, unit["unit_id"]) and run.exists(unit["out_path"])):
         return False
+    if unit.get("content"):
+        from filegram_ray.storage import safe_unit_name
+
+        rec = run.read_json(f"_done/{STAGE}/{safe_unit_name(unit['unit_id'])}.json")
+        if not str(rec.get("item_key", "")).endswith(f":{unit['content']}"):
+            return False
     have = set(run.read_table(unit["out_path"])["question_id"].to_list())
     return all(it["question_id"] in have for it in unit["items"])
+
+
+def unit_key(unit: Mapping[str, Any]) -> str:
+    """A unit's key for the runner: 16 hex digits of sha256 over its question ids (a unit answered for another
+    sample is answered again), then ``:<content>`` when the unit carries a content digest."""
+    ids = "\n".join(sorted(it["question_id"] for it in unit["items"]))
+    key = hashlib.sha256(ids.encode()).hexdigest()[:16]
+    return f"{key}:{unit['content']}" if unit.get("content") else key
+
+
+def content_digest(run: RunDir, memo: dict[str, str] | None = None) -> Callable[[Mapping[str, Any], str], str]:
+    """``content(spec, setting)`` for :func:`plan_units`: the digest (:func:`~filegram_ray.stages.runner.
+    input_digest`) of the spec's trajectories' ``events.json`` files, plus the render index for the multimodal
+    setting and the caption index for the real-world one (what the views of that setting read). Each file is read
+    once (``memo``)."""
+    from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
+    from filegram_ray.stages.runner import input_digest
+
+    memo = {} if memo is None else memo
+
+    def content(spec: Mapping[str, Any], setting: str) -> str:
+        paths = [f"trajectories/{t}/events.json" for t in spec.get("trajectories") or []]
+        if setting == "multimodal":
+            paths.append(DERIVATIVES_INDEX)
+        elif setting == "real_world":
+            paths.append("captions/index.parquet")
+        return input_digest(run, paths, memo)
+
+    return content
 
 
 def spec_units(plan: dict[str, list[dict[str, Any]]], todo: set[str]) -> list[dict[str, Any]]:

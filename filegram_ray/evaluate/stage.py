@@ -65,7 +65,14 @@ from filegram_ray.evaluate.items import (
     retrieval_query,
     sample_items,
 )
-from filegram_ray.evaluate.plan import earlier_methods, plan_units, spec_units, unit_complete
+from filegram_ray.evaluate.plan import (
+    content_digest,
+    earlier_methods,
+    plan_units,
+    spec_units,
+    unit_complete,
+    unit_key,
+)
 from filegram_ray.stages.base import ModelCallSpec, Row, Stage, WorkerSpec
 from filegram_ray.stages.runner import stage_function
 
@@ -262,22 +269,20 @@ class EvaluateStage(Stage):
     # -- items / tasks / worker ---------------------------------------------------------------------------------
     def items(self, step: str) -> list[dict[str, Any]]:
         """Every method × (setting, context spec) item (:func:`~filegram_ray.evaluate.plan.plan_units`), keyed by
-        its questions (an item answered for another sample is answered again) and finished when its answer table
-        exists too."""
+        its questions (an item answered for another sample is answered again) and the bytes of the trajectories it
+        reads (:func:`~filegram_ray.evaluate.plan.content_digest`: generated again, it is answered again), and
+        finished when its answer table exists too."""
         if step == "reader checks":
             return self._reader_check_items()
         if step == "verdicts":
             return self._verdict_items()
         o = self.opts
+        self.content = content_digest(self.run)
         self.by_method = plan_units(self.bench_items, o.methods, self.mm_tag, o.tag, llm_ingest=self.llm_ingest,
-                                    method_options=o.method_options, embedder=self.embedder)
+                                    method_options=o.method_options, embedder=self.embedder, content=self.content)
         self.t_items = time.perf_counter()
-        out = []
-        for units in self.by_method.values():
-            for u in units:
-                ids = "\n".join(sorted(it["question_id"] for it in u["items"]))
-                out.append({**u, "key": hashlib.sha256(ids.encode()).hexdigest()[:16], "outputs": [u["out_path"]]})
-        return out
+        return [{**u, "key": unit_key(u), "outputs": [u["out_path"]]}
+                for units in self.by_method.values() for u in units]
 
     def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         """On the CPU path the items of one (setting, context spec), largest specs first
@@ -387,7 +392,8 @@ class EvaluateStage(Stage):
         # methods an earlier evaluate of this run answered on these same items with this backbone: their finished
         # unit tables join the results, so a second evaluate with another --methods list adds rows
         self.earlier, self.left_out = earlier_methods(self.run, self.bench_items, o.methods, self.mm_tag, o.tag,
-                                                      self.llm_ingest, o.method_options, embedder=self.embedder)
+                                                      self.llm_ingest, o.method_options, embedder=self.embedder,
+                                                      content=self.content)
         self.failed = {r.unit: r for r in self.unit_status if not r.ok}
         self.reader_items = [] if not o.validity else reader_check_items(
             self.run, self.bench_items, self.key, self.config.seed, {**self.by_method, **self.earlier}, o)

@@ -126,18 +126,22 @@ class EncodeStage(Stage):
         self.times: dict[str, float] = {"start": time.perf_counter()}
 
     def items(self, step: str) -> list[dict[str, Any]]:
-        """``trajectories``: one item per selected trajectory, keyed by ``upstream_quirks``; ``profiles``: one item
-        per profile with an Engram now, keyed by its trajectory set and the settings its memory is made with."""
+        """``trajectories``: one item per selected trajectory, keyed by ``upstream_quirks`` and its ``events.json``'s
+        bytes (``inputs``: a trajectory generated again with other content is encoded again); ``profiles``: one item
+        per profile with an Engram now, keyed by its trajectory set, the settings its memory is made with and its
+        Engrams' bytes."""
         self.times[step] = time.perf_counter()
         if step == "trajectories":
             key = f"upstream_quirks={self.opts.upstream_quirks}"
             return [{"unit_id": f"{r['profile_id']}/{r['task_id']}", "profile_id": r["profile_id"],
                      "task_id": r["task_id"], "key": key,
+                     "inputs": [f"trajectories/{r['profile_id']}/{r['task_id']}/events.json"],
                      "outputs": [f"engrams/{r['profile_id']}/{r['task_id']}.json"]} for r in self.selected]
         by_profile = self._engrams()
         want = self._settings()
         return [{"unit_id": pid, "profile_id": pid, "task_ids": tids,
-                 "key": _key({**want, "tasks": tids}), "outputs": [f"memory/{pid}/store.json"]}
+                 "key": _key({**want, "tasks": tids}), "inputs": [f"engrams/{pid}/{t}.json" for t in tids],
+                 "outputs": [f"memory/{pid}/store.json"]}
                 for pid, tids in sorted(by_profile.items())]
 
     def _engrams(self) -> dict[str, list[str]]:

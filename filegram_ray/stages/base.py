@@ -7,8 +7,9 @@ the one ``executor`` setting) whose fields carry descriptions, and the **items**
 
 * an *item* is what a rerun skips and what the record counts: a task bundle, a trajectory, a derivative, a
   recording, a method × context spec. It is a dict with a unique ``unit_id`` string and, optionally, ``key`` (what
-  made it: a finished item whose completion record holds another key is done again) and ``outputs`` (paths that
-  must exist for it to count as finished);
+  made it: a finished item whose completion record holds another key is done again), ``inputs`` (run paths whose
+  bytes decide it: the runner folds their digest into the key, so an item is done again when an upstream stage
+  rewrote one of them with other content) and ``outputs`` (paths that must exist for it to count as finished);
 * a *task* is what one worker call gets: one item by default, or a group the stage declares (a batch of
   derivatives of one renderer group, the methods of one context spec, a shard of LLM trajectories);
 * a *step* is one round of items on one worker; most stages have one (:attr:`Stage.steps`), encode has two (its

@@ -102,6 +102,36 @@ def _finished(run: RunDir, where: str, item: dict[str, Any]) -> Row | None:
     return Row({**rec, "unit": uid, "status": "ok", "skipped": True})
 
 
+def input_digest(run: RunDir, paths: list[str], memo: dict[str, str] | None = None) -> str:
+    """16 hex digits of sha256 over ``paths`` (run-relative) and each one's bytes (a missing file counts as
+    missing): what an item's ``inputs`` add to its key. ``memo`` keeps each file's digest for the step, so many items
+    naming one file read it once."""
+    import hashlib
+
+    from filegram_ray.errors import StorageError
+
+    memo = {} if memo is None else memo
+    h = hashlib.sha256()
+    for p in sorted({str(p) for p in paths}):
+        if p not in memo:
+            try:
+                memo[p] = hashlib.sha256(run.read_bytes(p)).hexdigest()
+            except StorageError as exc:  # a missing input: the item's worker names it, if it needs it
+                if not isinstance(exc.__cause__, FileNotFoundError):
+                    raise
+                memo[p] = "missing"
+        h.update(f"{p}\0{memo[p]}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _with_inputs(run: RunDir, item: dict[str, Any], memo: dict[str, str]) -> dict[str, Any]:
+    """The item with its ``inputs``' digest (:func:`input_digest`) folded into its ``key``: a finished item whose
+    inputs changed since (a trajectory generated again, a bench rebuilt) is done again."""
+    if not item.get("inputs"):
+        return item
+    return {**item, "key": f"{item.get('key', '')}|inputs:{input_digest(run, list(item['inputs']), memo)}"}
+
+
 def _completion_record(row: Row, item: dict[str, Any]) -> dict[str, Any]:
     """What the runner writes for a finished item: the row's fields and the item's ``key`` (as
     :data:`RECORD_KEY`, beside a worker's own fields)."""
@@ -119,7 +149,8 @@ def _run_step(inst: Stage, step: str, executor: Executor) -> tuple[list[Row], Un
     from filegram_ray.stages.executors import ModelCallExecutor, tasks_of
 
     stage, run = type(inst), inst.run
-    items = list(inst.items(step))
+    memo: dict[str, str] = {}
+    items = [_with_inputs(run, it, memo) for it in inst.items(step)]
     ids = [str(it["unit_id"]) for it in items]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
