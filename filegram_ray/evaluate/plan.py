@@ -132,20 +132,22 @@ def unit_key(unit: Mapping[str, Any]) -> str:
 
 def content_digest(run: RunDir, memo: dict[str, str] | None = None) -> Callable[[Mapping[str, Any], str], str]:
     """``content(spec, setting)`` for :func:`plan_units`: the digest (:func:`~filegram_ray.stages.runner.
-    input_digest`) of the spec's trajectories' ``events.json`` files, plus the render index for the multimodal
-    setting and the caption index for the real-world one (what the views of that setting read). Each file is read
-    once (``memo``)."""
+    input_digest`) of what the spec's views are built from: its trajectories' ``events.json`` files (plus the render
+    index in the multimodal setting), or in the real-world setting each recording's events read back
+    (``realworld/<recording>/events.json`` and ``video_times.json``). Each file is read once (``memo``)."""
     from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
     from filegram_ray.stages.runner import input_digest
 
     memo = {} if memo is None else memo
 
     def content(spec: Mapping[str, Any], setting: str) -> str:
-        paths = [f"trajectories/{t}/events.json" for t in spec.get("trajectories") or []]
+        ids = [str(t) for t in spec.get("trajectories") or []]
+        if setting == "real_world":  # the events read back from each recording (video.realworld)
+            paths = [f"realworld/{r}/{f}" for r in ids for f in ("events.json", "video_times.json")]
+        else:
+            paths = [f"trajectories/{t}/events.json" for t in ids]
         if setting == "multimodal":
             paths.append(DERIVATIVES_INDEX)
-        elif setting == "real_world":
-            paths.append("captions/index.parquet")
         return input_digest(run, paths, memo)
 
     return content
