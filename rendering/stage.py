@@ -229,6 +229,25 @@ def _previous_rows(run: RunDir, plan: str) -> tuple[dict[str, dict[str, Any]], i
     return current, len(stale)
 
 
+def _drop_superseded(run: RunDir, previous: dict[str, dict[str, Any]], units: list[dict[str, Any]]) -> int:
+    """Remove from ``previous`` (and the run: the derivative's file, its completion record) every earlier row of an
+    output this plan renders that this plan no longer has: the output was written again with other sections, and
+    its old derivatives must not stand beside the new ones in the index. Outputs not planned now (``render.limit``)
+    keep their rows. Returns how many were removed."""
+    from filegram_ray.storage import safe_unit_name
+
+    planned = {u["unit_id"] for u in units}
+    sources = {(u["trajectory_id"], u["source"]) for u in units}
+    gone = [uid for uid, r in previous.items()
+            if uid not in planned and (str(r.get("trajectory_id")), str(r.get("source"))) in sources]
+    for uid in gone:
+        r = previous.pop(uid)
+        if r.get("path"):
+            run.remove(str(r["path"]))
+        run.remove(f"_done/{STAGE}/{safe_unit_name(uid)}.json", recursive=False)
+    return len(gone)
+
+
 def _text_outputs(run: RunDir, cfg: RenderConfig) -> tuple[list[dict[str, Any]], int, int]:
     """(text outputs to render, number of non-text outputs ignored, number of text outputs left out by
     ``render.limit``): the two counts are kept apart so a smoke run's summary does not call its limit
@@ -347,6 +366,10 @@ class RenderStage(Stage):
         units = [u for out in self.outputs for u in plan_output(out, run, cfg, self.config.seed)]
         for u in units:  # the plan and the section it renders: an output written again with other text is rendered again
             u["key"] = f"{self.plan_key}:{hashlib.sha256(u['unit_json'].encode()).hexdigest()[:12]}"
+        self.superseded = _drop_superseded(run, self.previous, units)
+        if self.superseded:
+            log.info("render: %d derivatives of outputs written again since are no longer planned: removed",
+                     self.superseded)
         return units
 
     def tasks(self, step: str, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -406,7 +429,9 @@ class RenderStage(Stage):
               f"\n{table}", file=sys.stderr)
         return {**stats, "outputs": len(self.outputs), "ignored_non_text": self.ignored,
                 "over_limit": self.over_limit, "index_rows": len(merged), "plan": self.plan_key,
-                "rows_of_other_plans_removed": self.dropped, "options": cfg.model_dump(mode="json")}
+                "rows_of_other_plans_removed": self.dropped,
+                "rows_of_rewritten_outputs_removed": getattr(self, "superseded", 0),
+                "options": cfg.model_dump(mode="json")}
 
 
 #: ``run_render(config, **overrides)``: the render stage on ``config``'s run directory (overrides are laid over the

@@ -473,3 +473,31 @@ def test_a_trajectory_generated_again_is_ingested_and_answered_again(tmp_path, m
     ingested.clear()
     run_evaluate(_cfg(tmp_path, methods=["full_context"], plots=False))
     assert ingested == []  # and then nothing again
+
+
+def test_a_multimodal_units_content_is_its_own_trajectories_derivatives(tmp_path):
+    """Review finding (2026-12-07): the whole render index in every multimodal unit's digest made one re-rendered
+    trajectory re-answer every multimodal unit. A unit's digest moves with its own trajectories' derivatives only,
+    and not at all when the Multimodal setting strips them."""
+    from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
+    from filegram_ray.evaluate.plan import content_digest
+
+    run = make_run(tmp_path)
+    a, b = [f"{p}/{sorted(run.listdir('trajectories/' + p))[0]}" for p in PROFILES[:2]]
+
+    def index(sha_a: str, sha_b: str) -> None:
+        run.write_table(DERIVATIVES_INDEX, pl.DataFrame(
+            [{"unit_id": f"{t}/out.md#00.pdf", "trajectory_id": t, "sha256": s, "status": "ok"}
+             for t, s in ((a, sha_a), (b, sha_b))] +
+            [{"unit_id": f"{b}/x.md#plan", "trajectory_id": b, "sha256": "", "status": "error"}]))
+
+    spec = {"kind": "single_trajectory", "trajectories": [a]}
+    index("1", "1")
+    mm, strip, text = (content_digest(run, "derivatives")(spec, "multimodal"),
+                       content_digest(run, "strip")(spec, "multimodal"), content_digest(run)(spec, "text"))
+    assert len({mm, strip, text}) == 2 and strip == text
+    index("1", "2")  # another trajectory re-rendered
+    assert content_digest(run, "derivatives")(spec, "multimodal") == mm
+    index("3", "2")  # this one re-rendered
+    assert content_digest(run, "derivatives")(spec, "multimodal") != mm
+    assert content_digest(run, "strip")(spec, "multimodal") == strip

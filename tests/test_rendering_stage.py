@@ -194,3 +194,31 @@ def test_an_output_written_again_with_other_text_is_rendered_again(tmp_path):
     others = idx.filter((pl.col("source") != src["source"]) | (pl.col("trajectory_id") != src["trajectory_id"]))
     kept = again.join(others.select("unit_id", "sha256"), on="unit_id", suffix="_before")
     assert kept.height == others.height and (kept["sha256"] == kept["sha256_before"]).all()
+
+
+def test_an_output_rewritten_with_fewer_sections_leaves_no_old_derivative(tmp_path):
+    """Its old derivatives (sections it no longer has) leave the index, the disk and the completion records: the
+    Multimodal setting must never read them beside the new ones (found by review, 2026-12-07)."""
+    uri = str(tmp_path / "run")
+    run = _make_run(uri)
+    run_render(_cfg(uri, CHEAP), executor="serial")
+    idx = run.read_table(INDEX_PATH).filter(pl.col("status") == "ok")
+    many = idx.group_by("trajectory_id", "source").agg(pl.col("section_index").n_unique().alias("n")) \
+        .filter(pl.col("n") > 1).sort("trajectory_id", "source").row(0, named=True)
+    old = idx.filter((pl.col("trajectory_id") == many["trajectory_id"]) & (pl.col("source") == many["source"]))
+    tid = many["trajectory_id"]
+    run.write_text(f"trajectories/{tid}/outputs/{many['source']}",
+                   "# One short note\n\nThe second run wrote a single section with a few plain sentences in it. "
+                   "It has no headings below the title, so it is one section.\n")
+    rec = run_render(_cfg(uri, CHEAP), executor="serial")
+    assert rec["rows_of_rewritten_outputs_removed"] > 0
+    now = run.read_table(INDEX_PATH).filter((pl.col("trajectory_id") == tid) & (pl.col("source") == many["source"]))
+    assert now.height and set(now["section_index"].to_list()) == {0}
+    gone = set(old["unit_id"].to_list()) - set(now["unit_id"].to_list())
+    assert gone
+    for row in old.filter(pl.col("unit_id").is_in(list(gone))).iter_rows(named=True):
+        assert not run.exists(row["path"])
+    done = {p for p in run.listdir("_done/render")}
+    from filegram_ray.storage import safe_unit_name
+
+    assert not {f"{safe_unit_name(u)}.json" for u in gone} & done

@@ -130,25 +130,42 @@ def unit_key(unit: Mapping[str, Any]) -> str:
     return f"{key}:{unit['content']}" if unit.get("content") else key
 
 
-def content_digest(run: RunDir, memo: dict[str, str] | None = None) -> Callable[[Mapping[str, Any], str], str]:
-    """``content(spec, setting)`` for :func:`plan_units`: the digest (:func:`~filegram_ray.stages.runner.
-    input_digest`) of what the spec's views are built from: its trajectories' ``events.json`` files (plus the render
-    index in the multimodal setting), or in the real-world setting each recording's events read back
+def content_digest(run: RunDir, multimodal_content: str = "derivatives", memo: dict[str, str] | None = None
+                   ) -> Callable[[Mapping[str, Any], str], str]:
+    """``content(spec, setting)`` for :func:`plan_units`: a digest (:func:`~filegram_ray.stages.runner.
+    input_digest`) of what the spec's views are built from: its trajectories' ``events.json`` files; in the
+    multimodal setting with ``multimodal_content: derivatives`` also the rendered derivatives of those trajectories
+    (their rows of ``derivatives/index.parquet``: unit id and sha256 of every ``ok`` one, so a render of other
+    trajectories changes nothing here); in the real-world setting each recording's events read back
     (``realworld/<recording>/events.json`` and ``video_times.json``). Each file is read once (``memo``)."""
     from filegram_ray.evaluate.multimodal import DERIVATIVES_INDEX
     from filegram_ray.stages.runner import input_digest
 
     memo = {} if memo is None else memo
+    rendered: dict[str, str] | None = None
+
+    def derivatives() -> dict[str, str]:
+        nonlocal rendered
+        if rendered is None:
+            rows: dict[str, list[str]] = {}
+            if run.exists(DERIVATIVES_INDEX):
+                for r in run.read_table(DERIVATIVES_INDEX).to_dicts():
+                    if r.get("status") == "ok":
+                        rows.setdefault(str(r.get("trajectory_id")), []).append(f"{r.get('unit_id')}\0{r.get('sha256')}")
+            rendered = {t: hashlib.sha256("\n".join(sorted(v)).encode()).hexdigest()[:16] for t, v in rows.items()}
+        return rendered
 
     def content(spec: Mapping[str, Any], setting: str) -> str:
         ids = [str(t) for t in spec.get("trajectories") or []]
         if setting == "real_world":  # the events read back from each recording (video.realworld)
-            paths = [f"realworld/{r}/{f}" for r in ids for f in ("events.json", "video_times.json")]
-        else:
-            paths = [f"trajectories/{t}/events.json" for t in ids]
-        if setting == "multimodal":
-            paths.append(DERIVATIVES_INDEX)
-        return input_digest(run, paths, memo)
+            return input_digest(run, [f"realworld/{r}/{f}" for r in ids for f in ("events.json", "video_times.json")],
+                                memo)
+        digest = input_digest(run, [f"trajectories/{t}/events.json" for t in ids], memo)
+        if setting == "multimodal" and multimodal_content == "derivatives":
+            der = derivatives()
+            blob = "\n".join([digest, *(f"{t}\0{der.get(t, '-')}" for t in sorted(ids))])
+            digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return digest
 
     return content
 

@@ -277,7 +277,7 @@ class EvaluateStage(Stage):
         if step == "verdicts":
             return self._verdict_items()
         o = self.opts
-        self.content = content_digest(self.run)
+        self.content = content_digest(self.run, self.mm_mode)
         self.by_method = plan_units(self.bench_items, o.methods, self.mm_tag, o.tag, llm_ingest=self.llm_ingest,
                                     method_options=o.method_options, embedder=self.embedder, content=self.content)
         self.t_items = time.perf_counter()
