@@ -157,7 +157,8 @@ def test_headroom_sentence_tells_methods_above_no_context_from_those_below():
     text = headroom_lines({**only_below, "can_rank": True}, {"naive_rag": "Naive RAG"})[0]  # nothing above: no
     # claim that memory helps
     assert "can tell memory from none" not in text
-    assert "No method lies above No Context's interval; 1 lie below it, worse than no memory (Naive RAG)" in text
+    assert "On the multiple-choice Avg no method lies above No Context's interval; 1 lie below it, worse than no " \
+           "memory (Naive RAG)" in text
 
 
 def test_a_method_counts_as_told_apart_only_when_its_paired_test_agrees_and_enough_profiles():
@@ -181,7 +182,8 @@ def test_a_method_counts_as_told_apart_only_when_its_paired_test_agrees_and_enou
     r = reader_summary(res, iv, paired.with_columns(distinguishable=pl.lit(False)),
                        ["no_context", "naive_rag", "filegramos"])
     assert r["clear"] == r["below"] == []
-    assert "No method is told apart from No Context" in headroom_lines({**r, "can_rank": True})[0]
+    assert "On the multiple-choice Avg no method is told apart from No Context" in \
+        headroom_lines({**r, "can_rank": True})[0]
     few = reader_summary(res, iv.with_columns(n_profiles=pl.lit(MIN_INTERVAL_PROFILES - 3)), paired,
                          ["no_context", "naive_rag", "filegramos"])
     assert few["can_rank"] is False and f"over {MIN_INTERVAL_PROFILES - 3} profile(s)" in few["why"]
@@ -218,3 +220,27 @@ def test_report_gives_headroom_per_sub_task_and_the_masked_format_row():
     text = "\n".join(reader_lines(r, {"filegramos": "FileGramOS"}))
     assert "- Masked format (FileGramOS's context with the tier words of its procedural channel masked" in text
     assert "against FileGramOS on the same 40 items Δ -25.0" in text and "against the floor Δ" in text
+
+
+def test_the_opening_says_which_methods_the_open_ended_tests_tell_apart():
+    """The default run of 2026-12-07 opened with "No method is told apart from No Context" while its paired table
+    marked FileGramOS ◆ against No Context on the open-ended scores (+7.5 [3.4, 11.9]): the sentence was about the
+    multiple-choice Avg only. It now says so, and names the open-ended differences beside it."""
+    from filegram_ray.evaluate.report import headroom_lines, reader_summary
+
+    iv = pl.DataFrame({"method": ["no_context", "gold", "filegramos", "mem0"], "cell": ["avg"] * 4,
+                       "mean": [26.7, 70.0, 28.0, 27.0], "lo": [23.0, 65.0, 24.0, 23.0],
+                       "hi": [30.0, 75.0, 32.0, 31.0], "n_profiles": [20] * 4})
+    paired = pl.DataFrame({"scope": ["avg", "open", "open", "open"],
+                           "baseline": ["no_context", "no_context", "no_context", "filegramos"],
+                           "method": ["filegramos", "filegramos", "mem0", "mem0"],
+                           "diff": [1.3, 7.5, 0.6, -6.9], "lo": [-2.0, 3.4, -1.0, -11.8], "hi": [4.0, 11.9, 2.0, -2.1],
+                           "distinguishable": [False, True, False, True]})
+    r = reader_summary(pl.DataFrame({"method": iv["method"].to_list()}), iv, paired,
+                       ["no_context", "filegramos", "mem0"])
+    assert r["clear"] == [] and [a["method"] for a in r["open_apart"]] == ["filegramos"]
+    text = headroom_lines({**r, "can_rank": True}, {"filegramos": "FileGramOS", "mem0": "Mem0"})[0]
+    assert "On the multiple-choice Avg no method is told apart from No Context" in text
+    assert "On the open-ended scores (ProfRec, VisGrd) the paired tests tell FileGramOS (+7.5 [3.4, 11.9]) apart " \
+           "from No Context" in text
+    assert "Mem0 (" not in text  # its only distinguishable test is against FileGramOS, not the floor

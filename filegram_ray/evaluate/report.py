@@ -308,7 +308,8 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
     falls to the floor: intervals overlap and its paired test against the floor is not significant), ``order``
     (:func:`~filegram_ray.evaluate.reader_validity.order_stats`), ``gate`` (:func:`~filegram_ray.evaluate
     .reader_validity.reader_gate` of these rows), ``can_rank`` = the gate's ``reads`` and ``why`` its reasons.
-    Beside the gate: ``clear`` (methods whose Avg interval lies above the floor's and whose paired test against it
+    Beside the gate: ``open_apart`` (methods whose paired test on the open-ended scores tells them from the floor:
+    ``{method, diff, lo, hi}``), ``clear`` (methods whose Avg interval lies above the floor's and whose paired test against it
     is distinguishable, when ``paired`` holds one), ``below`` (the same, below it: worse than no memory),
     ``interval_only`` (intervals apart but the paired test not distinguishable: not counted), ``sub_tasks`` (per
     multiple-choice sub-task: ``{sub_task, gold, floor, headroom}`` in points) and ``masked`` (the masked-format row:
@@ -336,6 +337,11 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
                 out[side if tested.get(m, True) else "interval_only"].append(m)
     if floor is not None and ceil is not None:
         out["headroom"] = ceil["mean"] - floor["mean"]
+    out["open_apart"] = [
+        {"method": r["method"], "diff": r["diff"], "lo": r["lo"], "hi": r["hi"]}
+        for r in paired.filter((pl.col("scope") == "open") & (pl.col("baseline") == floor_id)
+                               & pl.col("distinguishable")).iter_rows(named=True) if r["method"] in others
+    ] if paired.height and {"scope", "baseline", "method", "distinguishable"} <= set(paired.columns) else []
     wu = _ci(intervals, "wrong_user")
     if wu is not None and floor is not None:
         from filegram_ray.stats import paired_test
@@ -423,15 +429,22 @@ def headroom_lines(reader: dict[str, Any], row_names: dict[str, str] | None = No
                f"({', '.join(_name(m, row_names) for m in below)})" if below else "")
         lines.append("The reader reads: every validity check passes (section Reader validity).")
         if above:
-            lines.append(f"It tells memory from none: {len(above)} method(s) lie above {floor_name}'s "
-                         f"interval ({', '.join(_name(m, row_names) for m in above)})" + (f"; {low}" if low else "")
-                         + "; the paired tests below give each difference.")
+            lines.append(f"It tells memory from none: on the multiple-choice Avg {len(above)} method(s) lie above "
+                         f"{floor_name}'s interval ({', '.join(_name(m, row_names) for m in above)})"
+                         + (f"; {low}" if low else "") + "; the paired tests below give each difference.")
         elif below:
-            lines.append(f"No method lies above {floor_name}'s interval; {low}. The reader tells these apart from "
-                         "no memory, but no memory method beats it here.")
+            lines.append(f"On the multiple-choice Avg no method lies above {floor_name}'s interval; {low}. The reader "
+                         "tells these apart from no memory, but no memory method beats it here.")
         else:
-            lines.append(f"No method is told apart from {floor_name} (its interval overlaps, or the paired test "
-                         "does not distinguish it).")
+            lines.append(f"On the multiple-choice Avg no method is told apart from {floor_name} (its interval "
+                         "overlaps, or the paired test does not distinguish it).")
+        apart = reader.get("open_apart") or []
+        if apart:
+            lines.append("On the open-ended scores (ProfRec, VisGrd) the paired tests tell "
+                         + ", ".join(f"{_name(r['method'], row_names)} ({r['diff']:+.1f} [{r['lo']:.1f}, "
+                                     f"{r['hi']:.1f}])" for r in apart)
+                         + f" apart from {floor_name}, whose open answers are empty: read them with the open-ended "
+                         "columns' scale (Likert 1–5 rescaled to 0–100).")
     return [" ".join(lines), ""]
 
 
