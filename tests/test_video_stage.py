@@ -55,6 +55,15 @@ def test_record_stage_resumes(captioned_run):
 
     again = run_record(cfg, executor="serial")
     assert again["already_done"] == 1 and again["recorded"] == 0 and again["errors"] == 1
+    # the skipped recording keeps its status: a resumed pipeline found 6 recordings with status null and captioned
+    # none of them (2026-12-07)
+    idx = {r["trajectory_id"]: r for r in cfg.run().read_table("recordings/index.parquet").to_dicts()}
+    assert idx[TRAJECTORY_ID]["status"] == "ok" and idx[BROKEN]["status"] == "error"
+    from video.caption_stage import run_caption
+
+    cap = run_caption(cfg)
+    assert cap["units"] == {"planned": 1, "done": 0, "skipped": 1, "failed": 0}
+    assert [r["status"] for r in cfg.run().read_table("captions/index.parquet").to_dicts()] == ["ok"]
 
 
 def test_caption_stage_reads_events_back_and_scores_them(captioned_run):

@@ -121,15 +121,17 @@ class RecordWorker:
 
 def previous_rows(run: RunDir, index: str, stage: str, key: str) -> dict[str, dict[str, Any]]:
     """``{row[key]: row}`` of a stage's earlier index rows: the index table's, then each completion record's (newer:
-    an item finished after the table was last written; a record of an older version holds its row under ``row``)."""
+    an item finished after the table was last written; a record of an older version holds its row under ``row``).
+    A row from a completion record is ``ok``: a resumed record stage once wrote ``status: null`` for every recording
+    it skipped, and caption then found no recording to caption."""
     rows: dict[str, dict[str, Any]] = {}
     if run.exists(index):
         for r in run.read_table(index).to_dicts():
             rows[r[key]] = r
     for rec in run.done_records(stage):
         r = rec["row"] if isinstance(rec.get("row"), dict) else rec
-        if r.get(key):
-            rows[r[key]] = r
+        if r.get(key):  # a completion record exists only for a finished item; the runner keeps no status in it
+            rows[r[key]] = {**r, "status": r.get("status") or "ok"}
     return rows
 
 
