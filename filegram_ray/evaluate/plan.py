@@ -68,6 +68,8 @@ def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb
         g["items"].append(it)
     from filegram_ray.methods import make_method
 
+    # one content digest per (setting, context spec), shared by every method's unit of it
+    digests = {gk: content(g["spec"], gk[2])[:8] for gk, g in groups.items()} if content is not None else {}
     plan: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
         group = make_method(m).group  # cheap: methods load models lazily
@@ -76,7 +78,7 @@ def plan_units(items: list[dict[str, Any]], methods: list[str], mm_mode: str, bb
         for (tag, key, setting), g in sorted(groups.items()):
             uid = f"{bb_tag}/{m}/{tag}__{key}{opt}"
             cache_group = f"{group}@{bb_tag}" if llm_ingest else group
-            digest = content(g["spec"], setting)[:8] if content is not None else ""
+            digest = digests.get((tag, key, setting), "")
             pinned = f"{key}-{digest}" if digest else key
             units.append({"unit_id": uid, "method": m, "setting": setting, "cache_key": pinned, "spec": g["spec"],
                           "spec_id": f"{bb_tag}/{tag}__{key}", "content": digest,

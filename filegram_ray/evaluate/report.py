@@ -325,9 +325,11 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
                            "wrong_user": None, "order": {}, "gold_sub_tasks": _gold_sub_tasks(results),
                            "sub_tasks": [], "masked": None}
     others = [m for m in methods if m != floor_id]
-    tested = {r["method"]: bool(r["distinguishable"]) for r in paired.filter(
-        (pl.col("scope") == "avg") & (pl.col("baseline") == floor_id)).iter_rows(named=True)} \
-        if paired.height and {"scope", "baseline", "method", "distinguishable"} <= set(paired.columns) else {}
+    # the paired tests against the floor, by scope (``avg`` / ``open``); none when the table holds none
+    vs_floor = paired.filter(pl.col("baseline") == floor_id) \
+        if paired.height and {"scope", "baseline", "method", "distinguishable"} <= set(paired.columns) else None
+    tested = {r["method"]: bool(r["distinguishable"]) for r in vs_floor.filter(pl.col("scope") == "avg")
+              .iter_rows(named=True)} if vs_floor is not None else {}
     if floor is not None:
         for m in others:
             c = _ci(intervals, m)
@@ -339,9 +341,9 @@ def reader_summary(results: pl.DataFrame, intervals: pl.DataFrame, paired: pl.Da
         out["headroom"] = ceil["mean"] - floor["mean"]
     out["open_apart"] = [
         {"method": r["method"], "diff": r["diff"], "lo": r["lo"], "hi": r["hi"]}
-        for r in paired.filter((pl.col("scope") == "open") & (pl.col("baseline") == floor_id)
-                               & pl.col("distinguishable")).iter_rows(named=True) if r["method"] in others
-    ] if paired.height and {"scope", "baseline", "method", "distinguishable"} <= set(paired.columns) else []
+        for r in vs_floor.filter((pl.col("scope") == "open") & pl.col("distinguishable")).iter_rows(named=True)
+        if r["method"] in others
+    ] if vs_floor is not None else []
     wu = _ci(intervals, "wrong_user")
     if wu is not None and floor is not None:
         from filegram_ray.stats import paired_test

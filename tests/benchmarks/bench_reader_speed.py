@@ -117,9 +117,9 @@ def main(argv=None) -> int:
     print(f"MiniLM forward passes: {forward['s']:.1f} s of {total:.1f} ({100 * forward['s'] / total:.0f} %), "
           f"{forward['passages']} passages, {fwd_ms:.1f} ms per passage; torch kernels "
           f"{torch.backends.cpu.get_cpu_capability()} (--isa {a.isa})")
-    every = list(items.values())
-    n_def = len(sample_items(every, 40, a.seed))
-    n_mc = sum(1 for it in sample_items(every, 40, a.seed) if it.get("choices"))
+    default_sample = sample_items(list(items.values()), 40, a.seed)
+    n_def = len(default_sample)
+    n_mc = sum(1 for it in default_sample if it.get("choices"))
     n_ans = n_def * 16 + 2 * n_def + 2 * n_mc  # 16 methods; gold and wrong user; rotated and masked (MC only)
     mean = statistics.mean(times)
     print(f"default sample of this bank: {n_def} items ({n_mc} multiple-choice) → {n_ans} answers "
